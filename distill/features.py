@@ -1,0 +1,94 @@
+"""Turn examples into teacher inputs: sub-word ids, and for tagging each word's first sub-token.
+
+A tagging sentence longer than the encoder's window is cut into consecutive windows at word
+boundaries, so every word is scored. A word the tokenizer turns into no sub-token at all (a
+zero-width character, say) appears in no window: it gets no loss, no metric and no distill term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+
+def special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
+    """The ids a tokenizer puts before and after the content (``[CLS]``/``[SEP]``, ``<s>``/``</s>``...)."""
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a")["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start:start + len(bare)] == bare:
+            return full[:start], full[start + len(bare):]
+    raise ValueError("cannot locate content between the tokenizer's special tokens")
+
+
+@dataclass
+class Window:
+    """One teacher input: sub-word ids, plus (for tagging) the words whose first piece it holds."""
+
+    example: int
+    input_ids: list[int]
+    word_index: list[int]
+    word_positions: list[int]
+
+
+def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> list[Window]:
+    """One window per text, truncated to `max_length`; the model reads the first token's state."""
+    ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+    return [Window(i, row, [], []) for i, row in enumerate(ids)]
+
+
+def encode_words(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[Sequence[str]],
+                 max_length: int) -> list[Window]:
+    """Windows of whole words for tagging; each word is predicted from its first sub-token."""
+    prefix, suffix = special_token_frame(tokenizer)
+    capacity = max_length - len(prefix) - len(suffix)
+    if capacity < 1:
+        raise ValueError(f"max_length {max_length} leaves no room between special tokens")
+    encoded = tokenizer([list(s) for s in sentences], is_split_into_words=True, add_special_tokens=False)
+    windows: list[Window] = []
+    for example in range(len(sentences)):
+        pieces: dict[int, list[int]] = {}
+        for token_id, word in zip(encoded["input_ids"][example], encoded.word_ids(example)):
+            if word is not None:
+                pieces.setdefault(word, []).append(token_id)
+        ids: list[int] = []
+        words: list[int] = []
+        positions: list[int] = []
+        for word in sorted(pieces):
+            word_pieces = pieces[word][:capacity]
+            if ids and len(ids) + len(word_pieces) > capacity:
+                windows.append(Window(example, prefix + ids + suffix, words, positions))
+                ids, words, positions = [], [], []
+            words.append(word)
+            positions.append(len(prefix) + len(ids))
+            ids.extend(word_pieces)
+        if ids or not windows or windows[-1].example != example:
+            windows.append(Window(example, prefix + ids + suffix, words, positions))
+    return windows
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, examples: Sequence, task: str, max_length: int) -> list[Window]:
+    if task == "classification":
+        return encode_texts(tokenizer, examples, max_length)
+    return encode_words(tokenizer, examples, max_length)
+
+
+def collate_windows(windows: Sequence[Window], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad a batch of windows into encoder inputs (and word positions for tagging)."""
+    length = max(len(w.input_ids) for w in windows)
+    input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(windows), length), dtype=torch.long)
+    for row, window in enumerate(windows):
+        input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids)
+        attention_mask[row, : len(window.input_ids)] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if windows[0].word_positions or any(w.word_positions for w in windows):
+        width = max(1, max(len(w.word_positions) for w in windows))
+        positions = torch.zeros((len(windows), width), dtype=torch.long)
+        for row, window in enumerate(windows):
+            positions[row, : len(window.word_positions)] = torch.tensor(window.word_positions, dtype=torch.long)
+        batch["word_positions"] = positions
+    return batch

@@ -1,0 +1,121 @@
+"""Batched inference shared by evaluation, prediction, pseudo-labelling and the teacher cache.
+
+Every model (teacher or student) offers ``prepare(examples) -> (inputs, mask)``,
+``forward(**inputs) -> logits`` and ``decode(logits, mask) -> label indices``; this module
+only batches by length, runs the model without gradients and puts results back in input order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from distill.metrics import classification_metrics, tagging_metrics
+
+
+@dataclass
+class ExampleLogits:
+    """Logits for a list of examples, in input order.
+
+    Classification: ``logits`` is (examples, labels). Tagging: ``logits`` is (words, labels)
+    over all words of all examples, ``offsets`` marks where each example starts, and ``scored``
+    says which words the model could score (a word with no sub-token is not scored).
+    """
+
+    logits: torch.Tensor
+    offsets: torch.Tensor | None = None
+    scored: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.logits) if self.offsets is None else len(self.offsets) - 1
+
+    def example(self, index: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.offsets is None:
+            return self.logits[index], None
+        start, end = int(self.offsets[index]), int(self.offsets[index + 1])
+        return self.logits[start:end], self.scored[start:end]
+
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Padded (batch, words, labels) logits and (batch, words) scored mask for `indices`."""
+        if self.offsets is None:
+            return self.logits[torch.as_tensor(list(indices))], None
+        rows = [self.example(i) for i in indices]
+        width = max(len(r[0]) for r in rows)
+        logits = self.logits.new_zeros((len(rows), width, self.logits.size(-1)))
+        scored = torch.zeros((len(rows), width), dtype=torch.bool)
+        for row, (values, mask) in enumerate(rows):
+            logits[row, : len(values)] = values
+            scored[row, : len(values)] = mask
+        return logits, scored
+
+    def to_dict(self) -> dict[str, torch.Tensor]:
+        tensors = {"logits": self.logits}
+        if self.offsets is not None:
+            tensors.update(offsets=self.offsets, scored=self.scored)
+        return tensors
+
+    @classmethod
+    def from_dict(cls, tensors: dict[str, torch.Tensor]) -> "ExampleLogits":
+        return cls(tensors["logits"], tensors.get("offsets"), tensors.get("scored"))
+
+
+def example_length(example) -> int:
+    return len(example) if isinstance(example, (list, tuple)) else len(example.split())
+
+
+def length_sorted_batches(examples: Sequence, batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, so little compute goes to padding."""
+    order = sorted(range(len(examples)), key=lambda i: example_length(examples[i]))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.inference_mode()
+def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
+                   progress: bool = False, description: str = "predict") -> ExampleLogits:
+    """Run `model` over `examples` in length-sorted batches; results come back in input order."""
+    was_training = model.training
+    model.eval()
+    per_example: list = [None] * len(examples)
+    bar = tqdm(total=len(examples), desc=description, unit="ex", disable=not progress, leave=False)
+    for indices in length_sorted_batches(examples, batch_size):
+        inputs, mask = model.prepare([examples[i] for i in indices])
+        logits = model(**inputs).float().cpu()
+        for row, index in enumerate(indices):
+            if mask is None:
+                per_example[index] = (logits[row], None)
+            else:
+                length = example_length(examples[index])
+                per_example[index] = (logits[row, :length], mask[row, :length].cpu())
+        bar.update(len(indices))
+    bar.close()
+    model.train(was_training)
+    if not per_example or per_example[0][1] is None:
+        return ExampleLogits(torch.stack([p[0] for p in per_example]))
+    lengths = torch.tensor([0] + [len(p[0]) for p in per_example])
+    return ExampleLogits(torch.cat([p[0] for p in per_example]), torch.cumsum(lengths, 0),
+                         torch.cat([p[1] for p in per_example]))
+
+
+def decode_labels(model: torch.nn.Module, results: ExampleLogits) -> list:
+    """Label strings per example (classification) or per word (tagging)."""
+    labels = model.hierarchy.labels
+    if results.offsets is None:
+        return [labels[i] for i in model.decode(results.logits, None)]
+    decoded = []
+    for index in range(len(results)):
+        logits, scored = results.example(index)
+        path = model.decode(logits.unsqueeze(0), scored.unsqueeze(0))[0]
+        decoded.append([labels[i] for i in path])
+    return decoded
+
+
+def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
+             progress: bool = False) -> dict:
+    """Metrics of `model` on labelled examples (label strings, or tag-string lists)."""
+    predicted = decode_labels(model, predict_logits(model, examples, batch_size, progress, "evaluate"))
+    if model.task == "classification":
+        return classification_metrics(gold, predicted, model.hierarchy)
+    return tagging_metrics(gold, predicted)

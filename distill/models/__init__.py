@@ -1,0 +1,38 @@
+"""Models: the transformer teacher and the small students. None of them knows about distillation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distill.errors import DistillError
+from distill.io import read_json
+from distill.models.base import LabelModel
+
+MODEL_CARD = "distill.json"
+
+
+def read_model_card(directory: str | Path) -> dict:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DistillError(f"{directory}: model directory not found")
+    if not (directory / MODEL_CARD).exists():
+        raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
+    card = read_json(directory / MODEL_CARD)
+    if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student"):
+        raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
+    return card
+
+
+def load_model(directory: str | Path, expect: str | None = None) -> LabelModel:
+    """Load a teacher or student directory; `expect` ('teacher'/'student') rejects the other kind."""
+    card = read_model_card(directory)
+    if expect is not None and card["kind"] != expect:
+        raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
+    if card["kind"] == "teacher":
+        from distill.models.teacher import TransformerClassifier
+        return TransformerClassifier.from_checkpoint(directory)
+    from distill.models.students import STUDENTS
+    by_class = {cls.__name__: cls for cls in STUDENTS.values()}
+    if card.get("model") not in by_class:
+        raise DistillError(f"{directory}: unknown student model {card.get('model')!r}")
+    return by_class[card["model"]].from_checkpoint(directory)

@@ -1,0 +1,173 @@
+"""DistilBERT (or any `transformers` encoder) + Linear: the teacher.
+
+Raw scores go forward; prediction is an argmax over them. Training passes them through
+LogSoftmax into the class-weighted NLL (`distill.losses.weighted_nll`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
+from distill.errors import DistillError
+from distill.features import collate_windows, encode_texts, encode_words
+from distill.io import load_checkpoint, read_json, save_checkpoint, write_json
+from distill.labels import LabelHierarchy
+from distill.models.base import LabelModel
+
+CHECKPOINT = "checkpoint.pt"
+ENCODER_DIR = "encoder"
+
+
+@dataclass
+class TeacherConfig:
+    """Hyperparameters of seed 000's DB_Linear, plus what a run needs to be repeated."""
+
+    task: str = "classification"
+    encoder: str = DEFAULT_ENCODER
+    encoder_lr: float = 5e-5
+    classifier_lr: float = 1e-3
+    dropout: float = 0.1
+    pre_classifier: bool = False
+    max_length: int = 128
+    batch_size: int = 32
+    epochs: int = 3
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    patience: int = 2
+    seed: int = 42
+    class_weights: Any = None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TeacherConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class TransformerClassifier(LabelModel):
+    """Encoder + dropout + Linear; sequence labels from the first token, word tags from first pieces."""
+
+    def __init__(self, config: TeacherConfig, hierarchy: LabelHierarchy, encoder: nn.Module,
+                 tokenizer: PreTrainedTokenizerBase):
+        super().__init__()
+        self.config = config
+        self.hierarchy = hierarchy
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        hidden = encoder.config.hidden_size if hasattr(encoder.config, "hidden_size") else encoder.config.dim
+        self.pre_classifier = nn.Linear(hidden, hidden) if config.pre_classifier else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.classifier = nn.Linear(hidden, len(hierarchy))
+
+    @classmethod
+    def from_pretrained_encoder(cls, config: TeacherConfig, hierarchy: LabelHierarchy) -> "TransformerClassifier":
+        encoder, tokenizer = load_encoder(config.encoder)
+        return cls(config, hierarchy, encoder, tokenizer)
+
+    @property
+    def task(self) -> str:
+        return self.config.task
+
+    def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Tokenize a batch. Tagging windows also carry, per word, its slot in the output grid."""
+        device = self.device
+        if self.task == "classification":
+            windows = encode_texts(self.tokenizer, examples, self.config.max_length)
+            inputs = collate_windows(windows, self.tokenizer.pad_token_id)
+            return {k: v.to(device) for k, v in inputs.items()}, None
+        windows = encode_words(self.tokenizer, examples, self.config.max_length)
+        inputs = collate_windows(windows, self.tokenizer.pad_token_id)
+        width = max(len(e) for e in examples)
+        slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
+        scored = torch.zeros((len(examples), width), dtype=torch.bool)
+        for row, window in enumerate(windows):
+            slots[row, : len(window.word_index)] = torch.tensor(window.word_index, dtype=torch.long) \
+                + window.example * width
+            scored[window.example, window.word_index] = True
+        inputs.update(word_slots=slots, grid_shape=torch.tensor([len(examples), width]))
+        return {k: v.to(device) for k, v in inputs.items()}, scored.to(device)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
+                grid_shape: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (batch, labels) for classification, (sentences, words, labels) for tagging.
+
+        For tagging, each window's word logits are placed at `word_slots` of a
+        (sentences x words) grid; words no window holds keep zero logits.
+        """
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if word_positions is None:
+            features = hidden[:, 0]
+        else:
+            index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
+            features = hidden.gather(1, index)
+        if self.pre_classifier is not None:
+            features = torch.relu(self.pre_classifier(features))
+        logits = self.classifier(self.dropout(features))
+        if word_slots is None:
+            return logits
+        sentences, width = (int(v) for v in grid_shape)
+        grid = logits.new_zeros((sentences * width, logits.size(-1)))
+        real = word_slots >= 0
+        grid[word_slots[real]] = logits[real]
+        return grid.view(sentences, width, -1)
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        head = list(self.classifier.parameters())
+        if self.pre_classifier is not None:
+            head += list(self.pre_classifier.parameters())
+        return head
+
+    def head_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
+
+    def save(self, directory: str | Path, optimizer_state: dict | None = None) -> None:
+        """Seed 000's checkpoint schema, plus the encoder's config and tokenizer so it loads offline."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.encoder.config.save_pretrained(directory / ENCODER_DIR)
+        self.tokenizer.save_pretrained(directory / ENCODER_DIR)
+        save_checkpoint(directory / CHECKPOINT, {
+            "config": asdict(self.config),
+            "hierarchy": self.hierarchy.to_dict(),
+            "encoder_state_dict": self.encoder.state_dict(),
+            "classifier_state_dict": self.head_state_dict(),
+            "optimizer_state_dict": optimizer_state or {},
+        })
+        write_json(directory / "distill.json", {"kind": "teacher", "model": type(self).__name__,
+                                            "task": self.config.task, "labels": self.hierarchy.labels})
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path) -> "TransformerClassifier":
+        directory = Path(directory)
+        for needed in (CHECKPOINT, ENCODER_DIR):
+            if not (directory / needed).exists():
+                raise DistillError(f"{directory}: not a teacher directory (missing {needed})")
+        checkpoint = load_checkpoint(directory / CHECKPOINT)
+        missing = {"config", "hierarchy", "encoder_state_dict", "classifier_state_dict"} - set(checkpoint)
+        if missing:
+            raise DistillError(f"{directory / CHECKPOINT}: not a teacher checkpoint (missing {sorted(missing)})")
+        config = TeacherConfig.from_dict(checkpoint["config"])
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
+            encoder = encoder_from_config(directory / ENCODER_DIR)
+        except (OSError, ValueError) as err:
+            raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
+        model = cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer)
+        try:
+            model.encoder.load_state_dict(checkpoint["encoder_state_dict"])
+            missing, unexpected = model.load_state_dict(checkpoint["classifier_state_dict"], strict=False)
+        except RuntimeError as err:
+            raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
+        head_missing = [k for k in missing if not k.startswith("encoder.")]
+        if head_missing or unexpected:
+            raise DistillError(f"{directory}: classifier weights do not fit the model "
+                               f"(missing {head_missing[:3]}, unexpected {unexpected[:3]})")
+        model.eval()
+        return model

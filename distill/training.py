@@ -1,0 +1,146 @@
+"""The one training loop: teacher, student and kd runs differ only in model and objective.
+
+An objective is any callable ``objective(model, logits, batch) -> loss``; a batch holds the
+example ``indices`` (so a distiller can look up teacher logits), the model's ``inputs``, the
+``mask`` of scored words (tagging), the gold ``targets`` (IGNORE_INDEX where unlabelled) and
+``labelled``, which rows have gold labels at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from distill.inference import evaluate, example_length
+from distill.losses import IGNORE_INDEX
+from distill.metrics import headline
+
+
+class Objective(Protocol):
+    def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor: ...
+
+
+class SupervisedObjective:
+    """Plain supervised training: the model's class-weighted NLL (or CRF NLL) on gold labels."""
+
+    def __init__(self, class_weights: Sequence[float] | None = None):
+        self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
+
+    def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
+        weights = None if self.class_weights is None else self.class_weights.to(logits.device)
+        return model.supervised_loss(logits, batch["targets"], batch["mask"], weights)
+
+
+@dataclass
+class FitSettings:
+    epochs: int = 3
+    batch_size: int = 32
+    patience: int = 2
+    seed: int = 42
+    max_grad_norm: float = 1.0
+    progress: bool = True
+    eval_batch_size: int = 64
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def label_targets(model: torch.nn.Module, labels: Sequence, width: int | None) -> torch.Tensor:
+    """Gold label indices: (batch,) or (batch, words) padded with IGNORE_INDEX; None = unlabelled."""
+    hierarchy = model.hierarchy
+    if width is None:
+        return torch.tensor([IGNORE_INDEX if y is None else hierarchy.encode(y) for y in labels])
+    targets = torch.full((len(labels), width), IGNORE_INDEX, dtype=torch.long)
+    for row, tags in enumerate(labels):
+        if tags is not None:
+            targets[row, : len(tags)] = torch.tensor([hierarchy.encode(t) for t in tags])
+    return targets
+
+
+def training_batches(examples: Sequence, batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """Shuffled batches of similar-length examples: sort within pools of 50 batches, shuffle batches."""
+    order = torch.randperm(len(examples), generator=generator).tolist()
+    pool = batch_size * 50
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda i: example_length(examples[i]))
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    permutation = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in permutation]
+
+
+def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence, indices: list[int]) -> dict:
+    inputs, mask = model.prepare([examples[i] for i in indices])
+    width = None if mask is None else mask.size(1)
+    targets = label_targets(model, [labels[i] for i in indices], width).to(model.device)
+    labelled = torch.tensor([labels[i] is not None for i in indices], device=model.device)
+    return {"indices": indices, "inputs": inputs, "mask": mask, "targets": targets, "labelled": labelled}
+
+
+def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
+        scheduler, train_examples: Sequence, train_labels: Sequence, dev_examples: Sequence,
+        dev_labels: Sequence, settings: FitSettings, save_best: Callable[[dict], None],
+        log_path: str | Path | None = None) -> dict:
+    """Train for up to `settings.epochs`, evaluating on dev after each epoch.
+
+    The best-on-dev model is handed to `save_best` (not the last one); training stops early
+    after `patience` epochs without improvement. Returns the best epoch's record.
+    """
+    seed_everything(settings.seed)
+    generator = torch.Generator().manual_seed(settings.seed)
+    best, history, stale = None, [], 0
+    for epoch in range(1, settings.epochs + 1):
+        model.train()
+        batches = training_batches(train_examples, settings.batch_size, generator)
+        bar = tqdm(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
+                   disable=not settings.progress)
+        started, total_loss, steps = time.perf_counter(), 0.0, 0
+        for indices in batches:
+            batch = make_batch(model, train_examples, train_labels, indices)
+            logits = model(**batch["inputs"])
+            loss = objective(model, logits, batch)
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            total_loss, steps = total_loss + loss.item(), steps + 1
+            bar.update(len(indices))
+            bar.set_postfix(loss=f"{total_loss / steps:.4f}")
+        bar.close()
+        seconds = time.perf_counter() - started
+        dev = evaluate(model, dev_examples, dev_labels, settings.eval_batch_size)
+        record = {"epoch": epoch, "train_loss": total_loss / max(steps, 1), "epoch_seconds": round(seconds, 2),
+                  "train_examples_per_second": round(len(train_examples) / seconds, 1), "dev": dev}
+        history.append(record)
+        if log_path is not None:
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(json.dumps(record) + "\n")
+        score = headline(model.task, dev)
+        improved = best is None or score > headline(model.task, best["dev"])
+        if settings.progress:
+            tqdm.write(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {score:.4f}"
+                       f"{'  (best)' if improved else ''}  {seconds:.1f}s")
+        if improved:
+            best, stale = record, 0
+            save_best(record)
+        else:
+            stale += 1
+            if stale >= settings.patience:
+                break
+    return {"best": best, "history": history}

@@ -1,0 +1,299 @@
+"""`nlp-train`: the command line. Thin: it parses options and calls a procedure."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
+                                  DEFAULT_TEMPERATURE, KD_LOSSES)
+from distill.errors import DistillError
+from procedures.common import DataOptions
+
+POSITIVE_INT = click.IntRange(min=1)
+NON_NEGATIVE = click.FloatRange(min=0.0)
+
+
+def data_options(func):
+    """--text-column/--label-column/--tag-column/--label-separator, packed into a DataOptions."""
+    @click.option("--text-column", default="text", show_default=True, help="CSV/TSV/JSONL column with the text.")
+    @click.option("--label-column", default="label", show_default=True, help="Column with the class label.")
+    @click.option("--tag-column", default=-1, show_default=True, type=int,
+                  help="CoNLL field holding the tag (-1 = last, e.g. NER in CoNLL-2003; 1 = POS).")
+    @click.option("--label-separator", default="/", show_default=True,
+                  help="Separator of hierarchical labels such as Science/Physics; '' for flat labels.")
+    @functools.wraps(func)
+    def wrapper(*args, text_column, label_column, tag_column, label_separator, **kwargs):
+        options = DataOptions(text_column, label_column, tag_column, label_separator or None)
+        return func(*args, data=options, **kwargs)
+    return wrapper
+
+
+def student_options(func):
+    """Architecture and training options of a student, packed into a StudentConfig."""
+    from distill.models.students import STUDENTS
+
+    @click.option("--model", "model_name", type=click.Choice(list(STUDENTS)), required=True,
+                  help="lstm / cnn classify sentences; lstm-tagger / idcnn-tagger tag words.")
+    @click.option("--embedding-dim", default=100, show_default=True, type=POSITIVE_INT)
+    @click.option("--hidden-dim", default=150, show_default=True, type=POSITIVE_INT,
+                  help="LSTM units per direction.")
+    @click.option("--layers", default=1, show_default=True, type=POSITIVE_INT, help="LSTM layers.")
+    @click.option("--filters", default=100, show_default=True, type=POSITIVE_INT,
+                  help="CNN filters per width (cnn) or ID-CNN channels (idcnn-tagger).")
+    @click.option("--dropout", default=0.5, show_default=True, type=click.FloatRange(0, 1, max_open=True))
+    @click.option("--pooling", type=click.Choice(["last", "max"]), default="last", show_default=True,
+                  help="lstm: last real state of each direction, or max over time.")
+    @click.option("--binary", is_flag=True, help="lstm/cnn with two labels: one logit + sigmoid (BCE).")
+    @click.option("--crf", is_flag=True, help="Taggers: CRF output layer (Viterbi decoding).")
+    @click.option("--cased", is_flag=True, help="Keep case in the word vocabulary (characters keep it anyway).")
+    @click.option("--min-freq", default=1, show_default=True, type=POSITIVE_INT, help="Vocabulary minimum count.")
+    @click.option("--max-vocab", default=50000, show_default=True, type=POSITIVE_INT)
+    @click.option("--lr", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True),
+                  help="Adam learning rate.")
+    @click.option("--epochs", default=15, show_default=True, type=POSITIVE_INT)
+    @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
+    @click.option("--patience", default=4, show_default=True, type=POSITIVE_INT,
+                  help="Stop after this many epochs without dev improvement.")
+    @click.option("--seed", default=42, show_default=True, type=int)
+    @functools.wraps(func)
+    def wrapper(*args, model_name, embedding_dim, hidden_dim, layers, filters, dropout, pooling, binary, crf,
+                cased, min_freq, max_vocab, lr, epochs, batch_size, patience, seed, **kwargs):
+        from distill.models.students import StudentConfig
+        config = StudentConfig(model=model_name, embedding_dim=embedding_dim, hidden_dim=hidden_dim,
+                               layers=layers, filters=filters, dropout=dropout, pooling=pooling, binary=binary,
+                               crf=crf, lowercase=not cased, min_freq=min_freq, max_vocab=max_vocab, lr=lr,
+                               epochs=epochs, batch_size=batch_size, patience=patience, seed=seed)
+        return func(*args, student_config=config, **kwargs)
+    return wrapper
+
+
+def parse_class_weights(value: str):
+    if value in ("none", "inverse"):
+        return value
+    try:
+        return [float(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter("use none, inverse, or comma-separated numbers in label order") from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="distill")
+def cli():
+    """Train a transformer teacher and distill it into small, fast LSTM/CNN students.
+
+    Typical chain: `teacher` -> `pseudo-label` -> `kd`, then `evaluate` and `predict`.
+    Data: classification from CSV/TSV/JSONL (text and label columns), tagging from CoNLL
+    files or JSONL with tokens/tags, hub datasets as hub:NAME[:CONFIG]:SPLIT.
+    """
+
+
+@cli.command()
+@click.option("--task", type=click.Choice(["classification", "tagging"]), required=True,
+              help="Sentence classification or word tagging (e.g. NER).")
+@click.option("--train", "train_path", required=True, help="Training data file.")
+@click.option("--dev", "dev_path", required=True, help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the teacher.")
+@click.option("--encoder", default="distilbert-base-uncased", show_default=True,
+              help="Hub name, local folder, or offline encoder 'minilm-l6' (DistilBERT form of MiniLM-L6).")
+@click.option("--epochs", default=3, show_default=True, type=POSITIVE_INT)
+@click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
+@click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
+              help="Sub-tokens per input; longer tagging sentences are split into windows.")
+@click.option("--encoder-lr", default=5e-5, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--classifier-lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--dropout", default=0.1, show_default=True, type=click.FloatRange(0, 1, max_open=True))
+@click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
+              help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
+@click.option("--warmup", default=0.1, show_default=True, type=click.FloatRange(0, 1),
+              help="Fraction of steps with linear learning-rate warm-up.")
+@click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
+              help="Stop after this many epochs without dev improvement.")
+@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
+              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+@click.option("--seed", default=42, show_default=True, type=int)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@data_options
+def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
+            classifier_lr, dropout, pre_classifier, warmup, patience, class_weights, seed, quiet, data):
+    """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
+    from distill.models.teacher import TeacherConfig
+    from procedures.teacher import train_teacher
+    config = TeacherConfig(task=task, encoder=encoder, encoder_lr=encoder_lr, classifier_lr=classifier_lr,
+                           dropout=dropout, pre_classifier=pre_classifier, max_length=max_length,
+                           batch_size=batch_size, epochs=epochs, warmup=warmup, patience=patience, seed=seed,
+                           class_weights=class_weights)
+    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet)
+    best = summary["best"]
+    click.echo(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
+               f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+@cli.command()
+@click.option("--train", "train_path", required=True, help="Training data file.")
+@click.option("--dev", "dev_path", required=True, help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
+@click.option("--embeddings-from-teacher", "teacher_embeddings", type=click.Path(),
+              help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
+@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
+              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@student_options
+@data_options
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, quiet, student_config, data):
+    """Train a small student on gold labels alone (the baseline for `kd`)."""
+    from procedures.student import train_student
+    summary = train_student(student_config, train_path, dev_path, output, data, class_weights,
+                            teacher_embeddings, progress=not quiet)
+    report_student(summary, output)
+
+
+@cli.command()
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--train", "train_path", required=True, help="Labelled training data.")
+@click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
+@click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
+              "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
+@click.option("--kd-loss", type=click.Choice(KD_LOSSES), default=DEFAULT_KD_LOSS, show_default=True,
+              help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits.")
+@click.option("--temperature", default=DEFAULT_TEMPERATURE, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
+@click.option("--student-weight", default=DEFAULT_STUDENT_WEIGHT, show_default=True, type=NON_NEGATIVE,
+              help="w_s: weight of the student's NLL on gold / pseudo labels.")
+@click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
+              help="w_d: weight of the distillation term.")
+@click.option("--min-confidence", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
+@click.option("--unlabeled-ratio", type=NON_NEGATIVE,
+              help="Use at most this many unlabelled examples per labelled one (seeded sample).")
+@click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Teacher-logit cache folder (default: $DISTILL_CACHE or ~/.cache/distill).")
+@click.option("--embeddings-from-teacher", "teacher_embeddings", is_flag=True,
+              help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced).")
+@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
+              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@student_options
+@data_options
+def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
+       distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
+       class_weights, quiet, student_config, data):
+    """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
+    from procedures.kd import KDOptions, train_kd
+    options = KDOptions(kd_loss, temperature, student_weight, distill_weight, min_confidence, unlabeled_ratio,
+                        online_teacher, cache_dir)
+    summary = train_kd(teacher_dir, student_config, train_path, dev_path, output, data, unlabeled_path, options,
+                       class_weights, teacher_embeddings, progress=not quiet)
+    report_student(summary, output)
+
+
+@cli.command("pseudo-label")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--input", "input_path", required=True,
+              help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
+@click.option("--min-confidence", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="Drop examples whose teacher confidence (tagging: lowest word) is below this.")
+@click.option("--logits", "with_logits", is_flag=True, help="Include the teacher's raw logits.")
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
+@click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
+              help="Examples read, labelled and written at a time (memory stays flat).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
+                         resume, quiet):
+    """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
+    from procedures.pseudo_label import pseudo_label
+    stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
+                         resume, progress=not quiet)
+    click.echo(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
+               f"({stats['examples_per_second']} ex/s)")
+
+
+def report_student(summary: dict, output: str) -> None:
+    best = summary["best"]
+    click.echo(f"{summary['model']}: {summary['parameters']:,} parameters, {summary['size_bytes'] / 1e6:.1f} MB; "
+               f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+def headline_of(metrics: dict) -> dict:
+    keys = ("accuracy", "macro_f1", "f1", "precision", "recall", "token_accuracy")
+    return {k: round(metrics[k], 4) for k in keys if k in metrics}
+
+
+@cli.command()
+@click.argument("model_dir", type=click.Path())
+@click.argument("data_file")
+@click.option("--output", type=click.Path(dir_okay=False),
+              help="Metrics JSON path (default: MODEL_DIR/eval_metrics.json).")
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@data_options
+def evaluate(model_dir, data_file, output, batch_size, quiet, data):
+    """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
+    from procedures.inference import evaluate_model
+    result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet)
+    click.echo(json.dumps(result, indent=2))
+
+
+@cli.command()
+@click.argument("model_dir", type=click.Path())
+@click.argument("input_file", required=False)
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
+@click.option("--logits", "with_logits", is_flag=True, help="Include raw logits in each record.")
+def predict(model_dir, input_file, batch_size, with_logits):
+    """Predict labels for INPUT_FILE (or stdin): one example per line, or JSONL; writes JSONL to stdout.
+
+    Tagging input is space-separated tokens per line (or JSONL with a tokens list).
+    """
+    from procedures.inference import predict_file
+    predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits)
+
+
+@cli.command()
+@click.argument("model_dirs", nargs=-1, required=True, type=click.Path())
+@click.option("--data", "data_file", required=True, help="Labelled data all models are scored on.")
+@click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT, help="Batch size for throughput.")
+@click.option("--limit", type=POSITIVE_INT, help="Use only the first N examples.")
+@click.option("--threads", type=POSITIVE_INT, help="torch CPU threads (default: torch's choice).")
+@data_options
+def compare(model_dirs, data_file, batch_size, limit, threads, data):
+    """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
+    import torch
+    from procedures.compare import compare_models, format_table
+    if threads:
+        torch.set_num_threads(threads)
+    click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(2)
+    except DistillError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except OSError as err:
+        click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
+        sys.exit(2)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

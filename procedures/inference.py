@@ -1,0 +1,69 @@
+"""Evaluate a model directory on labelled data; predict labels for unlabelled text."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable, TextIO
+
+import torch
+
+from distill.data import read_unlabelled
+from distill.errors import DistillError
+from distill.inference import decode_labels, evaluate, predict_logits
+from distill.io import write_json
+from distill.models import load_model
+from procedures.common import DataOptions, check_labels_known, read_split
+
+
+def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
+                   output: str | None = None, batch_size: int = 64, progress: bool = True) -> dict:
+    model = load_model(model_dir)
+    examples, gold = read_split(data_path, model.task, data)
+    check_labels_known(data_path, model.hierarchy, model.task, gold)
+    metrics = evaluate(model, examples, gold, batch_size, progress)
+    result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
+    write_json(output or Path(model_dir) / "eval_metrics.json", result)
+    return result
+
+
+def prediction_records(model, examples: list, batch_size: int = 64, progress: bool = False,
+                       with_logits: bool = False) -> Iterable[dict]:
+    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits."""
+    results = predict_logits(model, examples, batch_size, progress)
+    labels = decode_labels(model, results)
+    for index, example in enumerate(examples):
+        logits, scored = results.example(index)
+        probs = torch.sigmoid(logits) if logits.size(-1) == 1 else torch.softmax(logits, -1)
+        if model.task == "classification":
+            confidence = float(probs.max()) if logits.size(-1) > 1 else float(torch.maximum(probs, 1 - probs))
+            record = {"text": example, "label": labels[index], "confidence": round(confidence, 6)}
+        else:
+            word_conf = probs.max(-1).values
+            record = {"tokens": list(example), "tags": labels[index],
+                      "confidences": [round(float(c), 6) for c in word_conf],
+                      "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}
+        if with_logits:
+            record["logits"] = [round(v, 5) for v in logits.tolist()] if logits.dim() == 1 else \
+                [[round(v, 5) for v in row] for row in logits.tolist()]
+        yield record
+
+
+def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,
+                 batch_size: int = 64, with_logits: bool = False) -> int:
+    """Predict for a file (or stdin, one example per line) and write JSONL."""
+    model = load_model(model_dir)
+    if input_path is None or input_path == "-":
+        lines = [line.strip() for line in sys.stdin if line.strip()]
+        if not lines:
+            raise DistillError("stdin: no input lines")
+        examples = lines if model.task == "classification" else [line.split() for line in lines]
+    else:
+        data = read_unlabelled(input_path, model.task)
+        examples = data["text"] if model.task == "classification" else data["tokens"]
+    count = 0
+    for record in prediction_records(model, examples, batch_size, with_logits=with_logits):
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        count += 1
+    return count

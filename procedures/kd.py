@@ -1,0 +1,77 @@
+"""Distill a teacher into a student: labelled data plus optional unlabelled text (seed 004)."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from distill.cache import cached_teacher_logits
+from distill.data import read_unlabelled
+from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
+                                  DEFAULT_TEMPERATURE, CachedTeacherLogits, OnlineTeacherLogits,
+                                  TeacherStudentDistill)
+from distill.errors import DistillError
+from distill.models import load_model
+from distill.models.students import STUDENT_TASKS, StudentConfig
+from procedures.common import DataOptions
+from procedures.student import prepare_student, train_student_model
+
+
+@dataclass
+class KDOptions:
+    """The distillation knobs; defaults are shared with `TeacherStudentDistill` and the CLI."""
+
+    kd_loss: str = DEFAULT_KD_LOSS
+    temperature: float = DEFAULT_TEMPERATURE
+    student_weight: float = DEFAULT_STUDENT_WEIGHT
+    distill_weight: float = DEFAULT_DISTILL_WEIGHT
+    min_confidence: float = 0.0
+    unlabeled_ratio: float | None = None
+    online_teacher: bool = False
+    cache_dir: str | None = None
+    teacher_batch_size: int = 64
+
+
+def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path: str, output: str,
+             data: DataOptions = DataOptions(), unlabeled_path: str | None = None,
+             options: KDOptions = KDOptions(), class_weights=None, teacher_embeddings: bool = False,
+             progress: bool = True) -> dict:
+    """Train `config`'s student against the teacher's logits; returns the run summary."""
+    teacher = load_model(teacher_dir, expect="teacher")
+    task = STUDENT_TASKS.get(config.model)
+    if task is not None and task != teacher.task:
+        raise DistillError(f"student {config.model!r} does {task} but teacher {teacher_dir} does {teacher.task}")
+    init = None
+    if teacher_embeddings:
+        from distill.embedding_init import init_from_teacher
+        init = lambda model: init_from_teacher(model, teacher_dir)  # noqa: E731
+    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init)
+    teacher.hierarchy.check_same(model.hierarchy, f"teacher {teacher_dir} vs training data {train_path}")
+    model.hierarchy = teacher.hierarchy  # same labels; keeps the teacher's counts for the record
+    unlabelled: list = []
+    if unlabeled_path:
+        column = "text" if task == "classification" else "tokens"
+        unlabelled = list(read_unlabelled(unlabeled_path, task)[column])
+        if options.unlabeled_ratio is not None:
+            keep = int(options.unlabeled_ratio * len(train_x))
+            unlabelled = random.Random(config.seed).sample(unlabelled, min(keep, len(unlabelled)))
+    examples = list(train_x) + unlabelled
+    labels = list(train_y) + [None] * len(unlabelled)
+    started = time.perf_counter()
+    cache_info = {}
+    if options.online_teacher:
+        source = OnlineTeacherLogits(teacher, examples)
+    else:
+        results, path, hit = cached_teacher_logits(teacher, teacher_dir, examples, options.cache_dir,
+                                                   options.teacher_batch_size, progress)
+        source = CachedTeacherLogits(results)
+        cache_info = {"cache_file": str(path), "cache_hit": hit}
+        del teacher
+    teacher_seconds = time.perf_counter() - started
+    objective = TeacherStudentDistill(source, options.kd_loss, options.temperature, options.student_weight,
+                                      options.distill_weight, model.hierarchy.class_weights(class_weights),
+                                      options.min_confidence)
+    extra = {"teacher": str(teacher_dir), "kd": vars(options), "unlabelled_examples": len(unlabelled),
+             "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
+    return train_student_model(model, objective, examples, labels, dev_x, dev_y, output, progress, extra)

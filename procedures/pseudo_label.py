@@ -1,0 +1,89 @@
+"""Label unlabelled text with the teacher's argmax, streaming, resumable, never half-written.
+
+Records go to ``OUTPUT.part`` a chunk at a time (flushed and fsynced); the finished file is
+renamed to OUTPUT. ``--resume`` keeps the complete records of an interrupted ``.part`` file
+(dropping a torn last line) and continues after the input line of the last record kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+from tqdm.auto import tqdm
+
+from distill.data import iter_unlabelled
+from distill.errors import DistillError
+from distill.models import load_model
+from procedures.inference import prediction_records
+
+
+def recover_partial(part: Path) -> int:
+    """Truncate `part` after its last complete record; return that record's input line (0 if none)."""
+    if not part.exists():
+        return 0
+    data = part.read_bytes()
+    end = data.rfind(b"\n") + 1
+    last_line = 0
+    if end:
+        try:
+            last_line = int(json.loads(data[:end].splitlines()[-1])["line"])
+        except (ValueError, KeyError, IndexError):
+            raise DistillError(f"{part}: cannot resume: the partial output is not pseudo-label JSONL") from None
+    with open(part, "r+b") as handle:
+        handle.truncate(end)
+    return last_line
+
+
+def chunks(items: Iterator, size: int) -> Iterator[list]:
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
+
+
+def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+                 chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
+                 resume: bool = False, progress: bool = True) -> dict:
+    """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence."""
+    if not 0.0 <= min_confidence <= 1.0:
+        raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
+    teacher = load_model(teacher_dir, expect="teacher")
+    output = Path(output_path)
+    part = output.with_name(output.name + ".part")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(output.parent, os.W_OK):
+        raise DistillError(f"{output.parent}: output directory is not writable")
+    done = recover_partial(part) if resume else 0
+    if not resume:
+        part.unlink(missing_ok=True)
+    total = already = 0
+    for number, _ in iter_unlabelled(input_path, teacher.task):  # validates the whole file up front
+        total, already = total + 1, already + (number <= done)
+    stream = ((n, x) for n, x in iter_unlabelled(input_path, teacher.task) if n > done)
+    counts = {"read": 0, "written": 0, "skipped_low_confidence": 0, "resumed_after_line": done}
+    started = time.perf_counter()
+    bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex", disable=not progress)
+    with open(part, "a", encoding="utf-8") as out:
+        for chunk in chunks(stream, chunk_size):
+            numbers = [n for n, _ in chunk]
+            records = prediction_records(teacher, [x for _, x in chunk], batch_size, with_logits=with_logits)
+            lines = []
+            for number, record in zip(numbers, records):
+                if record["confidence"] < min_confidence:
+                    counts["skipped_low_confidence"] += 1
+                    continue
+                lines.append(json.dumps({"line": number, **record}, ensure_ascii=False) + "\n")
+            out.write("".join(lines))
+            out.flush()
+            os.fsync(out.fileno())
+            counts["read"] += len(chunk)
+            counts["written"] += len(lines)
+            bar.update(len(chunk))
+    bar.close()
+    os.replace(part, output)
+    seconds = time.perf_counter() - started
+    return {**counts, "seconds": round(seconds, 2),
+            "examples_per_second": round(counts["read"] / seconds, 1) if seconds else None}

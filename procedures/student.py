@@ -1,0 +1,69 @@
+"""Train a student without a teacher: the honest baseline that distillation must beat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from distill.errors import DistillError
+from distill.io import write_json
+from distill.models.students import STUDENT_TASKS, StudentConfig, StudentModel, build_student
+from distill.training import FitSettings, Objective, SupervisedObjective, fit, seed_everything
+from procedures.common import DataOptions, build_hierarchy, check_labels_known, read_split
+
+
+def model_size_bytes(directory: str | Path) -> int:
+    return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file() and f.suffix != ".jsonl")
+
+
+def train_student_model(model: StudentModel, objective: Objective, train_x: list, train_y: list,
+                        dev_x: list, dev_y: list, output: str, progress: bool = True,
+                        extra_summary: dict | None = None) -> dict:
+    """The student half of `student` and `kd` runs: Adam, the shared loop, best-on-dev saved."""
+    config = model.config
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    output_dir = Path(output)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    log = output_dir / "metrics.jsonl"
+    log.unlink(missing_ok=True)
+    settings = FitSettings(config.epochs, config.batch_size, config.patience, config.seed, progress=progress)
+    result = fit(model, objective, optimizer, None, train_x, train_y, dev_x, dev_y, settings,
+                 lambda record: model.save(output_dir), log)
+    summary = {"kind": "student", "model": config.model, "parameters": model.parameter_count(),
+               "size_bytes": model_size_bytes(output_dir), "train_examples": len(train_x),
+               **(extra_summary or {}), **result}
+    write_json(output_dir / "train_summary.json", summary)
+    return summary
+
+
+def prepare_student(config: StudentConfig, train_path: str, dev_path: str, data: DataOptions,
+                    init_embeddings: Callable[[StudentModel], None] | None = None):
+    """Read data, build vocabularies and the student; shared by `student` and `kd`."""
+    if config.model not in STUDENT_TASKS:
+        raise DistillError(f"unknown student model {config.model!r}: choose one of {', '.join(STUDENT_TASKS)}")
+    seed_everything(config.seed)
+    task = STUDENT_TASKS[config.model]
+    train_x, train_y = read_split(train_path, task, data)
+    dev_x, dev_y = read_split(dev_path, task, data)
+    hierarchy = build_hierarchy(task, train_y, data)
+    check_labels_known(dev_path, hierarchy, task, dev_y)
+    model = build_student(config, hierarchy, train_x)
+    if init_embeddings is not None:
+        init_embeddings(model)
+    return model, (train_x, train_y), (dev_x, dev_y)
+
+
+def train_student(config: StudentConfig, train_path: str, dev_path: str, output: str,
+                  data: DataOptions = DataOptions(), class_weights=None, teacher_embeddings: str | None = None,
+                  progress: bool = True) -> dict:
+    """Train a student on gold labels only."""
+    init = None
+    if teacher_embeddings:
+        from distill.embedding_init import init_from_teacher
+        init = lambda model: init_from_teacher(model, teacher_embeddings)  # noqa: E731
+    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init)
+    objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
+    return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, output, progress,
+                               {"embeddings_from_teacher": teacher_embeddings})

@@ -1,0 +1,70 @@
+"""Shared fixtures: tiny random encoders (no download) and tiny trained teachers on the samples."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+
+
+def sample_texts() -> list[str]:
+    with open(SAMPLES / "sentiment_train.csv", newline="", encoding="utf-8") as handle:
+        texts = [row["text"] for row in csv.DictReader(handle)]
+    words = [line.split()[0] for line in (SAMPLES / "ner_train.conll").read_text().splitlines()
+             if line.strip() and not line.startswith("-DOCSTART-")]
+    return texts + [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory) -> str:
+    """A randomly initialised 2-layer DistilBERT and a WordPiece vocabulary trained on the samples."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertModel
+
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train_from_iterator(sample_texts(), vocab_size=600, min_frequency=1)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                              max_position_embeddings=128)
+    DistilBertModel(config).save_pretrained(folder)
+    return str(folder)
+
+
+def cli(*args: str) -> None:
+    """Run nlp-train in-process; raise if it does not exit with status 0."""
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    assert exit_info.value.code == 0, f"nlp-train {' '.join(map(str, args))} exited {exit_info.value.code}"
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("teacher-cls") / "teacher"
+    cli("teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "2",
+        "--encoder-lr", "1e-3", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+        "--output", out, "--quiet", "--max-length", "64")
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_tagging_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("teacher-tag") / "teacher"
+    cli("teacher", "--task", "tagging", "--encoder", tiny_encoder_dir, "--epochs", "2", "--encoder-lr", "1e-3",
+        "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", out, "--quiet",
+        "--max-length", "16")
+    return str(out)

@@ -1,0 +1,149 @@
+"""Distillation: the composed loss, teacher/student alignment, the logit cache, pseudo-labelling."""
+
+import json
+
+import pytest
+import torch
+
+from distill.distillation import CachedTeacherLogits, OnlineTeacherLogits, TeacherStudentDistill
+from distill.errors import DistillError
+from distill.inference import predict_logits
+from distill.losses import IGNORE_INDEX, kl_distill, weighted_nll
+from distill.models import load_model
+from distill.models.students import StudentConfig, build_student
+from distill.training import make_batch
+from procedures.pseudo_label import pseudo_label
+from tests.conftest import SAMPLES, cli
+
+SENTENCES = [["Karl", "Weber", "visited", "\u200b", "Port", "Halden", "yesterday"], ["Unbelievably", "good"]]
+
+
+def student_for(teacher, examples):
+    name = "lstm" if teacher.task == "classification" else "lstm-tagger"
+    torch.manual_seed(0)
+    return build_student(StudentConfig(model=name, embedding_dim=8, hidden_dim=6, dropout=0.0),
+                         teacher.hierarchy, examples).eval()
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_cached_and_online_teacher_give_the_same_loss(request, fixture):
+    teacher = load_model(request.getfixturevalue(fixture))
+    examples = SENTENCES if teacher.task == "tagging" else ["a fine film", "dull , dull , dull", "great"]
+    labels = [None] * len(examples)
+    student = student_for(teacher, examples)
+    batch = make_batch(student, examples, labels, list(reversed(range(len(examples)))))
+    logits = student(**batch["inputs"])
+    cached = TeacherStudentDistill(CachedTeacherLogits(predict_logits(teacher, examples)))
+    online = TeacherStudentDistill(OnlineTeacherLogits(teacher, examples))
+    assert cached(student, logits, batch).item() == pytest.approx(online(student, logits, batch).item(), rel=1e-5)
+
+
+def test_teacher_word_logits_align_with_student_words(tiny_tagging_teacher):
+    """Sub-token count differs from word count; a word with no sub-token gets no distill term."""
+    teacher = load_model(tiny_tagging_teacher)
+    results = predict_logits(teacher, SENTENCES)
+    logits, scored = results.example(0)
+    assert logits.shape[0] == len(SENTENCES[0]) and scored.tolist() == [True, True, True, False, True, True, True]
+    alone = predict_logits(teacher, [["Port", "Halden", "yesterday"]]).example(0)[0]
+    assert not torch.allclose(logits[3], logits[4])  # nothing shifted onto a neighbour
+    student = student_for(teacher, SENTENCES)
+    batch = make_batch(student, SENTENCES, [None, None], [0, 1])
+    student_logits = student(**batch["inputs"])
+    distiller = TeacherStudentDistill(CachedTeacherLogits(results), student_weight=0.0, distill_weight=1.0)
+    teacher_grid, teacher_scored = results.batch([0, 1])
+    mask = batch["mask"] & teacher_scored
+    expected = kl_distill(student_logits[mask], teacher_grid[mask], distiller.temperature)
+    assert distiller(student, student_logits, batch).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert alone.shape[0] == 3
+
+
+def test_pseudo_targets_use_teacher_argmax_only_for_unlabelled_rows():
+    teacher_logits = torch.tensor([[0.0, 5.0], [4.0, 0.0], [0.1, 0.0]])
+    distiller = TeacherStudentDistill(CachedTeacherLogits(None), min_confidence=0.6)
+    targets = distiller.pseudo_targets(teacher_logits, torch.tensor([0, IGNORE_INDEX, IGNORE_INDEX]),
+                                       torch.tensor([True, False, False]), None)
+    assert targets.tolist() == [0, 0, IGNORE_INDEX]  # gold kept; confident guess; unsure guess dropped
+
+
+def test_loss_weights_compose(tiny_classifier_teacher):
+    teacher = load_model(tiny_classifier_teacher)
+    examples = ["a fine film", "dull"]
+    student = student_for(teacher, examples)
+    batch = make_batch(student, examples, ["positive", "negative"], [0, 1])
+    logits = student(**batch["inputs"])
+    source = CachedTeacherLogits(predict_logits(teacher, examples))
+    nll = weighted_nll(logits, batch["targets"])
+    kl = kl_distill(logits, source.logits([0, 1])[0], 3.0)
+    loss = TeacherStudentDistill(source, "kl", 3.0, 0.3, 0.7)(student, logits, batch)
+    assert loss.item() == pytest.approx((0.3 * nll + 0.7 * kl).item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be > 0"),
+                                             ({"student_weight": -1}, "weights must be >= 0"),
+                                             ({"kd_loss": "js"}, "unknown kd loss")])
+def test_nonsensical_options_are_refused(kwargs, message):
+    with pytest.raises(DistillError, match=message):
+        TeacherStudentDistill(CachedTeacherLogits(None), **kwargs)
+
+
+def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
+    common = ["kd", "--teacher", tiny_classifier_teacher, "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
+              "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt",
+              "--epochs", "2", "--quiet", "--cache-dir", tmp_path / "cache"]
+    cli(*common, "--output", tmp_path / "cached")
+    cli(*common, "--output", tmp_path / "cached-again")
+    cli(*common, "--output", tmp_path / "online", "--online-teacher")
+    read = lambda name: [json.loads(line) for line in open(tmp_path / name / "metrics.jsonl")]  # noqa: E731
+    for cached, online in zip(read("cached"), read("online")):
+        assert cached["train_loss"] == pytest.approx(online["train_loss"], rel=1e-4)
+    summaries = [json.load(open(tmp_path / n / "train_summary.json")) for n in ("cached", "cached-again")]
+    assert [s["cache_hit"] for s in summaries] == [False, True]
+    assert summaries[0]["unlabelled_examples"] == 300
+
+
+def test_kd_refuses_mismatched_labels(tiny_classifier_teacher, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        from procedures.cli import main
+        main(["kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train",
+              str(SAMPLES / "topics_train.csv"), "--dev", str(SAMPLES / "topics_dev.csv"),
+              "--output", str(tmp_path / "x"), "--quiet"])
+    assert exit_info.value.code == 2 and not (tmp_path / "x").exists()
+
+
+def test_kd_refuses_a_student_as_teacher(tmp_path, capsys):
+    cli("student", "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+        SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "s", "--epochs", "1", "--quiet")
+    with pytest.raises(SystemExit) as exit_info:
+        from procedures.cli import main
+        main(["kd", "--teacher", str(tmp_path / "s"), "--model", "cnn", "--train",
+              str(SAMPLES / "sentiment_train.csv"), "--dev", str(SAMPLES / "sentiment_dev.csv"),
+              "--output", str(tmp_path / "k")])
+    assert exit_info.value.code == 2
+    assert "is a student directory, expected a teacher" in capsys.readouterr().err
+
+
+def test_pseudo_label_resume_after_interruption_matches_uninterrupted(tiny_tagging_teacher, tmp_path):
+    source = SAMPLES / "unlabeled_news.txt"
+    full = tmp_path / "full.jsonl"
+    pseudo_label(tiny_tagging_teacher, str(source), str(full), chunk_size=64, progress=False)
+    rows = full.read_text().splitlines(keepends=True)
+    assert len(rows) == 300 and not (tmp_path / "full.jsonl.part").exists()
+    interrupted = tmp_path / "resumed.jsonl"
+    part = tmp_path / "resumed.jsonl.part"
+    part.write_text("".join(rows[:130]) + rows[130][:25])  # killed mid-write of record 131
+    stats = pseudo_label(tiny_tagging_teacher, str(source), str(interrupted), chunk_size=64, resume=True,
+                         progress=False)
+    assert stats["resumed_after_line"] == json.loads(rows[129])["line"]
+    assert interrupted.read_text() == full.read_text()
+
+
+def test_pseudo_label_min_confidence_filters(tiny_classifier_teacher, tmp_path):
+    args = ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+            "--logits", "--quiet"]
+    cli(*args, "--output", tmp_path / "all.jsonl")
+    confidences = sorted(json.loads(line)["confidence"] for line in open(tmp_path / "all.jsonl"))
+    threshold = confidences[150]
+    cli(*args, "--output", tmp_path / "kept.jsonl", "--min-confidence", threshold)
+    records = [json.loads(line) for line in open(tmp_path / "kept.jsonl")]
+    assert all(r["confidence"] >= threshold and len(r["logits"]) == 2 for r in records)
+    assert len(records) == sum(c >= threshold for c in confidences) < 300

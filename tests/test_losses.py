@@ -1,0 +1,76 @@
+"""Pure losses against hand-computed values and properties."""
+
+import math
+
+import pytest
+import torch
+
+from distill import losses
+
+
+def test_weighted_nll_matches_seed_000_formula():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    targets = torch.tensor([0, 1, 0])
+    weights = torch.tensor([1.0, 3.0])
+    log_p = [2 - math.log(math.exp(2) + 1), 1 - math.log(1 + math.e), -math.log(2)]
+    expected = -(1 * log_p[0] + 3 * log_p[1] + 1 * log_p[2]) / (1 + 3 + 1)
+    assert losses.weighted_nll(logits, targets, weights).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_weighted_nll_ignores_masked_and_ignored_positions():
+    logits = torch.randn(2, 3, 4)
+    targets = torch.tensor([[1, 2, losses.IGNORE_INDEX], [3, 0, 0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    expected = losses.weighted_nll(torch.stack([logits[0, 0], logits[0, 1], logits[1, 0]]),
+                                   torch.tensor([1, 2, 3]))
+    assert losses.weighted_nll(logits, targets, mask=mask).item() == pytest.approx(expected.item())
+
+
+def test_kl_closed_form_and_temperature_squared():
+    s, t = torch.tensor([[0.0, 0.0]]), torch.tensor([[math.log(3.0), 0.0]])  # p_t = (3/4, 1/4)
+    expected = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert losses.kl_distill(s, t, 1.0).item() == pytest.approx(expected, rel=1e-6)
+    t2 = torch.tensor([[2 * math.log(3.0), 0.0]])  # same softened distribution at T=2
+    assert losses.kl_distill(s, t2, 2.0).item() == pytest.approx(4 * expected, rel=1e-5)
+
+
+def test_distill_terms_vanish_when_student_equals_teacher():
+    logits = torch.randn(5, 7)
+    assert losses.kl_distill(logits, logits.clone(), 3.0).item() == pytest.approx(0.0, abs=1e-6)
+    assert losses.mse_distill(logits, logits.clone()).item() == 0.0
+    two = torch.randn(6, 2)
+    margin = (two[:, 1] - two[:, 0]).unsqueeze(1)
+    assert losses.binary_kl_distill(margin, two, 2.0).item() == pytest.approx(0.0, abs=1e-6)
+    assert losses.binary_mse_distill(margin, two).item() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_mse_is_between_raw_logits():
+    s, t = torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, -2.0]])
+    assert losses.mse_distill(s, t).item() == pytest.approx((4 + 16) / 2)
+
+
+def test_binary_kl_equals_two_class_kl():
+    teacher = torch.randn(8, 2)
+    student_two = torch.randn(8, 2)
+    student_one = (student_two[:, 1] - student_two[:, 0]).unsqueeze(1)
+    assert losses.binary_kl_distill(student_one, teacher, 2.5).item() == pytest.approx(
+        losses.kl_distill(student_two, teacher, 2.5).item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("loss", ["kl", "mse"])
+def test_gradient_moves_student_towards_teacher(loss):
+    teacher = torch.tensor([[3.0, -1.0, 0.0]])
+    student = torch.zeros(1, 3, requires_grad=True)
+    value = losses.kl_distill(student, teacher, 2.0) if loss == "kl" else losses.mse_distill(student, teacher)
+    value.backward()
+    stepped = student - 0.1 * student.grad
+    after = losses.kl_distill(stepped, teacher, 2.0) if loss == "kl" else losses.mse_distill(stepped, teacher)
+    assert student.grad[0, 0] < 0 < student.grad[0, 1]  # raise the teacher's top class, lower the others
+    assert after < value
+
+
+def test_masked_token_level_kl_uses_only_real_positions():
+    s, t = torch.randn(2, 4, 3), torch.randn(2, 4, 3)
+    mask = torch.tensor([[True, True, False, False], [True, False, False, False]])
+    flat = losses.kl_distill(s[mask], t[mask], 2.0)
+    assert losses.kl_distill(s, t, 2.0, mask).item() == pytest.approx(flat.item())

@@ -1,0 +1,77 @@
+"""Students: pooling never reads padding, round trips, bad inputs, and the CLI."""
+
+import json
+
+import pytest
+import torch
+
+from distill.errors import DistillError
+from distill.labels import LabelHierarchy
+from distill.models import load_model
+from distill.models.students import StudentConfig, build_student, last_states
+from distill.vocab import Vocabulary
+from tests.conftest import SAMPLES, cli
+
+TEXTS = ["a fine film", "not good at all , sadly", "great"]
+
+
+def test_last_states_pick_last_real_token_not_padding():
+    torch.manual_seed(0)
+    model = build_student(StudentConfig(model="lstm", embedding_dim=8, hidden_dim=6, dropout=0.0),
+                          LabelHierarchy(["neg", "pos"]), TEXTS).eval()
+    alone = model(**model.prepare(["a fine film"])[0])
+    padded_inputs, _ = model.prepare(["a fine film", "not good at all , sadly either"])  # pads the first row
+    assert padded_inputs["word_ids"][0, -1] == 0
+    assert torch.allclose(model(**padded_inputs)[0], alone[0], atol=1e-6)
+
+
+def test_last_states_reads_forward_end_and_backward_start():
+    outputs = torch.arange(2 * 4 * 4, dtype=torch.float).view(2, 4, 4)  # hidden 2 per direction
+    states = last_states(outputs, torch.tensor([2, 4]))
+    assert states[0].tolist() == outputs[0, 1, :2].tolist() + outputs[0, 0, 2:].tolist()
+    assert states[1].tolist() == outputs[1, 3, :2].tolist() + outputs[1, 0, 2:].tolist()
+
+
+@pytest.mark.parametrize("name, extra", [("lstm", {}), ("lstm", {"pooling": "max", "binary": True}),
+                                         ("cnn", {}), ("lstm-tagger", {"crf": True}), ("idcnn-tagger", {})])
+def test_save_and_load_round_trip(tmp_path, name, extra):
+    tagger = name.endswith("tagger")
+    examples = [t.split() for t in TEXTS] if tagger else TEXTS
+    labels = LabelHierarchy(["O", "B-PER"] if tagger else ["neg", "pos"])
+    model = build_student(StudentConfig(model=name, embedding_dim=8, hidden_dim=6, filters=5, **extra),
+                          labels, examples).eval()
+    model.save(tmp_path / name)
+    loaded = load_model(tmp_path / name, expect="student")
+    assert type(loaded) is type(model)
+    inputs, mask = model.prepare(examples)
+    assert torch.equal(model(**inputs), loaded(**loaded.prepare(examples)[0]))
+    assert model.decode(model(**inputs), mask) == loaded.decode(loaded(**inputs), mask)
+
+
+def test_bad_student_inputs():
+    with pytest.raises(DistillError, match="unknown student model 'gru'"):
+        build_student(StudentConfig(model="gru"), LabelHierarchy(["a", "b"]), TEXTS)
+    with pytest.raises(DistillError, match="empty vocabulary"):
+        Vocabulary.build([["rare"]], min_freq=2)
+    with pytest.raises(DistillError, match="binary mode needs exactly two labels"):
+        build_student(StudentConfig(model="cnn", binary=True), LabelHierarchy(["a", "b", "c"]), TEXTS)
+
+
+def test_student_cli_trains_and_reports_size(tmp_path, capsys):
+    cli("student", "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll", "--dev",
+        SAMPLES / "ner_dev.conll", "--output", tmp_path / "tagger", "--epochs", "8", "--quiet")
+    out = capsys.readouterr().out
+    assert "parameters" in out and "MB" in out
+    summary = json.loads((tmp_path / "tagger" / "train_summary.json").read_text())
+    assert summary["best"]["dev"]["f1"] > 0.3  # the sample NER is learnable in a few epochs
+    cli("evaluate", tmp_path / "tagger", SAMPLES / "ner_test.conll", "--quiet")
+
+
+def test_embeddings_from_teacher_change_the_table(tiny_classifier_teacher, tmp_path):
+    from distill.embedding_init import init_from_teacher
+    model = build_student(StudentConfig(model="lstm", embedding_dim=8), LabelHierarchy(["neg", "pos"]), TEXTS)
+    before = model.embedding.weight.detach().clone()
+    init_from_teacher(model, tiny_classifier_teacher)
+    after = model.embedding.weight.detach()
+    assert torch.equal(after[0], before[0]) and not torch.equal(after[2:], before[2:])
+    assert after[2:].std().item() == pytest.approx(before[2:].std().item(), rel=1e-3)

