@@ -77,7 +77,7 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         return model, tokenizer
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModel.from_pretrained(name_or_path)
+        model = AutoModel.from_pretrained(name_or_path, dtype=torch.float32)  # v5 default "auto" may be fp16
     except (OSError, ValueError) as err:
         hint = "" if os.path.isdir(name_or_path) else " (no model hub reachable?)"
         raise DistillError(
@@ -88,4 +88,4 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
 
 def encoder_from_config(folder: str | Path) -> PreTrainedModel:
     """The encoder architecture saved in a teacher folder, without weights or network."""
-    return AutoModel.from_config(AutoConfig.from_pretrained(folder))
+    return AutoModel.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)

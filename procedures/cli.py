@@ -72,6 +72,10 @@ def student_options(func):
     return wrapper
 
 
+device_option = click.option("--device", default="auto", show_default=True,
+                             help="auto (GPU if available), cpu, cuda or cuda:N.")
+
+
 def parse_class_weights(value: str):
     if value in ("none", "inverse"):
         return value
@@ -109,6 +113,9 @@ def cli():
 @click.option("--dropout", default=0.1, show_default=True, type=click.FloatRange(0, 1, max_open=True))
 @click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
               help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
+@click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True,
+              help="Classification features: the first token's state, or the mean over tokens "
+                   "(suits encoders trained with mean pooling, such as all-MiniLM).")
 @click.option("--warmup", default=0.1, show_default=True, type=click.FloatRange(0, 1),
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
@@ -118,16 +125,17 @@ def cli():
 @click.option("--seed", default=42, show_default=True, type=int)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @data_options
+@device_option
 def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
-            classifier_lr, dropout, pre_classifier, warmup, patience, class_weights, seed, quiet, data):
+            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
     from distill.models.teacher import TeacherConfig
     from procedures.teacher import train_teacher
     config = TeacherConfig(task=task, encoder=encoder, encoder_lr=encoder_lr, classifier_lr=classifier_lr,
-                           dropout=dropout, pre_classifier=pre_classifier, max_length=max_length,
+                           dropout=dropout, pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
                            batch_size=batch_size, epochs=epochs, warmup=warmup, patience=patience, seed=seed,
                            class_weights=class_weights)
-    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet)
+    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device)
     best = summary["best"]
     click.echo(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
                f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
@@ -144,11 +152,12 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @student_options
 @data_options
-def student(train_path, dev_path, output, teacher_embeddings, class_weights, quiet, student_config, data):
+@device_option
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, quiet, student_config, data, device):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
     from procedures.student import train_student
     summary = train_student(student_config, train_path, dev_path, output, data, class_weights,
-                            teacher_embeddings, progress=not quiet)
+                            teacher_embeddings, progress=not quiet, device=device)
     report_student(summary, output)
 
 
@@ -181,15 +190,16 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, qui
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @student_options
 @data_options
+@device_option
 def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
-       class_weights, quiet, student_config, data):
+       class_weights, quiet, student_config, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from procedures.kd import KDOptions, train_kd
     options = KDOptions(kd_loss, temperature, student_weight, distill_weight, min_confidence, unlabeled_ratio,
                         online_teacher, cache_dir)
     summary = train_kd(teacher_dir, student_config, train_path, dev_path, output, data, unlabeled_path, options,
-                       class_weights, teacher_embeddings, progress=not quiet)
+                       class_weights, teacher_embeddings, progress=not quiet, device=device)
     report_student(summary, output)
 
 
@@ -206,12 +216,13 @@ def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, tempe
               help="Examples read, labelled and written at a time (memory stays flat).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         resume, quiet):
+                         resume, quiet, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from procedures.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                         resume, progress=not quiet)
+                         resume, progress=not quiet, device=device)
     click.echo(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 
@@ -235,10 +246,11 @@ def headline_of(metrics: dict) -> dict:
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @data_options
-def evaluate(model_dir, data_file, output, batch_size, quiet, data):
+@device_option
+def evaluate(model_dir, data_file, output, batch_size, quiet, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
     from procedures.inference import evaluate_model
-    result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet)
+    result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device)
     click.echo(json.dumps(result, indent=2))
 
 
@@ -247,13 +259,14 @@ def evaluate(model_dir, data_file, output, batch_size, quiet, data):
 @click.argument("input_file", required=False)
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--logits", "with_logits", is_flag=True, help="Include raw logits in each record.")
-def predict(model_dir, input_file, batch_size, with_logits):
+@device_option
+def predict(model_dir, input_file, batch_size, with_logits, device):
     """Predict labels for INPUT_FILE (or stdin): one example per line, or JSONL; writes JSONL to stdout.
 
     Tagging input is space-separated tokens per line (or JSONL with a tokens list).
     """
     from procedures.inference import predict_file
-    predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits)
+    predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits, device)
 
 
 @cli.command()

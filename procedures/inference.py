@@ -18,8 +18,9 @@ from procedures.common import DataOptions, check_labels_known, read_split
 
 
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
-                   output: str | None = None, batch_size: int = 64, progress: bool = True) -> dict:
-    model = load_model(model_dir)
+                   output: str | None = None, batch_size: int = 64, progress: bool = True,
+                   device: str = "auto") -> dict:
+    model = load_model(model_dir, device=device)
     examples, gold = read_split(data_path, model.task, data)
     check_labels_known(data_path, model.hierarchy, model.task, gold)
     metrics = evaluate(model, examples, gold, batch_size, progress)
@@ -51,9 +52,9 @@ def prediction_records(model, examples: list, batch_size: int = 64, progress: bo
 
 
 def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,
-                 batch_size: int = 64, with_logits: bool = False) -> int:
+                 batch_size: int = 64, with_logits: bool = False, device: str = "auto") -> int:
     """Predict for a file (or stdin, one example per line) and write JSONL."""
-    model = load_model(model_dir)
+    model = load_model(model_dir, device=device)
     if input_path is None or input_path == "-":
         lines = [line.strip() for line in sys.stdin if line.strip()]
         if not lines:

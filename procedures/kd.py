@@ -36,9 +36,9 @@ class KDOptions:
 def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path: str, output: str,
              data: DataOptions = DataOptions(), unlabeled_path: str | None = None,
              options: KDOptions = KDOptions(), class_weights=None, teacher_embeddings: bool = False,
-             progress: bool = True) -> dict:
+             progress: bool = True, device: str = "auto") -> dict:
     """Train `config`'s student against the teacher's logits; returns the run summary."""
-    teacher = load_model(teacher_dir, expect="teacher")
+    teacher = load_model(teacher_dir, expect="teacher", device=device)
     task = STUDENT_TASKS.get(config.model)
     if task is not None and task != teacher.task:
         raise DistillError(f"student {config.model!r} does {task} but teacher {teacher_dir} does {teacher.task}")
@@ -46,7 +46,7 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
         init = lambda model: init_from_teacher(model, teacher_dir)  # noqa: E731
-    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init)
+    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
     teacher.hierarchy.check_same(model.hierarchy, f"teacher {teacher_dir} vs training data {train_path}")
     model.hierarchy = teacher.hierarchy  # same labels; keeps the teacher's counts for the record
     unlabelled: list = []

@@ -46,11 +46,11 @@ def chunks(items: Iterator, size: int) -> Iterator[list]:
 
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
-                 resume: bool = False, progress: bool = True) -> dict:
+                 resume: bool = False, progress: bool = True, device: str = "auto") -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence."""
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
-    teacher = load_model(teacher_dir, expect="teacher")
+    teacher = load_model(teacher_dir, expect="teacher", device=device)
     output = Path(output_path)
     part = output.with_name(output.name + ".part")
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import torch
 
 from distill.errors import DistillError
 from distill.io import write_json
+from distill.models.base import pick_device
 from distill.models.students import STUDENT_TASKS, StudentConfig, StudentModel, build_student
 from distill.training import FitSettings, Objective, SupervisedObjective, fit, seed_everything
 from procedures.common import DataOptions, build_hierarchy, check_labels_known, read_split
@@ -39,7 +40,7 @@ def train_student_model(model: StudentModel, objective: Objective, train_x: list
 
 
 def prepare_student(config: StudentConfig, train_path: str, dev_path: str, data: DataOptions,
-                    init_embeddings: Callable[[StudentModel], None] | None = None):
+                    init_embeddings: Callable[[StudentModel], None] | None = None, device: str = "auto"):
     """Read data, build vocabularies and the student; shared by `student` and `kd`."""
     if config.model not in STUDENT_TASKS:
         raise DistillError(f"unknown student model {config.model!r}: choose one of {', '.join(STUDENT_TASKS)}")
@@ -52,18 +53,18 @@ def prepare_student(config: StudentConfig, train_path: str, dev_path: str, data:
     model = build_student(config, hierarchy, train_x)
     if init_embeddings is not None:
         init_embeddings(model)
-    return model, (train_x, train_y), (dev_x, dev_y)
+    return model.to(pick_device(device)), (train_x, train_y), (dev_x, dev_y)
 
 
 def train_student(config: StudentConfig, train_path: str, dev_path: str, output: str,
                   data: DataOptions = DataOptions(), class_weights=None, teacher_embeddings: str | None = None,
-                  progress: bool = True) -> dict:
+                  progress: bool = True, device: str = "auto") -> dict:
     """Train a student on gold labels only."""
     init = None
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
         init = lambda model: init_from_teacher(model, teacher_embeddings)  # noqa: E731
-    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init)
+    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
     objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
     return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, output, progress,
                                {"embeddings_from_teacher": teacher_embeddings})

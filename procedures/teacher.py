@@ -8,6 +8,7 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from distill.io import write_json
+from distill.models.base import pick_device
 from distill.models.teacher import TeacherConfig, TransformerClassifier
 from distill.training import FitSettings, SupervisedObjective, fit, seed_everything
 from procedures.common import DataOptions, build_hierarchy, check_labels_known, read_split
@@ -26,7 +27,7 @@ def teacher_optimizer(model: TransformerClassifier, config: TeacherConfig, total
 
 
 def train_teacher(train_path: str, dev_path: str, output: str, config: TeacherConfig,
-                  data: DataOptions = DataOptions(), progress: bool = True) -> dict:
+                  data: DataOptions = DataOptions(), progress: bool = True, device: str = "auto") -> dict:
     """Fine-tune the teacher; the best-on-dev checkpoint is written to `output`."""
     seed_everything(config.seed)
     train_x, train_y = read_split(train_path, config.task, data)
@@ -34,7 +35,7 @@ def train_teacher(train_path: str, dev_path: str, output: str, config: TeacherCo
     hierarchy = build_hierarchy(config.task, train_y, data)
     check_labels_known(dev_path, hierarchy, config.task, dev_y)
     weights = hierarchy.class_weights(config.class_weights)
-    model = TransformerClassifier.from_pretrained_encoder(config, hierarchy)
+    model = TransformerClassifier.from_pretrained_encoder(config, hierarchy).to(pick_device(device))
     steps = -(-len(train_x) // config.batch_size) * config.epochs
     optimizer, scheduler = teacher_optimizer(model, config, steps)
     output_dir = Path(output)

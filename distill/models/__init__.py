@@ -6,7 +6,7 @@ from pathlib import Path
 
 from distill.errors import DistillError
 from distill.io import read_json
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, pick_device
 
 MODEL_CARD = "distill.json"
 
@@ -23,8 +23,12 @@ def read_model_card(directory: str | Path) -> dict:
     return card
 
 
-def load_model(directory: str | Path, expect: str | None = None) -> LabelModel:
-    """Load a teacher or student directory; `expect` ('teacher'/'student') rejects the other kind."""
+def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu") -> LabelModel:
+    """Load a teacher or student directory onto `device`; `expect` ('teacher'/'student') rejects the other kind."""
+    return _load(directory, expect).to(pick_device(device))
+
+
+def _load(directory: str | Path, expect: str | None) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")

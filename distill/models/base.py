@@ -8,7 +8,21 @@ import torch
 from torch import nn
 
 from distill import losses
+from distill.errors import DistillError
 from distill.labels import LabelHierarchy
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """'auto' is the GPU when there is one, else the CPU; otherwise any torch device name."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DistillError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DistillError(f"device {name!r} requested but no CUDA GPU is available")
+    return device
 
 
 class LabelModel(nn.Module):

@@ -35,6 +35,7 @@ class TeacherConfig:
     classifier_lr: float = 1e-3
     dropout: float = 0.1
     pre_classifier: bool = False
+    pooling: str = "first"          # classification: first token's state, or "mean" over real tokens
     max_length: int = 128
     batch_size: int = 32
     epochs: int = 3
@@ -51,7 +52,8 @@ class TeacherConfig:
 
 
 class TransformerClassifier(LabelModel):
-    """Encoder + dropout + Linear; sequence labels from the first token, word tags from first pieces."""
+    """Encoder + dropout + Linear; sequence labels from the first token (or the mean of all tokens),
+    word tags from each word's first piece."""
 
     def __init__(self, config: TeacherConfig, hierarchy: LabelHierarchy, encoder: nn.Module,
                  tokenizer: PreTrainedTokenizerBase):
@@ -102,7 +104,10 @@ class TransformerClassifier(LabelModel):
         (sentences x words) grid; words no window holds keep zero logits.
         """
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        if word_positions is None:
+        if word_positions is None and self.config.pooling == "mean":
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            features = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        elif word_positions is None:
             features = hidden[:, 0]
         else:
             index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
