@@ -29,11 +29,11 @@ demo: venv
 	$(NLP) teacher --task classification --encoder minilm-l6 --epochs 4 --encoder-lr 1e-4 \
 		--train samples/sentiment_train.csv --dev samples/sentiment_dev.csv --output $(DEMO)/teacher
 	$(NLP) evaluate $(DEMO)/teacher samples/sentiment_test.csv --quiet
-	$(NLP) student --model lstm --train samples/sentiment_train.csv --dev samples/sentiment_dev.csv \
+	$(NLP) --threads 1 student --model lstm --train samples/sentiment_train.csv --dev samples/sentiment_dev.csv \
 		--output $(DEMO)/student --quiet
 	$(NLP) pseudo-label --teacher $(DEMO)/teacher --input samples/unlabeled_movies.txt \
 		--output $(DEMO)/pseudo.jsonl
-	$(NLP) kd --teacher $(DEMO)/teacher --model lstm --train samples/sentiment_train.csv \
+	$(NLP) --threads 1 kd --teacher $(DEMO)/teacher --model lstm --train samples/sentiment_train.csv \
 		--dev samples/sentiment_dev.csv --unlabeled $(DEMO)/pseudo.jsonl --output $(DEMO)/student-kd --quiet
 	$(NLP) evaluate $(DEMO)/student-kd samples/sentiment_test.csv --quiet
 	head -n 3 samples/unlabeled_movies.txt | $(NLP) predict $(DEMO)/student-kd

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from distill.errors import DistillError
 from distill.inference import evaluate, example_length
 from distill.losses import IGNORE_INDEX
 from distill.metrics import headline
@@ -112,7 +113,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
             logits = model(**batch["inputs"])
             loss = objective(model, logits, batch)
             if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
+                raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)

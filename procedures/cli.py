@@ -76,6 +76,9 @@ device_option = click.option("--device", default="auto", show_default=True,
                              help="auto (GPU if available), cpu, cuda or cuda:N.")
 
 
+quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")
+
+
 def parse_class_weights(value: str):
     if value in ("none", "inverse"):
         return value
@@ -85,15 +88,26 @@ def parse_class_weights(value: str):
         raise click.BadParameter("use none, inverse, or comma-separated numbers in label order") from None
 
 
+class_weights_option = click.option(
+    "--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
+    help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="distill")
-def cli():
+@click.option("--threads", type=POSITIVE_INT,
+              help="CPU threads for torch (default: all cores). 1 is often fastest for small students, "
+                   "and avoids slow-downs when several jobs share a machine.")
+def cli(threads):
     """Train a transformer teacher and distill it into small, fast LSTM/CNN students.
 
     Typical chain: `teacher` -> `pseudo-label` -> `kd`, then `evaluate` and `predict`.
     Data: classification from CSV/TSV/JSONL (text and label columns), tagging from CoNLL
     files or JSONL with tokens/tags, hub datasets as hub:NAME[:CONFIG]:SPLIT.
     """
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
 
 
 @cli.command()
@@ -120,10 +134,9 @@ def cli():
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
               help="Stop after this many epochs without dev improvement.")
-@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
-              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+@class_weights_option
 @click.option("--seed", default=42, show_default=True, type=int)
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@quiet_option
 @data_options
 @device_option
 def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
@@ -147,9 +160,8 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--embeddings-from-teacher", "teacher_embeddings", type=click.Path(),
               help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
-@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
-              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@class_weights_option
+@quiet_option
 @student_options
 @data_options
 @device_option
@@ -185,9 +197,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, qui
               help="Teacher-logit cache folder (default: $DISTILL_CACHE or ~/.cache/distill).")
 @click.option("--embeddings-from-teacher", "teacher_embeddings", is_flag=True,
               help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced).")
-@click.option("--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
-              help="NLL class weights: none, inverse (frequency), or comma-separated values.")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@class_weights_option
+@quiet_option
 @student_options
 @data_options
 @device_option
@@ -244,7 +255,7 @@ def headline_of(metrics: dict) -> dict:
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Metrics JSON path (default: MODEL_DIR/eval_metrics.json).")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@quiet_option
 @data_options
 @device_option
 def evaluate(model_dir, data_file, output, batch_size, quiet, data, device):
@@ -274,14 +285,10 @@ def predict(model_dir, input_file, batch_size, with_logits, device):
 @click.option("--data", "data_file", required=True, help="Labelled data all models are scored on.")
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT, help="Batch size for throughput.")
 @click.option("--limit", type=POSITIVE_INT, help="Use only the first N examples.")
-@click.option("--threads", type=POSITIVE_INT, help="torch CPU threads (default: torch's choice).")
 @data_options
-def compare(model_dirs, data_file, batch_size, limit, threads, data):
+def compare(model_dirs, data_file, batch_size, limit, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
-    import torch
     from procedures.compare import compare_models, format_table
-    if threads:
-        torch.set_num_threads(threads)
     click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
 
 

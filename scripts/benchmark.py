@@ -55,6 +55,8 @@ class Bench:
 
     def nlp_train(self, *args: str, done: Path | None = None) -> None:
         """Run one nlp-train stage unless its output marker exists (resumable)."""
+        if self.args.train_threads and args[0] in ("student", "kd"):
+            args = ("--threads", self.args.train_threads, *args)
         command = [sys.executable, "-m", "procedures.cli", *map(str, args)]
         self.commands.append("nlp-train " + shlex.join(map(str, args)))
         if done is not None and done.exists():
@@ -204,6 +206,7 @@ def main() -> None:
     parser.add_argument("--unlabeled-ratio", default="1", help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=torch_threads())
+    parser.add_argument("--train-threads", type=int, help="torch threads for student and kd training stages.")
     parser.add_argument("--speed-examples", type=int, default=1024)
     parser.add_argument("--quick", action="store_true", help="Subsets and few epochs: minutes, not hours.")
     parser.add_argument("--quick-size", type=int, default=1000)

@@ -103,3 +103,10 @@ def test_real_minilm_as_distilbert_matches_bert():
     real = batch["attention_mask"].bool()
     assert type(encoder).__name__ == "DistilBertModel"
     assert torch.allclose(ours.last_hidden_state[real], reference.last_hidden_state[real], atol=1e-4)
+
+
+def test_unreachable_hub_encoder_names_the_offline_choices():
+    from distill.encoders import load_encoder
+    from distill.errors import DistillError
+    with pytest.raises(DistillError, match="offline encoder: minilm-l6"):
+        load_encoder("no-such-org/no-such-model")
