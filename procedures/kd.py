@@ -35,7 +35,7 @@ class KDOptions:
 
 def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path: str, output: str,
              data: DataOptions = DataOptions(), unlabeled_path: str | None = None,
-             options: KDOptions = KDOptions(), class_weights=None, teacher_embeddings: bool = False,
+             options: KDOptions = KDOptions(), class_weights=None, teacher_embeddings: bool = True,
              progress: bool = True, device: str = "auto") -> dict:
     """Train `config`'s student against the teacher's logits; returns the run summary."""
     teacher = load_model(teacher_dir, expect="teacher", device=device)
@@ -73,5 +73,6 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
                                       options.distill_weight, model.hierarchy.class_weights(class_weights),
                                       options.min_confidence)
     extra = {"teacher": str(teacher_dir), "kd": vars(options), "unlabelled_examples": len(unlabelled),
+             "embeddings_from_teacher": teacher_embeddings,
              "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
     return train_student_model(model, objective, examples, labels, dev_x, dev_y, output, progress, extra)

@@ -104,6 +104,7 @@ class Bench:
             common = ["--model", student, "--train", train, "--dev", dev, "--epochs", args.student_epochs,
                       "--seed", args.seed, "--quiet"] + (["--crf"] if student == "lstm-tagger" and args.crf else [])
             variants = {f"{student}": ["student"],
+                        f"{student}+teacher-emb": ["student", "--embeddings-from-teacher", teacher],
                         f"{student}+kd-kl": ["kd", "--teacher", teacher, "--kd-loss", "kl"],
                         f"{student}+kd-mse": ["kd", "--teacher", teacher, "--kd-loss", "mse"],
                         f"{student}+kd-kl+unlabelled": ["kd", "--teacher", teacher, "--kd-loss", "kl",
