@@ -34,11 +34,9 @@ def pca_reduce(vectors: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def init_from_teacher(student: StudentModel, teacher_dir: str) -> None:
-    """Overwrite `student.embedding` rows (except padding) with reduced teacher vectors."""
-    from distill.models import load_model
-    teacher = load_model(teacher_dir, expect="teacher")
-    table = teacher.encoder.get_input_embeddings().weight.float()
+def init_from_teacher(student: StudentModel, teacher) -> None:
+    """Overwrite `student.embedding` rows (except padding) with reduced vectors of `teacher`."""
+    table = teacher.encoder.get_input_embeddings().weight.float().cpu()
     words = student.words.tokens
     vectors = pca_reduce(teacher_word_vectors(teacher.tokenizer, table, words[2:]), student.config.embedding_dim)
     target_std = student.embedding.weight[2:].std()

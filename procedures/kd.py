@@ -45,7 +45,7 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
     init = None
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
-        init = lambda model: init_from_teacher(model, teacher_dir)  # noqa: E731
+        init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
     model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
     teacher.hierarchy.check_same(model.hierarchy, f"teacher {teacher_dir} vs training data {train_path}")
     model.hierarchy = teacher.hierarchy  # same labels; keeps the teacher's counts for the record

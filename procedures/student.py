@@ -63,7 +63,9 @@ def train_student(config: StudentConfig, train_path: str, dev_path: str, output:
     init = None
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
-        init = lambda model: init_from_teacher(model, teacher_embeddings)  # noqa: E731
+        from distill.models import load_model
+        teacher = load_model(teacher_embeddings, expect="teacher")
+        init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
     model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
     objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
     return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, output, progress,

@@ -71,7 +71,7 @@ def test_embeddings_from_teacher_change_the_table(tiny_classifier_teacher, tmp_p
     from distill.embedding_init import init_from_teacher
     model = build_student(StudentConfig(model="lstm", embedding_dim=8), LabelHierarchy(["neg", "pos"]), TEXTS)
     before = model.embedding.weight.detach().clone()
-    init_from_teacher(model, tiny_classifier_teacher)
+    init_from_teacher(model, load_model(tiny_classifier_teacher))
     after = model.embedding.weight.detach()
     assert torch.equal(after[0], before[0]) and not torch.equal(after[2:], before[2:])
     assert after[2:].std().item() == pytest.approx(before[2:].std().item(), rel=1e-3)
