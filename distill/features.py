@@ -76,7 +76,7 @@ def encode(tokenizer: PreTrainedTokenizerBase, examples: Sequence, task: str, ma
     return encode_words(tokenizer, examples, max_length)
 
 
-def collate_windows(windows: Sequence[Window], pad_id: int) -> dict[str, torch.Tensor]:
+def collate_windows(windows: Sequence[Window], pad_id: int, tagging: bool = False) -> dict[str, torch.Tensor]:
     """Pad a batch of windows into encoder inputs (and word positions for tagging)."""
     length = max(len(w.input_ids) for w in windows)
     input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
@@ -85,7 +85,7 @@ def collate_windows(windows: Sequence[Window], pad_id: int) -> dict[str, torch.T
         input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids)
         attention_mask[row, : len(window.input_ids)] = 1
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if windows[0].word_positions or any(w.word_positions for w in windows):
+    if tagging:
         width = max(1, max(len(w.word_positions) for w in windows))
         positions = torch.zeros((len(windows), width), dtype=torch.long)
         for row, window in enumerate(windows):

@@ -110,3 +110,10 @@ def test_unreachable_hub_encoder_names_the_offline_choices():
     from distill.errors import DistillError
     with pytest.raises(DistillError, match="offline encoder: minilm-l6"):
         load_encoder("no-such-org/no-such-model")
+
+
+def test_sentence_without_any_sub_token_is_unscored_not_a_crash(tiny_tagging_teacher):
+    teacher = load_model(tiny_tagging_teacher)
+    results = predict_logits(teacher, [["\u200b", "\u200b"]])
+    logits, scored = results.example(0)
+    assert logits.shape[0] == 2 and not scored.any()

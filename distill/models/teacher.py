@@ -84,7 +84,7 @@ class TransformerClassifier(LabelModel):
             inputs = collate_windows(windows, self.tokenizer.pad_token_id)
             return {k: v.to(device) for k, v in inputs.items()}, None
         windows = encode_words(self.tokenizer, examples, self.config.max_length)
-        inputs = collate_windows(windows, self.tokenizer.pad_token_id)
+        inputs = collate_windows(windows, self.tokenizer.pad_token_id, tagging=True)
         width = max(len(e) for e in examples)
         slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
         scored = torch.zeros((len(examples), width), dtype=torch.bool)
