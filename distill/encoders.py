@@ -78,7 +78,7 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModel.from_pretrained(name_or_path, dtype=torch.float32)  # v5 default "auto" may be fp16
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError):
         hint = "" if os.path.isdir(name_or_path) else " (no model hub reachable?)"
         raise DistillError(
             f"cannot load encoder {name_or_path!r}{hint}: use a local model folder or an offline "

@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import platform
-import random
 import shlex
 import subprocess
 import sys
@@ -136,6 +135,7 @@ class Bench:
     def speed(self, runs: dict, test: str, spec: dict) -> dict:
         """Batch-32 throughput and batch-1 latency on the same test sentences, same process, CPU."""
         import torch
+        from distill.inference import predict_logits
         from distill.models import load_model
         from procedures.common import DataOptions, read_split
         from procedures.compare import throughput, weight_bytes
@@ -147,7 +147,6 @@ class Bench:
             model = load_model(output, device="cpu")
             latency = examples[:100]
             started = time.perf_counter()
-            from distill.inference import predict_logits
             for example in latency:
                 predict_logits(model, [example], 1)
             speed[name] = {"examples_per_second_b32": throughput(model, examples, 32),
@@ -174,7 +173,7 @@ def tfidf_baseline(train: str, test: str) -> dict:
 
 
 def markdown(results: dict, args, commands: list[str]) -> str:
-    lines = [f"# Benchmarks", "", f"Measured {datetime.date.today()} on {platform.processor() or platform.machine()}, "
+    lines = ["# Benchmarks", "", f"Measured {datetime.date.today()} on {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPU cores, torch threads {args.threads}. Command: "
              f"`python scripts/benchmark.py {' '.join(sys.argv[1:])}`", ""]
     for key, task in results.items():

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
 from distill.errors import DistillError
 from distill.features import collate_windows, encode_texts, encode_words
-from distill.io import load_checkpoint, read_json, save_checkpoint, write_json
+from distill.io import load_checkpoint, save_checkpoint, write_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 
