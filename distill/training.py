@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
+from distill.io import load_checkpoint, save_checkpoint, write_text
 from distill.losses import IGNORE_INDEX
 from distill.metrics import headline
 
@@ -56,6 +57,62 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+RESUME_FILE = "resume.pt"
+
+
+@dataclass
+class RunState:
+    """Where an interruptible run keeps its end-of-epoch state, and what identifies the run.
+
+    `signature` (JSON-able: config, data paths, options) must match on `--resume`, so a run is
+    never continued with different settings. The state is removed once the run finishes.
+    """
+
+    directory: Path
+    signature: dict
+    resume: bool = False
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory) / RESUME_FILE
+
+
+def rng_state(generator: torch.Generator) -> dict:
+    """Every random stream training touches, as tensors (loadable with weights_only=True)."""
+    version, mt, gauss = random.getstate()
+    _, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {"python": torch.tensor(mt, dtype=torch.int64), "python_version": version, "python_gauss": gauss,
+             "numpy": torch.from_numpy(np_keys.astype(np.int64)), "numpy_pos": int(np_pos),
+             "numpy_has_gauss": int(np_has_gauss), "numpy_gauss": float(np_gauss),
+             "torch": torch.get_rng_state(), "data_order": generator.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict, generator: torch.Generator) -> None:
+    random.setstate((state["python_version"], tuple(state["python"].tolist()), state["python_gauss"]))
+    np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), state["numpy_pos"],
+                         state["numpy_has_gauss"], state["numpy_gauss"]))
+    torch.set_rng_state(state["torch"])
+    generator.set_state(state["data_order"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def load_run_state(run: RunState) -> dict | None:
+    """The saved state of an interrupted run, checked against this run's signature (None: start afresh)."""
+    if not run.resume or not run.path.exists():
+        return None
+    state = load_checkpoint(run.path)
+    saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
+    if saved != current:
+        changed = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+        raise DistillError(f"{run.directory}: cannot resume with different settings ({', '.join(changed)}); "
+                           "rerun without --resume to start over")
+    return state
 
 
 def label_targets(model: torch.nn.Module, labels: Sequence, width: int | None) -> torch.Tensor:
@@ -93,16 +150,33 @@ def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence, ind
 def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
         scheduler, train_examples: Sequence, train_labels: Sequence, dev_examples: Sequence,
         dev_labels: Sequence, settings: FitSettings, save_best: Callable[[dict], None],
-        log_path: str | Path | None = None) -> dict:
+        log_path: str | Path | None = None, run: RunState | None = None) -> dict:
     """Train for up to `settings.epochs`, evaluating on dev after each epoch.
 
     The best-on-dev model is handed to `save_best` (not the last one); training stops early
-    after `patience` epochs without improvement. Returns the best epoch's record.
+    after `patience` epochs without improvement. Returns the best epoch's record. With `run`,
+    the model, optimizer, scheduler, RNG streams and data order are saved after every epoch,
+    and a resumed run continues from there exactly as if it had never stopped.
     """
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
-    best, history, stale = None, [], 0
-    for epoch in range(1, settings.epochs + 1):
+    best, history, stale, first_epoch = None, [], 0, 1
+    saved = load_run_state(run) if run is not None else None
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(saved["scheduler"])
+        restore_rng_state(saved["rng"], generator)
+        best, history, stale = json.loads(saved["best"]), json.loads(saved["history"]), saved["stale"]
+        first_epoch = len(history) + 1
+        if log_path is not None:
+            write_text(log_path, "".join(json.dumps(record) + "\n" for record in history))
+        if settings.progress:
+            tqdm.write(f"resuming after epoch {len(history)} (best so far: epoch {best['epoch']})")
+    for epoch in range(first_epoch, settings.epochs + 1):
+        if stale >= settings.patience:
+            break
         model.train()
         batches = training_batches(train_examples, settings.batch_size, generator)
         bar = tqdm(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
@@ -142,6 +216,13 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
             save_best(record)
         else:
             stale += 1
-            if stale >= settings.patience:
-                break
+        if run is not None:
+            save_checkpoint(run.path, {
+                "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else {},
+                "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
+                "stale": stale})
+    if run is not None:
+        run.path.unlink(missing_ok=True)
     return {"best": best, "history": history}

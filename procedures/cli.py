@@ -77,6 +77,9 @@ device_option = click.option("--device", default="auto", show_default=True,
 
 
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")
+resume_option = click.option("--resume", is_flag=True,
+                             help="Continue an interrupted run in --output from its last finished epoch "
+                                  "(model, optimizer, RNG and data order restored; same options required).")
 
 
 def parse_class_weights(value: str):
@@ -136,11 +139,13 @@ def cli(threads):
               help="Stop after this many epochs without dev improvement.")
 @class_weights_option
 @click.option("--seed", default=42, show_default=True, type=int)
+@resume_option
 @quiet_option
 @data_options
 @device_option
 def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
-            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, quiet, data, device):
+            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, resume, quiet,
+            data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
     from distill.models.teacher import TeacherConfig
     from procedures.teacher import train_teacher
@@ -148,7 +153,8 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
                            dropout=dropout, pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
                            batch_size=batch_size, epochs=epochs, warmup=warmup, patience=patience, seed=seed,
                            class_weights=class_weights)
-    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device)
+    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device,
+                            resume=resume)
     best = summary["best"]
     click.echo(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
                f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
@@ -161,15 +167,17 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
 @click.option("--embeddings-from-teacher", "teacher_embeddings", type=click.Path(),
               help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
 @class_weights_option
+@resume_option
 @quiet_option
 @student_options
 @data_options
 @device_option
-def student(train_path, dev_path, output, teacher_embeddings, class_weights, quiet, student_config, data, device):
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, quiet, student_config, data,
+            device):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
     from procedures.student import train_student
     summary = train_student(student_config, train_path, dev_path, output, data, class_weights,
-                            teacher_embeddings, progress=not quiet, device=device)
+                            teacher_embeddings, progress=not quiet, device=device, resume=resume)
     report_student(summary, output)
 
 
@@ -199,19 +207,20 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, qui
               help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
                    "+3 points dev accuracy for the RT BiLSTM.")
 @class_weights_option
+@resume_option
 @quiet_option
 @student_options
 @data_options
 @device_option
 def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
-       class_weights, quiet, student_config, data, device):
+       class_weights, resume, quiet, student_config, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from procedures.kd import KDOptions, train_kd
     options = KDOptions(kd_loss, temperature, student_weight, distill_weight, min_confidence, unlabeled_ratio,
                         online_teacher, cache_dir)
     summary = train_kd(teacher_dir, student_config, train_path, dev_path, output, data, unlabeled_path, options,
-                       class_weights, teacher_embeddings, progress=not quiet, device=device)
+                       class_weights, teacher_embeddings, progress=not quiet, device=device, resume=resume)
     report_student(summary, output)
 
 
@@ -302,7 +311,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as err:
-        err.show()
+        context = getattr(err, "ctx", None)
+        hint = f" (see '{context.command_path} --help')" if context is not None else ""
+        click.echo(f"error: {' '.join(err.format_message().split())}{hint}", err=True)
         sys.exit(2)
     except DistillError as err:
         click.echo(f"error: {err}", err=True)

@@ -14,7 +14,7 @@ from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAU
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.models.students import STUDENT_TASKS, StudentConfig
-from procedures.common import DataOptions
+from procedures.common import DataOptions, training_run
 from procedures.student import prepare_student, train_student_model
 
 
@@ -36,8 +36,11 @@ class KDOptions:
 def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path: str, output: str,
              data: DataOptions = DataOptions(), unlabeled_path: str | None = None,
              options: KDOptions = KDOptions(), class_weights=None, teacher_embeddings: bool = True,
-             progress: bool = True, device: str = "auto") -> dict:
+             progress: bool = True, device: str = "auto", resume: bool = False) -> dict:
     """Train `config`'s student against the teacher's logits; returns the run summary."""
+    run = training_run(output, resume, command="kd", teacher=str(teacher_dir), config=config, train=train_path,
+                       dev=dev_path, data=data, unlabeled=unlabeled_path, kd=options, class_weights=class_weights,
+                       embeddings_from_teacher=teacher_embeddings)
     teacher = load_model(teacher_dir, expect="teacher", device=device)
     task = STUDENT_TASKS.get(config.model)
     if task is not None and task != teacher.task:
@@ -75,4 +78,4 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
     extra = {"teacher": str(teacher_dir), "kd": vars(options), "unlabelled_examples": len(unlabelled),
              "embeddings_from_teacher": teacher_embeddings,
              "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
-    return train_student_model(model, objective, examples, labels, dev_x, dev_y, output, progress, extra)
+    return train_student_model(model, objective, examples, labels, dev_x, dev_y, run, progress, extra)

@@ -11,8 +11,9 @@ from distill.errors import DistillError
 from distill.io import write_json
 from distill.models.base import pick_device
 from distill.models.students import STUDENT_TASKS, StudentConfig, StudentModel, build_student
-from distill.training import FitSettings, Objective, SupervisedObjective, fit, seed_everything
-from procedures.common import DataOptions, build_hierarchy, check_labels_known, read_split
+from distill.training import FitSettings, Objective, RunState, SupervisedObjective, fit, seed_everything
+from procedures.common import (SUMMARY_FILE, DataOptions, build_hierarchy, check_labels_known, read_split,
+                               training_run)
 
 
 def model_size_bytes(directory: str | Path) -> int:
@@ -20,22 +21,22 @@ def model_size_bytes(directory: str | Path) -> int:
 
 
 def train_student_model(model: StudentModel, objective: Objective, train_x: list, train_y: list,
-                        dev_x: list, dev_y: list, output: str, progress: bool = True,
+                        dev_x: list, dev_y: list, run: RunState, progress: bool = True,
                         extra_summary: dict | None = None) -> dict:
     """The student half of `student` and `kd` runs: Adam, the shared loop, best-on-dev saved."""
     config = model.config
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    output_dir = Path(output)
+    output_dir = run.directory
     output_dir.mkdir(parents=True, exist_ok=True)
     log = output_dir / "metrics.jsonl"
     log.unlink(missing_ok=True)
     settings = FitSettings(config.epochs, config.batch_size, config.patience, config.seed, progress=progress)
     result = fit(model, objective, optimizer, None, train_x, train_y, dev_x, dev_y, settings,
-                 lambda record: model.save(output_dir), log)
+                 lambda record: model.save(output_dir), log, run)
     summary = {"kind": "student", "model": config.model, "parameters": model.parameter_count(),
                "size_bytes": model_size_bytes(output_dir), "train_examples": len(train_x),
                **(extra_summary or {}), **result}
-    write_json(output_dir / "train_summary.json", summary)
+    write_json(output_dir / SUMMARY_FILE, summary)
     return summary
 
 
@@ -58,8 +59,10 @@ def prepare_student(config: StudentConfig, train_path: str, dev_path: str, data:
 
 def train_student(config: StudentConfig, train_path: str, dev_path: str, output: str,
                   data: DataOptions = DataOptions(), class_weights=None, teacher_embeddings: str | None = None,
-                  progress: bool = True, device: str = "auto") -> dict:
+                  progress: bool = True, device: str = "auto", resume: bool = False) -> dict:
     """Train a student on gold labels only."""
+    run = training_run(output, resume, command="student", config=config, train=train_path, dev=dev_path,
+                       data=data, class_weights=class_weights, embeddings_from_teacher=teacher_embeddings)
     init = None
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
@@ -68,5 +71,5 @@ def train_student(config: StudentConfig, train_path: str, dev_path: str, output:
         init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
     model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
     objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
-    return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, output, progress,
+    return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, run, progress,
                                {"embeddings_from_teacher": teacher_embeddings})

@@ -11,7 +11,8 @@ from distill.io import write_json
 from distill.models.base import pick_device
 from distill.models.teacher import TeacherConfig, TransformerClassifier
 from distill.training import FitSettings, SupervisedObjective, fit, seed_everything
-from procedures.common import DataOptions, build_hierarchy, check_labels_known, read_split
+from procedures.common import (SUMMARY_FILE, DataOptions, build_hierarchy, check_labels_known, read_split,
+                               training_run)
 
 
 def teacher_optimizer(model: TransformerClassifier, config: TeacherConfig, total_steps: int):
@@ -27,8 +28,10 @@ def teacher_optimizer(model: TransformerClassifier, config: TeacherConfig, total
 
 
 def train_teacher(train_path: str, dev_path: str, output: str, config: TeacherConfig,
-                  data: DataOptions = DataOptions(), progress: bool = True, device: str = "auto") -> dict:
+                  data: DataOptions = DataOptions(), progress: bool = True, device: str = "auto",
+                  resume: bool = False) -> dict:
     """Fine-tune the teacher; the best-on-dev checkpoint is written to `output`."""
+    run = training_run(output, resume, command="teacher", config=config, train=train_path, dev=dev_path, data=data)
     seed_everything(config.seed)
     train_x, train_y = read_split(train_path, config.task, data)
     dev_x, dev_y = read_split(dev_path, config.task, data)
@@ -44,8 +47,8 @@ def train_teacher(train_path: str, dev_path: str, output: str, config: TeacherCo
     log.unlink(missing_ok=True)
     settings = FitSettings(config.epochs, config.batch_size, config.patience, config.seed, progress=progress)
     result = fit(model, SupervisedObjective(weights), optimizer, scheduler, train_x, train_y, dev_x, dev_y,
-                 settings, lambda record: model.save(output_dir, optimizer.state_dict()), log)
+                 settings, lambda record: model.save(output_dir, optimizer.state_dict()), log, run)
     summary = {"kind": "teacher", "parameters": model.parameter_count(), "train_examples": len(train_x),
                "labels": hierarchy.labels, **result}
-    write_json(output_dir / "train_summary.json", summary)
+    write_json(output_dir / SUMMARY_FILE, summary)
     return summary
