@@ -5,23 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from distill.errors import DistillError
-from distill.io import read_json
 from distill.models.base import LabelModel, pick_device
+from distill.models.card import MODEL_CARD, read_model_card, verify_weights
 
-MODEL_CARD = "distill.json"
-
-
-def read_model_card(directory: str | Path) -> dict:
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DistillError(f"{directory}: model directory not found")
-    if not (directory / MODEL_CARD).exists():
-        raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
-    card = read_json(directory / MODEL_CARD)
-    if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student"):
-        raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
-    return card
-
+__all__ = ["MODEL_CARD", "load_model", "read_model_card"]
 
 def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu") -> LabelModel:
     """Load a teacher or student directory onto `device`; `expect` ('teacher'/'student') rejects the other kind."""
@@ -32,6 +19,7 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
+    verify_weights(directory, card)
     if card["kind"] == "teacher":
         from distill.models.teacher import TransformerClassifier
         return TransformerClassifier.from_checkpoint(directory)

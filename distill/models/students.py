@@ -19,6 +19,7 @@ from distill.errors import DistillError
 from distill.io import load_tensors, read_json, save_tensors, write_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
+from distill.models.card import write_model_card
 from distill.vocab import Vocabulary, word_tokenize
 
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
@@ -133,8 +134,8 @@ class StudentModel(LabelModel):
         write_json(directory / CONFIG, {"config": asdict(self.config), "hierarchy": self.hierarchy.to_dict()})
         write_json(directory / VOCAB, {"words": self.words.to_dict(),
                                        "chars": self.chars.to_dict() if self.chars else None})
-        write_json(directory / "distill.json", {"kind": "student", "model": type(self).__name__,
-                                                "task": self.task, "labels": self.hierarchy.labels})
+        write_model_card(directory, {"kind": "student", "model": type(self).__name__, "task": self.task,
+                                     "labels": self.hierarchy.labels}, [WEIGHTS])
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path) -> "StudentModel":

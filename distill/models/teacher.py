@@ -17,9 +17,10 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
 from distill.errors import DistillError
 from distill.features import collate_windows, encode_texts, encode_words
-from distill.io import load_checkpoint, save_checkpoint, write_json
+from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
+from distill.models.card import write_model_card
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
@@ -145,8 +146,8 @@ class TransformerClassifier(LabelModel):
             "classifier_state_dict": self.head_state_dict(),
             "optimizer_state_dict": optimizer_state or {},
         })
-        write_json(directory / "distill.json", {"kind": "teacher", "model": type(self).__name__,
-                                            "task": self.config.task, "labels": self.hierarchy.labels})
+        write_model_card(directory, {"kind": "teacher", "model": type(self).__name__, "task": self.config.task,
+                                     "labels": self.hierarchy.labels}, [CHECKPOINT])
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path) -> "TransformerClassifier":
