@@ -19,6 +19,14 @@ from distill.errors import DataError, DistillError
 
 HUB_PREFIX = "hub:"
 TASKS = ("classification", "tagging")
+# Longer than any real sentence or review: such a "line" is a missing line break or a wrong file.
+MAX_EXAMPLE_CHARS = 100_000
+
+
+def _check_length(path: str, text: str, line: int | None) -> None:
+    if len(text) > MAX_EXAMPLE_CHARS:
+        raise DataError(path, f"example is {len(text):,} characters long, over the {MAX_EXAMPLE_CHARS:,} limit "
+                              "(a missing line break?)", line)
 
 
 def _read_text(path: str | Path) -> str:
@@ -101,13 +109,16 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
         if fmt in ("csv", "tsv"):
             reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
                                     delimiter="," if fmt == "csv" else "\t")
-            _require_columns(path, list(reader.fieldnames or []), wanted, 1)
             rows = []
-            for record in reader:
-                if None in record or any(record.get(c) is None for c in wanted):
-                    raise DataError(path, f"wrong number of fields (header has {len(reader.fieldnames)})",
-                                    reader.line_num)
-                rows.append((reader.line_num, record))
+            try:
+                _require_columns(path, list(reader.fieldnames or []), wanted, 1)
+                for record in reader:
+                    if None in record or any(record.get(c) is None for c in wanted):
+                        raise DataError(path, f"wrong number of fields (header has {len(reader.fieldnames)})",
+                                        reader.line_num)
+                    rows.append((reader.line_num, record))
+            except csv.Error as err:
+                raise DataError(path, f"malformed {fmt.upper()} ({err})", reader.line_num + 1) from None
         elif fmt == "jsonl":
             rows = list(_json_lines(path))
             for number, record in rows:
@@ -120,6 +131,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
         text = record[text_column]
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
+        _check_length(path, text, number)
         texts.append(text)
         if labelled:
             label = record[label_column]
@@ -240,6 +252,7 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
                     raise DataError(path, f"{field!r} must be a list of tokens", number)
             else:
                 value = line.strip() if task == "classification" else line.split()
+            _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)
             seen = True
             yield number, value
     if not seen:

@@ -60,7 +60,10 @@ def read_json(path: str | os.PathLike) -> Any:
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+        try:
+            save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+        except SafetensorError as err:  # the library wraps I/O errors such as a full disk
+            raise DistillError(f"{path}: cannot write ({err})") from None
 
 
 def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
@@ -75,7 +78,10 @@ def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
     """Save a dict of tensors and JSON-able values; loadable with weights_only=True."""
     with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
+        try:
+            torch.save(checkpoint, tmp)
+        except RuntimeError as err:  # torch wraps I/O errors such as a full disk
+            raise DistillError(f"{path}: cannot write ({str(err).strip().splitlines()[0]})") from None
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
