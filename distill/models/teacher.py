@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
 from distill.errors import DistillError
 from distill.features import collate_windows, encode_texts, encode_words
-from distill.io import load_checkpoint, save_checkpoint
+from distill.io import atomic_directory, load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import write_model_card
@@ -137,8 +137,9 @@ class TransformerClassifier(LabelModel):
         """Seed 000's checkpoint schema, plus the encoder's config and tokenizer so it loads offline."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.encoder.config.save_pretrained(directory / ENCODER_DIR)
-        self.tokenizer.save_pretrained(directory / ENCODER_DIR)
+        with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
+            self.encoder.config.save_pretrained(encoder_dir)
+            self.tokenizer.save_pretrained(encoder_dir)
         save_checkpoint(directory / CHECKPOINT, {
             "config": asdict(self.config),
             "hierarchy": self.hierarchy.to_dict(),
