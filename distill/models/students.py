@@ -73,6 +73,11 @@ def last_states(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return torch.cat([forward, backward], dim=-1)
 
 
+def length_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
+    """(batch, width) True at real positions of sequences with these lengths."""
+    return torch.arange(width, device=device).unsqueeze(0) < lengths.to(device).unsqueeze(1)
+
+
 def masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max over time of (batch, time, dim) values, ignoring positions where mask is False."""
     return values.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values
@@ -82,6 +87,9 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torc
     packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
     outputs, _ = lstm(packed)
     return pad_packed_sequence(outputs, batch_first=True, total_length=inputs.size(1))[0]
+
+
+MAX_WORD_CHARS = 20  # the char CNN reads at most this many characters of a word
 
 
 def student_tokens(example, max_words: int) -> list[str]:
@@ -108,24 +116,30 @@ class StudentModel(LabelModel):
 
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         token_lists = [self.tokens(e) for e in examples]
+        width = max(len(t) for t in token_lists)
         lengths = torch.tensor([len(t) for t in token_lists])
-        word_ids = torch.zeros((len(examples), int(lengths.max())), dtype=torch.long)
-        for row, tokens in enumerate(token_lists):
-            word_ids[row, : len(tokens)] = torch.tensor(self.words.ids(tokens))
+        word_ids = torch.tensor([self.words.ids(t) + [0] * (width - len(t)) for t in token_lists])
         inputs = {"word_ids": word_ids, "lengths": lengths}
         if self.chars is not None:
-            longest = max(min(len(t), 20) for tokens in token_lists for t in tokens)
-            char_ids = torch.zeros((*word_ids.shape, max(longest, self.config.char_width)), dtype=torch.long)
-            for row, tokens in enumerate(token_lists):
-                for col, token in enumerate(tokens):
-                    char_ids[row, col, : min(len(token), 20)] = torch.tensor(self.chars.ids(token[:20]))
-            inputs["char_ids"] = char_ids
+            inputs.update(self.char_inputs(token_lists, width))
         device = self.device
         inputs = {k: v.to(device) for k, v in inputs.items()}
         if self.task == "classification":
             return inputs, None
-        mask = torch.arange(word_ids.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
-        return inputs, mask.to(device)
+        return inputs, length_mask(lengths, width, device)
+
+    def char_inputs(self, token_lists: list[list[str]], width: int) -> dict[str, torch.Tensor]:
+        """Characters of each distinct word of the batch once (row 0: padding), and where each word's row is.
+
+        Words repeat a lot within a batch (the, commas, names), so the char CNN runs on far fewer rows.
+        """
+        rows: dict[str, int] = {}
+        word_rows = [[rows.setdefault(t, len(rows) + 1) for t in tokens] + [0] * (width - len(tokens))
+                     for tokens in token_lists]
+        longest = max(self.config.char_width, max(min(len(t), MAX_WORD_CHARS) for t in rows))
+        char_ids = [[0] * longest] + [ids + [0] * (longest - len(ids))
+                                      for ids in (self.chars.ids(t[:MAX_WORD_CHARS]) for t in rows)]
+        return {"char_ids": torch.tensor(char_ids), "word_rows": torch.tensor(word_rows)}
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
@@ -169,7 +183,7 @@ class LSTMClassifier(StudentModel):
     def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         outputs = run_lstm(self.lstm, self.dropout(self.embedding(word_ids)), lengths)
         if self.config.pooling == "max":
-            mask = torch.arange(word_ids.size(1), device=word_ids.device).unsqueeze(0) < lengths.unsqueeze(1).to(word_ids.device)
+            mask = length_mask(lengths, word_ids.size(1), word_ids.device)
             features = masked_max(outputs, mask)
         else:
             features = last_states(outputs, lengths.to(outputs.device))
@@ -190,7 +204,7 @@ class CNNClassifier(StudentModel):
 
     def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         embedded = self.dropout(self.embedding(word_ids)).transpose(1, 2)
-        mask = torch.arange(word_ids.size(1), device=word_ids.device).unsqueeze(0) < lengths.unsqueeze(1).to(word_ids.device)
+        mask = length_mask(lengths, word_ids.size(1), word_ids.device)
         pooled = [masked_max(torch.relu(conv(embedded))[:, :, : word_ids.size(1)].transpose(1, 2), mask)
                   for conv in self.convolutions]
         return self.classifier(self.dropout(torch.cat(pooled, dim=-1)))
@@ -204,13 +218,12 @@ class CharCNN(nn.Module):
         self.embedding = nn.Embedding(chars, dim, padding_idx=0)
         self.conv = nn.Conv1d(dim, filters, width, padding=width // 2)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        batch, words, length = char_ids.shape
-        embedded = self.embedding(char_ids.view(batch * words, length)).transpose(1, 2)
-        features = torch.relu(self.conv(embedded))[:, :, :length]
-        mask = (char_ids.view(batch * words, length) != 0).unsqueeze(1)
-        features = features.masked_fill(~mask, 0.0).max(dim=-1).values
-        return features.view(batch, words, -1)
+    def forward(self, char_ids: torch.Tensor, word_rows: torch.Tensor) -> torch.Tensor:
+        """Features of the distinct words `char_ids` (words, chars), spread to (batch, words) by `word_rows`."""
+        length = char_ids.size(1)
+        features = torch.relu(self.conv(self.embedding(char_ids).transpose(1, 2)))[:, :, :length]
+        features = features.masked_fill((char_ids == 0).unsqueeze(1), 0.0).max(dim=-1).values
+        return features[word_rows]
 
 
 class TaggerModel(StudentModel):
@@ -227,8 +240,8 @@ class TaggerModel(StudentModel):
         self.dropout = nn.Dropout(config.dropout)
         self.crf = ConditionalRandomField(len(hierarchy)) if config.crf else None
 
-    def word_features(self, word_ids: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        return self.dropout(torch.cat([self.embedding(word_ids), self.char_cnn(char_ids)], dim=-1))
+    def word_features(self, word_ids: torch.Tensor, char_ids: torch.Tensor, word_rows: torch.Tensor) -> torch.Tensor:
+        return self.dropout(torch.cat([self.embedding(word_ids), self.char_cnn(char_ids, word_rows)], dim=-1))
 
     @property
     def input_dim(self) -> int:
@@ -257,8 +270,9 @@ class LSTMTagger(TaggerModel):
                             bidirectional=True, dropout=config.dropout if config.layers > 1 else 0.0)
         self.classifier = nn.Linear(2 * config.hidden_dim, len(hierarchy))
 
-    def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
-        outputs = run_lstm(self.lstm, self.word_features(word_ids, char_ids), lengths)
+    def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor, char_ids: torch.Tensor,
+                word_rows: torch.Tensor) -> torch.Tensor:
+        outputs = run_lstm(self.lstm, self.word_features(word_ids, char_ids, word_rows), lengths)
         return self.classifier(self.dropout(outputs))
 
 
@@ -272,9 +286,11 @@ class IDCNNTagger(TaggerModel):
                                    for d in config.idcnn_dilations)
         self.classifier = nn.Linear(config.filters, len(hierarchy))
 
-    def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor, char_ids: torch.Tensor,
+                word_rows: torch.Tensor) -> torch.Tensor:
         mask = (word_ids != 0).unsqueeze(1).float()
-        hidden = torch.relu(self.projection(self.word_features(word_ids, char_ids).transpose(1, 2))) * mask
+        hidden = torch.relu(self.projection(self.word_features(word_ids, char_ids, word_rows).transpose(1, 2)))
+        hidden = hidden * mask
         for _ in range(self.config.idcnn_iterations):
             for conv in self.block:
                 hidden = torch.relu(conv(hidden)) * mask
