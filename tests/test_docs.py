@@ -1,0 +1,200 @@
+"""The documentation cannot drift from the code: every example in docs/ runs here.
+
+* ``pycon`` blocks (``>>>``) run as doctests, one namespace per page.
+* ``bash`` blocks run command by command: ``nlp-train`` in-process, ``make TARGET`` as a dry run
+  (``make -n``: the target exists; running it would rebuild the venv or recurse into the tests),
+  anything else (``mkdir``, ``cp``, the left side of a pipe) through bash.
+* ``console`` blocks are ``$ command`` lines followed by the exact output the command prints.
+
+Commands run as written in a fresh folder per page, with three stand-ins so that the whole
+file takes well under a minute on one CPU thread: the real datasets under ``data/`` are the
+bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, and
+every training command runs one epoch. The troubleshooting page must list every error message
+the code raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import doctest
+import io
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+FENCE = re.compile(r"^```([\w-]+)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+
+# path in the docs -> bundled sample standing in for it
+DATA_STAND_INS = {
+    "data/rotten_tomatoes/train.csv": "sentiment_train.csv",
+    "data/rotten_tomatoes/dev.csv": "sentiment_dev.csv",
+    "data/rotten_tomatoes/test.csv": "sentiment_test.csv",
+    "data/conll2003/train.txt": "ner_train.conll",
+    "data/conll2003/valid.txt": "ner_dev.conll",
+    "data/conll2003/test.txt": "ner_test.conll",
+    "data/unlabeled/movies.txt": "unlabeled_movies.txt",
+    "data/unlabeled/news.txt": "unlabeled_news.txt",
+}
+TRAINING_COMMANDS = ("teacher", "student", "kd")
+
+
+def code_blocks(page: Path, language: str) -> list[tuple[int, str]]:
+    """(first line number, body) of each fenced block of `language` in a Markdown page."""
+    text = page.read_text(encoding="utf-8")
+    return [(text[: m.start(2)].count("\n") + 1, m.group(2)) for m in FENCE.finditer(text) if m.group(1) == language]
+
+
+def pages_with(language: str) -> list:
+    return [pytest.param(p, id=str(p.relative_to(DOCS))) for p in PAGES if code_blocks(p, language)]
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """A fresh folder like a checkout with `make data` done: samples/ and data/ (sample stand-ins)."""
+    (tmp_path / "samples").symlink_to(SAMPLES)
+    for doc_path, sample in DATA_STAND_INS.items():
+        (tmp_path / doc_path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc_path).symlink_to(SAMPLES / sample)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def logical_lines(body: str) -> list[str]:
+    """Shell lines with backslash continuations joined; blank and comment lines dropped."""
+    joined = re.sub(r"\\\n\s*", " ", body)
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def with_stand_ins(args: list[str], encoder_dir: str) -> list[str]:
+    """The tiny encoder for minilm-l6 and one epoch for training commands (see the module docstring)."""
+    args = [encoder_dir if a == "minilm-l6" and i and args[i - 1] == "--encoder" else a for i, a in enumerate(args)]
+    command = next((a for a in args if not a.startswith("-") and not a.isdigit()), None)
+    if command in TRAINING_COMMANDS:
+        if "--epochs" in args:
+            args[args.index("--epochs") + 1] = "1"
+        else:
+            args += ["--epochs", "1"]
+    return args
+
+
+def nlp_train(args: list[str], stdin: str = "") -> tuple[int, str]:
+    """Run `nlp-train ARGS` in this process (seconds saved per command); exit status and output."""
+    from procedures.cli import main
+    output = io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), \
+                pytest.raises(SystemExit) as exit_info:
+            main(args)
+    finally:
+        sys.stdin = saved_stdin
+    return exit_info.value.code, output.getvalue()
+
+
+def shell(command: str, stdin: str = "") -> tuple[int, str]:
+    done = subprocess.run(["bash", "-c", command], input=stdin, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def run_command(line: str, encoder_dir: str) -> tuple[int, str]:
+    """One documented shell line; a pipe into nlp-train feeds the left side's output to it."""
+    left, bar, right = line.rpartition("| nlp-train ")
+    if bar:
+        status, piped = shell(left)
+        assert status == 0, f"{left!r} failed: {piped}"
+        return nlp_train(with_stand_ins(shlex.split(right, comments=True), encoder_dir), piped)
+    words = shlex.split(line, comments=True)
+    if words[0] == "nlp-train":
+        return nlp_train(with_stand_ins(words[1:], encoder_dir))
+    if words[0] == "make":
+        return shell(f"make -n -C {shlex.quote(str(ROOT))} {shlex.join(words[1:])}")
+    return shell(line)
+
+
+EXECUTED = ("pycon", "bash", "console")
+
+
+def fence_languages(page: Path) -> list[tuple[int, str]]:
+    """(line number, info string) of every opening code fence of a page."""
+    opened, found = False, []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            if not opened:
+                found.append((number, line[3:].strip()))
+            opened = not opened
+    return found
+
+
+def test_every_code_block_is_executed():
+    """A block in another language (```python, ```sh, none) would escape the tests below; MyST
+    directives (```{...}) are not examples."""
+    unrun = [f"{page.relative_to(DOCS)}:{line}: ```{info}" for page in PAGES
+             for line, info in fence_languages(page) if not info.startswith("{") and info not in EXECUTED]
+    assert not unrun, "code blocks no test runs (use pycon, bash or console):\n" + "\n".join(unrun)
+
+
+@pytest.mark.parametrize("page", pages_with("pycon"))
+def test_python_examples(page, workspace):
+    parser, globs = doctest.DocTestParser(), {}
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = io.StringIO()
+    for line, body in code_blocks(page, "pycon"):
+        test = parser.get_doctest(body, globs, f"{page.name}:{line}", str(page), line - 1)
+        runner.run(test, out=report.write, clear_globs=False)
+        globs = test.globs  # a DocTest works on a copy: carry its names to the page's next block
+    assert runner.failures == 0, report.getvalue()
+
+
+@pytest.mark.parametrize("page", pages_with("bash"))
+def test_shell_examples(page, workspace, tiny_encoder_dir):
+    for line_number, body in code_blocks(page, "bash"):
+        for line in logical_lines(body):
+            status, output = run_command(line, tiny_encoder_dir)
+            assert status == 0, f"{page.name}:{line_number}: `{line}` exited {status}:\n{output}"
+
+
+@pytest.mark.parametrize("page", pages_with("console"))
+def test_console_examples(page, workspace, tiny_encoder_dir):
+    for line_number, body in code_blocks(page, "console"):
+        for session in re.split(r"^(?=\$ )", body, flags=re.M):
+            if not session.strip():
+                continue
+            command, _, expected = session[2:].partition("\n")
+            _, output = run_command(command, tiny_encoder_dir)
+            assert output.strip() == expected.strip(), f"{page.name}:{line_number}: `{command}`"
+
+
+def raised_messages() -> list[tuple[str, str]]:
+    """(where, longest literal fragment) of each DistillError/DataError message in distill/ and procedures/."""
+    found = []
+    for source in sorted([*ROOT.glob("distill/**/*.py"), *ROOT.glob("procedures/*.py")]):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+                    and getattr(node.exc.func, "id", None) in ("DistillError", "DataError")):
+                continue
+            message = node.exc.args[1 if node.exc.func.id == "DataError" else 0]
+            alternatives = [message.body, message.orelse] if isinstance(message, ast.IfExp) else [message]
+            for text in alternatives:
+                parts = [text] if isinstance(text, ast.Constant) else text.values
+                literals = [p.value for p in parts if isinstance(p, ast.Constant)]
+                found.append((f"{source.relative_to(ROOT)}:{node.lineno}", max(literals, key=len).strip(" :")))
+    return found
+
+
+def test_troubleshooting_lists_every_error_message():
+    page = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+    messages = raised_messages()
+    assert len(messages) > 40  # the scan finds them
+    missing = [f"{where}: {fragment!r}" for where, fragment in messages if fragment not in page]
+    assert not missing, "undocumented error messages:\n" + "\n".join(missing)
