@@ -1,6 +1,6 @@
 """`TeacherStudentDistill`: the student's loss plus a distillation term against teacher logits.
 
-    loss = w_s * student_loss + w_d * distill_loss            (seed 004)
+    loss = w_s * student_loss + w_d * distill_loss
 
 student_loss is the student's class-weighted NLL (or CRF NLL) against gold labels, and, for
 unlabelled examples, against the teacher's argmax (pseudo-labels). distill_loss is
@@ -76,7 +76,7 @@ class TeacherStudentDistill:
 
     def pseudo_targets(self, teacher_logits: torch.Tensor, targets: torch.Tensor, labelled: torch.Tensor,
                        scored: torch.Tensor | None) -> torch.Tensor:
-        """Gold targets for labelled rows; the teacher's confident argmax for unlabelled rows (seed 004)."""
+        """Gold targets for labelled rows; the teacher's confident argmax for unlabelled rows."""
         probabilities = teacher_logits.softmax(-1)
         confidence, guess = probabilities.max(-1)
         keep = confidence >= self.min_confidence
@@ -88,7 +88,7 @@ class TeacherStudentDistill:
 
     def distill_term(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor,
                      mask: torch.Tensor | None) -> torch.Tensor:
-        if student_logits.size(-1) == 1:  # one-logit binary student (seed 003)
+        if student_logits.size(-1) == 1:  # one-logit binary student
             if self.kd_loss == "kl":
                 return losses.binary_kl_distill(student_logits, teacher_logits, self.temperature)
             return losses.binary_mse_distill(student_logits, teacher_logits)

@@ -22,7 +22,7 @@ def _flatten(logits: torch.Tensor, mask: torch.Tensor | None, *others: torch.Ten
 
 def weighted_nll(logits: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None,
                  mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Seed 000's loss: sum_n w_{y_n} * -log softmax(x_n)[y_n] / sum_n w_{y_n}.
+    """The class-weighted NLL: sum_n w_{y_n} * -log softmax(x_n)[y_n] / sum_n w_{y_n}.
 
     Targets equal to IGNORE_INDEX (and positions outside `mask`) take no part.
     """
@@ -35,7 +35,7 @@ def weighted_nll(logits: torch.Tensor, targets: torch.Tensor, class_weights: tor
 
 def binary_nll(logit: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None
                ) -> torch.Tensor:
-    """The single-logit (sigmoid) form of `weighted_nll` for two classes, as in seed 003."""
+    """The single-logit (sigmoid) form of `weighted_nll` for two classes."""
     logit = logit.reshape(-1).float()
     keep = targets != IGNORE_INDEX
     logit, targets = logit[keep], targets[keep]

@@ -1,4 +1,4 @@
-"""Distill a teacher into a student: labelled data plus optional unlabelled text (seed 004)."""
+"""Distill a teacher into a student: labelled data plus optional unlabelled text."""
 
 from __future__ import annotations
 

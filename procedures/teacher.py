@@ -16,7 +16,7 @@ from procedures.common import (SUMMARY_FILE, DataOptions, build_hierarchy, check
 
 
 def teacher_optimizer(model: TransformerClassifier, config: TeacherConfig, total_steps: int):
-    """AdamW with seed 000's two learning rates and a linear warm-up then decay."""
+    """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
     head = {id(p) for p in model.head_parameters()}
     groups = [
         {"params": [p for p in model.parameters() if id(p) not in head], "lr": config.encoder_lr},

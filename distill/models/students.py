@@ -35,7 +35,7 @@ class StudentConfig:
     layers: int = 1
     dropout: float = 0.5
     pooling: str = "last"          # lstm classifier: 'last' states of both directions, or 'max' over time
-    binary: bool = False           # lstm/cnn classifier with two labels: one logit + sigmoid (seed 003)
+    binary: bool = False           # lstm/cnn classifier with two labels: one logit + sigmoid
     filter_widths: list = field(default_factory=lambda: [3, 4, 5])
     filters: int = 100
     char_embedding_dim: int = 30
@@ -64,7 +64,7 @@ def last_states(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Final state of each direction of a padded BiLSTM output, never a padding state.
 
     Forward direction: position length-1. Backward direction: position 0, where it has read the
-    whole sequence. (Seed 003: taking the last time step would read padding.)
+    whole sequence. (Taking the last time step would read padding.)
     """
     hidden = outputs.size(-1) // 2
     rows = torch.arange(outputs.size(0), device=outputs.device)

@@ -28,7 +28,7 @@ ENCODER_DIR = "encoder"
 
 @dataclass
 class TeacherConfig:
-    """Hyperparameters of seed 000's DB_Linear, plus what a run needs to be repeated."""
+    """Hyperparameters of the DistilBERT + Linear teacher, plus what a run needs to be repeated."""
 
     task: str = "classification"
     encoder: str = DEFAULT_ENCODER
@@ -134,7 +134,7 @@ class TransformerClassifier(LabelModel):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
     def save(self, directory: str | Path, optimizer_state: dict | None = None) -> None:
-        """Seed 000's checkpoint schema, plus the encoder's config and tokenizer so it loads offline."""
+        """The documented checkpoint schema (docs/models/teacher.md), plus the encoder's config and tokenizer so it loads offline."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
