@@ -1,7 +1,8 @@
 """Teacher-logit cache: the teacher runs once over a transfer set; epochs and later runs reuse it.
 
-A cache file is named by a fingerprint of the teacher checkpoint's bytes and the examples, so a
-changed teacher or changed data is recomputed, never served stale.
+A cache file is named by a fingerprint of the teacher checkpoint's bytes, the examples and (when
+not fp32) the precision, so a changed teacher or changed data is recomputed, never served stale.
+Under a launcher the ranks share the work of a miss and rank 0 alone writes the file.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from distill.inference import ExampleLogits, predict_logits
+from distill import distributed, precision
+from distill.inference import ExampleLogits, predict_logits_across_ranks
 from distill.io import load_tensors, save_tensors
 
 CACHE_ENV = "DISTILL_CACHE"
@@ -30,10 +32,12 @@ def file_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(teacher_dir: str | Path, examples: Sequence) -> str:
+def fingerprint(teacher_dir: str | Path, examples: Sequence, bf16: bool = False) -> str:
     """Hash of the teacher's weights file, its max length and the exact examples, in order."""
     from distill.models.teacher import CHECKPOINT
     digest = hashlib.sha256(file_digest(Path(teacher_dir) / CHECKPOINT).encode())
+    if bf16:
+        digest.update(b"bf16\n")
     for example in examples:
         digest.update(json.dumps(example, ensure_ascii=False).encode())
         digest.update(b"\n")
@@ -46,11 +50,13 @@ def cached_teacher_logits(teacher, teacher_dir: str | Path, examples: Sequence, 
 
     Returns (logits, cache file, whether it was a hit).
     """
-    path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher_dir, examples)}.safetensors"
-    if path.exists():
+    bf16 = precision.uses_bf16(teacher.device)
+    path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher_dir, examples, bf16)}.safetensors"
+    if distributed.broadcast_object(path.exists()):  # every rank takes rank 0's view of the cache
         results = ExampleLogits.from_dict(load_tensors(path))
         if len(results) == len(examples):
             return results, path, True
-    results = predict_logits(teacher, examples, batch_size, progress, "teacher logits")
-    save_tensors(path, results.to_dict())
+    results = predict_logits_across_ranks(teacher, examples, batch_size, progress, "teacher logits")
+    if distributed.is_main():
+        save_tensors(path, results.to_dict())
     return results, path, False

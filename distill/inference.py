@@ -2,7 +2,8 @@
 
 Every model (teacher or student) offers ``prepare(examples) -> (inputs, mask)``,
 ``forward(**inputs) -> logits`` and ``decode(logits, mask) -> label indices``; this module
-only batches by length, runs the model without gradients and puts results back in input order.
+only batches by length, runs the model without gradients and puts results back in input order;
+under a launcher, evaluation and the teacher cache split the examples across ranks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from distill import distributed, precision
 from distill.metrics import classification_metrics, tagging_metrics
 
 
@@ -61,6 +63,15 @@ class ExampleLogits:
     def from_dict(cls, tensors: dict[str, torch.Tensor]) -> "ExampleLogits":
         return cls(tensors["logits"], tensors.get("offsets"), tensors.get("scored"))
 
+    @classmethod
+    def from_examples(cls, per_example: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> "ExampleLogits":
+        """Pack (logits, scored) pairs, one per example in input order."""
+        if not per_example or per_example[0][1] is None:
+            return cls(torch.stack([p[0] for p in per_example]))
+        lengths = torch.tensor([0] + [len(p[0]) for p in per_example])
+        return cls(torch.cat([p[0] for p in per_example]), torch.cumsum(lengths, 0),
+                   torch.cat([p[1] for p in per_example]))
+
 
 def example_length(example) -> int:
     return len(example) if isinstance(example, (list, tuple)) else len(example.split())
@@ -73,16 +84,18 @@ def length_sorted_batches(examples: Sequence, batch_size: int) -> list[list[int]
 
 
 @torch.inference_mode()
-def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
-                   progress: bool = False, description: str = "predict") -> ExampleLogits:
-    """Run `model` over `examples` in length-sorted batches; results come back in input order."""
+def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int = 64, progress: bool = False,
+                   description: str = "predict") -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(logits, scored words) per example, in input order, from length-sorted batches."""
     was_training = model.training
     model.eval()
     per_example: list = [None] * len(examples)
     bar = tqdm(total=len(examples), desc=description, unit="ex", disable=not progress, leave=False)
     for indices in length_sorted_batches(examples, batch_size):
         inputs, mask = model.prepare([examples[i] for i in indices])
-        logits = model(**inputs).float().cpu()
+        with precision.autocast(model.device):
+            logits = model(**inputs)
+        logits = logits.float().cpu()
         for row, index in enumerate(indices):
             if mask is None:
                 per_example[index] = (logits[row], None)
@@ -92,11 +105,24 @@ def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int =
         bar.update(len(indices))
     bar.close()
     model.train(was_training)
-    if not per_example or per_example[0][1] is None:
-        return ExampleLogits(torch.stack([p[0] for p in per_example]))
-    lengths = torch.tensor([0] + [len(p[0]) for p in per_example])
-    return ExampleLogits(torch.cat([p[0] for p in per_example]), torch.cumsum(lengths, 0),
-                         torch.cat([p[1] for p in per_example]))
+    return per_example
+
+
+def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
+                   progress: bool = False, description: str = "predict") -> ExampleLogits:
+    """Run `model` over `examples` in this process; results come back in input order."""
+    return ExampleLogits.from_examples(score_examples(model, examples, batch_size, progress, description))
+
+
+def predict_logits_across_ranks(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
+                                progress: bool = False, description: str = "predict") -> ExampleLogits:
+    """Like `predict_logits`, but under a launcher each rank scores its shard and every rank gets
+    the whole result; a single process simply scores everything."""
+    if distributed.world_size() == 1:
+        return predict_logits(model, examples, batch_size, progress, description)
+    mine = score_examples(model, distributed.shard(examples), batch_size, progress and distributed.is_main(),
+                          description)
+    return ExampleLogits.from_examples(distributed.unshard(distributed.all_gather_objects(mine)))
 
 
 def decode_labels(model: torch.nn.Module, results: ExampleLogits) -> list:
@@ -115,7 +141,7 @@ def decode_labels(model: torch.nn.Module, results: ExampleLogits) -> list:
 def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
              progress: bool = False) -> dict:
     """Metrics of `model` on labelled examples (label strings, or tag-string lists)."""
-    predicted = decode_labels(model, predict_logits(model, examples, batch_size, progress, "evaluate"))
+    predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":
         return classification_metrics(gold, predicted, model.hierarchy)
     return tagging_metrics(gold, predicted)

@@ -11,7 +11,9 @@ import click
 
 from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
                                   DEFAULT_TEMPERATURE, KD_LOSSES)
+from distill import distributed
 from distill.errors import DistillError
+from distill.precision import PRECISIONS
 from procedures.common import DataOptions
 
 POSITIVE_INT = click.IntRange(min=1)
@@ -96,21 +98,42 @@ class_weights_option = click.option(
     help="NLL class weights: none, inverse (frequency), or comma-separated values.")
 
 
+SINGLE_PROCESS_COMMANDS = ("predict", "compare")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="distill")
 @click.option("--threads", type=POSITIVE_INT,
               help="CPU threads for torch (default: all cores). 1 is often fastest for small students, "
                    "and avoids slow-downs when several jobs share a machine.")
-def cli(threads):
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Model forward passes (training and inference) in fp32, or under bf16 autocast; "
+                   "auto = bf16 where the device supports it.")
+@click.pass_context
+def cli(context, threads, precision):
     """Train a transformer teacher and distill it into small, fast LSTM/CNN students.
 
     Typical chain: `teacher` -> `pseudo-label` -> `kd`, then `evaluate` and `predict`.
     Data: classification from CSV/TSV/JSONL (text and label columns), tagging from CoNLL
     files or JSONL with tokens/tags, hub datasets as hub:NAME[:CONFIG]:SPLIT.
+    `teacher`, `student`, `kd`, `pseudo-label` and `evaluate` also run under torchrun
+    (one process per CPU or GPU; see docs/distributed.md).
     """
     if threads:
         import torch
         torch.set_num_threads(threads)
+    from distill.precision import set_precision
+    set_precision(precision)
+    if distributed.launched():
+        if context.invoked_subcommand in SINGLE_PROCESS_COMMANDS:
+            raise DistillError(f"{context.invoked_subcommand} runs as one process: start it without torchrun")
+        distributed.init()
+
+
+def report(message: str) -> None:
+    """Print a command's result once: on rank 0 under a launcher."""
+    if distributed.is_main():
+        click.echo(message)
 
 
 @cli.command()
@@ -156,7 +179,7 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
     summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device,
                             resume=resume)
     best = summary["best"]
-    click.echo(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
+    report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
                f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
 
 
@@ -244,13 +267,13 @@ def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_l
     from procedures.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                          resume, progress=not quiet, device=device)
-    click.echo(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
+    report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 
 
 def report_student(summary: dict, output: str) -> None:
     best = summary["best"]
-    click.echo(f"{summary['model']}: {summary['parameters']:,} parameters, {summary['size_bytes'] / 1e6:.1f} MB; "
+    report(f"{summary['model']}: {summary['parameters']:,} parameters, {summary['size_bytes'] / 1e6:.1f} MB; "
                f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
 
 
@@ -272,7 +295,7 @@ def evaluate(model_dir, data_file, output, batch_size, quiet, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
     from procedures.inference import evaluate_model
     result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device)
-    click.echo(json.dumps(result, indent=2))
+    report(json.dumps(result, indent=2))
 
 
 @cli.command()
@@ -324,6 +347,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as err:
         click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
         sys.exit(2)
+    finally:
+        distributed.teardown()
     sys.exit(0)
 
 

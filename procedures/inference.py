@@ -9,6 +9,7 @@ from typing import Iterable, TextIO
 
 import torch
 
+from distill import distributed
 from distill.data import read_unlabelled
 from distill.errors import DistillError
 from distill.inference import decode_labels, evaluate, predict_logits
@@ -25,7 +26,8 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     check_labels_known(data_path, model.hierarchy, model.task, gold)
     metrics = evaluate(model, examples, gold, batch_size, progress)
     result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
-    write_json(output or Path(model_dir) / "eval_metrics.json", result)
+    if distributed.is_main():
+        write_json(output or Path(model_dir) / "eval_metrics.json", result)
     return result
 
 

@@ -3,10 +3,13 @@
 Records go to ``OUTPUT.part`` a chunk at a time (flushed and fsynced); the finished file is
 renamed to OUTPUT. ``--resume`` keeps the complete records of an interrupted ``.part`` file
 (dropping a torn last line) and continues after the input line of the last record kept.
+Under a launcher the input's chunks are dealt out to the ranks, each with its own ``.part``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import itertools
 import json
 import os
@@ -16,8 +19,10 @@ from typing import Iterator
 
 from tqdm.auto import tqdm
 
+from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
+from distill.io import atomic_path
 from distill.models import load_model
 from procedures.inference import prediction_records
 
@@ -44,15 +49,44 @@ def chunks(items: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
+def part_path(output: Path) -> Path:
+    """This process's partial output: OUTPUT.part, or OUTPUT.rank<r>-of-<w>.part under a launcher."""
+    if distributed.world_size() == 1:
+        return output.with_name(output.name + ".part")
+    return output.with_name(f"{output.name}.rank{distributed.rank()}-of-{distributed.world_size()}.part")
+
+
+def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
+    """This rank's (line, example) pairs: chunk k of the input belongs to rank k % world size."""
+    rank, world = distributed.rank(), distributed.world_size()
+    for index, item in enumerate(iter_unlabelled(input_path, task)):
+        if (index // chunk_size) % world == rank:
+            yield item
+
+
+def merge_parts(parts: list[Path], output: Path) -> None:
+    """Interleave the ranks' parts (each in input order) by input line into OUTPUT, streaming."""
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(open(part, encoding="utf-8")) for part in parts]
+        with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(heapq.merge(*handles, key=lambda record: json.loads(record)["line"]))
+    for part in parts:
+        part.unlink()
+
+
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
                  resume: bool = False, progress: bool = True, device: str = "auto") -> dict:
-    """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence."""
+    """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
+
+    Under a launcher each rank labels its chunks into its own part file (resumable on its own);
+    rank 0 merges the parts in input order into OUTPUT once all ranks are done.
+    """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
     teacher = load_model(teacher_dir, expect="teacher", device=device)
     output = Path(output_path)
-    part = output.with_name(output.name + ".part")
+    part = part_path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(output.parent, os.W_OK):
         raise DistillError(f"{output.parent}: output directory is not writable")
@@ -60,12 +94,13 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if not resume:
         part.unlink(missing_ok=True)
     total = already = 0
-    for number, _ in iter_unlabelled(input_path, teacher.task):  # validates the whole file up front
+    for number, _ in rank_examples(input_path, teacher.task, chunk_size):  # validates the whole file up front
         total, already = total + 1, already + (number <= done)
-    stream = ((n, x) for n, x in iter_unlabelled(input_path, teacher.task) if n > done)
-    counts = {"read": 0, "written": 0, "skipped_low_confidence": 0, "resumed_after_line": done}
+    stream = ((n, x) for n, x in rank_examples(input_path, teacher.task, chunk_size) if n > done)
+    counts = {"read": 0, "written": 0, "skipped_low_confidence": 0}
     started = time.perf_counter()
-    bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex", disable=not progress)
+    bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex",
+               disable=not (progress and distributed.is_main()))
     with open(part, "a", encoding="utf-8") as out:
         for chunk in chunks(stream, chunk_size):
             numbers = [n for n, _ in chunk]
@@ -83,7 +118,15 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
             counts["written"] += len(lines)
             bar.update(len(chunk))
     bar.close()
-    os.replace(part, output)
+    per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part})
+    if distributed.world_size() == 1:
+        os.replace(part, output)
+    elif distributed.is_main():
+        merge_parts([r["part"] for r in per_rank], output)
+    distributed.barrier()  # every rank returns once OUTPUT is complete
+    totals = {key: sum(r[key] for r in per_rank) for key in counts}
+    # every input line up to here was labelled before this run, whichever rank it belongs to
+    totals["resumed_after_line"] = min(r["resumed_after_line"] for r in per_rank)
     seconds = time.perf_counter() - started
-    return {**counts, "seconds": round(seconds, 2),
-            "examples_per_second": round(counts["read"] / seconds, 1) if seconds else None}
+    return {**totals, "seconds": round(seconds, 2),
+            "examples_per_second": round(totals["read"] / seconds, 1) if seconds else None}

@@ -1,0 +1,113 @@
+"""Process-group plumbing for runs launched by `torchrun` (or `accelerate launch`): the one place
+that knows about ranks.
+
+A run started without a launcher (WORLD_SIZE unset or 1) never creates a process group: every
+helper here then answers for a single process and costs nothing. Under a launcher, `init` joins
+the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+import torch.distributed as dist
+
+
+def launched() -> bool:
+    """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def active() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if active() else 1
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def is_main() -> bool:
+    """Rank 0 alone writes checkpoints, logs and outputs, and shows progress."""
+    return rank() == 0
+
+
+def init() -> None:
+    """Join the launcher's process group; each process on a GPU machine takes the GPU of its local rank."""
+    if not launched() or active():
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
+        backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works
+    else:
+        backend = "gloo"
+    dist.init_process_group(backend)
+
+
+def teardown() -> None:
+    if active():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if active():
+        dist.barrier()
+
+
+def all_gather_objects(obj: Any) -> list:
+    """Every rank's `obj` (any picklable value), in rank order, on every rank."""
+    if not active():
+        return [obj]
+    gathered: list = [None] * world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's `obj` on every rank: for decisions all ranks must take the same way."""
+    if not active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_reduce_sum(value: float) -> float:
+    if not active():
+        return value
+    total = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(total)
+    return float(total)
+
+
+def shard(items: Sequence) -> Sequence:
+    """This rank's strided share of `items` (rank r gets items r, r + world, ...): shares are
+    balanced in size and, for length-sorted data, in length."""
+    return items if world_size() == 1 else items[rank()::world_size()]
+
+
+def unshard(shares: Sequence[Sequence]) -> list:
+    """Undo `shard`: every rank's share, as gathered in rank order, back in input order."""
+    merged: list = [None] * sum(len(s) for s in shares)
+    for index, share in enumerate(shares):
+        merged[index::len(shares)] = share
+    return merged
+
+
+def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:
+    """The model as the training step should call it: DistributedDataParallel under a launcher,
+    which averages gradients across ranks in backward; the model itself otherwise."""
+    if not active():
+        return model
+    device = next(model.parameters()).device
+    device_ids = [device] if device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
