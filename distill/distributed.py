@@ -103,6 +103,19 @@ def unshard(shares: Sequence[Sequence]) -> list:
     return merged
 
 
+def batch_share(indices: Sequence[int]) -> tuple[list[int], float]:
+    """This rank's part of a global batch, and the loss weight that makes DDP's gradient average
+    equal the one-process gradient of the whole batch (for losses that average over examples).
+
+    A rank left without examples (a batch smaller than the world) recomputes one with weight 0:
+    DDP needs every rank in every backward pass.
+    """
+    if world_size() == 1:
+        return list(indices), 1.0
+    mine = list(indices[rank()::world_size()])
+    return mine or list(indices[:1]), len(mine) * world_size() / len(indices)
+
+
 def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:
     """The model as the training step should call it: DistributedDataParallel under a launcher,
     which averages gradients across ranks in backward; the model itself otherwise."""

@@ -4,6 +4,10 @@ An objective is any callable ``objective(model, logits, batch) -> loss``; a batc
 example ``indices`` (so a distiller can look up teacher logits), the model's ``inputs``, the
 ``mask`` of scored words (tagging), the gold ``targets`` (IGNORE_INDEX where unlabelled) and
 ``labelled``, which rows have gold labels at all.
+
+Under a launcher (torchrun) every rank draws the same global batches and trains on its share
+of each through DistributedDataParallel, so the run follows the one-process trajectory; dev
+predictions are gathered across ranks and rank 0 alone saves, logs and shows progress.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from distill import distributed, precision
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
 from distill.io import load_checkpoint, save_checkpoint, write_text
@@ -160,6 +165,8 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
     """
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
+    main = distributed.is_main()
+    progress = settings.progress and main
     best, history, stale, first_epoch = None, [], 0, 1
     saved = load_run_state(run) if run is not None else None
     if saved is not None:
@@ -170,59 +177,65 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         restore_rng_state(saved["rng"], generator)
         best, history, stale = json.loads(saved["best"]), json.loads(saved["history"]), saved["stale"]
         first_epoch = len(history) + 1
-        if log_path is not None:
+        if log_path is not None and main:
             write_text(log_path, "".join(json.dumps(record) + "\n" for record in history))
-        if settings.progress:
+        if progress:
             tqdm.write(f"resuming after epoch {len(history)} (best so far: epoch {best['epoch']})")
+    step_model = distributed.wrap_for_training(model)
     for epoch in range(first_epoch, settings.epochs + 1):
         if stale >= settings.patience:
             break
         model.train()
         batches = training_batches(train_examples, settings.batch_size, generator)
         bar = tqdm(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
-                   disable=not settings.progress)
+                   disable=not progress)
         started, total_loss, steps = time.perf_counter(), 0.0, 0
         for indices in batches:
-            batch = make_batch(model, train_examples, train_labels, indices)
-            logits = model(**batch["inputs"])
-            loss = objective(model, logits, batch)
+            share, weight = distributed.batch_share(indices)
+            batch = make_batch(model, train_examples, train_labels, share)
+            with precision.autocast(model.device):
+                logits = step_model(**batch["inputs"])
+            loss = objective(model, logits.float(), batch)
             if not math.isfinite(loss.item()):
                 raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss * weight).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            total_loss, steps = total_loss + loss.item(), steps + 1
+            total_loss, steps = total_loss + loss.item() * weight, steps + 1
             bar.update(len(indices))
             bar.set_postfix(loss=f"{total_loss / steps:.4f}")
         bar.close()
         seconds = time.perf_counter() - started
+        train_loss = distributed.all_reduce_sum(total_loss) / distributed.world_size() / max(steps, 1)
         dev = evaluate(model, dev_examples, dev_labels, settings.eval_batch_size)
-        record = {"epoch": epoch, "train_loss": total_loss / max(steps, 1), "epoch_seconds": round(seconds, 2),
+        record = {"epoch": epoch, "train_loss": train_loss, "epoch_seconds": round(seconds, 2),
                   "train_examples_per_second": round(len(train_examples) / seconds, 1), "dev": dev}
         history.append(record)
-        if log_path is not None:
+        if log_path is not None and main:
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
         score = headline(model.task, dev)
         improved = best is None or score > headline(model.task, best["dev"])
-        if settings.progress:
+        if progress:
             tqdm.write(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {score:.4f}"
                        f"{'  (best)' if improved else ''}  {seconds:.1f}s")
         if improved:
             best, stale = record, 0
-            save_best(record)
+            if main:
+                save_best(record)
         else:
             stale += 1
-        if run is not None:
+        if run is not None and main:
             save_checkpoint(run.path, {
                 "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else {},
                 "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
                 "stale": stale})
-    if run is not None:
+    if run is not None and main:
         run.path.unlink(missing_ok=True)
+    distributed.barrier()  # no rank returns before rank 0 has saved
     return {"best": best, "history": history}

@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from distill import distributed
 from distill.errors import DistillError
 from distill.io import write_json
 from distill.models.base import pick_device
@@ -36,7 +37,8 @@ def train_student_model(model: StudentModel, objective: Objective, train_x: list
     summary = {"kind": "student", "model": config.model, "parameters": model.parameter_count(),
                "size_bytes": model_size_bytes(output_dir), "train_examples": len(train_x),
                **(extra_summary or {}), **result}
-    write_json(output_dir / SUMMARY_FILE, summary)
+    if distributed.is_main():
+        write_json(output_dir / SUMMARY_FILE, summary)
     return summary
 
 

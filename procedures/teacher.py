@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from distill import distributed
 from distill.io import write_json
 from distill.models.base import pick_device
 from distill.models.teacher import TeacherConfig, TransformerClassifier
@@ -50,5 +51,6 @@ def train_teacher(train_path: str, dev_path: str, output: str, config: TeacherCo
                  settings, lambda record: model.save(output_dir, optimizer.state_dict()), log, run)
     summary = {"kind": "teacher", "parameters": model.parameter_count(), "train_examples": len(train_x),
                "labels": hierarchy.labels, **result}
-    write_json(output_dir / SUMMARY_FILE, summary)
+    if distributed.is_main():
+        write_json(output_dir / SUMMARY_FILE, summary)
     return summary
