@@ -32,6 +32,7 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
     args = ["kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
             "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt",
             "--epochs", "3", "--patience", "3", "--embedding-dim", "16", "--hidden-dim", "16", "--dropout", "0",
+            "--batch-size", "25",
             "--lr", "0.02", "--quiet"]
     cli("--threads", "1", *args, "--output", tmp_path / "one", "--cache-dir", tmp_path / "cache-one")
     stdout = torchrun(*args, "--output", tmp_path / "two", "--cache-dir", tmp_path / "cache-two")
