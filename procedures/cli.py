@@ -9,11 +9,11 @@ import sys
 
 import click
 
+from distill import distributed
 from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
                                   DEFAULT_TEMPERATURE, KD_LOSSES)
-from distill import distributed
 from distill.errors import DistillError
-from distill.precision import PRECISIONS
+from distill.precision import PRECISIONS, set_precision
 from procedures.common import DataOptions
 
 POSITIVE_INT = click.IntRange(min=1)
@@ -122,7 +122,6 @@ def cli(context, threads, precision):
     if threads:
         import torch
         torch.set_num_threads(threads)
-    from distill.precision import set_precision
     set_precision(precision)
     if distributed.launched():
         if context.invoked_subcommand in SINGLE_PROCESS_COMMANDS:
