@@ -14,7 +14,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from distill import losses
+from distill import losses, precision
 from distill.errors import DistillError
 from distill.inference import ExampleLogits
 
@@ -50,7 +50,9 @@ class OnlineTeacherLogits:
     @torch.inference_mode()
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
         inputs, scored = self.teacher.prepare([self.examples[i] for i in indices])
-        return self.teacher(**inputs).float(), scored
+        with precision.autocast(self.teacher.device):
+            logits = self.teacher(**inputs)
+        return logits.float(), scored
 
 
 class TeacherStudentDistill:

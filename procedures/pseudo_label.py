@@ -9,6 +9,7 @@ Under a launcher the input's chunks are dealt out to the ranks, each with its ow
 from __future__ import annotations
 
 import contextlib
+import glob
 import heapq
 import itertools
 import json
@@ -49,11 +50,19 @@ def chunks(items: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
-def part_path(output: Path) -> Path:
-    """This process's partial output: OUTPUT.part, or OUTPUT.rank<r>-of-<w>.part under a launcher."""
-    if distributed.world_size() == 1:
+def part_path(output: Path, rank: int, world: int) -> Path:
+    """A rank's partial output: OUTPUT.part for one process, OUTPUT.rank<r>-of-<w>.part for several."""
+    if world == 1:
         return output.with_name(output.name + ".part")
-    return output.with_name(f"{output.name}.rank{distributed.rank()}-of-{distributed.world_size()}.part")
+    return output.with_name(f"{output.name}.rank{rank}-of-{world}.part")
+
+
+def foreign_parts(output: Path) -> list[Path]:
+    """Partial outputs left by a run with another number of processes than this one."""
+    world = distributed.world_size()
+    ours = {part_path(output, rank, world) for rank in range(world)}
+    candidates = [part_path(output, 0, 1), *output.parent.glob(f"{glob.escape(output.name)}.rank*-of-*.part")]
+    return [part for part in candidates if part.exists() and part not in ours]
 
 
 def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
@@ -86,13 +95,18 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
     teacher = load_model(teacher_dir, expect="teacher", device=device)
     output = Path(output_path)
-    part = part_path(output)
+    part = part_path(output, distributed.rank(), distributed.world_size())
     output.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(output.parent, os.W_OK):
         raise DistillError(f"{output.parent}: output directory is not writable")
+    foreign = foreign_parts(output)
+    if resume and foreign:
+        raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
+                           "resume with that number, or run without --resume")
     done = recover_partial(part) if resume else 0
     if not resume:
-        part.unlink(missing_ok=True)
+        for stale in [part, *foreign]:
+            stale.unlink(missing_ok=True)
     total = already = 0
     for number, _ in rank_examples(input_path, teacher.task, chunk_size):  # validates the whole file up front
         total, already = total + 1, already + (number <= done)

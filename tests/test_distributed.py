@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from distill import distributed
@@ -66,3 +67,15 @@ def test_pseudo_label_on_two_processes_resumes_each_shard_and_matches_one_proces
     assert "190 of 190 examples" in stdout  # 300 - 40 - 70 left to label
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "two.jsonl"]
+
+
+def test_pseudo_label_resume_refuses_parts_of_another_process_count(tiny_classifier_teacher, tmp_path):
+    (tmp_path / "out.jsonl.rank1-of-2.part").write_text("")
+    args = ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+            "--output", tmp_path / "out.jsonl", "--quiet"]
+    with pytest.raises(SystemExit) as exit_info:
+        from procedures.cli import main
+        main([str(a) for a in args] + ["--resume"])
+    assert exit_info.value.code == 2
+    cli(*args)  # a fresh run clears the other run's parts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
