@@ -256,8 +256,10 @@ def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, tempe
 @click.option("--logits", "with_logits", is_flag=True, help="Include the teacher's raw logits.")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
-              help="Examples read, labelled and written at a time (memory stays flat).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part.")
+              help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
+                   "the unit dealt out to the processes.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
+              "(under torchrun, each process from its own OUTPUT.rankR-of-W.part).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
