@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import benchmark  # noqa: E402

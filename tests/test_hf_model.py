@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import pipeline
 
-from conftest import SAMPLES
+from tests.conftest import SAMPLES
 from distill.data import read_unlabelled
 from distill.inference import decode_labels, predict_logits
 from distill.models import load_model
