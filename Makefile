@@ -46,11 +46,11 @@ data: venv
 
 # scripts/benchmark.py: teacher, students alone and with KD on both real tasks; resumable (rerun to continue).
 bench-quick: venv data
-	$(PY) scripts/benchmark.py --quick --train-threads 1 --out runs/bench-quick
+	$(PY) scripts/benchmark.py --quick --threads 1 --train-threads 1 --out runs/bench-quick
 
-# Hours on a 2-core CPU; writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
+# Hours on a 2-core CPU; one torch thread per stage (teacher training: all cores); writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
 bench: venv data
-	$(PY) scripts/benchmark.py --train-threads 1 --report docs/benchmarks.md
+	$(PY) scripts/benchmark.py --threads 1 --train-threads 1 --report docs/benchmarks.md
 
 clean:
 	rm -rf runs

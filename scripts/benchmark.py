@@ -75,7 +75,7 @@ class Bench:
         """Run one nlp-train command unless its output `done` exists (resumable); log to OUT/stages.log."""
         import torch
         from procedures.cli import main
-        if self.args.train_threads and args[0] in ("student", "kd"):
+        if self.args.train_threads and args[0] in ("student", "kd", "evaluate"):
             args = ("--threads", self.args.train_threads, *args)
         args = tuple(map(str, args))
         self.commands.append("nlp-train " + shlex.join(shown(a) if a.startswith(str(ROOT)) else a for a in args))
@@ -357,8 +357,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--crf", action="store_true", help="lstm-tagger with a CRF layer.")
     parser.add_argument("--unlabeled-ratio", default="1", help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads for speed stages.")
-    parser.add_argument("--train-threads", type=int, help="torch threads for student and kd training stages.")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="torch threads for the speed, inference and matmul-peak stages.")
+    parser.add_argument("--train-threads", type=int,
+                        help="torch threads for the student, kd and evaluate stages (1 avoids the slow-down of "
+                             "more threads than free cores on a shared machine).")
     parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
     parser.add_argument("--pipeline-examples", type=int, default=2000,
