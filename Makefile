@@ -48,7 +48,7 @@ data: venv
 bench-quick: venv data
 	$(PY) scripts/benchmark.py --quick --threads 1 --train-threads 1 --out runs/bench-quick
 
-# Hours on a 2-core CPU; one torch thread per stage (teacher training: all cores); writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
+# Hours on a 2-core CPU; one torch thread per stage (the machine is shared); writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
 bench: venv data
 	$(PY) scripts/benchmark.py --threads 1 --train-threads 1 --report docs/benchmarks.md
 

@@ -225,8 +225,17 @@ def task_section(task: dict) -> list[str]:
                       f"difference {inference['max_logit_difference']:.1e})"
                   + (f"; labels agree on {agreement:.1%} of the lines." if agreement is not None else ".")
                   + f" Padding makes the computed FLOPs {inference['flops_padded'] / inference['flops_real_tokens']:.2f}x"
-                    " the real-token count.", ""]
+                    " the real-token count." + needed_peak(inference), ""]
     return lines
+
+
+def needed_peak(inference: dict) -> str:
+    """What the inference target would take in fp32, so a miss reads as a hardware bound or not."""
+    share = inference.get("pipeline_fraction_of_fp32_peak")
+    if share is None:
+        return ""
+    return (f" {TARGETS['inference_ratio']:g}x the pipeline in fp32 would take "
+            f"{TARGETS['inference_ratio'] * share:.0%} of the fp32 matmul peak on real tokens.")
 
 
 def plot(results: dict, folder: Path) -> dict:

@@ -75,7 +75,7 @@ class Bench:
         """Run one nlp-train command unless its output `done` exists (resumable); log to OUT/stages.log."""
         import torch
         from procedures.cli import main
-        if self.args.train_threads and args[0] in ("student", "kd", "evaluate"):
+        if self.args.train_threads:
             args = ("--threads", self.args.train_threads, *args)
         args = tuple(map(str, args))
         self.commands.append("nlp-train " + shlex.join(shown(a) if a.startswith(str(ROOT)) else a for a in args))
@@ -234,6 +234,7 @@ class Bench:
         plus the FLOPs that work takes and so the GFLOP/s each achieves."""
         import torch
         from transformers import pipeline
+        from transformers.utils import logging as hf_logging
         from distill.data import read_unlabelled
         from distill.hf_model import max_logit_difference, to_transformers
         from distill.models import load_model
@@ -249,7 +250,11 @@ class Bench:
         converted, tokenizer = to_transformers(model)
         difference = max_logit_difference(model, converted, examples[:INFERENCE_BATCH])
         name = "text-classification" if task == "classification" else "token-classification"
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity(hf_logging.CRITICAL)  # "not supported for text-classification" (logged as an
+        # error): the pipeline only knows stock heads by name; ours gives the same output
         hf_pipeline = pipeline(name, model=converted, tokenizer=tokenizer, device="cpu")
+        hf_logging.set_verbosity(verbosity)
         options = {"truncation": True} if task == "classification" else {}
         hf_pipeline(texts[:INFERENCE_BATCH], batch_size=INFERENCE_BATCH, **options)  # warm-up: to its favour
         started = time.perf_counter()
@@ -360,8 +365,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch threads for the speed, inference and matmul-peak stages.")
     parser.add_argument("--train-threads", type=int,
-                        help="torch threads for the student, kd and evaluate stages (1 avoids the slow-down of "
-                             "more threads than free cores on a shared machine).")
+                        help="torch threads for every nlp-train stage (default: all cores); 1 avoids the "
+                             "slow-down of more threads than free cores on a shared machine.")
     parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
     parser.add_argument("--pipeline-examples", type=int, default=2000,
