@@ -53,13 +53,13 @@ def collect(out: Path, specs: dict) -> dict:
         expected = ["speed", "training_cost", "teacher_inference"] + (["tfidf"] if spec["task"] == "classification"
                                                                       else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
-        derive(task, machine)
+        derive(task)
         tasks[key] = task
     return {"machine": machine, "tasks": tasks,
             "complete": machine is not None and not any(t["missing"] for t in tasks.values())}
 
 
-def derive(task: dict, machine: dict | None) -> None:
+def derive(task: dict) -> None:
     """Ratios to the teacher, KD gains, cost and inference ratios, and the targets, in place."""
     models, teacher = task["models"], task["models"].get("teacher")
     for row in models.values():
@@ -88,8 +88,8 @@ def derive(task: dict, machine: dict | None) -> None:
             seconds = inference[f"{side}_seconds"]
             inference[f"{side}_examples_per_second"] = inference["examples"] / seconds
             inference[f"{side}_gflops"] = inference["flops_real_tokens"] / seconds / 1e9
-            if machine:
-                inference[f"{side}_fraction_of_fp32_peak"] = inference[f"{side}_gflops"] / machine["matmul_gflops_fp32"]
+            inference[f"{side}_fraction_of_fp32_peak"] = (inference[f"{side}_gflops"]
+                                                          / inference["matmul_gflops_fp32"])
         inference["speedup_over_pipeline"] = inference["pipeline_seconds"] / inference["pseudo_label_seconds"]
     task["targets"] = targets(task)
 
@@ -211,29 +211,30 @@ def task_section(task: dict) -> list[str]:
     inference = task["teacher_inference"]
     if inference:
         lines += [f"Teacher inference over {inference['examples']:,} unlabelled lines, batch "
-                  f"{inference['batch_size']}, {inference['threads']} torch thread(s); GFLOP/s counts the encoder's "
-                  "FLOPs on real (unpadded) tokens:", "",
+                  f"{inference['batch_size']}, {inference['threads']} torch thread(s), each side's best of "
+                  f"two alternating runs; GFLOP/s counts the encoder's FLOPs on real (unpadded) tokens; matmul "
+                  f"peak measured just before: fp32 {inference['matmul_gflops_fp32']:.0f}, bf16 "
+                  f"{inference['matmul_gflops_bf16']:.0f} GFLOP/s:", "",
                   "| | ex/s | GFLOP/s | of fp32 matmul peak |", "|---|---|---|---|"]
         for side, label in (("pseudo_label", "`nlp-train pseudo-label`"),
                             ("pipeline", f"`transformers.pipeline(\"{inference['pipeline']}\")`")):
-            share = number(inference.get(f"{side}_fraction_of_fp32_peak"), ".0%")
+            share = f"{inference[f'{side}_fraction_of_fp32_peak']:.0%}"
             lines.append(f"| {label} | {inference[f'{side}_examples_per_second']:,.1f} | "
                          f"{inference[f'{side}_gflops']:.1f} | {share} |")
         agreement = inference["label_agreement"]
+        padding = inference["flops_padded"] / inference["flops_real_tokens"]
         lines += ["", f"pseudo-label is {inference['speedup_over_pipeline']:.2f}x the pipeline. Same model: the "
                       f"pipeline runs the teacher converted by `distill.hf_model.to_transformers` (largest logit "
                       f"difference {inference['max_logit_difference']:.1e})"
                   + (f"; labels agree on {agreement:.1%} of the lines." if agreement is not None else ".")
-                  + f" Padding makes the computed FLOPs {inference['flops_padded'] / inference['flops_real_tokens']:.2f}x"
-                    " the real-token count." + needed_peak(inference), ""]
+                  + f" Padding makes the computed FLOPs {padding:.2f}x the real-token count." + needed_peak(inference),
+                  ""]
     return lines
 
 
 def needed_peak(inference: dict) -> str:
     """What the inference target would take in fp32, so a miss reads as a hardware bound or not."""
-    share = inference.get("pipeline_fraction_of_fp32_peak")
-    if share is None:
-        return ""
+    share = inference["pipeline_fraction_of_fp32_peak"]
     return (f" {TARGETS['inference_ratio']:g}x the pipeline in fp32 would take "
             f"{TARGETS['inference_ratio'] * share:.0%} of the fp32 matmul peak on real tokens.")
 

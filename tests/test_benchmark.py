@@ -50,7 +50,8 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert len(cost["plain"]) == len(cost["cached"]) == 2 and cost["online"][0] > 0
         inference = task["teacher_inference"]
         assert inference["max_logit_difference"] < 1e-4 and inference["examples"] == 40
-        assert inference["flops_padded"] >= inference["flops_real_tokens"] > 0
+        assert inference["flops_padded"] >= inference["flops_real_tokens"] > 0 and inference["matmul_gflops_bf16"] > 0
+        assert len(inference["pipeline_runs_seconds"]) == len(inference["pseudo_label_runs_seconds"]) == 2
         assert [t["met"] is not None for t in task["targets"]] == [True] * 5
     assert results["tasks"]["rt"]["teacher_inference"]["label_agreement"] == 1.0
     text = report.read_text()
