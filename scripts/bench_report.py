@@ -10,6 +10,7 @@ import datetime
 import statistics
 from pathlib import Path
 
+from distill.distillation import DEFAULT_DISTILL_WEIGHT, DEFAULT_STUDENT_WEIGHT, DEFAULT_TEMPERATURE
 from distill.io import read_json, write_json, write_text
 
 VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled")
@@ -18,6 +19,16 @@ QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1",
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
            "inference_ratio": 3.0}
 PLOTS = {"quality_vs_speed": "img/bench-quality-vs-speed.png", "kd_gain": "img/bench-kd-gain.png"}
+
+
+LEGEND = [
+    "Models: `teacher` is the fine-tuned encoder + Linear; `S` is student S trained alone on gold labels from "
+    "random embeddings; `S+teacher-emb` the same with word embeddings started from the teacher's (PCA-reduced); "
+    f"`S+kd-kl` / `S+kd-mse` are `nlp-train kd` runs (teacher embeddings, loss {DEFAULT_STUDENT_WEIGHT:g} x NLL + "
+    f"{DEFAULT_DISTILL_WEIGHT:g} x KL at T={DEFAULT_TEMPERATURE:g}, or x MSE between logits, teacher logits from "
+    "the cache); `S+kd-kl+unlabelled` adds in-domain unlabelled text (at most one line per labelled example) "
+    "with the teacher's argmax as the hard label. Retention is the score over the teacher's; `x teacher` "
+    "columns are speed ratios to the teacher.", ""]
 
 
 def read(path: Path) -> dict | None:
@@ -147,7 +158,7 @@ def markdown(results: dict, command: str, commands: list[str], plots: dict) -> s
                   f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s.", ""]
     lines += [f"Report rendered {datetime.date.today()}. Command:", "", "```bash", command, "```", "",
               "The machine is shared with other jobs: speed figures are the best of two rounds, and every ratio",
-              "compares models measured one after another in one process.", "", "## Targets", "",
+              "compares models measured one after another in one process.", ""] + LEGEND + ["## Targets", "",
               "| task | target | measured | met |", "|---|---|---|---|"]
     for task in results["tasks"].values():
         for check in task["targets"]:
