@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
