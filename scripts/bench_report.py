@@ -149,7 +149,9 @@ def markdown(results: dict, command: str, commands: list[str], plots: dict) -> s
         unfinished = [f"{key}: {', '.join(task['missing'])}" for key, task in results["tasks"].items()
                       if task["missing"]] + ([] if machine else ["machine peaks"])
         lines += ["Status: **PARTIAL**: these stages had not finished when this report was rendered, and their",
-                  "rows or figures are missing (never estimated): " + "; ".join(unfinished) + ".", ""]
+                  "rows or figures are missing (never estimated): " + "; ".join(unfinished) + ". Running the "
+                  "command below again continues the run (finished stages are skipped); with `--report-only` "
+                  "it re-renders this report.", ""]
     if machine:
         lines += [f"Measured {machine['date']} on {machine['cpu']}, {machine['logical_cores']} logical cores, "
                   f"{machine['memory_bytes'] / 2 ** 30:.0f} GiB; Python {machine['python']}, torch {machine['torch']}, "

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_report import VARIANT_SUFFIXES, collect, write_report  # noqa: E402
-from distill.io import read_json, write_json  # noqa: E402
+from distill.io import write_json  # noqa: E402
 
 TASKS = {
     "rt": {"name": "Rotten Tomatoes sentiment", "task": "classification", "metric": "accuracy",
@@ -409,11 +409,9 @@ def main(argv: list[str] | None = None) -> Path:
         bench.run_task(key)
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))
     results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key)} for key in tasks})
-    command = "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    if bench.execute:
-        write_json(bench.out / "command.json", {"command": command})
-    elif (bench.out / "command.json").exists():  # re-rendering: show the command that measured
-        command = read_json(bench.out / "command.json")["command"]
+    # The command that measures; re-rendering takes the same options plus --report-only.
+    options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
+    command = "python scripts/benchmark.py " + shlex.join(options)
     report = Path(args.report or bench.out / "benchmarks.md")
     write_report(results, report, command, bench.commands)
     log(f"wrote {report}, {report.with_suffix('.json')} and plots under {report.parent / 'img'}")
