@@ -65,5 +65,6 @@ def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     rendered = benchmark.main(args + ["--report-only"])
     results = read_json(rendered.with_suffix(".json"))
     assert results["tasks"]["conll"]["missing"] == ["training_cost"] and not results["complete"]
+    assert "--report-only" not in results["command"] and "--quick" in results["command"]
     assert not (out / "conll" / "training_cost.json").exists()
     assert "Status: **PARTIAL**" in rendered.read_text() and "conll: training_cost" in rendered.read_text()
