@@ -405,9 +405,9 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
+    bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
     for key in tasks:
         bench.run_task(key)
-    bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))
     results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key)} for key in tasks})
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
