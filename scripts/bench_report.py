@@ -153,11 +153,13 @@ def markdown(results: dict, command: str, commands: list[str], plots: dict) -> s
                   "command below again continues the run (finished stages are skipped); with `--report-only` "
                   "it re-renders this report.", ""]
     if machine:
-        lines += [f"Measured {machine['date']} on {machine['cpu']}, {machine['logical_cores']} logical cores, "
+        lines += [f"Run on {machine['cpu']}, {machine['logical_cores']} logical cores, "
                   f"{machine['memory_bytes'] / 2 ** 30:.0f} GiB; Python {machine['python']}, torch {machine['torch']}, "
-                  f"transformers {machine['transformers']}. Matmul peak ({machine['matmul_size']}x"
-                  f"{machine['matmul_size']}, {machine['threads']} torch thread(s)): fp32 "
-                  f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s.", ""]
+                  f"transformers {machine['transformers']}; started {machine['date']}. Matmul peak then "
+                  f"({machine['matmul_size']}x{machine['matmul_size']}, {machine['threads']} torch thread(s)): fp32 "
+                  f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s; "
+                  "it moves with other jobs' load, so the teacher-inference sections measure it again just before "
+                  "their runs.", ""]
     lines += [f"Report rendered {datetime.date.today()}. Command:", "", "```bash", command, "```", "",
               "The machine is shared with other jobs: speed figures are the best of two rounds, and every ratio",
               "compares models measured one after another in one process.", ""] + LEGEND + ["## Targets", "",
