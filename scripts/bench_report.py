@@ -274,6 +274,9 @@ def plot(results: dict, folder: Path) -> dict:
                              label=kind)
                 axis.annotate(name, (row["examples_per_second_b32"], row["score"]), fontsize=7,
                               xytext=(4, 2), textcoords="offset points")
+            if task["tfidf"]:
+                axis.axhline(task["tfidf"][task["metric"]], color="tab:gray", linestyle=":",
+                             label="TF-IDF + logistic regression")
             handles = dict(zip(*reversed(axis.get_legend_handles_labels())))
             axis.legend(handles.values(), handles.keys(), fontsize=8, loc="lower left")
             axis.set(xscale="log", xlabel="examples/s, batch 32, CPU (log)", ylabel=f"test {task['metric']}",
