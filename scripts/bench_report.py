@@ -64,6 +64,7 @@ def collect(out: Path, specs: dict) -> dict:
         expected = ["speed", "training_cost", "teacher_inference"] + (["tfidf"] if spec["task"] == "classification"
                                                                       else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
+        task["models_complete"] = not missing
         derive(task)
         tasks[key] = task
     return {"machine": machine, "tasks": tasks,
@@ -106,10 +107,11 @@ def derive(task: dict) -> None:
 
 
 def targets(task: dict) -> list[dict]:
-    """The issue's targets for one task: what was measured and whether it is met (None: not measured)."""
-    models, checks = task["models"], []
+    """The issue's targets for one task: what was measured and whether it is met (None: not measured).
+    KD gain and the best student are judged only once every model of the task has been scored."""
+    models, checks = task["models"] if task["models_complete"] else {}, []
     gains = [(gain["points"], f"{student}{suffix}") for student, variants in task["kd_gain"].items()
-             for suffix, gain in variants.items()]
+             for suffix, gain in variants.items()] if task["models_complete"] else []
     best_gain = max(gains, default=None)
     checks.append({"target": f"KD gain >= {TARGETS['kd_gain_points']:g} points over the same student alone",
                    "measured": f"{best_gain[0]:+.1f} points ({best_gain[1]})" if best_gain else None,

@@ -68,3 +68,12 @@ def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     assert "--report-only" not in results["command"] and "--quick" in results["command"]
     assert not (out / "conll" / "training_cost.json").exists()
     assert "Status: **PARTIAL**" in rendered.read_text() and "conll: training_cost" in rendered.read_text()
+
+
+def test_targets_wait_for_every_model_of_a_task(quick_run):
+    args, out, _ = quick_run
+    (out / "rt" / "lstm+kd-mse" / "test_metrics.json").unlink()
+    results = read_json(benchmark.main(args + ["--report-only"]).with_suffix(".json"))
+    rt = results["tasks"]["rt"]
+    assert "lstm+kd-mse" in rt["missing"] and "lstm+kd-kl" in rt["models"]
+    assert [t["met"] for t in rt["targets"][:3]] == [None, None, None]
