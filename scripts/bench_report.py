@@ -157,7 +157,7 @@ def markdown(results: dict, command: str, commands: list[str], plots: dict) -> s
     if machine:
         lines += [f"Run on {machine['cpu']}, {machine['logical_cores']} logical cores, "
                   f"{machine['memory_bytes'] / 2 ** 30:.0f} GiB; Python {machine['python']}, torch {machine['torch']}, "
-                  f"transformers {machine['transformers']}; started {machine['date']}. Matmul peak then "
+                  f"transformers {machine['transformers']}; measured {machine['date']}: matmul peak "
                   f"({machine['matmul_size']}x{machine['matmul_size']}, {machine['threads']} torch thread(s)): fp32 "
                   f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s; "
                   "it moves with other jobs' load, so the teacher-inference sections measure it again just before "
@@ -292,7 +292,7 @@ def plot(results: dict, folder: Path) -> dict:
             students = list(task["kd_gain"])
             width = 0.8 / len(KD_SUFFIXES)
             for offset, suffix in enumerate(KD_SUFFIXES):
-                values = [task["kd_gain"][s].get(suffix, {}).get("points", 0.0) for s in students]
+                values = [task["kd_gain"][s].get(suffix, {}).get("points", float("nan")) for s in students]
                 axis.bar([i + offset * width for i in range(len(students))], values, width, label=suffix.lstrip("+"))
             axis.axhline(TARGETS["kd_gain_points"], color="k", linestyle="--", linewidth=1, label="target")
             axis.axhline(0, color="k", linewidth=0.5)
