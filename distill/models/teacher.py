@@ -52,6 +52,14 @@ class TeacherConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Sentence features: the first token's state, or the mean over real (unpadded) tokens."""
+    if pooling == "mean":
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+    return hidden[:, 0]
+
+
 class TransformerClassifier(LabelModel):
     """Encoder + dropout + Linear; sequence labels from the first token (or the mean of all tokens),
     word tags from each word's first piece."""
@@ -105,11 +113,8 @@ class TransformerClassifier(LabelModel):
         (sentences x words) grid; words no window holds keep zero logits.
         """
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        if word_positions is None and self.config.pooling == "mean":
-            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            features = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-        elif word_positions is None:
-            features = hidden[:, 0]
+        if word_positions is None:
+            features = pool(hidden, attention_mask, self.config.pooling)
         else:
             index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
             features = hidden.gather(1, index)

@@ -1,0 +1,321 @@
+"""The benchmark's report: gather finished stages, derive ratios and targets, write Markdown, JSON, PNGs.
+
+Everything here reads what `scripts/benchmark.py` stored; nothing is measured. A stage that has
+not finished shows as missing, never as a number.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+from pathlib import Path
+
+from distill.distillation import DEFAULT_DISTILL_WEIGHT, DEFAULT_STUDENT_WEIGHT, DEFAULT_TEMPERATURE
+from distill.io import read_json, write_json, write_text
+
+VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled")
+KD_SUFFIXES = VARIANT_SUFFIXES[2:]
+QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
+TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
+           "inference_ratio": 3.0}
+PLOTS = {"quality_vs_speed": "img/bench-quality-vs-speed.png", "kd_gain": "img/bench-kd-gain.png"}
+
+
+LEGEND = [
+    "Models: `teacher` is the fine-tuned encoder + Linear; `S` is student S trained alone on gold labels from "
+    "random embeddings; `S+teacher-emb` the same with word embeddings started from the teacher's (PCA-reduced); "
+    f"`S+kd-kl` / `S+kd-mse` are `nlp-train kd` runs (teacher embeddings, loss {DEFAULT_STUDENT_WEIGHT:g} x NLL + "
+    f"{DEFAULT_DISTILL_WEIGHT:g} x KL at T={DEFAULT_TEMPERATURE:g}, or x MSE between logits, teacher logits from "
+    "the cache); `S+kd-kl+unlabelled` adds in-domain unlabelled text (at most one line per labelled example) "
+    "with the teacher's argmax as the hard label. Retention is the score over the teacher's; `x teacher` "
+    "columns are speed ratios to the teacher.", ""]
+
+
+def read(path: Path) -> dict | None:
+    return read_json(path) if path.exists() else None
+
+
+def collect(out: Path, specs: dict) -> dict:
+    """Every finished stage of every task under `out`, plus derived ratios and target checks."""
+    machine = read(out / "machine.json")
+    tasks = {}
+    for key, spec in specs.items():
+        base = out / key
+        speed = read(base / "speed.json")
+        names = ["teacher"] + [student + suffix for student in spec["students"] for suffix in VARIANT_SUFFIXES]
+        models, missing = {}, []
+        for name in names:
+            summary, metrics = read(base / name / "train_summary.json"), read(base / name / "test_metrics.json")
+            if summary is None or metrics is None:
+                missing.append(name)
+                continue
+            history = summary["history"]
+            models[name] = {"score": metrics[spec["metric"]], "test": metrics, "parameters": summary["parameters"],
+                            "best_epoch": summary["best"]["epoch"], "epochs_run": len(history),
+                            "mean_epoch_seconds": statistics.mean(h["epoch_seconds"] for h in history),
+                            "teacher_logits_seconds": summary.get("teacher_logits_seconds"),
+                            "cache_hit": summary.get("cache_hit"),
+                            **((speed or {}).get("models", {}).get(name, {}))}
+        task = {"name": spec["name"], "task": spec["task"], "metric": spec["metric"], "students": spec["students"],
+                "models": models, "tfidf": read(base / "tfidf.json"),
+                "speed": {k: v for k, v in speed.items() if k != "models"} if speed else None,
+                "training_cost": read(base / "training_cost.json"),
+                "teacher_inference": read(base / "teacher_inference.json")}
+        expected = ["speed", "training_cost", "teacher_inference"] + (["tfidf"] if spec["task"] == "classification"
+                                                                      else [])
+        task["missing"] = missing + [stage for stage in expected if task[stage] is None]
+        task["models_complete"] = not missing
+        derive(task)
+        tasks[key] = task
+    return {"machine": machine, "tasks": tasks,
+            "complete": machine is not None and not any(t["missing"] for t in tasks.values())}
+
+
+def derive(task: dict) -> None:
+    """Ratios to the teacher, KD gains, cost and inference ratios, and the targets, in place."""
+    models, teacher = task["models"], task["models"].get("teacher")
+    for row in models.values():
+        row["retention"] = row["score"] / teacher["score"] if teacher and teacher["score"] else None
+        timed = teacher and "examples_per_second_b32" in teacher and "examples_per_second_b32" in row
+        row["speedup_b32"] = row["examples_per_second_b32"] / teacher["examples_per_second_b32"] if timed else None
+        row["latency_speedup_b1"] = teacher["latency_ms_b1"] / row["latency_ms_b1"] if timed else None
+    task["kd_gain"] = {}
+    for student in task["students"]:
+        if student not in models:
+            continue
+        alone, embedded = models[student]["score"], models.get(student + "+teacher-emb", {}).get("score")
+        task["kd_gain"][student] = {
+            suffix: {"points": 100 * (models[student + suffix]["score"] - alone),
+                     "points_over_teacher_emb": None if embedded is None
+                     else 100 * (models[student + suffix]["score"] - embedded)}
+            for suffix in KD_SUFFIXES if student + suffix in models}
+    cost = task["training_cost"]
+    if cost:
+        seconds = cost["epoch_seconds"]
+        cost["cached_over_plain"] = min(seconds["cached"]) / min(seconds["plain"])
+        cost["online_over_plain"] = min(seconds["online"]) / min(seconds["plain"])
+    inference = task["teacher_inference"]
+    if inference:
+        for side in ("pseudo_label", "pipeline"):
+            seconds = inference[f"{side}_seconds"]
+            inference[f"{side}_examples_per_second"] = inference["examples"] / seconds
+            inference[f"{side}_gflops"] = inference["flops_real_tokens"] / seconds / 1e9
+            inference[f"{side}_fraction_of_fp32_peak"] = (inference[f"{side}_gflops"]
+                                                          / inference["matmul_gflops_fp32"])
+        inference["speedup_over_pipeline"] = inference["pipeline_seconds"] / inference["pseudo_label_seconds"]
+    task["targets"] = targets(task)
+
+
+def targets(task: dict) -> list[dict]:
+    """The issue's targets for one task: what was measured and whether it is met (None: not measured).
+    KD gain and the best student are judged only once every model of the task has been scored."""
+    models, checks = task["models"] if task["models_complete"] else {}, []
+    gains = [(gain["points"], f"{student}{suffix}") for student, variants in task["kd_gain"].items()
+             for suffix, gain in variants.items()] if task["models_complete"] else []
+    best_gain = max(gains, default=None)
+    checks.append({"target": f"KD gain >= {TARGETS['kd_gain_points']:g} points over the same student alone",
+                   "measured": f"{best_gain[0]:+.1f} points ({best_gain[1]})" if best_gain else None,
+                   "met": best_gain[0] >= TARGETS["kd_gain_points"] if best_gain else None})
+    distilled = {name: row for name, row in models.items() if name.endswith(KD_SUFFIXES)}
+    best_name = max(distilled, key=lambda name: distilled[name]["score"], default=None)
+    best = distilled.get(best_name)
+    keeps = best is not None and best["retention"] is not None
+    checks.append({"target": f"best distilled student keeps >= {TARGETS['retention']:.0%} of the teacher's score",
+                   "measured": f"{best['retention']:.1%} ({best_name})" if keeps else None,
+                   "met": best["retention"] >= TARGETS["retention"] if keeps else None})
+    fast = best is not None and best.get("speedup_b32") is not None
+    checks.append({"target": f"... and is >= {TARGETS['speedup_b32']:g}x the teacher's batch-32 throughput",
+                   "measured": f"{best['speedup_b32']:.1f}x ({best_name})" if fast else None,
+                   "met": best["speedup_b32"] >= TARGETS["speedup_b32"] if fast else None})
+    cost = task["training_cost"]
+    checks.append({"target": f"cached KD epoch <= {TARGETS['cached_epoch_ratio']:g}x a plain student epoch",
+                   "measured": f"{cost['cached_over_plain']:.2f}x" if cost else None,
+                   "met": cost["cached_over_plain"] <= TARGETS["cached_epoch_ratio"] if cost else None})
+    inference = task["teacher_inference"]
+    checks.append({"target": f"teacher inference (pseudo-label) >= {TARGETS['inference_ratio']:g}x the "
+                             f"transformers pipeline",
+                   "measured": f"{inference['speedup_over_pipeline']:.2f}x" if inference else None,
+                   "met": inference["speedup_over_pipeline"] >= TARGETS["inference_ratio"] if inference else None})
+    return checks
+
+
+def number(value, spec: str = ".4f", missing: str = "–") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def markdown(results: dict, command: str, commands: list[str], plots: dict) -> str:
+    machine, lines = results["machine"], ["# Benchmarks", ""]
+    if results["complete"]:
+        lines += ["Status: **complete** (every stage of the command below finished).", ""]
+    else:
+        unfinished = [f"{key}: {', '.join(task['missing'])}" for key, task in results["tasks"].items()
+                      if task["missing"]] + ([] if machine else ["machine peaks"])
+        lines += ["Status: **PARTIAL**: these stages had not finished when this report was rendered, and their",
+                  "rows or figures are missing (never estimated): " + "; ".join(unfinished) + ". Running the "
+                  "command below again continues the run (finished stages are skipped); with `--report-only` "
+                  "it re-renders this report.", ""]
+    if machine:
+        lines += [f"Run on {machine['cpu']}, {machine['logical_cores']} logical cores, "
+                  f"{machine['memory_bytes'] / 2 ** 30:.0f} GiB; Python {machine['python']}, torch {machine['torch']}, "
+                  f"transformers {machine['transformers']}; measured {machine['date']}: matmul peak "
+                  f"({machine['matmul_size']}x{machine['matmul_size']}, {machine['threads']} torch thread(s)): fp32 "
+                  f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s; "
+                  "it moves with other jobs' load, so the teacher-inference sections measure it again just before "
+                  "their runs.", ""]
+    lines += [f"Report rendered {datetime.date.today()}. Command:", "", "```bash", command, "```", "",
+              "The machine is shared with other jobs: speed figures are the best of two rounds, and every ratio",
+              "compares models measured one after another in one process.", ""] + LEGEND + ["## Targets", "",
+              "| task | target | measured | met |", "|---|---|---|---|"]
+    for task in results["tasks"].values():
+        for check in task["targets"]:
+            met = {True: "yes", False: "**no**", None: "not measured"}[check["met"]]
+            lines.append(f"| {task['name']} | {check['target']} | {check['measured'] or '–'} | {met} |")
+    lines.append("")
+    for task in results["tasks"].values():
+        lines += task_section(task)
+    if plots:
+        lines += ["## Plots", ""] + [f"![{name.replace('_', ' ')}]({path})" for name, path in plots.items()] + [""]
+    lines += ["## Commands", "", "Every training and evaluation stage, as `nlp-train` commands:", "", "```bash"]
+    return "\n".join(lines + commands + ["```", ""])
+
+
+def task_section(task: dict) -> list[str]:
+    metrics = QUALITY_METRICS[task["task"]]
+    speed = task["speed"]
+    lines = [f"## {task['name']} (test set)", ""]
+    if speed:
+        lines += [f"Speed: batch 32 over {speed['examples_b32']} test examples, batch 1 over {speed['examples_b1']}, "
+                  f"{speed['threads']} torch thread(s), CPU.", ""]
+    lines += ["| model | " + " | ".join(metrics) + " | retention | parameters | weights MB | disk MB | ex/s @32 "
+              "| x teacher @32 | ms @1 | x teacher @1 | epochs (best) | s/epoch |",
+              "|---|" + "---|" * (len(metrics) + 10)]
+    for name, row in task["models"].items():
+        cells = [number(row["test"].get(m)) for m in metrics]
+        cells += [number(row["retention"], ".1%"), f"{row['parameters']:,}",
+                  number(row.get("weight_bytes") and row["weight_bytes"] / 1e6, ".1f"),
+                  number(row.get("disk_bytes") and row["disk_bytes"] / 1e6, ".1f"),
+                  number(row.get("examples_per_second_b32"), ",.0f"), number(row["speedup_b32"], ".1f"),
+                  number(row.get("latency_ms_b1"), ".2f"), number(row["latency_speedup_b1"], ".1f"),
+                  f"{row['epochs_run']} ({row['best_epoch']})", f"{row['mean_epoch_seconds']:.1f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if task["tfidf"]:
+        lines.append("| TF-IDF (1-2 grams) + logistic regression | "
+                     + " | ".join(number(task["tfidf"].get(m)) for m in metrics) + " |" + " – |" * 10)
+    lines.append("")
+    if task["kd_gain"]:
+        lines += [f"KD gain in points of {task['metric']} over the same student alone (random embeddings); in "
+                  "brackets over the student whose embeddings start from the teacher's, as `kd`'s do:", "",
+                  "| student | " + " | ".join(s.lstrip("+") for s in KD_SUFFIXES) + " |", "|---|---|---|---|"]
+        for student, gains in task["kd_gain"].items():
+            cells = [f"{gains[s]['points']:+.1f} ({number(gains[s]['points_over_teacher_emb'], '+.1f')})"
+                     if s in gains else "–" for s in KD_SUFFIXES]
+            lines.append(f"| {student} | " + " | ".join(cells) + " |")
+        lines.append("")
+    cost = task["training_cost"]
+    if cost:
+        seconds = cost["epoch_seconds"]
+        lines += [f"Training cost: one epoch of `{cost['student']}` on the training set, {cost['threads']} thread(s), "
+                  "one after another in one process (best of the runs listed):", "",
+                  "| plain student s | KD, logit cache s | KD, online teacher s | cache / plain | online / plain |",
+                  "|---|---|---|---|---|",
+                  f"| {', '.join(map(str, seconds['plain']))} | {', '.join(map(str, seconds['cached']))} | "
+                  f"{', '.join(map(str, seconds['online']))} | {cost['cached_over_plain']:.2f}x | "
+                  f"{cost['online_over_plain']:.1f}x |", ""]
+        built = [row["teacher_logits_seconds"] for name, row in task["models"].items()
+                 if row.get("cache_hit") is False and not name.endswith("unlabelled")]
+        if built:
+            lines += [f"Building the logit cache (teacher over the training set, once): {built[0]:.1f} s.", ""]
+    inference = task["teacher_inference"]
+    if inference:
+        lines += [f"Teacher inference over {inference['examples']:,} unlabelled lines, batch "
+                  f"{inference['batch_size']}, {inference['threads']} torch thread(s), each side's best of "
+                  f"two alternating runs; GFLOP/s counts the encoder's FLOPs on real (unpadded) tokens; matmul "
+                  f"peak measured just before: fp32 {inference['matmul_gflops_fp32']:.0f}, bf16 "
+                  f"{inference['matmul_gflops_bf16']:.0f} GFLOP/s:", "",
+                  "| | ex/s | GFLOP/s | of fp32 matmul peak |", "|---|---|---|---|"]
+        for side, label in (("pseudo_label", "`nlp-train pseudo-label`"),
+                            ("pipeline", f"`transformers.pipeline(\"{inference['pipeline']}\")`")):
+            share = f"{inference[f'{side}_fraction_of_fp32_peak']:.0%}"
+            lines.append(f"| {label} | {inference[f'{side}_examples_per_second']:,.1f} | "
+                         f"{inference[f'{side}_gflops']:.1f} | {share} |")
+        agreement = inference["label_agreement"]
+        padding = inference["flops_padded"] / inference["flops_real_tokens"]
+        lines += ["", f"pseudo-label is {inference['speedup_over_pipeline']:.2f}x the pipeline. Same model: the "
+                      f"pipeline runs the teacher converted by `distill.hf_model.to_transformers` (largest logit "
+                      f"difference {inference['max_logit_difference']:.1e})"
+                  + (f"; labels agree on {agreement:.1%} of the lines." if agreement is not None else ".")
+                  + f" Padding makes the computed FLOPs {padding:.2f}x the real-token count." + needed_peak(inference),
+                  ""]
+    return lines
+
+
+def needed_peak(inference: dict) -> str:
+    """What the inference target would take in fp32, so a miss reads as a hardware bound or not."""
+    share = inference["pipeline_fraction_of_fp32_peak"]
+    return (f" {TARGETS['inference_ratio']:g}x the pipeline in fp32 would take "
+            f"{TARGETS['inference_ratio'] * share:.0%} of the fp32 matmul peak on real tokens.")
+
+
+def plot(results: dict, folder: Path) -> dict:
+    """PNG plots next to the report: score vs batch-32 throughput, and KD gain per task; returns their paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tasks = list(results["tasks"].values())
+    written = {}
+    timed = [t for t in tasks if any(r.get("examples_per_second_b32") for r in t["models"].values())]
+    if timed:
+        figure, axes = plt.subplots(1, len(timed), figsize=(6.5 * len(timed), 4.8), squeeze=False)
+        for axis, task in zip(axes[0], timed):
+            for name, row in task["models"].items():
+                if row.get("examples_per_second_b32") is None:
+                    continue
+                kind = "teacher" if name == "teacher" else "KD" if name.endswith(KD_SUFFIXES) else "student alone"
+                style = {"teacher": ("k", "s"), "KD": ("tab:blue", "o"), "student alone": ("tab:orange", "^")}[kind]
+                axis.scatter(row["examples_per_second_b32"], row["score"], c=style[0], marker=style[1],
+                             label=kind)
+                axis.annotate(name, (row["examples_per_second_b32"], row["score"]), fontsize=7,
+                              xytext=(4, 2), textcoords="offset points")
+            if task["tfidf"]:
+                axis.axhline(task["tfidf"][task["metric"]], color="tab:gray", linestyle=":",
+                             label="TF-IDF + logistic regression")
+            handles = dict(zip(*reversed(axis.get_legend_handles_labels())))
+            axis.legend(handles.values(), handles.keys(), fontsize=8, loc="lower left")
+            axis.set(xscale="log", xlabel="examples/s, batch 32, CPU (log)", ylabel=f"test {task['metric']}",
+                     title=task["name"])
+            axis.grid(alpha=0.3)
+        written["quality_vs_speed"] = save(figure, folder, PLOTS["quality_vs_speed"])
+    gained = [t for t in tasks if t["kd_gain"]]
+    if gained:
+        figure, axes = plt.subplots(1, len(gained), figsize=(6.5 * len(gained), 4.2), squeeze=False)
+        for axis, task in zip(axes[0], gained):
+            students = list(task["kd_gain"])
+            width = 0.8 / len(KD_SUFFIXES)
+            for offset, suffix in enumerate(KD_SUFFIXES):
+                values = [task["kd_gain"][s].get(suffix, {}).get("points", float("nan")) for s in students]
+                axis.bar([i + offset * width for i in range(len(students))], values, width, label=suffix.lstrip("+"))
+            axis.axhline(TARGETS["kd_gain_points"], color="k", linestyle="--", linewidth=1, label="target")
+            axis.axhline(0, color="k", linewidth=0.5)
+            axis.set_xticks([i + width * (len(KD_SUFFIXES) - 1) / 2 for i in range(len(students))], students)
+            axis.set(ylabel=f"points of test {task['metric']} over the student alone", title=task["name"])
+            axis.legend(fontsize=8)
+        written["kd_gain"] = save(figure, folder, PLOTS["kd_gain"])
+    return written
+
+
+def save(figure, folder: Path, relative: str) -> str:
+    import matplotlib.pyplot as plt
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return relative
+
+
+def write_report(results: dict, report: Path, command: str, commands: list[str]) -> None:
+    """`report` (Markdown), the same results as JSON next to it, and plots in its img/ folder."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    plots = plot(results, report.parent)
+    write_json(report.with_suffix(".json"), {**results, "command": command, "commands": commands, "plots": plots})
+    write_text(report, markdown(results, command, commands, plots))

@@ -1,0 +1,79 @@
+"""Smoke test of `scripts/benchmark.py --quick` end to end: tiny encoder, sample data laid out like data/."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import benchmark  # noqa: E402
+from distill.io import read_json  # noqa: E402
+
+SAMPLE_DATA = {"rotten_tomatoes/train.csv": "sentiment_train.csv", "rotten_tomatoes/dev.csv": "sentiment_dev.csv",
+               "rotten_tomatoes/test.csv": "sentiment_test.csv", "conll2003/train.txt": "ner_train.conll",
+               "conll2003/valid.txt": "ner_dev.conll", "conll2003/test.txt": "ner_test.conll",
+               "unlabeled/movies.txt": "unlabeled_movies.txt", "unlabeled/news.txt": "unlabeled_news.txt"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tiny_encoder_dir, tmp_path_factory):
+    """One quick benchmark of one student per task; returns (arguments, output folder, report)."""
+    folder = tmp_path_factory.mktemp("bench")
+    for target, sample in SAMPLE_DATA.items():
+        (folder / "data" / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLES / sample, folder / "data" / target)
+    args = ["--quick", "--quick-size", "80", "--encoder", tiny_encoder_dir, "--encoder-lr", "1e-3",
+            "--data", str(folder / "data"), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger",
+            "--student-epochs", "1", "--threads", "1", "--train-threads", "1", "--speed-examples", "32",
+            "--latency-examples", "5", "--pipeline-examples", "40", "--report", str(folder / "report" / "b.md")]
+    return args, folder / "out", benchmark.main(args)
+
+
+def test_quick_benchmark_measures_every_stage(quick_run):
+    _, _, report = quick_run
+    results = read_json(report.with_suffix(".json"))
+    assert results["complete"] and results["machine"]["matmul_gflops_fp32"] > 0
+    for key, names in (("rt", ["lstm", "lstm+kd-kl", "lstm+kd-kl+unlabelled"]), ("conll", ["lstm-tagger+kd-mse"])):
+        task = results["tasks"][key]
+        assert task["missing"] == []
+        assert task["models"]["teacher"]["speedup_b32"] == pytest.approx(1.0)
+        for name in names:
+            row = task["models"][name]
+            assert 0.0 <= row["score"] <= 1.0 and row["examples_per_second_b32"] > 0 and row["latency_ms_b1"] > 0
+            assert row["weight_bytes"] > 0 and row["disk_bytes"] >= row["weight_bytes"] * 0.9
+        cost = task["training_cost"]["epoch_seconds"]
+        assert len(cost["plain"]) == len(cost["cached"]) == 2 and cost["online"][0] > 0
+        inference = task["teacher_inference"]
+        assert inference["max_logit_difference"] < 1e-4 and inference["examples"] == 40
+        assert inference["flops_padded"] >= inference["flops_real_tokens"] > 0 and inference["matmul_gflops_bf16"] > 0
+        assert len(inference["pipeline_runs_seconds"]) == len(inference["pseudo_label_runs_seconds"]) == 2
+        assert [t["met"] is not None for t in task["targets"]] == [True] * 5
+    assert results["tasks"]["rt"]["teacher_inference"]["label_agreement"] == 1.0
+    text = report.read_text()
+    assert "Status: **complete**" in text and "## Targets" in text and "nlp-train --threads 1 kd" in text
+    for plot in results["plots"].values():
+        assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
+    args, out, report = quick_run
+    (out / "conll" / "training_cost.json").unlink()
+    rendered = benchmark.main(args + ["--report-only"])
+    results = read_json(rendered.with_suffix(".json"))
+    assert results["tasks"]["conll"]["missing"] == ["training_cost"] and not results["complete"]
+    assert "--report-only" not in results["command"] and "--quick" in results["command"]
+    assert not (out / "conll" / "training_cost.json").exists()
+    assert "Status: **PARTIAL**" in rendered.read_text() and "conll: training_cost" in rendered.read_text()
+
+
+def test_targets_wait_for_every_model_of_a_task(quick_run):
+    args, out, _ = quick_run
+    (out / "rt" / "lstm+kd-mse" / "test_metrics.json").unlink()
+    results = read_json(benchmark.main(args + ["--report-only"]).with_suffix(".json"))
+    rt = results["tasks"]["rt"]
+    assert "lstm+kd-mse" in rt["missing"] and "lstm+kd-kl" in rt["models"]
+    assert [t["met"] for t in rt["targets"][:3]] == [None, None, None]
