@@ -239,6 +239,7 @@ class Bench:
         from transformers.utils import logging as hf_logging
         from distill.data import read_unlabelled
         from distill.hf_model import max_logit_difference, to_transformers
+        from distill.precision import bf16_supported
         from distill.models import load_model
         from procedures.pseudo_label import pseudo_label
         task = TASKS[key]["task"]
@@ -269,15 +270,35 @@ class Bench:
             outputs = hf_pipeline(texts, batch_size=INFERENCE_BATCH, **options)
             pipeline_seconds.append(round(time.perf_counter() - started, 3))
         agreement = None
+        records = [json.loads(line) for line in labelled.read_text(encoding="utf-8").splitlines()]
         if task == "classification":
-            records = [json.loads(line) for line in labelled.read_text(encoding="utf-8").splitlines()]
             agreement = sum(r["label"] == o["label"] for r, o in zip(records, outputs)) / len(outputs)
+        bf16 = self.bf16_pseudo_label(teacher, corpus, records) if bf16_supported(torch.device("cpu")) else None
         useful, executed = teacher_flops(model, examples, INFERENCE_BATCH)
         return {"examples": len(examples), "threads": self.args.threads, "batch_size": INFERENCE_BATCH,
                 "pseudo_label_runs_seconds": ours_seconds, "pipeline_runs_seconds": pipeline_seconds,
                 "pseudo_label_seconds": min(ours_seconds), "pipeline_seconds": min(pipeline_seconds),
                 "pipeline": name, "label_agreement": agreement, "max_logit_difference": difference,
-                "flops_real_tokens": useful, "flops_padded": executed, **peaks}
+                "flops_real_tokens": useful, "flops_padded": executed, "bf16": bf16, **peaks}
+
+    def bf16_pseudo_label(self, teacher: Path, corpus: Path, fp32_records: list[dict]) -> dict:
+        """The bf16 lever: `nlp-train --precision bf16 pseudo-label` on the same corpus (best of two), and
+        how many labels (tagging: words) differ from the fp32 run."""
+        from distill.precision import set_precision
+        from procedures.pseudo_label import pseudo_label
+        labelled = self.out / corpus.name.replace(".txt", "-bf16.jsonl")
+        set_precision("bf16")
+        try:
+            seconds = [pseudo_label(str(teacher), str(corpus), str(labelled), INFERENCE_BATCH, progress=False,
+                                    device="cpu")["seconds"] for _ in range(2)]
+        finally:
+            set_precision("fp32")
+        records = [json.loads(line) for line in labelled.read_text(encoding="utf-8").splitlines()]
+        key = "label" if "label" in records[0] else "tags"
+        pairs = [(a, b) for r, s in zip(fp32_records, records)
+                 for a, b in (zip(r[key], s[key]) if key == "tags" else [(r[key], s[key])])]
+        return {"runs_seconds": seconds, "seconds": min(seconds), "labels_compared": len(pairs),
+                "labels_changed": sum(a != b for a, b in pairs)}
 
 
 def disk_bytes(directory: Path) -> int:
