@@ -72,6 +72,12 @@ class Bench:
     def students(self, key: str) -> list[str]:
         return [s for s in TASKS[key]["students"] if not self.args.students or s in self.args.students]
 
+    def pending(self, done: Path) -> bool:
+        """Whether a stage still has to run: not when only rendering, nor when its output `done` exists."""
+        if self.execute and done.exists():
+            log(f"skip (done): {shown(done)}")
+        return self.execute and not done.exists()
+
     def nlp_train(self, *args, done: Path) -> None:
         """Run one nlp-train command unless its output `done` exists (resumable); log to OUT/stages.log."""
         import torch
@@ -80,10 +86,7 @@ class Bench:
             args = ("--threads", self.args.train_threads, *args)
         args = tuple(map(str, args))
         self.commands.append("nlp-train " + shlex.join(map(shown, args)))
-        if not self.execute:
-            return
-        if done.exists():
-            log(f"skip (done): {shown(done)}")
+        if not self.pending(done):
             return
         log(f"run: nlp-train {' '.join(args[:2])} ... -> {shown(done.parent)}")
         threads = torch.get_num_threads()
@@ -99,10 +102,7 @@ class Bench:
 
     def stage(self, path: Path, compute) -> None:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there."""
-        if not self.execute:
-            return
-        if path.exists():
-            log(f"skip (done): {shown(path)}")
+        if not self.pending(path):
             return
         log(f"run: {path.stem} -> {shown(path)}")
         write_json(path, compute())
