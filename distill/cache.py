@@ -24,18 +24,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "distill")) / "teacher-logits"
 
 
-def file_digest(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fingerprint(teacher_dir: str | Path, examples: Sequence, bf16: bool = False) -> str:
-    """Hash of the teacher's weights file, its max length and the exact examples, in order."""
+    """Hash of the teacher's weights file, the precision and the exact examples, in order.
+
+    The weights' sha256 comes from the model card, checked when the teacher was loaded, so a
+    270 MB checkpoint is not read a second time.
+    """
+    from distill.models.card import weights_sha256
     from distill.models.teacher import CHECKPOINT
-    digest = hashlib.sha256(file_digest(Path(teacher_dir) / CHECKPOINT).encode())
+    digest = hashlib.sha256(weights_sha256(teacher_dir, CHECKPOINT).encode())
     if bf16:
         digest.update(b"bf16\n")
     for example in examples:

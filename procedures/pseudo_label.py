@@ -28,6 +28,7 @@ from distill.data import iter_unlabelled
 from distill.errors import DistillError
 from distill.io import atomic_path
 from distill.models import load_model
+from procedures.common import check_writable
 from procedures.inference import prediction_records
 
 
@@ -119,9 +120,8 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     teacher = load_model(teacher_dir, expect="teacher", device=device)
     output = Path(output_path)
     part = part_path(output, distributed.rank(), distributed.world_size())
+    check_writable(output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
-    if not os.access(output.parent, os.W_OK):
-        raise DistillError(f"{output.parent}: output directory is not writable")
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "

@@ -6,21 +6,14 @@ against the sha256 recorded here, so a truncated or corrupted file is reported, 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from distill.errors import DistillError
-from distill.io import read_json, write_json
+from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
 
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+__all__ = ["MODEL_CARD", "file_sha256", "read_model_card", "verify_weights", "write_model_card"]
 
 
 def write_model_card(directory: str | Path, card: dict, weights: list[str]) -> None:
@@ -39,6 +32,12 @@ def read_model_card(directory: str | Path) -> dict:
     if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student"):
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
     return card
+
+
+def weights_sha256(directory: str | Path, name: str) -> str:
+    """The sha256 of a weights file: the card's record (checked when the model was loaded), else computed."""
+    recorded = read_model_card(directory).get("sha256", {}).get(name)
+    return recorded or file_sha256(Path(directory) / name)
 
 
 def verify_weights(directory: str | Path, card: dict) -> None:

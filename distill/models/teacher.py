@@ -139,7 +139,8 @@ class TransformerClassifier(LabelModel):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
     def save(self, directory: str | Path, optimizer_state: dict | None = None) -> None:
-        """The documented checkpoint schema (docs/models/teacher.md), plus the encoder's config and tokenizer so it loads offline."""
+        """The checkpoint schema of docs/models/teacher.md, plus the encoder's config and tokenizer
+        so it loads offline."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
