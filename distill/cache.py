@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits_across_ranks
-from distill.io import load_tensors, save_tensors
-
-CACHE_ENV = "DISTILL_CACHE"
+from distill.io import cache_root, load_tensors, save_tensors
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "distill")) / "teacher-logits"
+    return cache_root() / "teacher-logits"
 
 
 def fingerprint(teacher_dir: str | Path, examples: Sequence, bf16: bool = False) -> str:

