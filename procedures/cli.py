@@ -225,7 +225,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
 @click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="Teacher-logit cache folder (default: $DISTILL_CACHE or ~/.cache/distill).")
+              help="Teacher-logit cache folder (default: $DISTILL_CACHE/teacher-logits, where "
+                   "DISTILL_CACHE defaults to ~/.cache/distill).")
 @click.option("--embeddings-from-teacher/--random-embeddings", "teacher_embeddings", default=True, show_default=True,
               help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
                    "+3 points dev accuracy for the RT BiLSTM.")
