@@ -308,7 +308,7 @@ def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, man
 
     sizes = rt_split_sizes(RT_TOTAL)
     paths = {s: out / "rotten_tomatoes" / f"{s}.csv" for s in sizes}
-    same_split = (manifest.get("rt_split_seed") or RT_SEED) == seed
+    same_split = manifest.data.get("rt_split_seed", RT_SEED) == seed  # seed 0 is a seed too
     if not force and same_split and all(p.is_file() and csv_rows(p) == sizes[s] for s, p in paths.items()):
         for p in paths.values():
             print(f"ok   {p}")
