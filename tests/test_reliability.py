@@ -277,7 +277,8 @@ class Payload:
 
 
 def test_planted_pickle_is_refused_and_never_runs(tiny_classifier_teacher, tmp_path):
-    from distill.models.card import MODEL_CARD, file_sha256
+    from distill.io import file_sha256
+    from distill.models.card import MODEL_CARD
     teacher = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher"))
     marker = tmp_path / "pwned"
     checkpoint = torch.load(teacher / "checkpoint.pt", weights_only=True)

@@ -13,7 +13,7 @@ from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
 
-__all__ = ["MODEL_CARD", "file_sha256", "read_model_card", "verify_weights", "write_model_card"]
+__all__ = ["MODEL_CARD", "read_model_card", "verify_weights", "weights_sha256", "write_model_card"]
 
 
 def write_model_card(directory: str | Path, card: dict, weights: list[str]) -> None:
