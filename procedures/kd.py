@@ -15,7 +15,7 @@ from distill.errors import DistillError
 from distill.models import load_model
 from distill.models.students import STUDENT_TASKS, StudentConfig
 from procedures.common import DataOptions, training_run
-from procedures.student import prepare_student, train_student_model
+from procedures.student import new_student, read_student_data, train_student_model
 
 
 @dataclass
@@ -49,9 +49,8 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
     if teacher_embeddings:
         from distill.embedding_init import init_from_teacher
         init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
-    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
-    teacher.hierarchy.check_same(model.hierarchy, f"teacher {teacher_dir} vs training data {train_path}")
-    model.hierarchy = teacher.hierarchy  # same labels; keeps the teacher's counts for the record
+    hierarchy, (train_x, train_y), (dev_x, dev_y) = read_student_data(config, train_path, dev_path, data)
+    teacher.hierarchy.check_same(hierarchy, f"teacher {teacher_dir} vs training data {train_path}")
     unlabelled: list = []
     if unlabeled_path:
         column = "text" if task == "classification" else "tokens"
@@ -59,7 +58,9 @@ def train_kd(teacher_dir: str, config: StudentConfig, train_path: str, dev_path:
         if options.unlabeled_ratio is not None:
             keep = int(options.unlabeled_ratio * len(train_x))
             unlabelled = random.Random(config.seed).sample(unlabelled, min(keep, len(unlabelled)))
+    # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
     examples = list(train_x) + unlabelled
+    model = new_student(config, teacher.hierarchy, examples, init, device)
     labels = list(train_y) + [None] * len(unlabelled)
     started = time.perf_counter()
     cache_info = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -42,21 +42,30 @@ def train_student_model(model: StudentModel, objective: Objective, train_x: list
     return summary
 
 
-def prepare_student(config: StudentConfig, train_path: str, dev_path: str, data: DataOptions,
-                    init_embeddings: Callable[[StudentModel], None] | None = None, device: str = "auto"):
-    """Read data, build vocabularies and the student; shared by `student` and `kd`."""
+def read_student_data(config: StudentConfig, train_path: str, dev_path: str, data: DataOptions):
+    """The student's task, label set, and (examples, labels) of its train and dev files."""
     if config.model not in STUDENT_TASKS:
         raise DistillError(f"unknown student model {config.model!r}: choose one of {', '.join(STUDENT_TASKS)}")
-    seed_everything(config.seed)
     task = STUDENT_TASKS[config.model]
     train_x, train_y = read_split(train_path, task, data)
     dev_x, dev_y = read_split(dev_path, task, data)
     hierarchy = build_hierarchy(task, train_y, data)
     check_labels_known(dev_path, hierarchy, task, dev_y)
-    model = build_student(config, hierarchy, train_x)
+    return hierarchy, (train_x, train_y), (dev_x, dev_y)
+
+
+def new_student(config: StudentConfig, hierarchy, vocabulary_examples: Sequence,
+                init_embeddings: Callable[[StudentModel], None] | None = None, device: str = "auto") -> StudentModel:
+    """A seeded fresh student whose vocabularies cover every example it will train on.
+
+    `kd` passes its whole transfer set (labelled and unlabelled), so words seen only in
+    unlabelled text get their own embedding (and the teacher's, with `init_embeddings`).
+    """
+    seed_everything(config.seed)
+    model = build_student(config, hierarchy, vocabulary_examples)
     if init_embeddings is not None:
         init_embeddings(model)
-    return model.to(pick_device(device)), (train_x, train_y), (dev_x, dev_y)
+    return model.to(pick_device(device))
 
 
 def train_student(config: StudentConfig, train_path: str, dev_path: str, output: str,
@@ -71,7 +80,8 @@ def train_student(config: StudentConfig, train_path: str, dev_path: str, output:
         from distill.models import load_model
         teacher = load_model(teacher_embeddings, expect="teacher")
         init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
-    model, (train_x, train_y), (dev_x, dev_y) = prepare_student(config, train_path, dev_path, data, init, device)
+    hierarchy, (train_x, train_y), (dev_x, dev_y) = read_student_data(config, train_path, dev_path, data)
+    model = new_student(config, hierarchy, train_x, init, device)
     objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
     return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, run, progress,
                                {"embeddings_from_teacher": teacher_embeddings})

@@ -101,6 +101,21 @@ def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
     assert summaries[0]["unlabelled_examples"] == 300
 
 
+def test_kd_vocabulary_covers_the_unlabelled_text(tiny_classifier_teacher, tmp_path):
+    """Words seen only in --unlabeled text get their own embedding rather than <unk>."""
+    from distill.vocab import word_tokenize
+    labelled = {w.lower() for line in (SAMPLES / "sentiment_train.csv").read_text().splitlines()
+                for w in word_tokenize(line)}
+    only_unlabelled = {w.lower() for line in (SAMPLES / "unlabeled_movies.txt").read_text().splitlines()
+                       for w in word_tokenize(line)} - labelled
+    assert only_unlabelled, "the fixture needs words that occur only in the unlabelled text"
+    cli("kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
+        "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt", "--epochs", "1",
+        "--quiet", "--cache-dir", tmp_path / "cache", "--output", tmp_path / "kd")
+    vocabulary = set(json.loads((tmp_path / "kd" / "vocab.json").read_text())["words"]["tokens"])
+    assert only_unlabelled <= vocabulary
+
+
 def test_kd_refuses_mismatched_labels(tiny_classifier_teacher, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         from procedures.cli import main
