@@ -8,8 +8,13 @@ import torch
 from distill.errors import DistillError
 from distill.inference import predict_logits
 from distill.models import load_model
-from distill.precision import set_precision
+from distill import precision as precision_module
+from distill.precision import bf16_supported, set_precision
 from tests.conftest import SAMPLES, cli, sample_texts
+
+needs_bf16 = pytest.mark.skipif(not bf16_supported(torch.device("cpu")),
+                                reason="this CPU has no bf16 support (needs AVX-512 BF16 or AMX); "
+                                       "the bf16 path is tested where the CPU has it")
 
 
 @pytest.fixture
@@ -18,6 +23,7 @@ def precision():
     set_precision("fp32")
 
 
+@needs_bf16
 def test_bf16_teacher_logits_are_close_to_fp32_but_not_equal(tiny_classifier_teacher, precision):
     teacher = load_model(tiny_classifier_teacher)
     texts = sample_texts()[:40]
@@ -28,6 +34,7 @@ def test_bf16_teacher_logits_are_close_to_fp32_but_not_equal(tiny_classifier_tea
     torch.testing.assert_close(bf16, fp32, rtol=0.05, atol=0.05)
 
 
+@needs_bf16
 def test_bf16_student_training_runs(tmp_path, precision):  # the fixture restores fp32 afterwards
     cli("--threads", "1", "--precision", "bf16", "student", "--model", "cnn", "--train",
         SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "s",
@@ -39,3 +46,18 @@ def test_bf16_student_training_runs(tmp_path, precision):  # the fixture restore
 def test_unknown_precision_is_refused(precision):
     with pytest.raises(DistillError, match="unknown precision"):
         precision("fp16")
+
+
+def test_bf16_without_hardware_support_is_refused_and_auto_falls_back(tmp_path, precision, monkeypatch, capsys):
+    """On a CPU without bf16, --precision bf16 is one clear error and auto runs in fp32 (checked on any CPU)."""
+    monkeypatch.setattr(precision_module, "bf16_supported", lambda device: False)
+    from procedures.cli import main
+    args = ["--threads", "1", "student", "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
+            "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--quiet"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--precision", "bf16", *map(str, args), "--output", str(tmp_path / "bf16")])
+    assert exit_info.value.code == 2
+    assert "has no bf16 support; use fp32 or auto" in capsys.readouterr().err
+    assert not (tmp_path / "bf16").exists()
+    cli("--precision", "auto", *args, "--output", tmp_path / "auto")
+    assert precision_module.uses_bf16(torch.device("cpu")) is False
