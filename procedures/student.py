@@ -28,7 +28,6 @@ def train_student_model(model: StudentModel, objective: Objective, train_x: list
     config = model.config
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     output_dir = run.directory
-    output_dir.mkdir(parents=True, exist_ok=True)
     log = output_dir / "metrics.jsonl"
     log.unlink(missing_ok=True)
     settings = FitSettings(config.epochs, config.batch_size, config.patience, config.seed, progress=progress)
@@ -49,7 +48,7 @@ def read_student_data(config: StudentConfig, train_path: str, dev_path: str, dat
     task = STUDENT_TASKS[config.model]
     train_x, train_y = read_split(train_path, task, data)
     dev_x, dev_y = read_split(dev_path, task, data)
-    hierarchy = build_hierarchy(task, train_y, data)
+    hierarchy = build_hierarchy(task, train_y, data, train_path)
     check_labels_known(dev_path, hierarchy, task, dev_y)
     return hierarchy, (train_x, train_y), (dev_x, dev_y)
 
@@ -70,18 +69,20 @@ def new_student(config: StudentConfig, hierarchy, vocabulary_examples: Sequence,
 
 def train_student(config: StudentConfig, train_path: str, dev_path: str, output: str,
                   data: DataOptions = DataOptions(), class_weights=None, teacher_embeddings: str | None = None,
-                  progress: bool = True, device: str = "auto", resume: bool = False) -> dict:
+                  progress: bool = True, device: str = "auto", resume: bool = False,
+                  overwrite: bool = False) -> dict:
     """Train a student on gold labels only."""
-    run = training_run(output, resume, command="student", config=config, train=train_path, dev=dev_path,
-                       data=data, class_weights=class_weights, embeddings_from_teacher=teacher_embeddings)
-    init = None
-    if teacher_embeddings:
-        from distill.embedding_init import init_from_teacher
-        from distill.models import load_model
-        teacher = load_model(teacher_embeddings, expect="teacher")
-        init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
-    hierarchy, (train_x, train_y), (dev_x, dev_y) = read_student_data(config, train_path, dev_path, data)
-    model = new_student(config, hierarchy, train_x, init, device)
-    objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
-    return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, run, progress,
-                               {"embeddings_from_teacher": teacher_embeddings})
+    inputs = {"train": train_path, "dev": dev_path, "embeddings_from_teacher": teacher_embeddings}
+    with training_run(output, resume, overwrite, inputs, command="student", config=config, data=data,
+                      class_weights=class_weights) as run:
+        init = None
+        if teacher_embeddings:
+            from distill.embedding_init import init_from_teacher
+            from distill.models import load_model
+            teacher = load_model(teacher_embeddings, expect="teacher")
+            init = lambda model: init_from_teacher(model, teacher)  # noqa: E731
+        hierarchy, (train_x, train_y), (dev_x, dev_y) = read_student_data(config, train_path, dev_path, data)
+        model = new_student(config, hierarchy, train_x, init, device)
+        objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
+        return train_student_model(model, objective, train_x, train_y, dev_x, dev_y, run, progress,
+                                   {"embeddings_from_teacher": teacher_embeddings})

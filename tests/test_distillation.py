@@ -12,7 +12,7 @@ from distill.losses import IGNORE_INDEX, kl_distill, weighted_nll
 from distill.models import load_model
 from distill.models.students import StudentConfig, build_student
 from distill.training import make_batch
-from procedures.pseudo_label import pseudo_label
+from procedures.pseudo_label import pseudo_label, run_signature, signature_path
 from tests.conftest import SAMPLES, cli
 
 SENTENCES = [["Karl", "Weber", "visited", "\u200b", "Port", "Halden", "yesterday"], ["Unbelievably", "good"]]
@@ -146,6 +146,9 @@ def test_pseudo_label_resume_after_interruption_matches_uninterrupted(tiny_taggi
     interrupted = tmp_path / "resumed.jsonl"
     part = tmp_path / "resumed.jsonl.part"
     part.write_text("".join(rows[:130]) + rows[130][:25])  # killed mid-write of record 131
+    signature = run_signature(tiny_tagging_teacher, str(source), min_confidence=0.0, with_logits=False,
+                              batch_size=64, chunk_size=64)
+    signature_path(interrupted).write_text(json.dumps(signature))  # as the interrupted run left it
     stats = pseudo_label(tiny_tagging_teacher, str(source), str(interrupted), chunk_size=64, resume=True,
                          progress=False)
     assert stats["resumed_after_line"] == json.loads(rows[129])["line"]

@@ -10,6 +10,7 @@ import torch
 
 from distill import distributed
 from distill.io import load_tensors
+from procedures.pseudo_label import run_signature, signature_path
 from tests.conftest import ROOT, SAMPLES, cli
 
 
@@ -63,6 +64,10 @@ def test_pseudo_label_on_two_processes_resumes_each_shard_and_matches_one_proces
     rank_rows = [[row for index, row in enumerate(rows) if (index // 32) % 2 == rank] for rank in (0, 1)]
     (tmp_path / "two.jsonl.rank0-of-2.part").write_text("".join(rank_rows[0][:40]))
     (tmp_path / "two.jsonl.rank1-of-2.part").write_text("".join(rank_rows[1][:70]) + rank_rows[1][70][:30])
+    signature = run_signature(tiny_tagging_teacher, str(SAMPLES / "unlabeled_news.txt"), min_confidence=0.0,
+                              with_logits=True, batch_size=64, chunk_size=32)
+    signature["runtime"] = {"precision": "fp32", "threads": 1, "processes": 2}  # as the interrupted run left it
+    signature_path(tmp_path / "two.jsonl").write_text(json.dumps(signature))
     stdout = torchrun(*args, "--output", tmp_path / "two.jsonl", "--resume")
     assert "190 of 190 examples" in stdout  # 300 - 40 - 70 left to label
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()

@@ -186,8 +186,7 @@ def test_disk_full_leaves_no_partial_file(tmp_path):
     err = process.communicate(timeout=120)[1].decode()
     assert process.returncode == 2, err
     assert err.startswith("error: ") and "File too large" in err and len(err.strip().splitlines()) == 1
-    assert not (out / "model.safetensors").exists()
-    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")], "temporary file left behind"
+    assert not out.exists(), "a failed run left its output directory behind"
 
 
 # --- interruption and resume ------------------------------------------------------------------------------------
@@ -244,7 +243,7 @@ def test_resume_refuses_changed_settings_and_finished_runs(tmp_path, capsys, mon
     monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
     assert (out / "resume.pt").exists()
     status, err = run_main(capsys, *args, "--resume", "--lr", "0.01")
-    assert status == 2 and "cannot resume with different settings (config)" in err
+    assert status == 2 and "cannot resume with different settings or data (config.lr)" in err
     cli(*args, "--resume")
     assert len(dev_metrics(out)) == 3 and not (out / "resume.pt").exists()
     status, err = run_main(capsys, *args, "--resume")
@@ -302,3 +301,480 @@ def test_same_seed_same_metrics(tiny_classifier_teacher, tmp_path):
             "--dev", DEV, "--output", tmp_path / run, "--cache-dir", tmp_path / "cache")
     assert dev_metrics(tmp_path / "a") == dev_metrics(tmp_path / "b")
     assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+
+
+# --- outputs never clobber what the user needs ------------------------------------------------------------------
+
+def snapshot(path: Path) -> dict:
+    """Every file under `path` (or the file itself) with its bytes: to prove nothing changed."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(f): f.read_bytes() for f in files}
+
+
+def copy_of(source: str | Path, tmp: Path, name: str) -> Path:
+    source = Path(source)
+    target = tmp / name
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copyfile(source, target)
+    return target
+
+
+# Each case: (id, build(tmp, teacher, student) -> (argv, protected path), expected fragment). The protected
+# file or directory must be byte-identical afterwards.
+def _data_loss_cases():
+    def kd_into_teacher(t, te, st):
+        teacher = copy_of(te, t, "teacher")
+        return kd_with(str(teacher), teacher), teacher
+
+    def kd_inside_teacher(t, te, st):
+        teacher = copy_of(te, t, "teacher")
+        return kd_with(str(teacher), teacher / "student"), teacher
+
+    def evaluate_over_data(t, te, st):
+        data = copy_of(SAMPLES / "sentiment_test.csv", t, "test.csv")
+        return ["evaluate", st, data, "--output", data], data
+
+    def evaluate_over_model_file(t, te, st):
+        student = copy_of(st, t, "student")
+        return ["evaluate", student, SAMPLES / "sentiment_test.csv", "--output", student / "model.safetensors"], \
+            student
+
+    def pseudo_label_over_input(t, te, st):
+        corpus = copy_of(SAMPLES / "unlabeled_movies.txt", t, "movies.txt")
+        return ["pseudo-label", "--teacher", te, "--input", corpus, "--output", corpus], corpus
+
+    def pseudo_label_over_input_link(t, te, st):
+        corpus = copy_of(SAMPLES / "unlabeled_movies.txt", t, "movies.txt")
+        (t / "link.jsonl").symlink_to(corpus)
+        return ["pseudo-label", "--teacher", te, "--input", corpus, "--output", t / "link.jsonl"], corpus
+
+    def student_over_its_data_folder(t, te, st):
+        folder = t / "data"
+        folder.mkdir()
+        train = copy_of(TRAIN, folder, "train.csv")
+        return ["student", *SMALL_LSTM, "--train", train, "--dev", DEV, "--output", folder], folder
+
+    def teacher_over_a_student(t, te, st):
+        student = copy_of(st, t, "student")
+        return ["teacher", "--task", "classification", "--encoder", Path(te) / "encoder", "--train", TRAIN, "--dev",
+                DEV, "--output", student], student
+
+    def student_over_another_model(t, te, st):
+        student = copy_of(st, t, "student")
+        return ["student", "--model", "cnn", "--quiet", "--train", TRAIN, "--dev", DEV, "--output", student], student
+
+    def student_over_foreign_files(t, te, st):
+        folder = t / "notes"
+        folder.mkdir()
+        (folder / "config.json").write_text('{"mine": true}')
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", folder], folder
+
+    def pseudo_label_over_a_csv(t, te, st):
+        data = copy_of(TRAIN, t, "train.csv")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output", data], data
+
+    def evaluate_over_other_json(t, te, st):
+        other = write(t / "settings.json", '{"keep": "me"}')
+        return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other], other
+
+    return [
+        ("kd-output-is-the-teacher", kd_into_teacher, "is an input of this command"),
+        ("kd-output-inside-the-teacher", kd_inside_teacher, "lies inside"),
+        ("evaluate-output-is-the-data", evaluate_over_data, "is an input of this command"),
+        ("evaluate-output-is-a-model-file", evaluate_over_model_file, "is a file of the model"),
+        ("pseudo-label-output-is-the-input", pseudo_label_over_input, "is an input of this command"),
+        ("pseudo-label-output-links-to-the-input", pseudo_label_over_input_link, "is an input of this command"),
+        ("student-output-holds-its-data", student_over_its_data_folder, "holds"),
+        ("teacher-output-holds-a-student", teacher_over_a_student, "already holds a student model"),
+        ("student-output-holds-another-model", student_over_another_model, "pass --overwrite to replace it"),
+        ("student-output-holds-foreign-files", student_over_foreign_files, "holds no distill model"),
+        ("pseudo-label-output-is-a-csv", pseudo_label_over_a_csv, "exists and is not pseudo-label output"),
+        ("evaluate-output-is-another-json", evaluate_over_other_json, "exists and is not an evaluate result"),
+    ]
+
+
+DATA_LOSS = _data_loss_cases()
+
+
+@pytest.mark.parametrize("build, fragment", [c[1:] for c in DATA_LOSS], ids=[c[0] for c in DATA_LOSS])
+def test_outputs_never_clobber_inputs_or_models(build, fragment, tmp_path, tiny_classifier_teacher, tiny_student,
+                                                capsys):
+    argv, protected = build(tmp_path, tiny_classifier_teacher, tiny_student)
+    before, files = snapshot(protected), set(tmp_path.rglob("*"))
+    status, err = run_main(capsys, *argv)
+    assert status == 2, err
+    assert fragment in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert snapshot(protected) == before, "the protected file changed"
+    assert set(tmp_path.rglob("*")) == files, "the refused command wrote something"
+
+
+def test_overwrite_replaces_a_model_and_puts_it_back_if_the_run_fails(tiny_student, tmp_path, capsys):
+    student = copy_of(tiny_student, tmp_path, "student")
+    before = snapshot(student)
+    bad_dev = write(tmp_path / "dev.csv", "text,label\nfine,neutral\n")  # a label the training data lacks
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", bad_dev, "--output", student,
+                           "--overwrite")
+    assert status == 2 and "label 'neutral' was not seen in training" in err
+    assert snapshot(student) == before, "a failed --overwrite run lost the model it was replacing"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"], "backup left behind"
+    cli("student", "--model", "cnn", "--quiet", "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", student,
+        "--overwrite")
+    assert json.loads((student / "distill.json").read_text())["model"] == "CNNClassifier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"]
+
+
+def test_rerunning_a_command_replaces_only_its_own_earlier_file(tiny_student, tmp_path):
+    out = tmp_path / "metrics.json"
+    for _ in range(2):  # an earlier evaluate result may be replaced without --overwrite
+        cli("evaluate", tiny_student, SAMPLES / "sentiment_test.csv", "--output", out, "--quiet")
+    assert json.loads(out.read_text())["examples"] == 60
+
+
+@pytest.mark.parametrize("command", ["student", "pseudo-label", "evaluate"])
+def test_a_second_run_on_a_locked_output_is_refused(command, tiny_classifier_teacher, tiny_student, tmp_path,
+                                                    capsys):
+    """While one run writes an output, another run on the same output is refused, not interleaved."""
+    import fcntl
+    if command == "student":
+        target = tmp_path / "out"
+        target.mkdir()
+        lock_path, argv = target, student_on(TRAIN, target)
+    elif command == "pseudo-label":
+        target = tmp_path / "p.jsonl"
+        lock_path = tmp_path / ".p.jsonl.lock"
+        argv = ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+                "--output", target, "--quiet"]
+    else:
+        target = tmp_path / "m.json"
+        lock_path = tmp_path / ".m.json.lock"
+        argv = ["evaluate", tiny_student, SAMPLES / "sentiment_test.csv", "--output", target, "--quiet"]
+    fd = os.open(lock_path, os.O_RDONLY if lock_path.is_dir() else os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the "other run"
+        status, err = run_main(capsys, *argv)
+    finally:
+        os.close(fd)
+    assert status == 2 and "another nlp-train run is writing it right now" in err, err
+    assert not target.exists() or not any(target.iterdir())
+
+
+@pytest.mark.parametrize("command", ["teacher", "student", "kd", "pseudo-label", "evaluate"])
+def test_failed_runs_leave_no_output_behind(command, tiny_classifier_teacher, tiny_encoder_dir, tmp_path, capsys):
+    """A run that fails after its output was set up (here: on a bad line in its data) removes it all,
+    folders it made included."""
+    bad_dev = write(tmp_path / "dev.csv", "text,label\nfine,positive\n\x00,positive\n")
+    out = tmp_path / "deep" / "er" / "out"
+    argv = {
+        "teacher": ["teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--train", TRAIN,
+                    "--dev", bad_dev, "--output", out, "--quiet"],
+        "student": ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", bad_dev, "--output", out],
+        "kd": ["kd", "--teacher", tiny_classifier_teacher, *SMALL_LSTM, "--train", TRAIN, "--dev", bad_dev,
+               "--output", out],
+        "pseudo-label": ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
+                         write(tmp_path / "in.txt", "good\n\x00\n"), "--output", out, "--quiet"],
+        "evaluate": ["evaluate", tiny_classifier_teacher, bad_dev, "--output", out, "--quiet"],
+    }[command]
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and "binary data" in err, err
+    assert not (tmp_path / "deep").exists(), "a failed run left folders or files behind"
+
+
+# --- resume is exact or refused ---------------------------------------------------------------------------------
+
+def interrupted_student(out: Path, train: Path, capsys, monkeypatch, *extra) -> list:
+    """A student run stopped by Ctrl-C in epoch 2, so OUTPUT holds resume state; returns its argv."""
+    import distill.training
+    args = ["student", *SMALL_LSTM, "--train", train, "--dev", DEV, "--output", out, "--epochs", "3", *extra]
+    real_evaluate, calls = distill.training.evaluate, []
+
+    def interrupted_in_epoch_2(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*a, **k)
+
+    monkeypatch.setattr(distill.training, "evaluate", interrupted_in_epoch_2)
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    assert (out / "resume.pt").exists()
+    return args
+
+
+def same_size_edit(path: Path) -> None:
+    """Change a file's content but not its size, and put its modification time back."""
+    stat = path.stat()
+    data = path.read_text()
+    path.write_text(data.replace("remake", "REMAKE", 1))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda args, train: (same_size_edit(train), args)[1], "inputs.train"),
+    (lambda args, train: args + ["--dev", SAMPLES / "sentiment_test.csv"], "inputs.dev"),
+    (lambda args, train: ["--threads", "2", *args], "runtime.threads"),
+    (lambda args, train: args + ["--dropout", "0.3"], "config.dropout"),
+    (lambda args, train: (flip_middle_byte(Path(args[args.index("--output") + 1]) / "resume.pt"), args)[1],
+     "corrupted (its checksum does not match)"),
+], ids=["train-edited-same-size-and-mtime", "other-dev-file", "threads", "dropout", "state-file-corrupted"])
+def test_resume_refuses_any_change_that_alters_the_result(change, fragment, tmp_path, capsys, monkeypatch):
+    train = copy_of(TRAIN, tmp_path, "train.csv")
+    out = tmp_path / "run"
+    args = interrupted_student(out, train, capsys, monkeypatch)
+    before = snapshot(out)
+    status, err = run_main(capsys, *change(args, train), "--resume")
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    if "corrupted" not in fragment:
+        assert snapshot(out) == before, "a refused resume touched the interrupted run"
+
+
+def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    status, err = run_main(capsys, *args)
+    assert status == 2 and "holds an interrupted run; continue it with --resume" in err
+    cli(*args, "--overwrite")
+    assert len(dev_metrics(out)) == 3 and not (out / "resume.pt").exists()
+
+
+def test_kd_resume_refuses_a_retrained_teacher(tiny_classifier_teacher, tmp_path, capsys, monkeypatch):
+    import distill.training
+    teacher = copy_of(tiny_classifier_teacher, tmp_path, "teacher")
+    out = tmp_path / "kd"
+    args = kd_with(str(teacher), out, "--epochs", "3", "--cache-dir", tmp_path / "cache")
+    real_evaluate, calls = distill.training.evaluate, []
+
+    def interrupted_in_epoch_2(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*a, **k)
+
+    monkeypatch.setattr(distill.training, "evaluate", interrupted_in_epoch_2)
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    card = json.loads((teacher / "distill.json").read_text())
+    card["labels"] = list(card["labels"])  # rewritten as a retrained teacher's card would be
+    (teacher / "distill.json").write_text(json.dumps(card, indent=1))
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "inputs.teacher" in err, err
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ("input", "inputs.input"),
+    ("min-confidence", "min_confidence"),
+    ("logits", "with_logits"),
+    ("damaged-part", "the partial output is damaged"),
+    ("no-settings-record", "no record of the interrupted run's settings"),
+])
+def test_pseudo_label_resume_refuses_a_changed_run(change, fragment, tiny_classifier_teacher, tmp_path, capsys):
+    corpus = copy_of(SAMPLES / "unlabeled_movies.txt", tmp_path, "movies.txt")
+    out, part = tmp_path / "p.jsonl", tmp_path / "p.jsonl.part"
+    args = ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input", corpus, "--output", out, "--quiet",
+            "--chunk-size", "50"]
+    cli(*args)
+    rows = out.read_text().splitlines(keepends=True)
+    out.rename(tmp_path / "full.jsonl")
+    # as a run killed after 100 records leaves it: the part and the record of the run's settings
+    from procedures.pseudo_label import run_signature, signature_path
+    part.write_text("".join(rows[:100]))
+    signature = run_signature(tiny_classifier_teacher, str(corpus), min_confidence=0.0, with_logits=False,
+                              batch_size=64, chunk_size=50)
+    signature_path(out).write_text(json.dumps(signature))
+    cli(*args, "--resume")  # unchanged: resumes to the same file
+    assert out.read_bytes() == (tmp_path / "full.jsonl").read_bytes()
+    out.unlink()
+    part.write_text("".join(rows[:100]))
+    signature_path(out).write_text(json.dumps(signature))
+    extra = []
+    if change == "input":
+        corpus.write_text(corpus.read_text().replace("a", "e", 1))
+    elif change == "min-confidence":
+        extra = ["--min-confidence", "0.9"]
+    elif change == "logits":
+        extra = ["--logits"]
+    elif change == "damaged-part":
+        part.write_text("".join(rows[:50] + rows[60:61] + rows[51:100]))
+    else:
+        signature_path(out).unlink()
+    before = part.read_bytes()
+    status, err = run_main(capsys, *args, *extra, "--resume")
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert part.read_bytes() == before and not out.exists()
+
+
+# --- model directories are verified whole -----------------------------------------------------------------------
+
+def _edit_json(path: Path) -> None:
+    data = json.loads(path.read_text())
+    data["edited"] = True
+    path.write_text(json.dumps(data))
+
+
+MODEL_DAMAGE = [
+    ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
+    ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
+    ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),
+    ("teacher-tokenizer-config-edited", "teacher", lambda d: _edit_json(d / "encoder" / "tokenizer_config.json"),
+     "corrupted or truncated"),
+    ("teacher-encoder-config-deleted", "teacher", lambda d: (d / "encoder" / "config.json").unlink(),
+     "missing encoder/config.json"),
+    ("teacher-tokenizer-file-added", "teacher",
+     lambda d: write(d / "encoder" / "special_tokens_map.json", '{"unk_token": "[MASK]"}'), "not part of the model"),
+]
+
+
+@pytest.mark.parametrize("kind, damage, fragment", [c[1:] for c in MODEL_DAMAGE], ids=[c[0] for c in MODEL_DAMAGE])
+def test_damaged_model_directories_are_refused_before_any_prediction(kind, damage, fragment, tiny_classifier_teacher,
+                                                                     tiny_student, tmp_path, capsys):
+    model = copy_of(tiny_student if kind == "student" else tiny_classifier_teacher, tmp_path, "model")
+    damage(model)
+    status, err = run_main(capsys, "predict", model, SAMPLES / "unlabeled_movies.txt")
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert capsys.readouterr().out == "", "predictions were written from a damaged model"
+
+
+# --- numbers are sane or refused at the option ------------------------------------------------------------------
+
+NUMBERS = [
+    ("lr-nan", ["--lr", "nan"], "'--lr'"),
+    ("lr-inf", ["--lr", "inf"], "'--lr'"),
+    ("lr-above-one", ["--lr", "5"], "'--lr'"),
+    ("dropout-one", ["--dropout", "1"], "'--dropout'"),
+    ("seed-negative", ["--seed", "-1"], "'--seed'"),
+    ("seed-too-big", ["--seed", str(2**40)], "'--seed'"),
+    ("class-weights-nan", ["--class-weights", "1,nan"], "'--class-weights'"),
+    ("class-weights-all-zero", ["--class-weights", "0,0"], "'--class-weights'"),
+    ("max-vocab-one", ["--max-vocab", "1"], "'--max-vocab'"),
+    ("crf-on-a-classifier", ["--crf"], "'--crf'"),
+    ("both-loss-weights-zero", ["KD", "--student-weight", "0", "--distill-weight", "0"], "nothing to train on"),
+    ("ratio-without-unlabelled", ["KD", "--unlabeled-ratio", "2"], "'--unlabeled-ratio'"),
+    ("min-confidence-without-unlabelled", ["KD", "--min-confidence", "0.5"], "'--min-confidence'"),
+    ("temperature-with-mse", ["KD", "--kd-loss", "mse", "--temperature", "4"], "'--temperature'"),
+    ("temperature-inf", ["KD", "--temperature", "inf"], "'--temperature'"),
+]
+
+
+@pytest.mark.parametrize("extra, fragment", [c[1:] for c in NUMBERS], ids=[c[0] for c in NUMBERS])
+def test_nonsensical_numbers_are_refused_at_the_option(extra, fragment, tiny_classifier_teacher, tmp_path, capsys):
+    out = tmp_path / "out"
+    if extra[0] == "KD":
+        argv = kd_with(tiny_classifier_teacher, out, *extra[1:])
+    else:
+        argv = student_on(TRAIN, out) + extra
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_binary_tagger_and_long_teacher_inputs_are_refused(tiny_encoder_dir, tmp_path, capsys):
+    status, err = run_main(capsys, *tagger_on(SAMPLES / "ner_train.conll", tmp_path / "t"), "--binary")
+    assert status == 2 and "'--binary'" in err
+    status, err = run_main(capsys, "teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--train",
+                           TRAIN, "--dev", DEV, "--output", tmp_path / "te", "--max-length", "512")
+    assert status == 2 and "--max-length 512 is more than the 128 positions" in err, err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "te").exists()
+
+
+# --- a full disk names the path, for every writing command ------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["teacher", "kd", "pseudo-label", "evaluate"])
+def test_a_full_disk_names_the_file_and_leaves_nothing(command, tiny_classifier_teacher, tiny_encoder_dir, tmp_path):
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200) if command == "evaluate" else (20_000, 20_000))
+
+    out = tmp_path / "out"
+    argv = {
+        "teacher": ["teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "1",
+                    "--train", TRAIN, "--dev", DEV, "--output", out, "--quiet"],
+        "kd": kd_with(tiny_classifier_teacher, out, "--epochs", "1", "--cache-dir", tmp_path / "cache"),
+        "pseudo-label": ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
+                         SAMPLES / "unlabeled_movies.txt", "--output", out, "--quiet"],
+        "evaluate": ["evaluate", tiny_classifier_teacher, SAMPLES / "sentiment_test.csv", "--output", out, "--quiet"],
+    }[command]
+    process = nlp_train(*argv, preexec_fn=limit_file_size)
+    err = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 2, err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert "cannot write (File too large)" in err and str(tmp_path) in err, err
+    assert ".tmp" not in err, "the message names a temporary file instead of the output"
+    if command != "pseudo-label":  # pseudo-label keeps its complete records for --resume
+        assert not out.exists()
+
+
+# --- data readers are strict where a guess would change results -------------------------------------------------
+
+def classification_file(t: Path, name: str, content: str | bytes) -> list:
+    return student_on(write(t / name, content), t / "out")
+
+
+def tagging_file(t: Path, name: str, content: str) -> list:
+    return tagger_on(write(t / name, content), t / "out")
+
+
+STRICT_DATA = [
+    ("duplicate-column", lambda t: classification_file(t, "d.csv", "text,label,text\na,pos,b\nc,neg,d\n"),
+     "column 'text' appears twice"),
+    ("semicolon-separated", lambda t: classification_file(t, "s.csv", "text;label\ngood;pos\nbad;neg\n"),
+     "seems to be separated by ';'"),
+    ("labels-differ-in-case", lambda t: classification_file(t, "c.csv", "text,label\ngood,Positive\nfine,positive\n"
+                                                            "bad,negative\n"), "differ only in case"),
+    ("labels-differ-in-unicode-form", lambda t: classification_file(
+        t, "u.csv", "text,label\ngood,caf\u00e9\nfine,cafe\u0301\nbad,th\u00e9\n"), "differ only in case"),
+    ("single-label", lambda t: classification_file(t, "one.csv", "text,label\ngood,pos\nfine,pos\n"),
+     "a classifier needs at least two labels"),
+    ("jsonl-label-is-a-list", lambda t: classification_file(t, "l.jsonl", '{"text": "a", "label": ["pos"]}\n'),
+     "must be a string or a finite number"),
+    ("jsonl-label-is-nan", lambda t: classification_file(t, "n.jsonl", '{"text": "a", "label": NaN}\n'),
+     "must be a string or a finite number"),
+    ("tagging-tokens-a-string", lambda t: tagging_file(t, "s.jsonl", '{"tokens": "EU rejects", "tags": "B-ORG O"}\n'),
+     "must be lists"),
+    ("tags-all-O", lambda t: tagging_file(t, "o.conll", "EU O\nrejects O\n\nGerman O\n"), "every tag is 'O'"),
+    ("tags-differ-in-case", lambda t: tagging_file(t, "t.conll", "EU B-ORG\nrejects O\n\nEU B-Org\n"),
+     "differ only in case"),
+    ("csv-to-a-tagging-command", lambda t: tagging_file(t, "x.csv", "text,label\ngood,pos\n"),
+     "is CSV (classification data), but this command or model tags words"),
+    ("conll-to-a-classification-command", lambda t: classification_file(t, "x.conll", "EU B-ORG\n"),
+     "is CoNLL (tagging data), but this command or model classifies texts"),
+    ("tagging-jsonl-to-a-classifier", lambda t: classification_file(
+        t, "x.jsonl", '{"tokens": ["EU"], "tags": ["B-ORG"]}\n'), "holds tagging data (tokens and tags)"),
+    ("classification-jsonl-to-a-tagger", lambda t: tagging_file(t, "x.jsonl", '{"text": "good", "label": "pos"}\n'),
+     "holds classification data (text and label)"),
+]
+
+
+@pytest.mark.parametrize("build, fragment", [c[1:] for c in STRICT_DATA], ids=[c[0] for c in STRICT_DATA])
+def test_ambiguous_data_is_refused_with_the_file(build, fragment, tmp_path, capsys):
+    argv = build(tmp_path)
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and fragment in err and str(tmp_path) in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_tagging_model_given_a_csv_says_which_task_fits(tiny_tagging_teacher, capsys):
+    status, err = run_main(capsys, "evaluate", tiny_tagging_teacher, SAMPLES / "sentiment_test.csv")
+    assert status == 2 and "this command or model tags words" in err, err
+
+
+def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
+    """Quotes in TSV are text; blank padding rows are skipped; 1.0 is the label 1; JSON arrays and BILOU tags."""
+    from distill.data import read_classification, read_tagging
+    tsv = read_classification(str(write(tmp_path / "a.tsv", 'text\tlabel\n"Great" fun\t1\n"so bad\t0\nok\t1\n\t\n')))
+    assert tsv["text"] == ['"Great" fun', '"so bad', "ok"] and tsv["label"] == ["1", "0", "1"]
+    padded = read_classification(str(write(tmp_path / "p.csv", "text,label,\ngood,1,\nbad,0,\n,,\n,,\n")))
+    assert padded["text"] == ["good", "bad"] and padded["label"] == ["1", "0"]
+    array = read_classification(str(write(tmp_path / "r.json", '[{"text": "good", "label": 1.0},\n'
+                                                               ' {"text": "bad", "label": 0}]')))
+    assert array["label"] == ["1", "0"]
+    bilou = read_tagging(str(write(tmp_path / "b.conll", "EU U-ORG\nNew B-LOC\nYork L-LOC\nrejects O\n")))
+    assert bilou["tags"] == [["U-ORG", "B-LOC", "L-LOC", "O"]]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
-from distill.models.card import MODEL_CARD, read_model_card, verify_weights
+from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 
 __all__ = ["MODEL_CARD", "load_model", "read_model_card"]
 
@@ -19,7 +19,7 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
-    verify_weights(directory, card)
+    verify_model_files(directory, card)
     if card["kind"] == "teacher":
         from distill.models.teacher import TransformerClassifier
         return TransformerClassifier.from_checkpoint(directory)

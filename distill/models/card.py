@@ -1,7 +1,10 @@
-"""The model card, ``distill.json``: what a model directory holds, and checksums of its weights.
+"""The model card, ``distill.json``: what a model directory holds, and checksums of all its files.
 
-It is written last, so a directory with a card is complete; loading checks each weights file
-against the sha256 recorded here, so a truncated or corrupted file is reported, never half-loaded.
+It is written last, so a directory with a card is complete. Loading checks every file the card
+lists (weights, configuration, vocabularies, the teacher's encoder config and tokenizer) against
+the sha256 recorded here, and refuses files in the encoder folder that the card does not list
+(a tokenizer file dropped in changes how text is read). So a deleted, edited, truncated or
+corrupted file is reported before the model is used, never half-loaded.
 """
 
 from __future__ import annotations
@@ -12,14 +15,23 @@ from distill.errors import DistillError
 from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
+# Folders whose whole content belongs to the model: nothing unlisted may appear there.
+SEALED_FOLDERS = ("encoder",)
 
-__all__ = ["MODEL_CARD", "read_model_card", "verify_weights", "weights_sha256", "write_model_card"]
+__all__ = ["MODEL_CARD", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
+           "write_model_card"]
 
 
-def write_model_card(directory: str | Path, card: dict, weights: list[str]) -> None:
-    """Write the card with the sha256 of each weights file (call after the weights are saved)."""
+def write_model_card(directory: str | Path, card: dict, files: list[str]) -> None:
+    """Write the card with the sha256 of each of the model's files (call after they are all saved)."""
     directory = Path(directory)
-    write_json(directory / MODEL_CARD, {**card, "sha256": {name: file_sha256(directory / name) for name in weights}})
+    write_json(directory / MODEL_CARD, {**card, "sha256": {name: file_sha256(directory / name) for name in files}})
+
+
+def folder_files(directory: str | Path, folder: str) -> list[str]:
+    """Every file below `directory/folder`, as paths relative to `directory` (for the card)."""
+    directory = Path(directory)
+    return sorted(str(p.relative_to(directory)) for p in (directory / folder).rglob("*") if p.is_file())
 
 
 def read_model_card(directory: str | Path) -> dict:
@@ -29,24 +41,40 @@ def read_model_card(directory: str | Path) -> dict:
     if not (directory / MODEL_CARD).exists():
         raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
     card = read_json(directory / MODEL_CARD)
-    if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student"):
+    if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student") \
+            or not isinstance(card.get("sha256", {}), dict):
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
     return card
 
 
+def model_files(directory: str | Path) -> list[Path]:
+    """The files the card of `directory` says make up the model, the card included."""
+    directory = Path(directory)
+    return [directory / MODEL_CARD, *(directory / name for name in read_model_card(directory).get("sha256", {}))]
+
+
 def weights_sha256(directory: str | Path, name: str) -> str:
-    """The sha256 of a weights file: the card's record (checked when the model was loaded), else computed."""
+    """The sha256 of a model file: the card's record (checked when the model was loaded), else computed."""
     recorded = read_model_card(directory).get("sha256", {}).get(name)
     return recorded or file_sha256(Path(directory) / name)
 
 
-def verify_weights(directory: str | Path, card: dict) -> None:
-    """Refuse weights whose checksum differs from the card's (truncated, corrupted or swapped files)."""
+def verify_model_files(directory: str | Path, card: dict) -> None:
+    """Refuse a model whose files differ from the card's record (missing, edited, truncated, added)."""
     directory = Path(directory)
-    for name, expected in card.get("sha256", {}).items():
+    recorded = card.get("sha256", {})
+    for name, expected in recorded.items():
         path = directory / name
         if not path.is_file():
-            raise DistillError(f"{directory}: missing {name}")
+            raise DistillError(f"{directory}: missing {name}; the model is incomplete: restore it from a good copy "
+                               "or retrain")
         if file_sha256(path) != expected:
             raise DistillError(f"{path}: corrupted or truncated (sha256 differs from {MODEL_CARD}); "
                                "restore it from a good copy or retrain")
+    for folder in SEALED_FOLDERS:
+        if not any(name.startswith(f"{folder}/") for name in recorded):
+            continue  # a card from before every file was recorded: nothing to compare with
+        extra = [name for name in folder_files(directory, folder) if name not in recorded]
+        if extra:
+            raise DistillError(f"{directory / extra[0]}: not part of the model as saved ({MODEL_CARD} does not "
+                               "list it); remove it or retrain")

@@ -149,7 +149,7 @@ class StudentModel(LabelModel):
         write_json(directory / VOCAB, {"words": self.words.to_dict(),
                                        "chars": self.chars.to_dict() if self.chars else None})
         write_model_card(directory, {"kind": "student", "model": type(self).__name__, "task": self.task,
-                                     "labels": self.hierarchy.labels}, [WEIGHTS])
+                                     "labels": self.hierarchy.labels}, [WEIGHTS, CONFIG, VOCAB])
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path) -> "StudentModel":

@@ -20,7 +20,7 @@ from distill.features import collate_windows, encode_texts, encode_words
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import write_model_card
+from distill.models.card import folder_files, write_model_card
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
@@ -79,6 +79,13 @@ class TransformerClassifier(LabelModel):
     @classmethod
     def from_pretrained_encoder(cls, config: TeacherConfig, hierarchy: LabelHierarchy) -> "TransformerClassifier":
         encoder, tokenizer = load_encoder(config.encoder)
+        # longer inputs would index past the position table: refuse before training, not mid-epoch
+        limits = [n for n in (getattr(encoder.config, "max_position_embeddings", None),
+                              getattr(tokenizer, "model_max_length", None)) if n]
+        limit = min(limits, default=None)
+        if limit is not None and config.max_length > limit:
+            raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions encoder "
+                               f"{config.encoder} can read; use at most {limit}")
         return cls(config, hierarchy, encoder, tokenizer)
 
     @property
@@ -154,7 +161,8 @@ class TransformerClassifier(LabelModel):
             "optimizer_state_dict": optimizer_state or {},
         })
         write_model_card(directory, {"kind": "teacher", "model": type(self).__name__, "task": self.config.task,
-                                     "labels": self.hierarchy.labels}, [CHECKPOINT])
+                                     "labels": self.hierarchy.labels},
+                         [CHECKPOINT, *folder_files(directory, ENCODER_DIR)])
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path) -> "TransformerClassifier":

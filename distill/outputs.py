@@ -1,0 +1,249 @@
+"""Where a command writes its results: never over its own inputs or another model, one run at a
+time, and nothing half-written left behind when it fails.
+
+Training commands write a model directory; `pseudo-label` and `evaluate` write one file. Before
+any work the output is checked against the command's inputs (the same file, a directory that
+holds an input or lies inside one, a file of an input model) and against what it already holds:
+a model or an interrupted run is replaced only with `--overwrite` (or continued with `--resume`),
+a directory of unrelated files or a file that is not this command's earlier output is never
+replaced silently. While the command runs it holds an exclusive lock, so a second run writing the
+same output is refused rather than interleaved. If the command fails, what it created is removed
+and a model it was replacing is put back; an interrupted run that can be resumed is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from distill import distributed
+from distill.errors import DistillError
+from distill.io import writing
+from distill.models.card import MODEL_CARD, model_files
+
+RESUME_FILE = "resume.pt"
+RUN_MARKERS = (MODEL_CARD, "train_summary.json", "metrics.jsonl")
+
+
+def check_writable(output: str | os.PathLike) -> None:
+    """Fail before any work if `output` cannot be created or written (its nearest existing folder decides)."""
+    path = Path(output).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise DistillError(f"{output}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DistillError(f"{output}: not writable ({existing} is read-only for this user)")
+
+
+def _resolved(path: str | os.PathLike) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
+    """The inputs that are paths on this machine (not hub:... specs, not unset options)."""
+    return [str(item) for item in inputs if item and not str(item).startswith("hub:")]
+
+
+def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
+    """A model directory must neither be, hold, nor lie inside any input of its command."""
+    out = _resolved(output)
+    for item in _local(inputs):
+        source = _resolved(item)
+        if out == source:
+            raise DistillError(f"{output}: is an input of this command; choose another output directory")
+        if out in source.parents:
+            raise DistillError(f"{output}: holds {item}, an input of this command; choose another output directory")
+        if source in out.parents:
+            raise DistillError(f"{output}: lies inside {item}, an input of this command; "
+                               "choose an output outside it")
+
+
+def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
+    """An output file must not be an input file (also through a link) or a file of an input model."""
+    out = _resolved(output)
+    for item in _local(inputs):
+        source = _resolved(item)
+        if out == source or (out.exists() and source.exists() and os.path.samefile(out, source)):
+            raise DistillError(f"{output}: is an input of this command; choose another output file")
+        if source.is_dir() and (source / MODEL_CARD).is_file() and out in {_resolved(f) for f in model_files(source)}:
+            raise DistillError(f"{output}: is a file of the model {item}; choose another output file")
+        if source.is_dir() and out in source.parents:
+            raise DistillError(f"{output}: holds {item}, an input of this command; choose another output")
+
+
+@contextlib.contextmanager
+def _lock(path: Path, create: bool = False) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a directory, or a lock file made for it); the kernel drops it
+    if the process dies, so a killed run never leaves a stale lock."""
+    with writing(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666) if create else os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            shown = path.parent / path.name[1:-len(".lock")] if create else path
+            raise DistillError(f"{shown}: another nlp-train run is writing it right now; wait for that run "
+                               "to end, or choose another output") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _visible(directory: Path) -> list[str]:
+    """What a directory holds, leaving out hidden names (temporary files, .gitkeep and the like)."""
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+
+def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
+    """Check what an existing output directory holds; True when its content is to be replaced."""
+    names = _visible(directory)
+    if not names:
+        return False
+    if RESUME_FILE in names:
+        if resume:
+            return False
+        if overwrite:
+            return True
+        raise DistillError(f"{directory}: holds an interrupted run; continue it with --resume, "
+                           "or start over with --overwrite")
+    if any(marker in names for marker in RUN_MARKERS):
+        if resume:
+            raise DistillError(f"{directory}: this run already finished; nothing to resume "
+                               "(use --overwrite instead of --resume to retrain)")
+        if overwrite:
+            return True
+        what = "a model"
+        if MODEL_CARD in names:
+            with contextlib.suppress(DistillError):
+                from distill.models.card import read_model_card
+                card = read_model_card(directory)
+                what = f"a {card['kind']} model ({card.get('model', '?')}, {card.get('task', '?')})"
+        raise DistillError(f"{directory}: already holds {what}; pass --overwrite to replace it, "
+                           "or choose another output directory")
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    raise DistillError(f"{directory}: is not empty and holds no distill model ({shown}); "
+                       "choose a new or empty directory")
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove folders made for an output that never came (deepest first; a non-empty one stays)."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _agreed(check: Callable[[], None]) -> None:
+    """Run a check on rank 0 and raise its error on every rank, so no rank trains on alone."""
+    error = None
+    if distributed.is_main():
+        try:
+            check()
+        except DistillError as err:
+            error = DistillError(str(err))  # plain, so it crosses to the other ranks as it is
+    error = distributed.broadcast_object(error)
+    if error is not None:
+        raise error
+
+
+@contextlib.contextmanager
+def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                 overwrite: bool = False, resume: bool = False) -> Iterator[Path]:
+    """The checked, locked output directory of a training run (see the module docstring).
+
+    With `overwrite` the old content is moved aside to ``.NAME.replaced`` and put back if the run
+    fails; it is deleted once the run has finished. Under a launcher rank 0 alone checks, locks
+    and cleans up; the other ranks only learn whether to go on.
+    """
+    path = Path(output)
+    inputs = list(inputs)
+
+    def check() -> None:
+        check_writable(path)
+        check_directory_output(path, inputs)
+        if path.is_dir():
+            _refuse_unless(path, overwrite, resume)
+
+    _agreed(check)
+    if not distributed.is_main():
+        yield path
+        return
+    with contextlib.ExitStack() as stack:
+        existed = path.is_dir()
+        if existed:
+            stack.enter_context(_lock(path))
+        replace = existed and _refuse_unless(path, overwrite, resume)
+        backup = path.parent / f".{path.name}.replaced"
+        made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+        with writing(path):
+            if replace:
+                shutil.rmtree(backup, ignore_errors=True)
+                os.replace(path, backup)
+            path.mkdir(parents=True, exist_ok=True)
+        if not existed or replace:
+            stack.enter_context(_lock(path))
+        before = set(_visible(path))
+        try:
+            yield path
+        except BaseException:
+            if replace:
+                shutil.rmtree(path, ignore_errors=True)
+                os.replace(backup, path)
+            elif not (path / RESUME_FILE).exists():  # nothing to resume: take back what this run made
+                if not existed:
+                    shutil.rmtree(path, ignore_errors=True)
+                    remove_empty(made[1:])
+                else:
+                    for name in set(_visible(path)) - before:
+                        target = path / name
+                        if target.is_dir():
+                            shutil.rmtree(target)
+                        else:
+                            target.unlink()
+            raise
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                overwrite: bool = False, ours: Callable[[Path], bool] = lambda path: False,
+                what: str = "an output of this command") -> Iterator[Path]:
+    """A checked, locked output file: the command writes it atomically inside the block.
+
+    An existing file is replaced only when `ours` recognises it as this command's earlier
+    output, or with `overwrite`. The lock is a hidden ``.NAME.lock`` file beside the output.
+    """
+    path = Path(output)
+    inputs = list(inputs)
+
+    def check() -> None:
+        check_writable(path.parent)
+        if path.is_dir():
+            raise DistillError(f"{output}: is a directory; give a file name for the output")
+        check_file_output(path, inputs)
+        if path.exists() and not overwrite and not ours(path):
+            raise DistillError(f"{output}: exists and is not {what}; pass --overwrite to replace it, "
+                               "or choose another output file")
+
+    _agreed(check)
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    if distributed.is_main():
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+    distributed.barrier()  # every rank may write beside the output from here on
+    if not distributed.is_main():
+        yield path
+        return
+    lock = path.parent / f".{path.name}.lock"
+    try:
+        with _lock(lock, create=True):
+            try:
+                yield path
+            finally:
+                lock.unlink(missing_ok=True)
+    except BaseException:
+        remove_empty(missing)
+        raise
