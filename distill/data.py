@@ -257,11 +257,12 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
         names = getattr(getattr(feature, "feature", None), "names", None)
         tokens = [list(r[tokens_field]) for r in data]
         tags = [[names[t] if names else str(t) for t in r[tags_field]] for r in data]
+        lines = [None] * len(tokens)
     elif _format(path) in ("csv", "tsv"):
         raise DataError(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
                               "words: use CoNLL columns or JSONL with tokens and tags")
     elif _format(path) == "jsonl":
-        tokens, tags = [], []
+        tokens, tags, lines = [], [], []
         for number, record in _json_records(path):
             _wrong_task(path, list(record), "tagging", number)
             _require_columns(path, list(record), [tokens_field, tags_field], number)
@@ -273,13 +274,17 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
                 raise DataError(path, "empty token list", number)
             tokens.append([str(t) for t in record[tokens_field]])
             tags.append([str(t) for t in record[tags_field]])
+            lines.append(number)
     else:
-        tokens, tags = [], []
-        for _, words, labels in _conll_sentences(path, tag_column):
+        tokens, tags, lines = [], [], []
+        for start, words, labels in _conll_sentences(path, tag_column):
             tokens.append(words)
             tags.append(labels)
+            lines.append(start)
     if not tokens:
         raise DataError(path, "no sentences")
+    for line, words in zip(lines, tokens):  # students read whole sentences: bound their memory
+        _check_length(path, " ".join(map(str, words)), line)
     check_tag_scheme(path, tags)
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
 

@@ -102,10 +102,8 @@ class TeacherStudentDistill:
         teacher_logits, scored = self.teacher.logits(batch["indices"])
         teacher_logits = teacher_logits.to(logits.device)
         mask = batch["mask"]
-        if mask is not None:  # the student may read fewer words than the teacher scored
-            width = logits.size(1)
-            teacher_logits, scored = teacher_logits[:, :width], scored[:, :width].to(mask.device)
-            mask = mask & scored
+        if mask is not None:  # both grids hold every word; the teacher may not have scored some
+            mask = mask & scored.to(mask.device)
         targets = self.pseudo_targets(teacher_logits, batch["targets"], batch["labelled"], mask)
         weights = None if self.class_weights is None else self.class_weights.to(logits.device)
         student_loss = student.supervised_loss(logits, targets, batch["mask"], weights)

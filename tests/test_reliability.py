@@ -123,6 +123,9 @@ BAD_INPUT = [
                                                write(t / "long.txt", "ok\n" + "word " * 40_000 + "\n"),
                                                "--output", t / "p.jsonl"],
      ":2: example is 199,999 characters long, over the 100,000 limit"),
+    ("conll-sentence-over-limit", lambda t, te, st: tagger_on(write(t / "run-on.conll", "word O\n" * 30_000),
+                                                               t / "out"),
+     "run-on.conll:1: example is 149,999 characters long, over the 100,000 limit"),
     ("csv-field-over-csv-limit", lambda t, te, st: student_on(write(t / "h.csv", "text,label\n" + "x" * 200_000
                                                                   + ",pos\n"), t / "out"), "h.csv:2:"),
     ("teacher-dir-missing-files", lambda t, te, st: ["pseudo-label", "--teacher", teacher_without_checkpoint(te, t),

@@ -47,7 +47,6 @@ class StudentConfig:
     lowercase: bool = True
     min_freq: int = 1
     max_vocab: int = 50000
-    max_words: int = 200
     lr: float = 2e-3
     batch_size: int = 32
     epochs: int = 15
@@ -56,6 +55,7 @@ class StudentConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "StudentConfig":
+        """Unknown keys are ignored, so older checkpoints load (e.g. `max_words`, from when students cut inputs)."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -92,10 +92,16 @@ def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torc
 MAX_WORD_CHARS = 20  # the char CNN reads at most this many characters of a word
 
 
-def student_tokens(example, max_words: int) -> list[str]:
-    """The words a student reads: a text is word-tokenized, a tagging example is already words."""
+def student_tokens(example) -> list[str]:
+    """The words a student reads: a text is word-tokenized, a tagging example is already words.
+
+    Every word, however long the example: LSTMs and CNNs have no position limit, and one pass over
+    the whole sentence scores each word in context (no window seams), gives one CRF path per
+    sentence and a score for every word the teacher scored in `kd`. Memory grows linearly with
+    length; the readers refuse an example over `distill.data.MAX_EXAMPLE_CHARS` characters.
+    """
     tokens = word_tokenize(example) if isinstance(example, str) else list(example)
-    return (tokens or ["<unk>"])[:max_words]
+    return tokens or ["<unk>"]
 
 
 class StudentModel(LabelModel):
@@ -111,11 +117,8 @@ class StudentModel(LabelModel):
             raise DistillError(f"binary mode needs exactly two labels, got {len(hierarchy)}")
         self.outputs = 1 if config.binary else len(hierarchy)
 
-    def tokens(self, example) -> list[str]:
-        return student_tokens(example, self.config.max_words)
-
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-        token_lists = [self.tokens(e) for e in examples]
+        token_lists = [student_tokens(e) for e in examples]
         width = max(len(t) for t in token_lists)
         lengths = torch.tensor([len(t) for t in token_lists])
         word_ids = torch.tensor([self.words.ids(t) + [0] * (width - len(t)) for t in token_lists])
@@ -307,7 +310,7 @@ def build_student(config: StudentConfig, hierarchy: LabelHierarchy, examples: Se
     if config.model not in STUDENTS:
         raise DistillError(f"unknown student model {config.model!r}: choose one of {', '.join(STUDENTS)}")
     cls = STUDENTS[config.model]
-    token_lists = [student_tokens(e, config.max_words) for e in examples]
+    token_lists = [student_tokens(e) for e in examples]
     words = Vocabulary.build(token_lists, config.min_freq, config.max_vocab, config.lowercase)
     chars = Vocabulary.build((t for tokens in token_lists for t in tokens), 1, None, False) \
         if issubclass(cls, TaggerModel) else None
