@@ -30,16 +30,17 @@ docs: venv
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # The main job on the bundled sample data: teacher -> pseudo-label -> kd -> evaluate and compare.
+# --overwrite: a second `make demo` replaces the first one's models.
 demo: venv
 	$(NLP) teacher --task classification --encoder minilm-l6 --epochs 4 --encoder-lr 1e-4 \
-		--train samples/sentiment_train.csv --dev samples/sentiment_dev.csv --output $(DEMO)/teacher
+		--train samples/sentiment_train.csv --dev samples/sentiment_dev.csv --output $(DEMO)/teacher --overwrite
 	$(NLP) evaluate $(DEMO)/teacher samples/sentiment_test.csv --quiet
 	$(NLP) --threads 1 student --model lstm --train samples/sentiment_train.csv --dev samples/sentiment_dev.csv \
-		--output $(DEMO)/student --quiet
+		--output $(DEMO)/student --overwrite --quiet
 	$(NLP) pseudo-label --teacher $(DEMO)/teacher --input samples/unlabeled_movies.txt \
 		--output $(DEMO)/pseudo.jsonl
 	$(NLP) --threads 1 kd --teacher $(DEMO)/teacher --model lstm --train samples/sentiment_train.csv \
-		--dev samples/sentiment_dev.csv --unlabeled $(DEMO)/pseudo.jsonl --output $(DEMO)/student-kd --quiet
+		--dev samples/sentiment_dev.csv --unlabeled $(DEMO)/pseudo.jsonl --output $(DEMO)/student-kd --overwrite --quiet
 	$(NLP) evaluate $(DEMO)/student-kd samples/sentiment_test.csv --quiet
 	head -n 3 samples/unlabeled_movies.txt | $(NLP) predict $(DEMO)/student-kd
 	$(NLP) compare $(DEMO)/teacher $(DEMO)/student $(DEMO)/student-kd --data samples/sentiment_test.csv

@@ -2,6 +2,7 @@
 
 A cache file is named by a fingerprint of the teacher checkpoint's bytes, the examples and (when
 not fp32) the precision, so a changed teacher or changed data is recomputed, never served stale.
+Each file also carries a checksum of its values: a damaged file is recomputed, never trusted.
 Under a launcher the ranks share the work of a miss and rank 0 alone writes the file.
 """
 
@@ -14,7 +15,7 @@ from typing import Sequence
 
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits_across_ranks
-from distill.io import cache_root, load_tensors, save_tensors
+from distill.io import cache_root, load_checked_tensors, save_checked_tensors
 
 
 def default_cache_dir() -> Path:
@@ -46,11 +47,13 @@ def cached_teacher_logits(teacher, teacher_dir: str | Path, examples: Sequence, 
     """
     bf16 = precision.uses_bf16(teacher.device)
     path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher_dir, examples, bf16)}.safetensors"
-    if distributed.broadcast_object(path.exists()):  # every rank takes rank 0's view of the cache
-        results = ExampleLogits.from_dict(load_tensors(path))
+    stored = load_checked_tensors(path) if distributed.is_main() and path.exists() else None
+    if distributed.broadcast_object(stored is not None):  # every rank takes rank 0's view of the cache
+        results = ExampleLogits.from_dict(stored if distributed.is_main() else load_checked_tensors(path))
         if len(results) == len(examples):
             return results, path, True
+    # a miss, or a damaged file (its checksum no longer matches): computed afresh, never trusted
     results = predict_logits_across_ranks(teacher, examples, batch_size, progress, "teacher logits")
     if distributed.is_main():
-        save_tensors(path, results.to_dict())
+        save_checked_tensors(path, results.to_dict())
     return results, path, False

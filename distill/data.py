@@ -298,7 +298,12 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
     path_ = Path(path)
     if not path_.is_file():
         raise DataError(path, "file not found" if not path_.exists() else "not a regular file")
-    is_jsonl = _format(path) == "jsonl"
+    fmt = _format(path)
+    if fmt in ("csv", "tsv", "conll"):
+        raise DataError(path, f"is {'CoNLL' if fmt == 'conll' else fmt.upper()}, a labelled format: unlabelled text is "
+                              "one example per line (.txt; tagging: space-separated tokens) or JSONL with a "
+                              f"{'text' if task == 'classification' else 'tokens'} field")
+    is_jsonl = fmt == "jsonl"
     field = text_column if task == "classification" else tokens_field
     seen = False
     with open(path, "rb") as handle:
@@ -323,10 +328,14 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
                 else:
                     _require_columns(path, list(record), [field], number)
                     value = record[field]
-                if not value:
+                if not value or (isinstance(value, str) and not value.strip()):
                     raise DataError(path, f"empty {field!r}", number)
-                if task == "tagging" and not isinstance(value, list):
-                    raise DataError(path, f"{field!r} must be a list of tokens", number)
+                if task == "tagging":
+                    if not isinstance(value, list) or not all(isinstance(t, (str, int, float)) for t in value):
+                        raise DataError(path, f"{field!r} must be a list of tokens", number)
+                    value = [str(t) for t in value]
+                elif not isinstance(value, str):
+                    raise DataError(path, f"{field!r} must be a text (a string), got {type(value).__name__}", number)
             else:
                 value = line.strip() if task == "classification" else line.split()
             _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import torch
 from safetensors import SafetensorError
+from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as tensors_to_bytes
 
@@ -128,9 +129,36 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
+def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
+                 ) -> None:
     """Serialized in memory first, so a failed write is an OSError that names its cause (full disk)."""
-    write_bytes(path, tensors_to_bytes({k: v.detach().contiguous().cpu() for k, v in tensors.items()}))
+    write_bytes(path, tensors_to_bytes({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, metadata))
+
+
+def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
+    """A checksum of named tensors' values (safetensors itself checks no content)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode() + b"\0" + str(tensors[name].dtype).encode() + b"\0")
+        digest.update(tensors[name].contiguous().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_checked_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
+    """`save_tensors` with the values' checksum in the file's metadata, for `load_checked_tensors`."""
+    save_tensors(path, tensors, {"sha256": tensors_sha256(tensors)})
+
+
+def load_checked_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor] | None:
+    """What `save_checked_tensors` wrote, or None when the file is damaged (unreadable, or its values
+    differ from their checksum): for derived files that are recomputed rather than trusted."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            expected = (handle.metadata() or {}).get("sha256")
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError):
+        return None
+    return tensors if expected == tensors_sha256(tensors) else None
 
 
 def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:

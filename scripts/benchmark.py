@@ -88,6 +88,9 @@ class Bench:
         self.commands.append("nlp-train " + shlex.join(map(shown, args)))
         if not self.pending(done):
             return
+        output = done.parent if done.name == "train_summary.json" else None
+        if output is not None and output.is_dir() and any(output.iterdir()):  # a stage killed part-way
+            args += ("--resume",) if (output / "resume.pt").exists() else ("--overwrite",)
         log(f"run: nlp-train {' '.join(args[:2])} ... -> {shown(done.parent)}")
         threads = torch.get_num_threads()
         code = 0

@@ -105,5 +105,8 @@ def test_old_student_directory_with_max_words_loads_and_tags_every_word(long_fil
     config = json.loads((tmp_path / "old" / "config.json").read_text())
     config["config"]["max_words"] = 200
     (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    card = json.loads((tmp_path / "old" / "distill.json").read_text())
+    card["sha256"] = {"model.safetensors": card["sha256"]["model.safetensors"]}  # cards then covered weights only
+    (tmp_path / "old" / "distill.json").write_text(json.dumps(card))
     loaded = load_model(tmp_path / "old", expect="student")
     assert [len(tags) for tags in decode_labels(loaded, predict_logits(loaded, [tokens]))] == [len(tokens)]

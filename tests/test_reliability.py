@@ -781,3 +781,37 @@ def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
     assert array["label"] == ["1", "0"]
     bilou = read_tagging(str(write(tmp_path / "b.conll", "EU U-ORG\nNew B-LOC\nYork L-LOC\nrejects O\n")))
     assert bilou["tags"] == [["U-ORG", "B-LOC", "L-LOC", "O"]]
+
+
+@pytest.mark.parametrize("content, name, fragment", [
+    ("text,label\ngood,positive\n", "texts.csv", "is CSV, a labelled format"),
+    ('{"text": 5}\n', "texts.jsonl", "'text' must be a text (a string), got int"),
+    ('{"text": "   "}\n', "blank.jsonl", "empty 'text'"),
+])
+def test_unlabelled_input_that_would_be_misread_is_refused(content, name, fragment, tiny_classifier_teacher,
+                                                           tmp_path, capsys):
+    source = write(tmp_path / name, content)
+    status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input", source,
+                           "--output", tmp_path / "p.jsonl")
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_predict_tags_every_token_of_jsonl_numbers_too(tiny_tagging_teacher, tmp_path, capsys):
+    source = write(tmp_path / "in.jsonl", '{"tokens": ["Paid", 2000, "euros", 3.5]}\n')
+    cli("predict", tiny_tagging_teacher, source)
+    record = json.loads(capsys.readouterr().out)
+    assert record["tokens"] == ["Paid", "2000", "euros", "3.5"] and len(record["tags"]) == 4
+
+
+def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher, tmp_path):
+    args = kd_with(tiny_classifier_teacher, tmp_path / "a", "--epochs", "1", "--cache-dir", tmp_path / "cache")
+    cli(*args)
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    data = bytearray(cache_file.read_bytes())
+    data[-3] ^= 0x40  # one logit's value changes; the file still loads
+    cache_file.write_bytes(bytes(data))
+    cli(*kd_with(tiny_classifier_teacher, tmp_path / "b", "--epochs", "1", "--cache-dir", tmp_path / "cache"))
+    summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
+    assert summary["cache_hit"] is False
+    assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
