@@ -326,6 +326,7 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
                 if field not in record and task == "tagging" and text_column in record:
                     value = str(record[text_column]).split()
                 else:
+                    _wrong_task(path, list(record), task, number)
                     _require_columns(path, list(record), [field], number)
                     value = record[field]
                 if not value or (isinstance(value, str) and not value.strip()):

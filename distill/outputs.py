@@ -73,6 +73,9 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
             raise DistillError(f"{output}: is a file of the model {item}; choose another output file")
         if source.is_dir() and out in source.parents:
             raise DistillError(f"{output}: holds {item}, an input of this command; choose another output")
+        if source.is_dir() and (source / MODEL_CARD).is_file() and source in out.parents and out.parent != source:
+            raise DistillError(f"{output}: lies in a folder of the model {item} (a file there changes the model); "
+                               "write beside the model's own files or elsewhere")
 
 
 @contextlib.contextmanager
@@ -176,7 +179,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         if existed:
             stack.enter_context(_lock(path))
         replace = existed and _refuse_unless(path, overwrite, resume)
-        backup = path.parent / f".{path.name}.replaced"
+        absolute = path.absolute()
+        backup = absolute.parent / f".{absolute.name}.replaced"
         made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
         with writing(path):
             if replace:
@@ -223,6 +227,8 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
         check_writable(path.parent)
         if path.is_dir():
             raise DistillError(f"{output}: is a directory; give a file name for the output")
+        if path.exists() and not path.is_file():
+            raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
         check_file_output(path, inputs)
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass --overwrite to replace it, "

@@ -53,6 +53,9 @@ def data_options(func):
                   help="Separator of hierarchical labels such as Science/Physics; '' for flat labels.")
     @functools.wraps(func)
     def wrapper(*args, text_column, label_column, tag_column, label_separator, **kwargs):
+        if text_column == label_column:
+            raise click.BadParameter("--text-column and --label-column name the same column",
+                                     param_hint="'--label-column'")
         options = DataOptions(text_column, label_column, tag_column, label_separator or None)
         return func(*args, data=options, **kwargs)
     return wrapper

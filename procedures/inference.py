@@ -22,7 +22,8 @@ from procedures.common import DataOptions, check_labels_known, read_split
 def is_metrics_file(path: Path) -> bool:
     """Whether `path` is an earlier `evaluate` result (so a rerun may replace it without --overwrite)."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is not one
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and {"model", "data", "examples"} <= set(record)

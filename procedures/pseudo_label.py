@@ -61,8 +61,8 @@ def is_pseudo_label_output(path: Path) -> bool:
     """Whether `path` looks like this command's JSONL (so a rerun may replace it without --overwrite)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            first = next((line for line in handle if line.strip()), "")
-        record = json.loads(first) if first else {}
+            first = handle.readline(1 << 20)  # a record is one line; a huge first line is no record
+        record = json.loads(first) if first.strip() else {}
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and {"line", "confidence"} <= set(record)

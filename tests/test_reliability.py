@@ -311,6 +311,8 @@ def test_same_seed_same_metrics(tiny_classifier_teacher, tmp_path):
 def snapshot(path: Path) -> dict:
     """Every file under `path` (or the file itself) with its bytes: to prove nothing changed."""
     path = Path(path)
+    if path.exists() and not path.is_dir() and not path.is_file():
+        return {str(path): "not a regular file"}  # a pipe: reading it would block
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     return {str(f): f.read_bytes() for f in files}
 
@@ -379,6 +381,16 @@ def _data_loss_cases():
         data = copy_of(TRAIN, t, "train.csv")
         return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output", data], data
 
+    def evaluate_into_the_encoder_folder(t, te, st):
+        teacher = copy_of(te, t, "teacher")
+        return ["evaluate", teacher, SAMPLES / "sentiment_test.csv", "--output", teacher / "encoder" / "m.json"], \
+            teacher
+
+    def pseudo_label_into_a_pipe(t, te, st):
+        os.mkfifo(t / "pipe")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                t / "pipe"], t / "pipe"
+
     def evaluate_over_other_json(t, te, st):
         other = write(t / "settings.json", '{"keep": "me"}')
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other], other
@@ -396,6 +408,8 @@ def _data_loss_cases():
         ("student-output-holds-foreign-files", student_over_foreign_files, "holds no distill model"),
         ("pseudo-label-output-is-a-csv", pseudo_label_over_a_csv, "exists and is not pseudo-label output"),
         ("evaluate-output-is-another-json", evaluate_over_other_json, "exists and is not an evaluate result"),
+        ("evaluate-output-in-the-encoder-folder", evaluate_into_the_encoder_folder, "lies in a folder of the model"),
+        ("pseudo-label-output-is-a-pipe", pseudo_label_into_a_pipe, "is not a regular file"),
     ]
 
 
