@@ -57,21 +57,26 @@ class ConditionalRandomField(nn.Module):
         return mask.bool()
 
     def neg_log_likelihood(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
-        """Mean over the batch of ``log Z - score(gold path)``.
+        """Mean over the batch of ``log Z - score(gold path)``."""
+        return self.sequence_neg_log_likelihood(emissions, tags, mask).mean()
+
+    def sequence_neg_log_likelihood(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+        """``log Z - score(gold path)`` of each sequence, shape ``(B,)``.
 
         Padding positions (mask False) contribute nothing, and their tags may be
         arbitrary (e.g. -100); they are replaced before indexing so that
-        gathering never goes out of range.
+        gathering never goes out of range. An empty batch gives an empty result
+        that still depends on every CRF parameter (DDP needs them all in backward).
         """
         mask = self._check(emissions, mask, tags)
         if emissions.size(1) == 0:
-            return emissions.new_zeros(())
+            return emissions.new_zeros(emissions.size(0))
         # Padding emissions may be inf/NaN; neutralise them so 0 * inf never
         # turns into NaN in the forward pass or the gradient.
         emissions = emissions.masked_fill(~mask.unsqueeze(2), 0.0)
         log_z = self._log_partition(emissions, mask)
         gold = self._gold_score(emissions, tags, mask)
-        return (log_z - gold).mean()
+        return log_z - gold
 
     def forward(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """Alias of :meth:`neg_log_likelihood` so the module is callable as a loss."""

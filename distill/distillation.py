@@ -17,6 +17,7 @@ import torch
 from distill import losses, precision
 from distill.errors import DistillError
 from distill.inference import ExampleLogits
+from distill.training import Objective
 
 KD_LOSSES = ("kl", "mse")
 DEFAULT_KD_LOSS = "kl"
@@ -55,7 +56,7 @@ class OnlineTeacherLogits:
         return logits.float(), scored
 
 
-class TeacherStudentDistill:
+class TeacherStudentDistill(Objective):
     """Composes the pure losses of `distill.losses` into a training objective for the student."""
 
     def __init__(self, teacher: TeacherLogits, kd_loss: str = DEFAULT_KD_LOSS,
@@ -89,16 +90,17 @@ class TeacherStudentDistill:
         return torch.where(row_unlabelled, guess, targets)
 
     def distill_term(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor,
-                     mask: torch.Tensor | None) -> torch.Tensor:
+                     mask: torch.Tensor | None) -> losses.LossSum:
         if student_logits.size(-1) == 1:  # one-logit binary student
             if self.kd_loss == "kl":
-                return losses.binary_kl_distill(student_logits, teacher_logits, self.temperature)
-            return losses.binary_mse_distill(student_logits, teacher_logits)
+                return losses.binary_kl_distill_sum(student_logits, teacher_logits, self.temperature)
+            return losses.binary_mse_distill_sum(student_logits, teacher_logits)
         if self.kd_loss == "kl":
-            return losses.kl_distill(student_logits, teacher_logits, self.temperature, mask)
-        return losses.mse_distill(student_logits, teacher_logits, mask)
+            return losses.kl_distill_sum(student_logits, teacher_logits, self.temperature, mask)
+        return losses.mse_distill_sum(student_logits, teacher_logits, mask)
 
-    def __call__(self, student: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    def terms(self, student: torch.nn.Module, logits: torch.Tensor, batch: dict) -> list[losses.LossSum]:
+        """w_s * the student's loss and w_d * the distillation term, each with its own denominator."""
         teacher_logits, scored = self.teacher.logits(batch["indices"])
         teacher_logits = teacher_logits.to(logits.device)
         mask = batch["mask"]
@@ -108,4 +110,4 @@ class TeacherStudentDistill:
         weights = None if self.class_weights is None else self.class_weights.to(logits.device)
         student_loss = student.supervised_loss(logits, targets, batch["mask"], weights)
         distill_loss = self.distill_term(logits, teacher_logits, mask)
-        return self.student_weight * student_loss + self.distill_weight * distill_loss
+        return [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 import torch
 import torch.distributed as dist
 
+from distill.losses import LossSum, combine
+
 
 def launched() -> bool:
     """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE)."""
@@ -81,12 +83,13 @@ def broadcast_object(obj: Any) -> Any:
     return box[0]
 
 
-def all_reduce_sum(value: float) -> float:
+def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
+    """The elementwise sum of every rank's `values` (a new tensor; `values` itself in one process)."""
     if not active():
-        return value
-    total = torch.tensor([value], dtype=torch.float64)
+        return values
+    total = values.clone()
     dist.all_reduce(total)
-    return float(total)
+    return total
 
 
 def shard(items: Sequence) -> Sequence:
@@ -103,17 +106,30 @@ def unshard(shares: Sequence[Sequence]) -> list:
     return merged
 
 
-def batch_share(indices: Sequence[int]) -> tuple[list[int], float]:
-    """This rank's part of a global batch, and the loss weight that makes DDP's gradient average
-    equal the one-process gradient of the whole batch (for losses that average over examples).
+def batch_share(indices: Sequence[int]) -> tuple[list[int], bool]:
+    """This rank's part of a global batch, and whether it counts.
 
-    A rank left without examples (a batch smaller than the world) recomputes one with weight 0:
-    DDP needs every rank in every backward pass.
+    A rank left without examples (a batch smaller than the world) recomputes one that does not
+    count (see `global_batch_part`): DDP needs every rank in every backward pass.
     """
     if world_size() == 1:
-        return list(indices), 1.0
+        return list(indices), True
     mine = list(indices[rank()::world_size()])
-    return mine or list(indices[:1]), len(mine) * world_size() / len(indices)
+    return mine or list(indices[:1]), bool(mine)
+
+
+def global_batch_part(terms: Sequence[LossSum], counted: bool = True) -> torch.Tensor:
+    """This rank's part of the loss of the whole global batch: each term's sum on this rank over
+    the term's denominator summed across all ranks (one all-reduce for all terms).
+
+    Whatever a term averages over (examples, scored words, summed class weights, sentences), the
+    ranks' parts add up to the one-process loss of the batch, so under DDP's gradient average the
+    gradient of `world_size()` times the part is the one-process gradient. A share that does not
+    count adds nothing to the sums or the denominators.
+    """
+    weight = 1.0 if counted else 0.0
+    denominators = all_reduce_sum(torch.stack([term.denominator for term in terms]) * weight)
+    return combine([term.scaled(weight) for term in terms], denominators)
 
 
 def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:

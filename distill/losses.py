@@ -3,14 +3,53 @@
 Every function takes logits and targets (plus an optional mask over real positions, for
 token-level losses) and returns a scalar. Token-level inputs are (batch, time, classes) with a
 (batch, time) boolean mask; sequence-level inputs are (batch, classes) and take no mask.
+
+Each loss is a (weighted) mean, and comes in two forms: ``name`` returns the mean, ``name_sum``
+a `LossSum`, the sum and the denominator the mean divides it by (the number of examples,
+scored words or logit entries, or the summed class weights of the targets). The sum form lets a
+distributed run divide every rank's sum by the denominator of the whole global batch.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 
 IGNORE_INDEX = -100
+
+
+class LossSum(NamedTuple):
+    """A loss before averaging: `total` (differentiable) over the scored items and the `denominator`
+    (detached) that makes it a mean. Sums and denominators of disjoint parts of a batch add up to those
+    of the whole batch, which their means do not."""
+
+    total: torch.Tensor
+    denominator: torch.Tensor
+
+    @classmethod
+    def of(cls, values: torch.Tensor, weights: torch.Tensor | None = None) -> "LossSum":
+        """The sum of per-item `values` (weighted by `weights`) and the count (the summed weights)."""
+        if weights is None:
+            return cls(values.sum(), torch.tensor(float(values.numel()), device=values.device))
+        return cls((values * weights).sum(), weights.sum().detach().float())
+
+    def scaled(self, factor: float) -> "LossSum":
+        """`factor` times the loss: only the sum scales, the denominator stays what it counts."""
+        return LossSum(self.total * factor, self.denominator)
+
+    def mean(self, denominator: torch.Tensor | None = None) -> torch.Tensor:
+        """`total` over `denominator` (default: its own); 0, not NaN, when nothing was scored."""
+        denominator = self.denominator if denominator is None else denominator
+        return self.total / torch.where(denominator > 0, denominator, torch.ones_like(denominator))
+
+
+def combine(terms: Sequence[LossSum], denominators: torch.Tensor | None = None) -> torch.Tensor:
+    """The sum of the terms' means, each over `denominators[k]` if given (else its own denominator)."""
+    if denominators is None:
+        return sum(term.mean() for term in terms)
+    return sum(term.mean(d) for term, d in zip(terms, denominators))
 
 
 def _flatten(logits: torch.Tensor, mask: torch.Tensor | None, *others: torch.Tensor):
@@ -20,32 +59,49 @@ def _flatten(logits: torch.Tensor, mask: torch.Tensor | None, *others: torch.Ten
     return (logits[mask],) + tuple(o[mask] for o in others)
 
 
+def weighted_nll_sum(logits: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None,
+                     mask: torch.Tensor | None = None) -> LossSum:
+    """`weighted_nll` as sum_n w_{y_n} * nll_n and sum_n w_{y_n}."""
+    logits, targets = _flatten(logits, mask, targets)
+    keep = targets != IGNORE_INDEX
+    logits, targets = logits[keep], targets[keep]
+    nll = -F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return LossSum.of(nll, None if class_weights is None else class_weights[targets])
+
+
 def weighted_nll(logits: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None,
                  mask: torch.Tensor | None = None) -> torch.Tensor:
     """The class-weighted NLL: sum_n w_{y_n} * -log softmax(x_n)[y_n] / sum_n w_{y_n}.
 
     Targets equal to IGNORE_INDEX (and positions outside `mask`) take no part.
     """
-    logits, targets = _flatten(logits, mask, targets)
-    if targets.numel() == 0 or not (targets != IGNORE_INDEX).any():
-        return logits.sum() * 0.0
-    return F.nll_loss(F.log_softmax(logits.float(), dim=-1), targets, weight=class_weights,
-                      ignore_index=IGNORE_INDEX)
+    return weighted_nll_sum(logits, targets, class_weights, mask).mean()
+
+
+def binary_nll_sum(logit: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None
+                   ) -> LossSum:
+    """`binary_nll` as a sum and the (weighted) count of targets."""
+    logit = logit.reshape(-1).float()
+    keep = targets != IGNORE_INDEX
+    logit, targets = logit[keep], targets[keep]
+    nll = F.binary_cross_entropy_with_logits(logit, targets.float(), reduction="none")
+    return LossSum.of(nll, None if class_weights is None else class_weights[targets])
 
 
 def binary_nll(logit: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor | None = None
                ) -> torch.Tensor:
     """The single-logit (sigmoid) form of `weighted_nll` for two classes."""
-    logit = logit.reshape(-1).float()
-    keep = targets != IGNORE_INDEX
-    logit, targets = logit[keep], targets[keep]
-    if targets.numel() == 0:
-        return logit.sum() * 0.0
-    weights = None if class_weights is None else class_weights[targets]
-    losses = F.binary_cross_entropy_with_logits(logit, targets.float(), reduction="none")
-    if weights is None:
-        return losses.mean()
-    return (losses * weights).sum() / weights.sum()
+    return binary_nll_sum(logit, targets, class_weights).mean()
+
+
+def kl_distill_sum(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
+                   mask: torch.Tensor | None = None) -> LossSum:
+    """`kl_distill` as a sum and the number of examples (or masked positions)."""
+    student_logits, teacher_logits = _flatten(student_logits, mask, teacher_logits)
+    log_p_student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    log_p_teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    kl = (log_p_teacher.exp() * (log_p_teacher - log_p_student)).sum(-1)
+    return LossSum.of(kl * temperature ** 2)
 
 
 def kl_distill(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
@@ -54,22 +110,20 @@ def kl_distill(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tempe
 
     The T^2 factor keeps the gradient scale independent of T (Hinton et al. 2015).
     """
+    return kl_distill_sum(student_logits, teacher_logits, temperature, mask).mean()
+
+
+def mse_distill_sum(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
+                    mask: torch.Tensor | None = None) -> LossSum:
+    """`mse_distill` as a sum and the number of logit entries."""
     student_logits, teacher_logits = _flatten(student_logits, mask, teacher_logits)
-    if student_logits.numel() == 0:
-        return student_logits.sum() * 0.0
-    log_p_student = F.log_softmax(student_logits.float() / temperature, dim=-1)
-    log_p_teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
-    kl = (log_p_teacher.exp() * (log_p_teacher - log_p_student)).sum(-1)
-    return kl.mean() * temperature ** 2
+    return LossSum.of((student_logits.float() - teacher_logits.float()) ** 2)
 
 
 def mse_distill(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error between raw logits (Tang et al. 2019), averaged over all logit entries."""
-    student_logits, teacher_logits = _flatten(student_logits, mask, teacher_logits)
-    if student_logits.numel() == 0:
-        return student_logits.sum() * 0.0
-    return F.mse_loss(student_logits.float(), teacher_logits.float())
+    return mse_distill_sum(student_logits, teacher_logits, mask).mean()
 
 
 def teacher_binary_logit(teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -77,16 +131,31 @@ def teacher_binary_logit(teacher_logits: torch.Tensor) -> torch.Tensor:
     return teacher_logits[..., 1] - teacher_logits[..., 0]
 
 
-def binary_kl_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor,
-                      temperature: float = 1.0) -> torch.Tensor:
-    """T^2 * KL between Bernoulli(sigmoid(t/T)) and Bernoulli(sigmoid(s/T)) for a one-logit student."""
+def binary_kl_distill_sum(student_logit: torch.Tensor, teacher_logits: torch.Tensor,
+                          temperature: float = 1.0) -> LossSum:
+    """`binary_kl_distill` as a sum and the number of examples."""
     s = student_logit.reshape(-1).float() / temperature
     t = teacher_binary_logit(teacher_logits).reshape(-1).float() / temperature
     p_t = torch.sigmoid(t)
     kl = p_t * (F.logsigmoid(t) - F.logsigmoid(s)) + (1 - p_t) * (F.logsigmoid(-t) - F.logsigmoid(-s))
-    return kl.mean() * temperature ** 2
+    return LossSum.of(kl * temperature ** 2)
+
+
+def binary_kl_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """T^2 * KL between Bernoulli(sigmoid(t/T)) and Bernoulli(sigmoid(s/T)) for a one-logit student."""
+    return binary_kl_distill_sum(student_logit, teacher_logits, temperature).mean()
+
+
+def binary_mse_distill_sum(student_logit: torch.Tensor, teacher_logits: torch.Tensor) -> LossSum:
+    """`binary_mse_distill` as a sum and the number of examples."""
+    margin = teacher_binary_logit(teacher_logits).reshape(-1).float()
+    return LossSum.of((student_logit.reshape(-1).float() - margin) ** 2)
 
 
 def binary_mse_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """MSE between the student's logit and the teacher's logit margin t1 - t0."""
-    return F.mse_loss(student_logit.reshape(-1).float(), teacher_binary_logit(teacher_logits).reshape(-1).float())
+    """MSE between the student's logit and the teacher's logit margin t1 - t0.
+
+    Margins, not raw logits (only defined up to a shift): 4 times the two-logit MSE of centred logits.
+    """
+    return binary_mse_distill_sum(student_logit, teacher_logits).mean()

@@ -1,13 +1,15 @@
 """The one training loop: teacher, student and kd runs differ only in model and objective.
 
-An objective is any callable ``objective(model, logits, batch) -> loss``; a batch holds the
-example ``indices`` (so a distiller can look up teacher logits), the model's ``inputs``, the
-``mask`` of scored words (tagging), the gold ``targets`` (IGNORE_INDEX where unlabelled) and
-``labelled``, which rows have gold labels at all.
+An `Objective` gives a batch's loss as terms, each a sum and the denominator that averages it
+(`distill.losses.LossSum`); a batch holds the example ``indices`` (so a distiller can look up
+teacher logits), the model's ``inputs``, the ``mask`` of scored words (tagging), the gold
+``targets`` (IGNORE_INDEX where unlabelled) and ``labelled``, which rows have gold labels at all.
 
 Under a launcher (torchrun) every rank draws the same global batches and trains on its share
-of each through DistributedDataParallel, so the run follows the one-process trajectory; dev
-predictions are gathered across ranks and rank 0 alone saves, logs and shows progress.
+of each through DistributedDataParallel; every term's sum is divided by its denominator over
+the whole global batch (`distill.distributed.global_batch_part`), so the run follows the
+one-process trajectory. Dev predictions are gathered across ranks and rank 0 alone saves, logs
+and shows progress.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -28,23 +30,31 @@ from distill import distributed, precision
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
 from distill.io import file_sha256, load_sealed, save_sealed, write_text
-from distill.losses import IGNORE_INDEX
+from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import headline
 
 
-class Objective(Protocol):
-    def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor: ...
+class Objective:
+    """A training loss as `LossSum` terms, so `fit` can average each over the whole global batch
+    of a distributed run; called, it gives the loss of the batch on its own."""
+
+    def terms(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> list[LossSum]:
+        """The batch's loss terms: the loss is the sum of their means."""
+        raise NotImplementedError
+
+    def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
+        return combine(self.terms(model, logits, batch))
 
 
-class SupervisedObjective:
+class SupervisedObjective(Objective):
     """Plain supervised training: the model's class-weighted NLL (or CRF NLL) on gold labels."""
 
     def __init__(self, class_weights: Sequence[float] | None = None):
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
 
-    def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
+    def terms(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> list[LossSum]:
         weights = None if self.class_weights is None else self.class_weights.to(logits.device)
-        return model.supervised_loss(logits, batch["targets"], batch["mask"], weights)
+        return [model.supervised_loss(logits, batch["targets"], batch["mask"], weights)]
 
 
 @dataclass
@@ -232,25 +242,26 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
                    disable=not progress)
         started, total_loss, steps = time.perf_counter(), 0.0, 0
         for indices in batches:
-            share, weight = distributed.batch_share(indices)
+            share, counted = distributed.batch_share(indices)
             batch = make_batch(model, train_examples, train_labels, share)
             with precision.autocast(model.device):
                 logits = step_model(**batch["inputs"])
-            loss = objective(model, logits.float(), batch)
+            loss = distributed.global_batch_part(objective.terms(model, logits.float(), batch), counted)
             if not math.isfinite(loss.item()):
                 raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
-            (loss * weight).backward()
+            (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            total_loss, steps = total_loss + loss.item() * weight, steps + 1
+            total_loss, steps = total_loss + loss.item(), steps + 1
             bar.update(len(indices))
-            bar.set_postfix(loss=f"{total_loss / steps:.4f}")
+            bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}")  # rank 0's estimate
         bar.close()
         seconds = time.perf_counter() - started
-        train_loss = distributed.all_reduce_sum(total_loss) / distributed.world_size() / max(steps, 1)
+        total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
+        train_loss = total_loss / max(steps, 1)
         dev = evaluate(model, dev_examples, dev_labels, settings.eval_batch_size)
         record = {"epoch": epoch, "train_loss": train_loss, "epoch_seconds": round(seconds, 2),
                   "train_examples_per_second": round(len(train_examples) / seconds, 1), "dev": dev}

@@ -7,6 +7,7 @@ import torch
 
 from distill.errors import DistillError
 from distill.labels import LabelHierarchy
+from distill.losses import IGNORE_INDEX
 from distill.models import load_model
 from distill.models.students import StudentConfig, build_student, last_states
 from distill.vocab import Vocabulary
@@ -75,3 +76,19 @@ def test_embeddings_from_teacher_change_the_table(tiny_classifier_teacher, tmp_p
     after = model.embedding.weight.detach()
     assert torch.equal(after[0], before[0]) and not torch.equal(after[2:], before[2:])
     assert after[2:].std().item() == pytest.approx(before[2:].std().item(), rel=1e-3)
+
+
+def test_crf_loss_without_a_complete_sentence_reaches_every_parameter():
+    """A distributed rank whose share has no sentence the CRF can score still needs every parameter in
+    its backward pass (DDP waits for all of them); its loss adds 0 over a denominator of 0."""
+    sentences = [t.split() for t in TEXTS]
+    torch.manual_seed(0)
+    tagger = build_student(StudentConfig(model="lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0, crf=True),
+                           LabelHierarchy(["O", "B-PER"]), sentences)
+    inputs, mask = tagger.prepare(sentences)
+    targets = torch.zeros(mask.shape, dtype=torch.long)
+    targets[:, 0] = IGNORE_INDEX  # every sentence partly labelled
+    term = tagger.supervised_loss(tagger(**inputs), targets, mask, None)
+    assert term.total.item() == 0.0 and term.denominator.item() == 0.0
+    term.total.backward()
+    assert all(p.grad is not None for p in tagger.parameters())

@@ -49,11 +49,12 @@ class LabelModel(nn.Module):
         return logits.argmax(-1).tolist()
 
     def supervised_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
-                        class_weights: torch.Tensor | None) -> torch.Tensor:
-        """The loss against gold (or pseudo) label indices that fits this model's output."""
+                        class_weights: torch.Tensor | None) -> losses.LossSum:
+        """The loss against gold (or pseudo) label indices that fits this model's output, as a sum and
+        its denominator (see `distill.losses.LossSum`)."""
         if logits.size(-1) == 1:
-            return losses.binary_nll(logits, targets, class_weights)
-        return losses.weighted_nll(logits, targets, class_weights, mask)
+            return losses.binary_nll_sum(logits, targets, class_weights)
+        return losses.weighted_nll_sum(logits, targets, class_weights, mask)
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

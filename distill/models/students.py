@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from distill import losses
 from distill.crf import ConditionalRandomField
 from distill.errors import DistillError
 from distill.io import load_tensors, read_json, save_tensors, write_json
@@ -256,12 +257,12 @@ class TaggerModel(StudentModel):
         return self.crf.decode(logits, mask)
 
     def supervised_loss(self, logits, targets, mask, class_weights):
+        """With a CRF: its NLL, averaged over the sentences whose every word has a target."""
         if self.crf is None:
             return super().supervised_loss(logits, targets, mask, class_weights)
         complete = ~((targets < 0) & mask).any(dim=1)  # the CRF scores whole paths: skip partly labelled rows
-        if not complete.any():
-            return logits.sum() * 0.0
-        return self.crf.neg_log_likelihood(logits[complete], targets[complete], mask[complete])
+        return losses.LossSum.of(self.crf.sequence_neg_log_likelihood(logits[complete], targets[complete],
+                                                                      mask[complete]))
 
 
 class LSTMTagger(TaggerModel):
