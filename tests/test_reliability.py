@@ -228,23 +228,30 @@ def test_teacher_killed_mid_epoch_resumes_to_the_same_result(tiny_encoder_dir, t
     assert all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
 
 
-def test_resume_refuses_changed_settings_and_finished_runs(tmp_path, capsys, monkeypatch):
+def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
+    """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
+    state after epoch 1; returns ARGS."""
     import distill.training
-    out = tmp_path / "run"
-    args = ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", out, "--epochs", "3"]
-    evaluations = []
-    real_evaluate = distill.training.evaluate
+    real_evaluate, calls = distill.training.evaluate, []
 
-    def interrupted_in_epoch_2(*a, **k):
-        evaluations.append(1)
-        if len(evaluations) == 2:
-            raise KeyboardInterrupt  # Ctrl-C during epoch 2's evaluation
+    def evaluate_then_interrupt(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
         return real_evaluate(*a, **k)
 
-    monkeypatch.setattr(distill.training, "evaluate", interrupted_in_epoch_2)
+    monkeypatch.setattr(distill.training, "evaluate", evaluate_then_interrupt)
     assert run_main(capsys, *args)[0] == 130
     monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
-    assert (out / "resume.pt").exists()
+    output = Path(args[list(map(str, args)).index("--output") + 1])
+    assert (output / "resume.pt").exists()
+    return list(args)
+
+
+def test_resume_refuses_changed_settings_and_finished_runs(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    args = interrupted_in_epoch_2(capsys, monkeypatch, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV,
+                                  "--output", out, "--epochs", "3")
     status, err = run_main(capsys, *args, "--resume", "--lr", "0.01")
     assert status == 2 and "cannot resume with different settings or data (config.lr)" in err
     cli(*args, "--resume")
@@ -501,23 +508,10 @@ def test_failed_runs_leave_no_output_behind(command, tiny_classifier_teacher, ti
 
 # --- resume is exact or refused ---------------------------------------------------------------------------------
 
-def interrupted_student(out: Path, train: Path, capsys, monkeypatch, *extra) -> list:
+def interrupted_student(out: Path, train: Path, capsys, monkeypatch) -> list:
     """A student run stopped by Ctrl-C in epoch 2, so OUTPUT holds resume state; returns its argv."""
-    import distill.training
-    args = ["student", *SMALL_LSTM, "--train", train, "--dev", DEV, "--output", out, "--epochs", "3", *extra]
-    real_evaluate, calls = distill.training.evaluate, []
-
-    def interrupted_in_epoch_2(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*a, **k)
-
-    monkeypatch.setattr(distill.training, "evaluate", interrupted_in_epoch_2)
-    assert run_main(capsys, *args)[0] == 130
-    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
-    assert (out / "resume.pt").exists()
-    return args
+    return interrupted_in_epoch_2(capsys, monkeypatch, "student", *SMALL_LSTM, "--train", train, "--dev", DEV,
+                                  "--output", out, "--epochs", "3")
 
 
 def same_size_edit(path: Path) -> None:
@@ -564,21 +558,9 @@ def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_p
 
 
 def test_kd_resume_refuses_a_retrained_teacher(tiny_classifier_teacher, tmp_path, capsys, monkeypatch):
-    import distill.training
     teacher = copy_of(tiny_classifier_teacher, tmp_path, "teacher")
-    out = tmp_path / "kd"
-    args = kd_with(str(teacher), out, "--epochs", "3", "--cache-dir", tmp_path / "cache")
-    real_evaluate, calls = distill.training.evaluate, []
-
-    def interrupted_in_epoch_2(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*a, **k)
-
-    monkeypatch.setattr(distill.training, "evaluate", interrupted_in_epoch_2)
-    assert run_main(capsys, *args)[0] == 130
-    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    args = interrupted_in_epoch_2(capsys, monkeypatch, *kd_with(str(teacher), tmp_path / "kd", "--epochs", "3",
+                                                                "--cache-dir", tmp_path / "cache"))
     card = json.loads((teacher / "distill.json").read_text())
     card["labels"] = list(card["labels"])  # rewritten as a retrained teacher's card would be
     (teacher / "distill.json").write_text(json.dumps(card, indent=1))
