@@ -17,6 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """A test that runs `nlp-train --threads N` in-process must not leave N threads to the next ones
+    (2 threads on a busy 2-core machine made a later test 20x slower)."""
+    yield
+    torch.set_num_threads(1)
+
+
 def sample_texts() -> list[str]:
     with open(SAMPLES / "sentiment_train.csv", newline="", encoding="utf-8") as handle:
         texts = [row["text"] for row in csv.DictReader(handle)]
