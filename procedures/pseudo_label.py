@@ -175,6 +175,9 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
                            "resume with that number, or run without --resume")
+    world = distributed.world_size()
+    # nothing of this run written yet (killed before its first chunk, or never run): start afresh
+    resume = resume and any(part_path(output, r, world).exists() for r in range(world))
     if resume:
         check_resumable(output, signature)
     done = recover_partial(part) if resume else 0
