@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from distill import distributed, precision
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
-from distill.io import file_sha256, load_sealed, save_sealed, write_text
+from distill.io import file_sha256, load_sealed, save_sealed, write_text, writing
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import headline
 
@@ -267,7 +267,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
                   "train_examples_per_second": round(len(train_examples) / seconds, 1), "dev": dev}
         history.append(record)
         if log_path is not None and main:
-            with open(log_path, "a", encoding="utf-8") as log:
+            with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
         score = headline(model.task, dev)
         improved = best is None or score > headline(model.task, best["dev"])

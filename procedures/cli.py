@@ -265,7 +265,7 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="w_d: weight of the distillation term.")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
-@click.option("--unlabeled-ratio", type=NON_NEGATIVE,
+@click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
 @click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
@@ -389,6 +389,13 @@ def compare(model_dirs, data_file, batch_size, limit, data):
     click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
 
 
+def out_of_memory(err: BaseException) -> bool:
+    """Whether `err` is a failed allocation (CPU or GPU): too large a batch or model for the machine."""
+    text = str(err)
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or \
+        "can't allocate memory" in text or "CUDA out of memory" in text
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -408,6 +415,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except (MemoryError, RuntimeError) as err:
+        if not out_of_memory(err):
+            raise
+        click.echo("error: out of memory: lower --batch-size (and --max-length for the teacher) or the "
+                   "model's size (--hidden-dim, --embedding-dim, --filters, --layers)", err=True)
+        sys.exit(2)
     except OSError as err:
         click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
         sys.exit(2)

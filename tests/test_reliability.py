@@ -660,6 +660,9 @@ NUMBERS = [
     ("min-confidence-without-unlabelled", ["KD", "--min-confidence", "0.5"], "'--min-confidence'"),
     ("temperature-with-mse", ["KD", "--kd-loss", "mse", "--temperature", "4"], "'--temperature'"),
     ("temperature-inf", ["KD", "--temperature", "inf"], "'--temperature'"),
+    ("unlabeled-ratio-zero", ["KD", "--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0"],
+     "'--unlabeled-ratio'"),
+    ("model-too-large-for-memory", ["--hidden-dim", str(10**9)], "error: out of memory"),
 ]
 
 
