@@ -168,7 +168,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         check_writable(path)
         check_directory_output(path, inputs)
         if path.is_dir():
-            _refuse_unless(path, overwrite, resume)
+            with _lock(path):  # a run still writing here is reported as such, not as what it has written
+                _refuse_unless(path, overwrite, resume)
 
     _agreed(check)
     if not distributed.is_main():
