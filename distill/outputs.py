@@ -48,8 +48,14 @@ def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
     return [str(item) for item in inputs if item and not str(item).startswith("hub:")]
 
 
+def enclosing_model(path: Path) -> Path | None:
+    """The nearest folder above `path` that is a model directory (it holds a model card), if any."""
+    return next((folder for folder in path.parents if (folder / MODEL_CARD).is_file()), None)
+
+
 def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
-    """A model directory must neither be, hold, nor lie inside any input of its command."""
+    """A model directory must neither be, hold, nor lie inside any input of its command, nor lie
+    inside another model's directory."""
     out = _resolved(output)
     for item in _local(inputs):
         source = _resolved(item)
@@ -60,22 +66,29 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
         if source in out.parents:
             raise DistillError(f"{output}: lies inside {item}, an input of this command; "
                                "choose an output outside it")
+    model = enclosing_model(out)
+    if model is not None:
+        raise DistillError(f"{output}: lies inside the model directory {model}; choose an output outside it")
 
 
 def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
-    """An output file must not be an input file (also through a link) or a file of an input model."""
+    """An output file must not be an input file (also through a link), nor a file of any model, nor
+    lie in a model's subfolder (the teacher's encoder folder is read whole)."""
     out = _resolved(output)
     for item in _local(inputs):
         source = _resolved(item)
         if out == source or (out.exists() and source.exists() and os.path.samefile(out, source)):
             raise DistillError(f"{output}: is an input of this command; choose another output file")
-        if source.is_dir() and (source / MODEL_CARD).is_file() and out in {_resolved(f) for f in model_files(source)}:
-            raise DistillError(f"{output}: is a file of the model {item}; choose another output file")
         if source.is_dir() and out in source.parents:
             raise DistillError(f"{output}: holds {item}, an input of this command; choose another output")
-        if source.is_dir() and (source / MODEL_CARD).is_file() and source in out.parents and out.parent != source:
-            raise DistillError(f"{output}: lies in a folder of the model {item} (a file there changes the model); "
-                               "write beside the model's own files or elsewhere")
+    model = enclosing_model(out)
+    if model is None:
+        return
+    if out.parent != model:
+        raise DistillError(f"{output}: lies in a folder of the model {model} (a file there changes the model); "
+                           "write beside the model's own files or elsewhere")
+    if out in {_resolved(f) for f in model_files(model)}:
+        raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
 
 
 @contextlib.contextmanager

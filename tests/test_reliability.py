@@ -398,6 +398,19 @@ def _data_loss_cases():
         return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
                 t / "pipe"], t / "pipe"
 
+    def pseudo_label_into_another_models_encoder(t, te, st):
+        other = copy_of(te, t, "other-teacher")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                other / "encoder" / "p.jsonl"], other
+
+    def student_inside_another_model(t, te, st):
+        other = copy_of(st, t, "other-student")
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", other / "sub"], other
+
+    def evaluate_over_another_models_weights(t, te, st):
+        other = copy_of(st, t, "other-student")
+        return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "model.safetensors"], other
+
     def evaluate_over_other_json(t, te, st):
         other = write(t / "settings.json", '{"keep": "me"}')
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other], other
@@ -417,6 +430,10 @@ def _data_loss_cases():
         ("evaluate-output-is-another-json", evaluate_over_other_json, "exists and is not an evaluate result"),
         ("evaluate-output-in-the-encoder-folder", evaluate_into_the_encoder_folder, "lies in a folder of the model"),
         ("pseudo-label-output-is-a-pipe", pseudo_label_into_a_pipe, "is not a regular file"),
+        ("pseudo-label-output-in-another-models-encoder", pseudo_label_into_another_models_encoder,
+         "lies in a folder of the model"),
+        ("student-output-inside-another-model", student_inside_another_model, "lies inside the model directory"),
+        ("evaluate-output-is-another-models-weights", evaluate_over_another_models_weights, "is a file of the model"),
     ]
 
 
