@@ -133,7 +133,8 @@ def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, d
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
     rows = []
     try:
-        header = list(reader.fieldnames or [])
+        header = [name.strip() for name in reader.fieldnames or []]  # " text" from a spreadsheet is "text"
+        reader.fieldnames = header
         named = [name for name in header if name.strip()]
         duplicate = next((name for name in named if named.count(name) > 1), None)
         if duplicate is not None:
@@ -227,6 +228,10 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
             if not -width <= tag_column < width:
                 raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields",
                                 number)
+            if tag_column % width == 0:  # the word itself: its "tags" would be the words
+                raise DataError(path, f"tag column {tag_column} is the word itself (lines have {width} field"
+                                      f"{'s' if width > 1 else ''}); a labelled CoNLL line is the word, then "
+                                      "its tag(s)", number)
         if len(fields) != width:
             raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}", number)
         if not tokens:
@@ -272,6 +277,8 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
                 raise DataError(path, "tokens and tags differ in length", number)
             if not record[tokens_field]:
                 raise DataError(path, "empty token list", number)
+            if not all(isinstance(t, (str, int)) and not isinstance(t, bool) for t in record[tags_field]):
+                raise DataError(path, f"{tags_field!r} must hold strings (or integer ids), one per token", number)
             tokens.append([str(t) for t in record[tokens_field]])
             tags.append([str(t) for t in record[tags_field]])
             lines.append(number)
@@ -324,7 +331,11 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
                 if not isinstance(record, dict):
                     raise DataError(path, "each JSONL line must be an object", number)
                 if field not in record and task == "tagging" and text_column in record:
-                    value = str(record[text_column]).split()
+                    value = record[text_column]
+                    if not isinstance(value, str):
+                        raise DataError(path, f"{text_column!r} must be a text (a string), got "
+                                              f"{type(value).__name__}", number)
+                    value = value.split()
                 else:
                     _wrong_task(path, list(record), task, number)
                     _require_columns(path, list(record), [field], number)

@@ -35,8 +35,14 @@ def read_split(path: str, task: str, options: DataOptions) -> tuple[list, list]:
 
 
 def spelling_key(label: str) -> str:
-    """What two spellings of one label share: Unicode form, case and spacing aside."""
-    return " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+    """What two spellings of one label share: Unicode form, case, spacing and number format aside
+    (``1`` and ``1.0``, as spreadsheet exports write integers)."""
+    key = " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+    try:
+        number = float(key)
+    except ValueError:
+        return key
+    return str(int(number)) if number.is_integer() else key
 
 
 def build_hierarchy(task: str, labels: list, options: DataOptions, path: str) -> LabelHierarchy:
@@ -54,8 +60,8 @@ def build_hierarchy(task: str, labels: list, options: DataOptions, path: str) ->
     for label in hierarchy.labels:
         other = seen.setdefault(spelling_key(label), label)
         if other != label:
-            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing or Unicode form; "
-                                  "spell each label one way")
+            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form or "
+                                  "number format; spell each label one way")
     if task == "classification" and len(hierarchy) < 2:
         raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
                               "two labels to learn anything")

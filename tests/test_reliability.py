@@ -762,6 +762,11 @@ STRICT_DATA = [
     ("tags-all-O", lambda t: tagging_file(t, "o.conll", "EU O\nrejects O\n\nGerman O\n"), "every tag is 'O'"),
     ("tags-differ-in-case", lambda t: tagging_file(t, "t.conll", "EU B-ORG\nrejects O\n\nEU B-Org\n"),
      "differ only in case"),
+    ("labels-differ-in-number-format", lambda t: classification_file(t, "n.csv", "text,label\na,1\nb,1.0\nc,0\n"),
+     "differ only in case, spacing, Unicode form or number format"),
+    ("conll-without-tags", lambda t: tagging_file(t, "w.conll", "EU\nrejects\n\nGerman\n"), "is the word itself"),
+    ("jsonl-tags-null", lambda t: tagging_file(t, "n.jsonl", '{"tokens": ["EU", "x"], "tags": [null, "O"]}\n'),
+     "must hold strings"),
     ("csv-to-a-tagging-command", lambda t: tagging_file(t, "x.csv", "text,label\ngood,pos\n"),
      "is CSV (classification data), but this command or model tags words"),
     ("conll-to-a-classification-command", lambda t: classification_file(t, "x.conll", "EU B-ORG\n"),
@@ -791,6 +796,8 @@ def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
     from distill.data import read_classification, read_tagging
     tsv = read_classification(str(write(tmp_path / "a.tsv", 'text\tlabel\n"Great" fun\t1\n"so bad\t0\nok\t1\n\t\n')))
     assert tsv["text"] == ['"Great" fun', '"so bad', "ok"] and tsv["label"] == ["1", "0", "1"]
+    spaced = read_classification(str(write(tmp_path / "s.csv", " text , label\ngood,1\nbad,0\n")))
+    assert spaced["text"] == ["good", "bad"]
     padded = read_classification(str(write(tmp_path / "p.csv", "text,label,\ngood,1,\nbad,0,\n,,\n,,\n")))
     assert padded["text"] == ["good", "bad"] and padded["label"] == ["1", "0"]
     array = read_classification(str(write(tmp_path / "r.json", '[{"text": "good", "label": 1.0},\n'
