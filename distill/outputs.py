@@ -92,17 +92,18 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
 
 
 @contextlib.contextmanager
-def _lock(path: Path, create: bool = False) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (a directory, or a lock file made for it); the kernel drops it
-    if the process dies, so a killed run never leaves a stale lock."""
+def _lock(path: Path, output: Path | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path`: the output directory itself, or (with `output`) a lock file
+    made for the output file. The kernel drops it if the process dies, so a killed run never leaves
+    a stale lock."""
+    create = output is not None
     with writing(path):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666) if create else os.open(path, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            shown = path.parent / path.name[1:-len(".lock")] if create else path
-            raise DistillError(f"{shown}: another nlp-train run is writing it right now; wait for that run "
+            raise DistillError(f"{output or path}: another nlp-train run is writing it right now; wait for that run "
                                "to end, or choose another output") from None
         yield
     finally:
@@ -259,7 +260,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
         return
     lock = path.parent / f".{path.name}.lock"
     try:
-        with _lock(lock, create=True):
+        with _lock(lock, path):
             try:
                 yield path
             finally:
