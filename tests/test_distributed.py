@@ -108,7 +108,8 @@ def test_shares_with_global_denominators_give_the_whole_batch_gradient(request, 
         torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-7, msg=name)
 
 
-def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = ()) -> None:
+def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = (),
+                                   weight_atol: float = 1e-5) -> None:
     """Train with `args` (+ `one`) on 1 process and (+ `two`) under torchrun on 2: the same losses, dev
     scores and weights."""
     cli("--threads", "1", *args, "--output", tmp_path / "one", *one)
@@ -121,7 +122,7 @@ def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: t
         assert a["dev"] == pytest.approx(b["dev"])
     weights_one, weights_two = (load_tensors(tmp_path / run / "model.safetensors") for run in ("one", "two"))
     for name, value in weights_one.items():
-        torch.testing.assert_close(weights_two[name], value, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(weights_two[name], value, rtol=1e-4, atol=weight_atol)
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
 
 
@@ -148,14 +149,17 @@ def test_tagger_kd_on_two_processes_matches_one_process(tiny_tagging_teacher, tm
 
     A low learning rate: at --lr 0.02 (batches of 9) float noise grew until the 2-process run drifted
     (losses equal to 4e-7 after epoch 1, 9e-5 after epoch 2, weights up to 0.2 apart); Adam's steps on
-    the near-zero gradients of rare characters' embeddings amplify it. At 0.002 the weights stay
-    within 3e-6."""
+    the near-zero gradients of rare characters' embeddings amplify it. At 0.002 the weights stayed
+    within 3e-6 here, but a CI machine (other CPU, other summation order) saw one of 4,224 character
+    embeddings 1.4e-5 apart. So the weights may differ by lr / 20 = 1e-4: a share of the batch weighted
+    wrongly moves every weight by about lr per Adam step (~20 steps here), and the losses, which
+    carry the normalisation, must still agree to 1e-5."""
     args = ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
             "--dev", SAMPLES / "ner_dev.conll", "--unlabeled", SAMPLES / "unlabeled_news.txt",
             "--unlabeled-ratio", "0.5", "--min-confidence", "0.5", "--epochs", "2", "--batch-size", "18",
             "--lr", "0.002", *TINY_STUDENT, *options]
     cache = ("--cache-dir", tmp_path / "cache")
-    assert_two_processes_match_one(args, tmp_path, one=cache, two=cache)
+    assert_two_processes_match_one(args, tmp_path, one=cache, two=cache, weight_atol=1e-4)
 
 
 @pytest.mark.parametrize("options", [["--model", "cnn", "--class-weights", "1,4"],
