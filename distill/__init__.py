@@ -1,3 +1,49 @@
-"""distill: knowledge distillation for NLP, from a transformer teacher into small fast students."""
+"""distill: knowledge distillation for NLP, from a transformer teacher into small fast students.
+
+The public API, importable from here::
+
+    from distill import Teacher, Distiller, TeacherStudentDistill, register_student
+
+Names load on first use (PEP 562), so ``import distill`` stays light: no `datasets`, pandas,
+scikit-learn or CLI until something needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "distill.models": ["load_model"],
+    "distill.models.base": ["LabelModel"],
+    "distill.models.teacher": ["Teacher", "TeacherConfig", "TeacherTraining"],
+    "distill.models.students": ["StudentModel", "StudentConfig", "ClassifierConfig", "TaggerConfig",
+                                "LSTMClassifier", "LSTMClassifierConfig", "CNNClassifier", "CNNClassifierConfig",
+                                "LSTMTagger", "LSTMTaggerConfig", "IDCNNTagger", "IDCNNTaggerConfig", "option"],
+    "distill.models.registry": ["register_student", "student_config", "students"],
+    "distill.losses": ["register_kd_loss"],
+    "distill.distillation": ["TeacherStudentDistill"],
+    "distill.training": ["TrainSettings"],
+    "distill.trainers": ["Distiller", "Output", "Runtime", "TrainResult", "train_student", "train_teacher"],
+    "distill.data": ["DataOptions"],
+    "distill.labels": ["LabelHierarchy"],
+    "distill.inference": ["evaluate", "predict_logits", "prediction_records"],
+    "distill.errors": ["DataError", "DistillError"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'distill' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

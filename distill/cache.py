@@ -1,6 +1,6 @@
 """Teacher-logit cache: the teacher runs once over a transfer set; epochs and later runs reuse it.
 
-A cache file is named by a fingerprint of the teacher checkpoint's bytes, the examples and (when
+A cache file is named by a fingerprint of the teacher's weights and config, the examples and (when
 not fp32) the precision, so a changed teacher or changed data is recomputed, never served stale.
 Each file also carries a checksum of its values: a damaged file is recomputed, never trusted.
 Under a launcher the ranks share the work of a miss and rank 0 alone writes the file.
@@ -22,15 +22,10 @@ def default_cache_dir() -> Path:
     return cache_root() / "teacher-logits"
 
 
-def fingerprint(teacher_dir: str | Path, examples: Sequence, bf16: bool = False) -> str:
-    """Hash of the teacher's weights file, the precision and the exact examples, in order.
-
-    The weights' sha256 comes from the model card, checked when the teacher was loaded, so a
-    270 MB checkpoint is not read a second time.
-    """
-    from distill.models.card import weights_sha256
-    from distill.models.teacher import CHECKPOINT
-    digest = hashlib.sha256(weights_sha256(teacher_dir, CHECKPOINT).encode())
+def fingerprint(teacher, examples: Sequence, bf16: bool = False) -> str:
+    """Hash of the teacher (`Teacher.fingerprint`: weights and how it reads text), the precision and
+    the exact examples, in order."""
+    digest = hashlib.sha256(teacher.fingerprint().encode())
     if bf16:
         digest.update(b"bf16\n")
     for example in examples:
@@ -39,14 +34,14 @@ def fingerprint(teacher_dir: str | Path, examples: Sequence, bf16: bool = False)
     return digest.hexdigest()[:40]
 
 
-def cached_teacher_logits(teacher, teacher_dir: str | Path, examples: Sequence, cache_dir: str | Path | None = None,
+def cached_teacher_logits(teacher, examples: Sequence, cache_dir: str | Path | None = None,
                           batch_size: int = 64, progress: bool = True) -> tuple[ExampleLogits, Path, bool]:
     """Teacher logits for `examples` from the cache, computing and storing them on a miss.
 
     Returns (logits, cache file, whether it was a hit).
     """
     bf16 = precision.uses_bf16(teacher.device)
-    path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher_dir, examples, bf16)}.safetensors"
+    path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher, examples, bf16)}.safetensors"
     stored = load_checked_tensors(path) if distributed.is_main() and path.exists() else None
     if distributed.broadcast_object(stored is not None):  # every rank takes rank 0's view of the cache
         results = ExampleLogits.from_dict(stored if distributed.is_main() else load_checked_tensors(path))

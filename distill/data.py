@@ -3,20 +3,27 @@
 Classification rows have ``text`` and ``label``; tagging rows have ``tokens`` and ``tags``;
 unlabelled rows have ``text`` (classification) or ``tokens`` (tagging). Errors name the file
 and line so a user can fix the input.
+
+`labelled_examples` and `unlabelled_examples` are what the Python API takes: a file path, a
+`datasets.Dataset`, or examples in memory, checked the same way. (`datasets` is imported
+where a reader needs it, so importing the package stays light.)
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
-
-import datasets
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from distill.errors import DataError, DistillError
+
+if TYPE_CHECKING:
+    import datasets
 
 HUB_PREFIX = "hub:"
 TASKS = ("classification", "tagging")
@@ -110,6 +117,7 @@ def _parse_hub(spec: str) -> tuple[str, str | None, str]:
 
 
 def load_hub(spec: str) -> datasets.Dataset:
+    import datasets
     name, config, split = _parse_hub(spec)
     try:
         return datasets.load_dataset(name, config, split=split)
@@ -171,6 +179,7 @@ def _label_text(path: str, value, column: str, line: int | None) -> str:
 def read_classification(path: str, text_column: str = "text", label_column: str = "label",
                         labelled: bool = True) -> datasets.Dataset:
     """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
+    import datasets
     wanted = [text_column, label_column] if labelled else [text_column]
     if path.startswith(HUB_PREFIX):
         data = load_hub(path)
@@ -255,6 +264,7 @@ def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
 def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
                  tags_field: str = "tags") -> datasets.Dataset:
     """Read CoNLL columns (blank lines between sentences, ``-DOCSTART-`` skipped) or JSONL."""
+    import datasets
     if path.startswith(HUB_PREFIX):
         data = load_hub(path)
         _require_columns(path, data.column_names, [tokens_field, tags_field])
@@ -360,6 +370,7 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
 def read_unlabelled(path: str, task: str, text_column: str = "text",
                     tokens_field: str = "tokens") -> datasets.Dataset:
     """Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL."""
+    import datasets
     values = [value for _, value in iter_unlabelled(path, task, text_column, tokens_field)]
     return datasets.Dataset.from_dict({"text" if task == "classification" else "tokens": values})
 
@@ -372,3 +383,138 @@ def read_labelled(path: str, task: str, text_column: str = "text", label_column:
     if task == "tagging":
         return read_tagging(path, tag_column)
     raise DistillError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
+
+
+@dataclass
+class DataOptions:
+    """Where examples and labels live in the user's files (and `datasets.Dataset` columns)."""
+
+    text_column: str = "text"
+    label_column: str = "label"
+    tag_column: int = -1
+    separator: str | None = "/"
+
+
+def read_split(path: str, task: str, options: DataOptions = DataOptions()) -> tuple[list, list]:
+    """Examples (texts or token lists) and their labels (strings or tag lists) from a labelled file."""
+    data = read_labelled(path, task, options.text_column, options.label_column, options.tag_column)
+    if task == "classification":
+        return data["text"], data["label"]
+    return data["tokens"], data["tags"]
+
+
+@dataclass
+class Examples:
+    """One split of examples (texts or token lists), their labels (None: unlabelled), and where they
+    came from: a file path, or ``memory:SHA`` (a digest of the content) for data given in memory, so a
+    run's resume signature covers it either way."""
+
+    inputs: list
+    labels: list | None
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+def memory_source(*parts: Sequence) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(json.dumps(list(part), ensure_ascii=False).encode())
+    return f"memory:{digest.hexdigest()[:40]}"
+
+
+def _check_example(where: str, task: str, example: Any, row: int) -> Any:
+    if task == "classification":
+        if not isinstance(example, str) or not example.strip():
+            raise DataError(where, f"example {row} is not a non-empty text: {example!r:.60}")
+        _check_length(where, example, None)
+        return example
+    if isinstance(example, tuple):
+        example = list(example)
+    if not isinstance(example, list) or not example or not all(isinstance(t, str) and t for t in example):
+        raise DataError(where, f"example {row} is not a non-empty list of tokens (strings): {example!r:.60}")
+    return example
+
+
+def _checked_inputs(where: str, task: str, inputs: list) -> list:
+    if not inputs:
+        raise DataError(where, "no examples")
+    return [_check_example(where, task, example, row) for row, example in enumerate(inputs)]
+
+
+def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: list | None) -> list:
+    if len(labels) != len(inputs):
+        raise DataError(where, f"{len(inputs)} examples but {len(labels)} labels")
+    checked = []
+    for row, (example, label) in enumerate(zip(inputs, labels)):
+        if task == "classification":
+            label = names[label] if names is not None and isinstance(label, int) else label
+            checked.append(_label_text(where, label, "label", None))
+            if not checked[-1]:
+                raise DataError(where, f"example {row} has an empty label")
+            continue
+        tags = list(label) if isinstance(label, (list, tuple)) else None
+        if tags is None or len(tags) != len(example):
+            raise DataError(where, f"example {row}: expected one tag per token ({len(example)}), got {label!r:.60}")
+        checked.append([names[t] if names is not None and isinstance(t, int) else _label_text(where, t, "tags", None)
+                        for t in tags])
+    return checked
+
+
+def _is_dataset(data: Any) -> bool:
+    """A `datasets.Dataset` (or anything with its columns and features), checked without importing it."""
+    return hasattr(data, "column_names") and hasattr(data, "features")
+
+
+def _dataset_columns(data: Any, task: str, options: DataOptions, labelled: bool) -> tuple[list, list | None, Any]:
+    """The example column, the label column (or None) and the label feature of a `datasets.Dataset`."""
+    example_column = options.text_column if task == "classification" else "tokens"
+    label_column = options.label_column if task == "classification" else "tags"
+    wanted = [example_column, label_column] if labelled else [example_column]
+    missing = [c for c in wanted if c not in data.column_names]
+    if missing:
+        raise DataError("dataset", f"no column {missing[0]!r} (columns: {', '.join(data.column_names)}); "
+                                   "name them with DataOptions(text_column=..., label_column=...)")
+    feature = data.features[label_column] if labelled else None
+    feature = getattr(feature, "feature", feature)  # a sequence of ClassLabel for tags
+    return list(data[example_column]), list(data[label_column]) if labelled else None, feature
+
+
+def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "data") -> Examples:
+    """Labelled examples from a file path, a `datasets.Dataset` (text/label or tokens/tags columns; a
+    ClassLabel feature gives label names) or an (examples, labels) pair of sequences."""
+    if isinstance(data, (str, Path)):
+        inputs, labels = read_split(str(data), task, options)
+        return Examples(list(inputs), list(labels), str(data))
+    names = None
+    if _is_dataset(data):
+        inputs, labels, feature = _dataset_columns(data, task, options, labelled=True)
+        names = getattr(feature, "names", None)
+    elif isinstance(data, (tuple, list)) and len(data) == 2:
+        inputs, labels = list(data[0]), list(data[1])
+    else:
+        raise DistillError(f"{name}: give a file path, a datasets.Dataset or an (examples, labels) pair, "
+                           f"not {type(data).__name__}")
+    inputs = _checked_inputs(name, task, inputs)
+    labels = _check_labels(name, task, inputs, labels, names)
+    if task == "tagging":
+        check_tag_scheme(name, labels)
+    return Examples(inputs, labels, memory_source(inputs, labels))
+
+
+def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "unlabelled"
+                        ) -> Examples:
+    """Unlabelled examples from a file path (one per line, or JSONL), a `datasets.Dataset` or a sequence."""
+    if isinstance(data, (str, Path)):
+        read = read_unlabelled(str(data), task, options.text_column)
+        return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data))
+    if _is_dataset(data):
+        inputs = _dataset_columns(data, task, options, labelled=False)[0]
+    elif isinstance(data, (list, tuple)):
+        inputs = list(data)
+    else:
+        raise DistillError(f"{name}: give a file path, a datasets.Dataset or a list of examples, "
+                           f"not {type(data).__name__}")
+    inputs = _checked_inputs(name, task, inputs)
+    return Examples(inputs, None, memory_source(inputs))

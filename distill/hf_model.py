@@ -18,7 +18,7 @@ from transformers import (DistilBertConfig, DistilBertForTokenClassification, Di
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill.errors import DistillError
-from distill.models.teacher import TransformerClassifier, pool
+from distill.models.teacher import Teacher, pool
 
 
 class TeacherForSequenceClassification(DistilBertPreTrainedModel):
@@ -43,7 +43,7 @@ class TeacherForSequenceClassification(DistilBertPreTrainedModel):
         return SequenceClassifierOutput(logits=self.classifier(self.dropout(features)))
 
 
-def to_transformers(teacher: TransformerClassifier) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def to_transformers(teacher: Teacher) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A `transformers` model computing the teacher's logits, and its tokenizer (same max length)."""
     if not isinstance(teacher.encoder, DistilBertModel):
         raise DistillError(f"only DistilBERT-form teachers convert to a transformers head model, "
@@ -69,7 +69,7 @@ def to_transformers(teacher: TransformerClassifier) -> tuple[PreTrainedModel, Pr
 
 
 @torch.inference_mode()
-def max_logit_difference(teacher: TransformerClassifier, model: PreTrainedModel, examples: list) -> float:
+def max_logit_difference(teacher: Teacher, model: PreTrainedModel, examples: list) -> float:
     """Largest |teacher logit - converted model logit| over `examples` (per sentence, or per word)."""
     teacher.eval()
     inputs, _ = teacher.prepare(examples)

@@ -8,8 +8,9 @@ under a launcher, evaluation and the teacher cache split the examples across ran
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -145,3 +146,39 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
     if model.task == "classification":
         return classification_metrics(gold, predicted, model.hierarchy)
     return tagging_metrics(gold, predicted)
+
+
+def prediction_records(model: torch.nn.Module, examples: list, batch_size: int = 64, progress: bool = False,
+                       with_logits: bool = False) -> Iterable[dict]:
+    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits."""
+    results = predict_logits(model, examples, batch_size, progress)
+    labels = decode_labels(model, results)
+    for index, example in enumerate(examples):
+        logits, scored = results.example(index)
+        probs = torch.sigmoid(logits) if logits.size(-1) == 1 else torch.softmax(logits, -1)
+        if model.task == "classification":
+            confidence = float(probs.max()) if logits.size(-1) > 1 else float(torch.maximum(probs, 1 - probs))
+            record = {"text": example, "label": labels[index], "confidence": round(confidence, 6)}
+        else:
+            word_conf = probs.max(-1).values
+            record = {"tokens": list(example), "tags": labels[index],
+                      "confidences": [round(float(c), 6) for c in word_conf],
+                      "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}
+        if with_logits:
+            record["logits"] = [round(v, 5) for v in logits.tolist()] if logits.dim() == 1 else \
+                [[round(v, 5) for v in row] for row in logits.tolist()]
+        yield record
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the weights a deployment needs (a teacher checkpoint also holds optimizer state)."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+def throughput(model: torch.nn.Module, examples: list, batch_size: int, repeats: int = 1) -> float:
+    """Examples per second of inference at `batch_size` over `examples` (after one warm-up batch)."""
+    predict_logits(model, examples[:batch_size], batch_size)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        predict_logits(model, examples, batch_size)
+    return len(examples) * repeats / (time.perf_counter() - started)

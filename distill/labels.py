@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from distill.errors import DistillError
+from distill.errors import DataError, DistillError
 
 
 @dataclass
@@ -94,3 +95,50 @@ class LabelHierarchy:
         """Distillation maps logits by index, so both sides need the same labels in the same order."""
         if self.labels != other.labels:
             raise DistillError(f"{what}: label sets differ: teacher {self.labels} vs {other.labels}")
+
+
+def spelling_key(label: str) -> str:
+    """What two spellings of one label share: Unicode form, case, spacing and number format aside
+    (``1`` and ``1.0``, as spreadsheet exports write integers)."""
+    key = " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+    try:
+        number = float(key)
+    except ValueError:
+        return key
+    return str(int(number)) if number.is_integer() else key
+
+
+def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -> LabelHierarchy:
+    """Leaf labels from training data; tags are flat with ``O`` first.
+
+    Refused, since training on them would give a silently wrong model: one label only (a
+    classifier that cannot be wrong), tags that are all ``O``, and two spellings of one label
+    (``Positive`` / ``positive``), which would become two classes.
+    """
+    if task == "classification":
+        hierarchy = LabelHierarchy.from_labels(labels, separator)
+    else:
+        hierarchy = LabelHierarchy.from_labels((t for tags in labels for t in tags), None, first="O")
+    seen: dict[str, str] = {}
+    for label in hierarchy.labels:
+        other = seen.setdefault(spelling_key(label), label)
+        if other != label:
+            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form or "
+                                  "number format; spell each label one way")
+    if task == "classification" and len(hierarchy) < 2:
+        raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
+                              "two labels to learn anything")
+    if task == "tagging" and hierarchy.labels == ["O"]:
+        raise DataError(path, "every tag is 'O': there is nothing to tag (wrong --tag-column?)")
+    return hierarchy
+
+
+def check_labels_known(path: str, hierarchy: LabelHierarchy, task: str, labels: list) -> None:
+    """Fail before training if dev/test holds a label the model cannot output."""
+    flat = labels if task == "classification" else [t for tags in labels for t in tags]
+    known = {spelling_key(label): label for label in hierarchy.labels}
+    for label in dict.fromkeys(flat):
+        if label not in hierarchy.index and spelling_key(label) in known:
+            raise DataError(path, f"label {label!r} is spelt {known[spelling_key(label)]!r} in the training data; "
+                                  "spell each label one way")
+        hierarchy.encode(label, path)

@@ -12,7 +12,7 @@ distributed run divide every rank's sum by the denominator of the whole global b
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -94,6 +94,15 @@ def binary_nll(logit: torch.Tensor, targets: torch.Tensor, class_weights: torch.
     return binary_nll_sum(logit, targets, class_weights).mean()
 
 
+def supervised_nll_sum(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+                       class_weights: torch.Tensor | None = None) -> LossSum:
+    """The loss against gold (or pseudo) label indices that fits the logits: the class-weighted NLL,
+    or its sigmoid form for one logit."""
+    if logits.size(-1) == 1:
+        return binary_nll_sum(logits, targets, class_weights)
+    return weighted_nll_sum(logits, targets, class_weights, mask)
+
+
 def kl_distill_sum(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
                    mask: torch.Tensor | None = None) -> LossSum:
     """`kl_distill` as a sum and the number of examples (or masked positions)."""
@@ -159,3 +168,35 @@ def binary_mse_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor
     Margins, not raw logits (only defined up to a shift): 4 times the two-logit MSE of centred logits.
     """
     return binary_mse_distill_sum(student_logit, teacher_logits).mean()
+
+
+KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]
+KD_LOSSES: dict[str, KDLoss] = {}
+
+
+def register_kd_loss(name: str) -> Callable[[KDLoss], KDLoss]:
+    """Register a distillation term ``f(student_logits, teacher_logits, temperature, mask) -> LossSum``
+    under `name`: `TeacherStudentDistill(kd_loss=name)` and ``nlp-train kd --kd-loss`` then offer it.
+    A one-logit (binary) student passes (batch, 1) logits against the teacher's (batch, 2)."""
+    def decorate(function: KDLoss) -> KDLoss:
+        KD_LOSSES[name] = function
+        return function
+    return decorate
+
+
+@register_kd_loss("kl")
+def kl_term(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
+            mask: torch.Tensor | None) -> LossSum:
+    """T^2 * KL(teacher || student) at temperature T (Hinton et al. 2015)."""
+    if student_logits.size(-1) == 1:
+        return binary_kl_distill_sum(student_logits, teacher_logits, temperature)
+    return kl_distill_sum(student_logits, teacher_logits, temperature, mask)
+
+
+@register_kd_loss("mse")
+def mse_term(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
+             mask: torch.Tensor | None) -> LossSum:
+    """MSE between raw logits (Tang et al. 2019); the temperature plays no part."""
+    if student_logits.size(-1) == 1:
+        return binary_mse_distill_sum(student_logits, teacher_logits)
+    return mse_distill_sum(student_logits, teacher_logits, mask)

@@ -1,16 +1,17 @@
-"""Evaluation metrics: classification (with per-level scores for hierarchical labels) and tagging."""
+"""Evaluation metrics: classification (with per-level scores for hierarchical labels) and tagging.
+
+scikit-learn and seqeval load when a metric is computed, not when the package is imported.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from seqeval.metrics import f1_score, precision_score, recall_score
-from sklearn.metrics import accuracy_score, precision_recall_fscore_support
-
 from distill.labels import LabelHierarchy
 
 
 def _scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
     scores = {"accuracy": float(accuracy_score(gold, pred))}
     for average in ("macro", "micro"):
         p, r, f, _ = precision_recall_fscore_support(gold, pred, average=average, zero_division=0)
@@ -33,6 +34,7 @@ def classification_metrics(gold: Sequence[str], pred: Sequence[str],
 
 def tagging_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, float]:
     """Entity precision/recall/F1 (seqeval, IOB2 as conlleval reads it) and token accuracy."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
     tokens = sum(len(g) for g in gold)
     correct = sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps))
     return {

@@ -44,8 +44,8 @@ def _resolved(path: str | os.PathLike) -> Path:
 
 
 def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
-    """The inputs that are paths on this machine (not hub:... specs, not unset options)."""
-    return [str(item) for item in inputs if item and not str(item).startswith("hub:")]
+    """The inputs that are paths on this machine (not hub:... specs or data in memory, not unset options)."""
+    return [str(item) for item in inputs if item and not str(item).startswith(("hub:", "memory:"))]
 
 
 def enclosing_model(path: Path) -> Path | None:

@@ -14,13 +14,14 @@ and shows progress.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -58,6 +59,18 @@ class SupervisedObjective(Objective):
 
 
 @dataclass
+class TrainSettings:
+    """How a student trains (what it is lives in its config): Adam at `lr`, batches, at most `epochs`
+    with early stopping after `patience` epochs without dev improvement, and the seed."""
+
+    lr: float = 2e-3
+    batch_size: int = 32
+    epochs: int = 15
+    patience: int = 4
+    seed: int = 42
+
+
+@dataclass
 class FitSettings:
     epochs: int = 3
     batch_size: int = 32
@@ -74,6 +87,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@contextlib.contextmanager
+def runtime(precision_name: str | None = None, threads: int | None = None) -> Iterator[None]:
+    """Run with this precision and torch thread count, then restore the process's settings (None: keep)."""
+    saved_precision, saved_threads = precision.current(), torch.get_num_threads()
+    if precision_name is not None:
+        precision.set_precision(precision_name)
+    if threads is not None:
+        if threads < 1:
+            raise DistillError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        precision.set_precision(saved_precision)
+        if torch.get_num_threads() != saved_threads:
+            torch.set_num_threads(saved_threads)
+
+
 RESUME_FILE = "resume.pt"
 
 
@@ -85,7 +116,7 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     prints: dict[str, str | None] = {}
     for role, value in inputs.items():
         path = Path(value) if value else None
-        if path is None or str(value).startswith("hub:"):
+        if path is None or str(value).startswith(("hub:", "memory:")):  # as written: a spec, or a digest
             prints[role] = value
         elif (path / MODEL_CARD).is_file():
             prints[role] = file_sha256(path / MODEL_CARD)
@@ -291,3 +322,20 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         run.path.unlink(missing_ok=True)
     distributed.barrier()  # no rank returns before rank 0 has saved
     return {"best": best, "history": history}
+
+
+@contextlib.contextmanager
+def training_run(output: str | Path, resume: bool, overwrite: bool, inputs: dict[str, str | None],
+                 **settings) -> Iterator[RunState]:
+    """The run's output directory (checked, locked, cleaned up on failure: `distill.outputs`) and its
+    resume bookkeeping.
+
+    The resume signature holds every setting that changes the result, the runtime (precision,
+    threads, processes) and a content fingerprint of every input, so a resume after any of them
+    changed is refused, never continued with a mix.
+    """
+    from distill.outputs import model_output
+    with model_output(output, inputs.values(), overwrite, resume) as directory:
+        signature = {k: asdict(v) if is_dataclass(v) else v for k, v in settings.items()}
+        signature.update(inputs=input_fingerprints(inputs), runtime=runtime_settings())
+        yield RunState(directory, signature, resume)

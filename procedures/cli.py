@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -11,11 +12,12 @@ import sys
 import click
 
 from distill import distributed
+from distill.data import DataOptions
 from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
-                                  DEFAULT_TEMPERATURE, KD_LOSSES)
+                                  DEFAULT_TEMPERATURE, TeacherStudentDistill)
 from distill.errors import DistillError
+from distill.losses import KD_LOSSES
 from distill.precision import PRECISIONS, set_precision
-from procedures.common import DataOptions
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -62,50 +64,112 @@ def data_options(func):
     return wrapper
 
 
-def student_options(func):
-    """Architecture and training options of a student, packed into a StudentConfig."""
-    from distill.models.students import STUDENTS
+class StudentModelType(click.ParamType):
+    """A registered student name, or a class given as module:Class (see `distill.models.registry`)."""
 
-    @click.option("--model", "model_name", type=click.Choice(list(STUDENTS)), required=True,
-                  help="lstm / cnn classify sentences; lstm-tagger / idcnn-tagger tag words.")
-    @click.option("--embedding-dim", default=100, show_default=True, type=POSITIVE_INT)
-    @click.option("--hidden-dim", default=150, show_default=True, type=POSITIVE_INT,
-                  help="LSTM units per direction.")
-    @click.option("--layers", default=1, show_default=True, type=POSITIVE_INT, help="LSTM layers.")
-    @click.option("--filters", default=100, show_default=True, type=POSITIVE_INT,
-                  help="CNN filters per width (cnn) or ID-CNN channels (idcnn-tagger).")
-    @click.option("--dropout", default=0.5, show_default=True, type=DROPOUT)
-    @click.option("--pooling", type=click.Choice(["last", "max"]), default="last", show_default=True,
-                  help="lstm: last real state of each direction, or max over time.")
-    @click.option("--binary", is_flag=True, help="lstm/cnn with two labels: one logit + sigmoid (BCE).")
-    @click.option("--crf", is_flag=True, help="Taggers: CRF output layer (Viterbi decoding).")
-    @click.option("--cased", is_flag=True, help="Keep case in the word vocabulary (characters keep it anyway).")
-    @click.option("--min-freq", default=1, show_default=True, type=POSITIVE_INT, help="Vocabulary minimum count.")
-    @click.option("--max-vocab", default=50000, show_default=True, type=click.IntRange(min=3),
-                  help="Largest word vocabulary, <pad> and <unk> included.")
-    @click.option("--lr", default=2e-3, show_default=True, type=LEARNING_RATE,
-                  help="Adam learning rate.")
-    @click.option("--epochs", default=15, show_default=True, type=POSITIVE_INT)
-    @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
-    @click.option("--patience", default=4, show_default=True, type=POSITIVE_INT,
-                  help="Stop after this many epochs without dev improvement.")
-    @seed_option
+    name = "model"
+
+    def convert(self, value, param, ctx):
+        from distill.models.registry import StudentEntry, student_entry
+        if isinstance(value, StudentEntry):
+            return value
+        try:
+            return student_entry(value)
+        except DistillError as err:
+            self.fail(str(err), param, ctx)
+
+
+def architecture_fields() -> dict[str, tuple[dataclasses.Field, dict[str, object]]]:
+    """Every architecture setting of the registered students: its field and its default per model."""
+    from distill.models.registry import students
+    found: dict[str, tuple[dataclasses.Field, dict[str, object]]] = {}
+    for name, entry in students().items():
+        config = entry.cls.config_class()
+        for spec in dataclasses.fields(config):
+            if spec.name != "model" and spec.metadata.get("help"):
+                found.setdefault(spec.name, (spec, {}))[1][name] = getattr(config, spec.name)
+    return found
+
+
+def parse_int_list(value: str | None, minimum: int) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        numbers = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter("use comma-separated whole numbers, e.g. 3,4,5") from None
+    if min(numbers) < minimum:
+        raise click.BadParameter(f"each value must be >= {minimum}")
+    return numbers
+
+
+def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
+    """A click option for a config field, its help naming the students that read it and their defaults."""
+    meta = spec.metadata
+    values = {json.dumps(v) for v in defaults.values()}
+    default_text = next(iter(defaults.values())) if len(values) == 1 else \
+        ", ".join(f"{v} ({m})" for m, v in defaults.items())
+    if isinstance(default_text, list):
+        default_text = ",".join(map(str, default_text))
+    text = f"{meta['help']} [{', '.join(defaults)}; default: {default_text}]"
+    declaration = meta.get("flag") or "--" + spec.name.replace("_", "-")
+    sample = next(iter(defaults.values()))
+    if "flag" in meta:
+        return click.option(declaration, spec.name, default=sample, is_flag=True, help=text)
+    if "choices" in meta:
+        kind = click.Choice(meta["choices"])
+    elif isinstance(sample, list):
+        minimum = meta.get("min", 1)
+        return click.option(declaration, spec.name, callback=lambda c, p, v: parse_int_list(v, minimum),
+                            metavar="N,N,...", help=text)
+    elif isinstance(sample, int):
+        kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
+    else:
+        kind = FiniteFloatRange(min=meta.get("min"), max=meta.get("max"), max_open=meta.get("max_open", False))
+    return click.option(declaration, spec.name, type=kind, default=None, help=text)
+
+
+def student_options(func):
+    """--model, the registered students' architecture options (derived from their config classes) and
+    the training settings, packed into the model's config and a TrainSettings."""
+    from distill.models.registry import students
+    from distill.training import TrainSettings
+    fields = architecture_fields()
+    defaults = TrainSettings()
+
     @functools.wraps(func)
-    def wrapper(*args, model_name, embedding_dim, hidden_dim, layers, filters, dropout, pooling, binary, crf,
-                cased, min_freq, max_vocab, lr, epochs, batch_size, patience, seed, **kwargs):
-        from distill.models.students import STUDENT_TASKS, StudentConfig
-        tagger = STUDENT_TASKS[model_name] == "tagging"
-        if binary and tagger:
-            raise click.BadParameter(f"{model_name} tags words; --binary is for the lstm and cnn classifiers",
-                                     param_hint="'--binary'")
-        if crf and not tagger:
-            raise click.BadParameter(f"{model_name} classifies texts; --crf is for the taggers",
-                                     param_hint="'--crf'")
-        config = StudentConfig(model=model_name, embedding_dim=embedding_dim, hidden_dim=hidden_dim,
-                               layers=layers, filters=filters, dropout=dropout, pooling=pooling, binary=binary,
-                               crf=crf, lowercase=not cased, min_freq=min_freq, max_vocab=max_vocab, lr=lr,
-                               epochs=epochs, batch_size=batch_size, patience=patience, seed=seed)
-        return func(*args, student_config=config, **kwargs)
+    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, seed, **kwargs):
+        context = click.get_current_context()
+        config_class = model_entry.cls.config_class
+        own = {spec.name for spec in dataclasses.fields(config_class)}
+        chosen = {}
+        for name in fields:
+            value = kwargs.pop(name)
+            if value is None or not given(context, name):
+                continue
+            if name not in own:
+                option = fields[name][0].metadata.get("flag", "--" + name.replace("_", "-")).split("/")[0]
+                readers = ", ".join(fields[name][1])
+                raise click.BadParameter(f"{model_entry.name} has no such setting; {option} is for {readers}",
+                                         param_hint=f"'{option}'")
+            chosen[name] = value
+        config = config_class(model=model_entry.name, **chosen)
+        settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed)
+        return func(*args, student_config=config, train_settings=settings, **kwargs)
+
+    for name, (spec, model_defaults) in reversed(list(fields.items())):
+        wrapper = architecture_option(spec, model_defaults)(wrapper)
+    choices = ", ".join(f"{name} ({entry.task})" for name, entry in students().items())
+    wrapper = click.option("--model", "model_entry", type=StudentModelType(), required=True,
+                           help=f"The student: {choices}; or a registered class of your own as module:Class.")(wrapper)
+    for option in (seed_option,
+                   click.option("--patience", default=defaults.patience, show_default=True, type=POSITIVE_INT,
+                                help="Stop after this many epochs without dev improvement."),
+                   click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
+                   click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT),
+                   click.option("--lr", default=defaults.lr, show_default=True, type=LEARNING_RATE,
+                                help="Adam learning rate.")):
+        wrapper = option(wrapper)
     return wrapper
 
 
@@ -213,17 +277,17 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
             classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, resume, overwrite,
             quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
-    from distill.models.teacher import TeacherConfig
-    from procedures.teacher import train_teacher
-    config = TeacherConfig(task=task, encoder=encoder, encoder_lr=encoder_lr, classifier_lr=classifier_lr,
-                           dropout=dropout, pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
-                           batch_size=batch_size, epochs=epochs, warmup=warmup, patience=patience, seed=seed,
-                           class_weights=class_weights)
-    summary = train_teacher(train_path, dev_path, output, config, data, progress=not quiet, device=device,
-                            resume=resume, overwrite=overwrite)
+    from distill.models.teacher import TeacherConfig, TeacherTraining
+    from distill.trainers import Output, Runtime, train_teacher
+    config = TeacherConfig(task=task, encoder=encoder, dropout=dropout, pre_classifier=pre_classifier,
+                           pooling=pooling, max_length=max_length)
+    training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
+                               epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights)
+    summary = train_teacher(train_path, dev_path, config, training, data, Output(output, overwrite, resume),
+                            Runtime(device, progress=not quiet)).summary
     best = summary["best"]
     report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
-               f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+           f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
 
 
 @cli.command()
@@ -240,12 +304,11 @@ def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max
 @data_options
 @device_option
 def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, quiet,
-            student_config, data, device):
+            student_config, train_settings, data, device):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
-    from procedures.student import train_student
-    summary = train_student(student_config, train_path, dev_path, output, data, class_weights,
-                            teacher_embeddings, progress=not quiet, device=device, resume=resume,
-                            overwrite=overwrite)
+    from distill.trainers import Output, Runtime, train_student
+    summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
+                            data, Output(output, overwrite, resume), Runtime(device, progress=not quiet)).summary
     report_student(summary, output)
 
 
@@ -256,8 +319,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
               "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
-@click.option("--kd-loss", type=click.Choice(KD_LOSSES), default=DEFAULT_KD_LOSS, show_default=True,
-              help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits.")
+@click.option("--kd-loss", type=click.Choice(list(KD_LOSSES)), default=DEFAULT_KD_LOSS, show_default=True,
+              help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits; or a loss "
+                   "registered with distill.losses.register_kd_loss.")
 @click.option("--temperature", default=DEFAULT_TEMPERATURE, show_default=True,
               type=FiniteFloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
 @click.option("--student-weight", default=DEFAULT_STUDENT_WEIGHT, show_default=True, type=NON_NEGATIVE,
@@ -285,9 +349,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
-       class_weights, resume, overwrite, quiet, student_config, data, device):
+       class_weights, resume, overwrite, quiet, student_config, train_settings, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
-    from procedures.kd import KDOptions, train_kd
+    from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
         raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
                                  param_hint="'--distill-weight'")
@@ -297,11 +361,10 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    options = KDOptions(kd_loss, temperature, student_weight, distill_weight, min_confidence, unlabeled_ratio,
-                        online_teacher, cache_dir)
-    summary = train_kd(teacher_dir, student_config, train_path, dev_path, output, data, unlabeled_path, options,
-                       class_weights, teacher_embeddings, progress=not quiet, device=device, resume=resume,
-                       overwrite=overwrite)
+    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence)
+    distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
+                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet))
+    summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary
     report_student(summary, output)
 
 
@@ -326,7 +389,7 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
                          resume, overwrite, quiet, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
-    from procedures.pseudo_label import pseudo_label
+    from distill.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                          resume, progress=not quiet, device=device, overwrite=overwrite)
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
@@ -356,7 +419,7 @@ def headline_of(metrics: dict) -> dict:
 @device_option
 def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
-    from procedures.inference import evaluate_model
+    from distill.evaluation import evaluate_model
     result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device,
                             overwrite=overwrite)
     report(json.dumps(result, indent=2))
@@ -373,7 +436,7 @@ def predict(model_dir, input_file, batch_size, with_logits, device):
 
     Tagging input is space-separated tokens per line (or JSONL with a tokens list).
     """
-    from procedures.inference import predict_file
+    from distill.evaluation import predict_file
     predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits, device)
 
 
@@ -385,7 +448,7 @@ def predict(model_dir, input_file, batch_size, with_logits, device):
 @data_options
 def compare(model_dirs, data_file, batch_size, limit, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
-    from procedures.compare import compare_models, format_table
+    from distill.compare import compare_models, format_table
     click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
 
 

@@ -174,8 +174,8 @@ class Bench:
         import torch
         from distill.inference import predict_logits
         from distill.models import load_model
-        from procedures.common import DataOptions, read_split
-        from procedures.compare import throughput, weight_bytes
+        from distill.data import DataOptions, read_split
+        from distill.inference import throughput, weight_bytes
         torch.set_num_threads(self.args.threads)
         examples, _ = read_split(str(test), task, DataOptions())
         examples = examples[: self.args.speed_examples]
@@ -204,33 +204,26 @@ class Bench:
         Same data, seed and threads, one after another in this process; plain and cached alternate
         twice (best kept), as their ratio is the one that matters and the machine is shared.
         """
-        import torch
-        from distill.models.students import StudentConfig
-        from procedures.kd import KDOptions, train_kd
-        from procedures.student import train_student
+        from distill import Distiller, Runtime, TrainSettings, student_config, train_student
         student = self.students(key)[0]
-        config = StudentConfig(model=student, epochs=1, seed=self.args.seed,
-                               crf=student == "lstm-tagger" and self.args.crf)
+        config = student_config(student, **({"crf": True} if student == "lstm-tagger" and self.args.crf else {}))
+        settings = TrainSettings(epochs=1, seed=self.args.seed)
         threads = self.args.train_threads or self.args.threads
-        torch.set_num_threads(threads)
-        scratch = self.out / key / "training-cost"
+        env = Runtime(device="cpu", threads=threads, progress=False)
 
-        def epoch_seconds(kind: str, run: int) -> float:
-            output = str(scratch / f"{kind}-{run}")
+        def epoch_seconds(kind: str) -> float:
             if kind == "plain":
-                summary = train_student(config, str(train), str(dev), output, progress=False, device="cpu")
+                result = train_student(config, str(train), str(dev), settings, env=env)
             else:
-                options = KDOptions(online_teacher=kind == "online", cache_dir=str(self.cache))
-                summary = train_kd(str(teacher), config, str(train), str(dev), output, options=options,
-                                   progress=False, device="cpu")
-            return summary["history"][0]["epoch_seconds"]
+                result = Distiller(str(teacher), config, settings=settings, online_teacher=kind == "online",
+                                   cache_dir=self.cache, env=env).fit(str(train), str(dev))
+            return result.history[0]["epoch_seconds"]
 
         seconds = {"plain": [], "cached": [], "online": []}
-        for run in range(2):
+        for _ in range(2):
             for kind in ("plain", "cached"):
-                seconds[kind].append(epoch_seconds(kind, run))
-        seconds["online"].append(epoch_seconds("online", 0))
-        torch.set_num_threads(self.args.threads)
+                seconds[kind].append(epoch_seconds(kind))
+        seconds["online"].append(epoch_seconds("online"))
         return {"student": student, "threads": threads, "epoch_seconds": seconds}
 
     def teacher_inference(self, key: str, teacher: Path) -> dict:
@@ -244,7 +237,7 @@ class Bench:
         from distill.hf_model import max_logit_difference, to_transformers
         from distill.precision import bf16_supported
         from distill.models import load_model
-        from procedures.pseudo_label import pseudo_label
+        from distill.pseudo_label import pseudo_label
         task = TASKS[key]["task"]
         torch.set_num_threads(self.args.threads)
         corpus = self.subset(Path(self.args.data) / TASKS[key]["unlabeled"], self.args.pipeline_examples)
@@ -288,7 +281,7 @@ class Bench:
         """The bf16 lever: `nlp-train --precision bf16 pseudo-label` on the same corpus (best of two), and
         how many labels (tagging: words) differ from the fp32 run."""
         from distill.precision import set_precision
-        from procedures.pseudo_label import pseudo_label
+        from distill.pseudo_label import pseudo_label
         labelled = self.out / corpus.name.replace(".txt", "-bf16.jsonl")
         set_precision("bf16")
         try:

@@ -52,6 +52,15 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
+def config_for(name: str, **settings):
+    """Student `name`'s config with those of `settings` it has (tests share one set of tiny sizes)."""
+    from dataclasses import fields
+
+    from distill.models.registry import student_config, student_entry
+    own = {f.name for f in fields(student_entry(name).cls.config_class)}
+    return student_config(name, **{k: v for k, v in settings.items() if k in own})
+
+
 def cli(*args: str) -> None:
     """Run nlp-train in-process; raise if it does not exit with status 0."""
     from procedures.cli import main

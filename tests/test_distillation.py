@@ -5,15 +5,16 @@ import json
 import pytest
 import torch
 
-from distill.distillation import CachedTeacherLogits, OnlineTeacherLogits, TeacherStudentDistill
+from distill.distillation import (CachedTeacherLogits, DistillObjective, OnlineTeacherLogits,
+                                  TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.inference import predict_logits
 from distill.losses import IGNORE_INDEX, kl_distill, weighted_nll
 from distill.models import load_model
-from distill.models.students import StudentConfig, build_student
+from distill.models.students import build_student
 from distill.training import make_batch
-from procedures.pseudo_label import pseudo_label, run_signature, signature_path
-from tests.conftest import SAMPLES, cli
+from distill.pseudo_label import pseudo_label, run_signature, signature_path
+from tests.conftest import SAMPLES, cli, config_for
 
 SENTENCES = [["Karl", "Weber", "visited", "\u200b", "Port", "Halden", "yesterday"], ["Unbelievably", "good"]]
 
@@ -21,7 +22,7 @@ SENTENCES = [["Karl", "Weber", "visited", "\u200b", "Port", "Halden", "yesterday
 def student_for(teacher, examples):
     name = "lstm" if teacher.task == "classification" else "lstm-tagger"
     torch.manual_seed(0)
-    return build_student(StudentConfig(model=name, embedding_dim=8, hidden_dim=6, dropout=0.0),
+    return build_student(config_for(name, embedding_dim=8, hidden_dim=6, dropout=0.0),
                          teacher.hierarchy, examples).eval()
 
 
@@ -33,8 +34,8 @@ def test_cached_and_online_teacher_give_the_same_loss(request, fixture):
     student = student_for(teacher, examples)
     batch = make_batch(student, examples, labels, list(reversed(range(len(examples)))))
     logits = student(**batch["inputs"])
-    cached = TeacherStudentDistill(CachedTeacherLogits(predict_logits(teacher, examples)))
-    online = TeacherStudentDistill(OnlineTeacherLogits(teacher, examples))
+    cached = DistillObjective(TeacherStudentDistill(), CachedTeacherLogits(predict_logits(teacher, examples)))
+    online = DistillObjective(TeacherStudentDistill(), OnlineTeacherLogits(teacher, examples))
     assert cached(student, logits, batch).item() == pytest.approx(online(student, logits, batch).item(), rel=1e-5)
 
 
@@ -49,17 +50,18 @@ def test_teacher_word_logits_align_with_student_words(tiny_tagging_teacher):
     student = student_for(teacher, SENTENCES)
     batch = make_batch(student, SENTENCES, [None, None], [0, 1])
     student_logits = student(**batch["inputs"])
-    distiller = TeacherStudentDistill(CachedTeacherLogits(results), student_weight=0.0, distill_weight=1.0)
+    distiller = DistillObjective(TeacherStudentDistill(student_weight=0.0, distill_weight=1.0),
+                                 CachedTeacherLogits(results))
     teacher_grid, teacher_scored = results.batch([0, 1])
     mask = batch["mask"] & teacher_scored
-    expected = kl_distill(student_logits[mask], teacher_grid[mask], distiller.temperature)
+    expected = kl_distill(student_logits[mask], teacher_grid[mask], distiller.loss.temperature)
     assert distiller(student, student_logits, batch).item() == pytest.approx(expected.item(), rel=1e-6)
     assert alone.shape[0] == 3
 
 
 def test_pseudo_targets_use_teacher_argmax_only_for_unlabelled_rows():
     teacher_logits = torch.tensor([[0.0, 5.0], [4.0, 0.0], [0.1, 0.0]])
-    distiller = TeacherStudentDistill(CachedTeacherLogits(None), min_confidence=0.6)
+    distiller = TeacherStudentDistill(min_confidence=0.6)
     targets = distiller.pseudo_targets(teacher_logits, torch.tensor([0, IGNORE_INDEX, IGNORE_INDEX]),
                                        torch.tensor([True, False, False]), None)
     assert targets.tolist() == [0, 0, IGNORE_INDEX]  # gold kept; confident guess; unsure guess dropped
@@ -74,8 +76,11 @@ def test_loss_weights_compose(tiny_classifier_teacher):
     source = CachedTeacherLogits(predict_logits(teacher, examples))
     nll = weighted_nll(logits, batch["targets"])
     kl = kl_distill(logits, source.logits([0, 1])[0], 3.0)
-    loss = TeacherStudentDistill(source, "kl", 3.0, 0.3, 0.7)(student, logits, batch)
+    loss = DistillObjective(TeacherStudentDistill("kl", 3.0, 0.3, 0.7), source)(student, logits, batch)
     assert loss.item() == pytest.approx((0.3 * nll + 0.7 * kl).item(), rel=1e-6)
+    # the same loss as a plain function of logits and targets, as another trainer would call it
+    plain = TeacherStudentDistill("kl", 3.0, 0.3, 0.7)(logits, source.logits([0, 1])[0], batch["targets"])
+    assert plain.item() == pytest.approx(loss.item(), rel=1e-6)
 
 
 @pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be > 0"),
@@ -83,7 +88,7 @@ def test_loss_weights_compose(tiny_classifier_teacher):
                                              ({"kd_loss": "js"}, "unknown kd loss")])
 def test_nonsensical_options_are_refused(kwargs, message):
     with pytest.raises(DistillError, match=message):
-        TeacherStudentDistill(CachedTeacherLogits(None), **kwargs)
+        TeacherStudentDistill(**kwargs)
 
 
 def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):

@@ -6,10 +6,11 @@
   anything else (``mkdir``, ``cp``, the left side of a pipe) through bash.
 * ``console`` blocks are ``$ command`` lines followed by the exact output the command prints.
 
-Commands run as written in a fresh folder per page, with three stand-ins so that the whole
+Commands run as written in a fresh folder per page, with four stand-ins so that the whole
 file takes well under a minute on one CPU thread: the real datasets under ``data/`` are the
-bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, and
-every training command runs one epoch. The troubleshooting page must list every error message
+bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, the
+trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, and every training
+command runs one epoch. The troubleshooting page must list every error message
 the code raises.
 """
 
@@ -58,14 +59,24 @@ def pages_with(language: str) -> list:
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch) -> Path:
-    """A fresh folder like a checkout with `make data` done: samples/ and data/ (sample stand-ins)."""
+def workspace(tmp_path, monkeypatch, tiny_classifier_teacher) -> Path:
+    """A fresh folder like a checkout with `make data` done: samples/, examples/, data/ (sample
+    stand-ins) and, for pages that load one, a trained teacher (the tiny one of conftest.py)."""
     (tmp_path / "samples").symlink_to(SAMPLES)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "rt-teacher").symlink_to(tiny_classifier_teacher)
     for doc_path, sample in DATA_STAND_INS.items():
         (tmp_path / doc_path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc_path).symlink_to(SAMPLES / sample)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    # a page may register a student or a kd loss of its own: the next page sees the built-in ones only
+    from distill import losses
+    from distill.models import registry
+    registry.load_plugins()
+    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
+    monkeypatch.setattr(losses, "KD_LOSSES", dict(losses.KD_LOSSES))
     return tmp_path
 
 

@@ -5,17 +5,18 @@ import json
 import pytest
 import torch
 
-from distill.distillation import CachedTeacherLogits, TeacherStudentDistill
+from distill.distillation import CachedTeacherLogits, DistillObjective, TeacherStudentDistill
 from distill.inference import decode_labels, predict_logits
 from distill.labels import LabelHierarchy
 from distill.losses import kl_distill
 from distill.models import load_model
-from distill.models.students import StudentConfig, build_student
+from distill.models.students import build_student
 from distill.training import make_batch
-from tests.conftest import SAMPLES, cli
+from tests.conftest import SAMPLES, cli, config_for
 
-TAGGERS = [("lstm-tagger", []), ("lstm-tagger", ["--crf"]), ("idcnn-tagger", [])]
-TINY = ["--embedding-dim", "8", "--hidden-dim", "8", "--filters", "8", "--epochs", "1", "--quiet"]
+TAGGERS = [("lstm-tagger", ["--hidden-dim", "8"]), ("lstm-tagger", ["--hidden-dim", "8", "--crf"]),
+           ("idcnn-tagger", ["--filters", "8"])]
+TINY = ["--embedding-dim", "8", "--epochs", "1", "--quiet"]
 
 
 def long_sentence(words: int = 450) -> list[list[str]]:
@@ -68,7 +69,7 @@ def test_kd_distils_every_word_of_a_long_sentence(tiny_tagging_teacher, long_fil
     examples = [tokens, tokens[:7]]
     results = predict_logits(teacher, examples)
     torch.manual_seed(0)
-    student = build_student(StudentConfig(model="lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0),
+    student = build_student(config_for("lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0),
                             teacher.hierarchy, examples).eval()
     batch = make_batch(student, examples, [None, None], [0, 1])
     logits = student(**batch["inputs"])
@@ -76,12 +77,13 @@ def test_kd_distils_every_word_of_a_long_sentence(tiny_tagging_teacher, long_fil
     teacher_grid, scored = results.batch([0, 1])
     mask = batch["mask"] & scored
     assert mask[0].sum() == scored[0].sum() > 400  # windows of 16 sub-tokens cover the whole sentence
-    distiller = TeacherStudentDistill(CachedTeacherLogits(results), student_weight=0.0, distill_weight=1.0)
-    expected = kl_distill(logits[mask], teacher_grid[mask], distiller.temperature)
+    loss = TeacherStudentDistill(student_weight=0.0, distill_weight=1.0)
+    distiller = DistillObjective(loss, CachedTeacherLogits(results))
+    expected = kl_distill(logits[mask], teacher_grid[mask], loss.temperature)
     assert distiller(student, logits, batch).item() == pytest.approx(expected.item(), rel=1e-6)
     cli("kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--crf", "--train", folder / "train.conll",
         "--dev", folder / "long.conll", "--unlabeled", folder / "long.txt", "--cache-dir", tmp_path / "cache",
-        "--output", tmp_path / "kd", *TINY)
+        "--output", tmp_path / "kd", "--hidden-dim", "8", *TINY)
     cli("evaluate", tmp_path / "kd", folder / "long.conll", "--quiet")
 
 
@@ -90,7 +92,7 @@ def test_classifier_reads_the_tail_of_a_long_text(name, extra):
     filler = " ".join(["plain"] * 250)
     texts = [f"{filler} superb", f"{filler} dreadful"]
     torch.manual_seed(0)
-    model = build_student(StudentConfig(model=name, embedding_dim=8, hidden_dim=6, filters=5, dropout=0.0, **extra),
+    model = build_student(config_for(name, embedding_dim=8, hidden_dim=6, filters=5, dropout=0.0, **extra),
                           LabelHierarchy(["neg", "pos"]), texts).eval()
     logits = predict_logits(model, texts).logits
     assert not torch.allclose(logits[0], logits[1])  # the only difference is word 251
@@ -99,14 +101,17 @@ def test_classifier_reads_the_tail_of_a_long_text(name, extra):
 def test_old_student_directory_with_max_words_loads_and_tags_every_word(long_files, tmp_path):
     """Checkpoints saved while students cut inputs at `max_words` still load, and now read it all."""
     _, tokens = long_files
-    model = build_student(StudentConfig(model="idcnn-tagger", embedding_dim=8, filters=5),
+    model = build_student(config_for("idcnn-tagger", embedding_dim=8, filters=5),
                           LabelHierarchy(["O", "B-PER"]), [tokens])
-    model.save(tmp_path / "old")
+    model.save_pretrained(tmp_path / "old")
     config = json.loads((tmp_path / "old" / "config.json").read_text())
-    config["config"]["max_words"] = 200
+    # format 1: one config for every student and the run: other models' settings, training settings
+    config["config"].update(max_words=200, hidden_dim=7, pooling="last", lr=0.002, epochs=15, seed=42)
     (tmp_path / "old" / "config.json").write_text(json.dumps(config))
     card = json.loads((tmp_path / "old" / "distill.json").read_text())
     card["sha256"] = {"model.safetensors": card["sha256"]["model.safetensors"]}  # cards then covered weights only
+    del card["format_version"], card["class"]
+    card["model"] = "IDCNNTagger"  # the class name, as cards then named it
     (tmp_path / "old" / "distill.json").write_text(json.dumps(card))
     loaded = load_model(tmp_path / "old", expect="student")
     assert [len(tags) for tags in decode_labels(loaded, predict_logits(loaded, [tokens]))] == [len(tokens)]

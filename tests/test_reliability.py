@@ -253,7 +253,7 @@ def test_resume_refuses_changed_settings_and_finished_runs(tmp_path, capsys, mon
     args = interrupted_in_epoch_2(capsys, monkeypatch, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV,
                                   "--output", out, "--epochs", "3")
     status, err = run_main(capsys, *args, "--resume", "--lr", "0.01")
-    assert status == 2 and "cannot resume with different settings or data (config.lr)" in err
+    assert status == 2 and "cannot resume with different settings or data (settings.lr)" in err
     cli(*args, "--resume")
     assert len(dev_metrics(out)) == 3 and not (out / "resume.pt").exists()
     status, err = run_main(capsys, *args, "--resume")
@@ -463,7 +463,7 @@ def test_overwrite_replaces_a_model_and_puts_it_back_if_the_run_fails(tiny_stude
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"], "backup left behind"
     cli("student", "--model", "cnn", "--quiet", "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", student,
         "--overwrite")
-    assert json.loads((student / "distill.json").read_text())["model"] == "CNNClassifier"
+    assert json.loads((student / "distill.json").read_text())["model"] == "cnn"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"]
 
 
@@ -602,7 +602,7 @@ def test_pseudo_label_resume_refuses_a_changed_run(change, fragment, tiny_classi
     rows = out.read_text().splitlines(keepends=True)
     out.rename(tmp_path / "full.jsonl")
     # as a run killed after 100 records leaves it: the part and the record of the run's settings
-    from procedures.pseudo_label import run_signature, signature_path
+    from distill.pseudo_label import run_signature, signature_path
     part.write_text("".join(rows[:100]))
     signature = run_signature(tiny_classifier_teacher, str(corpus), min_confidence=0.0, with_logits=False,
                               batch_size=64, chunk_size=50)

@@ -9,16 +9,16 @@ from distill.errors import DistillError
 from distill.labels import LabelHierarchy
 from distill.losses import IGNORE_INDEX
 from distill.models import load_model
-from distill.models.students import StudentConfig, build_student, last_states
+from distill.models.students import build_student, last_states
 from distill.vocab import Vocabulary
-from tests.conftest import SAMPLES, cli
+from tests.conftest import SAMPLES, cli, config_for
 
 TEXTS = ["a fine film", "not good at all , sadly", "great"]
 
 
 def test_last_states_pick_last_real_token_not_padding():
     torch.manual_seed(0)
-    model = build_student(StudentConfig(model="lstm", embedding_dim=8, hidden_dim=6, dropout=0.0),
+    model = build_student(config_for("lstm", embedding_dim=8, hidden_dim=6, dropout=0.0),
                           LabelHierarchy(["neg", "pos"]), TEXTS).eval()
     alone = model(**model.prepare(["a fine film"])[0])
     padded_inputs, _ = model.prepare(["a fine film", "not good at all , sadly either"])  # pads the first row
@@ -39,9 +39,9 @@ def test_save_and_load_round_trip(tmp_path, name, extra):
     tagger = name.endswith("tagger")
     examples = [t.split() for t in TEXTS] if tagger else TEXTS
     labels = LabelHierarchy(["O", "B-PER"] if tagger else ["neg", "pos"])
-    model = build_student(StudentConfig(model=name, embedding_dim=8, hidden_dim=6, filters=5, **extra),
+    model = build_student(config_for(name, embedding_dim=8, hidden_dim=6, filters=5, **extra),
                           labels, examples).eval()
-    model.save(tmp_path / name)
+    model.save_pretrained(tmp_path / name)
     loaded = load_model(tmp_path / name, expect="student")
     assert type(loaded) is type(model)
     inputs, mask = model.prepare(examples)
@@ -51,11 +51,11 @@ def test_save_and_load_round_trip(tmp_path, name, extra):
 
 def test_bad_student_inputs():
     with pytest.raises(DistillError, match="unknown student model 'gru'"):
-        build_student(StudentConfig(model="gru"), LabelHierarchy(["a", "b"]), TEXTS)
+        build_student(config_for("gru"), LabelHierarchy(["a", "b"]), TEXTS)
     with pytest.raises(DistillError, match="empty vocabulary"):
         Vocabulary.build([["rare"]], min_freq=2)
     with pytest.raises(DistillError, match="binary mode needs exactly two labels"):
-        build_student(StudentConfig(model="cnn", binary=True), LabelHierarchy(["a", "b", "c"]), TEXTS)
+        build_student(config_for("cnn", binary=True), LabelHierarchy(["a", "b", "c"]), TEXTS)
 
 
 def test_student_cli_trains_and_reports_size(tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_student_cli_trains_and_reports_size(tmp_path, capsys):
 
 def test_embeddings_from_teacher_change_the_table(tiny_classifier_teacher, tmp_path):
     from distill.embedding_init import init_from_teacher
-    model = build_student(StudentConfig(model="lstm", embedding_dim=8), LabelHierarchy(["neg", "pos"]), TEXTS)
+    model = build_student(config_for("lstm", embedding_dim=8), LabelHierarchy(["neg", "pos"]), TEXTS)
     before = model.embedding.weight.detach().clone()
     init_from_teacher(model, load_model(tiny_classifier_teacher))
     after = model.embedding.weight.detach()
@@ -83,7 +83,7 @@ def test_crf_loss_without_a_complete_sentence_reaches_every_parameter():
     its backward pass (DDP waits for all of them); its loss adds 0 over a denominator of 0."""
     sentences = [t.split() for t in TEXTS]
     torch.manual_seed(0)
-    tagger = build_student(StudentConfig(model="lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0, crf=True),
+    tagger = build_student(config_for("lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0, crf=True),
                            LabelHierarchy(["O", "B-PER"]), sentences)
     inputs, mask = tagger.prepare(sentences)
     targets = torch.zeros(mask.shape, dtype=torch.long)

@@ -21,10 +21,11 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
     verify_model_files(directory, card)
     if card["kind"] == "teacher":
-        from distill.models.teacher import TransformerClassifier
-        return TransformerClassifier.from_checkpoint(directory)
-    from distill.models.students import STUDENTS
-    by_class = {cls.__name__: cls for cls in STUDENTS.values()}
-    if card.get("model") not in by_class:
-        raise DistillError(f"{directory}: unknown student model {card.get('model')!r}")
-    return by_class[card["model"]].from_checkpoint(directory)
+        from distill.models.teacher import Teacher
+        return Teacher.from_checkpoint(directory, card)
+    from distill.models.registry import entry_of_saved
+    try:
+        entry = entry_of_saved(str(card.get("model")), card.get("class"))
+    except DistillError as err:
+        raise DistillError(f"{directory}: {err}") from None
+    return entry.cls.from_checkpoint(directory, card)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from pathlib import Path
+from typing import Sequence, TypeVar
 
 import torch
 from torch import nn
@@ -10,6 +11,9 @@ from torch import nn
 from distill import losses
 from distill.errors import DistillError
 from distill.labels import LabelHierarchy
+from distill.models.card import MODEL_CARD
+
+Loaded = TypeVar("Loaded", bound="LabelModel")
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -29,11 +33,14 @@ class LabelModel(nn.Module):
     """A model that maps examples to label logits.
 
     Subclasses set ``hierarchy`` and ``task`` and implement ``prepare`` (examples -> forward
-    inputs and a mask of scored words) and ``forward`` (inputs -> logits).
+    inputs and a mask of scored words), ``forward`` (inputs -> logits), ``write_files`` (its files
+    and card into a directory) and ``from_checkpoint`` (the reverse, after the card was checked).
+    `save_pretrained` / `from_pretrained` follow the `transformers` habit on top of them.
     """
 
     hierarchy: LabelHierarchy
     task: str
+    kind: str | None = None  # "teacher" or "student": the model card's kind
 
     @property
     def device(self) -> torch.device:
@@ -48,13 +55,46 @@ class LabelModel(nn.Module):
             return (logits.squeeze(-1) > 0).long().tolist()
         return logits.argmax(-1).tolist()
 
+    def predict(self, examples: Sequence, batch_size: int = 64) -> list:
+        """Labels for texts (classification) or tag lists for token lists (tagging), by argmax
+        (a CRF tagger: its best path)."""
+        from distill.inference import decode_labels, predict_logits
+        return decode_labels(self, predict_logits(self, list(examples), batch_size))
+
     def supervised_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
                         class_weights: torch.Tensor | None) -> losses.LossSum:
         """The loss against gold (or pseudo) label indices that fits this model's output, as a sum and
         its denominator (see `distill.losses.LossSum`)."""
-        if logits.size(-1) == 1:
-            return losses.binary_nll_sum(logits, targets, class_weights)
-        return losses.weighted_nll_sum(logits, targets, class_weights, mask)
+        return losses.supervised_nll_sum(logits, targets, mask, class_weights)
+
+    def write_files(self, directory: Path, **extra) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, card: dict) -> "LabelModel":
+        raise NotImplementedError
+
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False, **extra) -> Path:
+        """Write the model directory: every file, then the card with their checksums, so a directory
+        with a card is complete. A directory holding another model is refused unless `overwrite`.
+        `extra` goes to the model's `write_files` (the teacher's `optimizer_state`)."""
+        directory = Path(directory)
+        if (directory / MODEL_CARD).exists() and not overwrite:
+            raise DistillError(f"{directory}: already holds a model; pass overwrite=True to replace it")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MODEL_CARD).unlink(missing_ok=True)  # not a model again until every file is written
+        self.write_files(directory, **extra)
+        return directory
+
+    @classmethod
+    def from_pretrained(cls: type[Loaded], directory: str | Path, device: str = "cpu") -> Loaded:
+        """Load a saved model (its files checked against the card first) as this class or a subclass;
+        `LabelModel.from_pretrained` loads any teacher or student."""
+        from distill.models import load_model
+        model = load_model(directory, expect=cls.kind, device=device)
+        if not isinstance(model, cls):
+            raise DistillError(f"{directory}: holds a {type(model).__name__}, not a {cls.__name__}")
+        return model
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -15,17 +15,25 @@ from distill.errors import DistillError
 from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
+# 2: a student's config.json holds its architecture alone (1: every student's settings and the run's).
+CARD_VERSION = 2
 # Folders whose whole content belongs to the model: nothing unlisted may appear there.
 SEALED_FOLDERS = ("encoder",)
 
-__all__ = ["MODEL_CARD", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
+__all__ = ["CARD_VERSION", "MODEL_CARD", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
            "write_model_card"]
 
 
 def write_model_card(directory: str | Path, card: dict, files: list[str]) -> None:
     """Write the card with the sha256 of each of the model's files (call after they are all saved)."""
     directory = Path(directory)
-    write_json(directory / MODEL_CARD, {**card, "sha256": {name: file_sha256(directory / name) for name in files}})
+    write_json(directory / MODEL_CARD, {"format_version": CARD_VERSION, **card,
+                                        "sha256": {name: file_sha256(directory / name) for name in files}})
+
+
+def card_version(card: dict) -> int:
+    """The card's format version; cards from before versions were recorded are version 1."""
+    return card.get("format_version", 1)
 
 
 def folder_files(directory: str | Path, folder: str) -> list[str]:
@@ -44,6 +52,10 @@ def read_model_card(directory: str | Path) -> dict:
     if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student") \
             or not isinstance(card.get("sha256", {}), dict):
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
+    version = card_version(card)
+    if not isinstance(version, int) or version > CARD_VERSION:
+        raise DistillError(f"{directory / MODEL_CARD}: format version {version} is newer than this distill reads "
+                           f"({CARD_VERSION}); upgrade distill")
     return card
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -20,45 +20,89 @@ from distill.errors import DistillError
 from distill.io import load_tensors, read_json, save_tensors, write_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import write_model_card
+from distill.models.card import card_version, write_model_card
+from distill.models.registry import register_student
 from distill.vocab import Vocabulary, word_tokenize
 
 WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
 
 
+def option(default, help: str, **cli) -> Any:
+    """A config field with what the CLI needs to offer it as an option: help text and limits
+    (``min``, ``max``, ``max_open``, ``choices``) or a ``flag`` declaration."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **cli})
+    return field(default=default, metadata={"help": help, **cli})
+
+
 @dataclass
 class StudentConfig:
-    """Architecture and training hyperparameters of a student; defaults suit sentences of news/reviews."""
+    """What a student is (architecture and vocabulary), never how it was trained: a run's settings
+    live in `distill.training.TrainSettings`. Each student class has a subclass with its own fields."""
 
     model: str = "lstm"
-    embedding_dim: int = 100
-    hidden_dim: int = 150
-    layers: int = 1
-    dropout: float = 0.5
-    pooling: str = "last"          # lstm classifier: 'last' states of both directions, or 'max' over time
-    binary: bool = False           # lstm/cnn classifier with two labels: one logit + sigmoid
-    filter_widths: list = field(default_factory=lambda: [3, 4, 5])
-    filters: int = 100
-    char_embedding_dim: int = 30
-    char_filters: int = 50
-    char_width: int = 3
-    crf: bool = False
-    idcnn_dilations: list = field(default_factory=lambda: [1, 2, 1])
-    idcnn_iterations: int = 4
-    lowercase: bool = True
-    min_freq: int = 1
-    max_vocab: int = 50000
-    lr: float = 2e-3
-    batch_size: int = 32
-    epochs: int = 15
-    patience: int = 4
-    seed: int = 42
+    embedding_dim: int = option(100, "Word embedding width.", min=1)
+    dropout: float = option(0.5, "Dropout on embeddings and features.", min=0.0, max=1.0, max_open=True)
+    lowercase: bool = option(True, "Lowercase words in the vocabulary (characters keep case anyway).",
+                             flag="--lowercase/--cased")
+    min_freq: int = option(1, "Vocabulary minimum count.", min=1)
+    max_vocab: int = option(50000, "Largest word vocabulary, <pad> and <unk> included.", min=3)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "StudentConfig":
-        """Unknown keys are ignored, so older checkpoints load (e.g. `max_words`, from when students cut inputs)."""
+    def from_dict(cls, data: dict, where: str = "student config") -> "StudentConfig":
+        """A config from saved JSON; a key this class does not know is an error, never dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DistillError(f"{where}: unknown setting(s) {', '.join(unknown)} for {cls.__name__} "
+                               f"(known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+
+@dataclass
+class ClassifierConfig(StudentConfig):
+    """A text classifier's config: with two labels it may output one logit (sigmoid) instead of two."""
+
+    binary: bool = option(False, "Classifiers with two labels: one logit + sigmoid (BCE).", flag="--binary")
+
+
+@dataclass
+class LSTMClassifierConfig(ClassifierConfig):
+    model: str = "lstm"
+    hidden_dim: int = option(150, "LSTM units per direction.", min=1)
+    layers: int = option(1, "LSTM layers.", min=1)
+    pooling: str = option("last", "Sentence features: the last real state of each direction, or the max over time.",
+                          choices=["last", "max"])
+
+
+@dataclass
+class CNNClassifierConfig(ClassifierConfig):
+    model: str = "cnn"
+    filters: int = option(100, "CNN filters per width, or ID-CNN channels.", min=1)
+    filter_widths: list = option([3, 4, 5], "Convolution widths, comma-separated.", min=1)
+
+
+@dataclass
+class TaggerConfig(StudentConfig):
+    model: str = "lstm-tagger"
+    char_embedding_dim: int = option(30, "Character embedding width.", min=1)
+    char_filters: int = option(50, "Character CNN filters (word features from characters).", min=1)
+    char_width: int = option(3, "Character CNN width.", min=1)
+    crf: bool = option(False, "CRF output layer (Viterbi decoding).", flag="--crf")
+
+
+@dataclass
+class LSTMTaggerConfig(TaggerConfig):
+    hidden_dim: int = option(150, "LSTM units per direction.", min=1)
+    layers: int = option(1, "LSTM layers.", min=1)
+
+
+@dataclass
+class IDCNNTaggerConfig(TaggerConfig):
+    model: str = "idcnn-tagger"
+    filters: int = option(100, "CNN filters per width, or ID-CNN channels.", min=1)
+    idcnn_dilations: list = option([1, 2, 1], "Dilations of the ID-CNN block, comma-separated.", min=1)
+    idcnn_iterations: int = option(4, "Times the ID-CNN block is applied.", min=1)
 
 
 def last_states(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -106,17 +150,37 @@ def student_tokens(example) -> list[str]:
 
 
 class StudentModel(LabelModel):
-    """Shared plumbing: vocabularies, batching of words, save / from_checkpoint."""
+    """Shared plumbing: vocabularies, batching of words, `build`, `save_pretrained` / `from_pretrained`.
 
+    A new student is a subclass with a `config_class`, `__init__` building its layers and `forward`,
+    registered with `distill.models.registry.register_student`.
+    """
+
+    config_class: type[StudentConfig] = StudentConfig
+    kind = "student"
     task = "classification"
+    uses_chars = False  # taggers read characters too: `build` then makes a character vocabulary
 
     def __init__(self, config: StudentConfig, hierarchy: LabelHierarchy, words: Vocabulary,
                  chars: Vocabulary | None = None):
         super().__init__()
+        if not isinstance(config, self.config_class):
+            raise DistillError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
+                               f"got a {type(config).__name__}")
         self.config, self.hierarchy, self.words, self.chars = config, hierarchy, words, chars
-        if config.binary and len(hierarchy) != 2:
+        binary = isinstance(config, ClassifierConfig) and config.binary
+        if binary and len(hierarchy) != 2:
             raise DistillError(f"binary mode needs exactly two labels, got {len(hierarchy)}")
-        self.outputs = 1 if config.binary else len(hierarchy)
+        self.outputs = 1 if binary else len(hierarchy)
+
+    @classmethod
+    def build(cls, config: StudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> "StudentModel":
+        """A fresh student whose vocabularies come from `examples` (texts or token lists)."""
+        token_lists = [student_tokens(e) for e in examples]
+        words = Vocabulary.build(token_lists, config.min_freq, config.max_vocab, config.lowercase)
+        chars = Vocabulary.build((t for tokens in token_lists for t in tokens), 1, None, False) \
+            if cls.uses_chars else None
+        return cls(config, hierarchy, words, chars)
 
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         token_lists = [student_tokens(e) for e in examples]
@@ -145,26 +209,29 @@ class StudentModel(LabelModel):
                                       for ids in (self.chars.ids(t[:MAX_WORD_CHARS]) for t in rows)]
         return {"char_ids": torch.tensor(char_ids), "word_rows": torch.tensor(word_rows)}
 
-    def save(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+    def write_files(self, directory: Path, **extra) -> None:
+        from distill.models.registry import student_entry
         save_tensors(directory / WEIGHTS, self.state_dict())
         write_json(directory / CONFIG, {"config": asdict(self.config), "hierarchy": self.hierarchy.to_dict()})
         write_json(directory / VOCAB, {"words": self.words.to_dict(),
                                        "chars": self.chars.to_dict() if self.chars else None})
-        write_model_card(directory, {"kind": "student", "model": type(self).__name__, "task": self.task,
-                                     "labels": self.hierarchy.labels}, [WEIGHTS, CONFIG, VOCAB])
+        entry = student_entry(self.config.model)
+        write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
+                                     "task": self.task, "labels": self.hierarchy.labels}, [WEIGHTS, CONFIG, VOCAB])
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path) -> "StudentModel":
+    def from_checkpoint(cls, directory: str | Path, card: dict) -> "StudentModel":
         directory = Path(directory)
         for needed in (WEIGHTS, CONFIG, VOCAB):
             if not (directory / needed).exists():
                 raise DistillError(f"{directory}: not a student directory (missing {needed})")
         meta, vocab = read_json(directory / CONFIG), read_json(directory / VOCAB)
         chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
-        model = cls(StudentConfig.from_dict(meta["config"]), LabelHierarchy.from_dict(meta["hierarchy"]),
-                    Vocabulary.from_dict(vocab["words"]), chars)
+        settings = meta["config"]
+        if card_version(card) < 2:  # the one config of all students, training settings included
+            settings = {k: v for k, v in settings.items() if k in {f.name for f in fields(cls.config_class)}}
+        config = cls.config_class.from_dict(settings, str(directory / CONFIG))
+        model = cls(config, LabelHierarchy.from_dict(meta["hierarchy"]), Vocabulary.from_dict(vocab["words"]), chars)
         try:
             model.load_state_dict(load_tensors(directory / WEIGHTS))
         except RuntimeError as err:
@@ -173,8 +240,11 @@ class StudentModel(LabelModel):
         return model
 
 
+@register_student("lstm", task="classification")
 class LSTMClassifier(StudentModel):
     """BiLSTM over word embeddings; the last real state of each direction (or max-pooling) -> Linear."""
+
+    config_class = LSTMClassifierConfig
 
     def __init__(self, config, hierarchy, words, chars=None):
         super().__init__(config, hierarchy, words, None)
@@ -194,8 +264,11 @@ class LSTMClassifier(StudentModel):
         return self.classifier(self.dropout(features))
 
 
+@register_student("cnn", task="classification")
 class CNNClassifier(StudentModel):
     """Kim-style CNN: convolutions of several widths, max over time, Linear."""
+
+    config_class = CNNClassifierConfig
 
     def __init__(self, config, hierarchy, words, chars=None):
         super().__init__(config, hierarchy, words, None)
@@ -233,7 +306,9 @@ class CharCNN(nn.Module):
 class TaggerModel(StudentModel):
     """Word embeddings + character CNN -> a context encoder -> per-word scores (+ optional CRF)."""
 
+    config_class = TaggerConfig
     task = "tagging"
+    uses_chars = True
 
     def __init__(self, config, hierarchy, words, chars):
         if chars is None:
@@ -265,8 +340,11 @@ class TaggerModel(StudentModel):
                                                                       mask[complete]))
 
 
+@register_student("lstm-tagger", task="tagging")
 class LSTMTagger(TaggerModel):
     """BiLSTM tagger over word + character-CNN features (NLP Architect's NeuralTagger)."""
+
+    config_class = LSTMTaggerConfig
 
     def __init__(self, config, hierarchy, words, chars):
         super().__init__(config, hierarchy, words, chars)
@@ -280,8 +358,11 @@ class LSTMTagger(TaggerModel):
         return self.classifier(self.dropout(outputs))
 
 
+@register_student("idcnn-tagger", task="tagging")
 class IDCNNTagger(TaggerModel):
     """Iterated dilated CNN (Strubell et al. 2017): a block of dilated convolutions applied repeatedly."""
+
+    config_class = IDCNNTaggerConfig
 
     def __init__(self, config, hierarchy, words, chars):
         super().__init__(config, hierarchy, words, chars)
@@ -301,18 +382,7 @@ class IDCNNTagger(TaggerModel):
         return self.classifier(self.dropout(hidden.transpose(1, 2)))
 
 
-STUDENT_TASKS = {"lstm": "classification", "cnn": "classification", "lstm-tagger": "tagging",
-                 "idcnn-tagger": "tagging"}
-STUDENTS = {"lstm": LSTMClassifier, "cnn": CNNClassifier, "lstm-tagger": LSTMTagger, "idcnn-tagger": IDCNNTagger}
-
-
 def build_student(config: StudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> StudentModel:
-    """A fresh student with vocabularies built from the training examples."""
-    if config.model not in STUDENTS:
-        raise DistillError(f"unknown student model {config.model!r}: choose one of {', '.join(STUDENTS)}")
-    cls = STUDENTS[config.model]
-    token_lists = [student_tokens(e) for e in examples]
-    words = Vocabulary.build(token_lists, config.min_freq, config.max_vocab, config.lowercase)
-    chars = Vocabulary.build((t for tokens in token_lists for t in tokens), 1, None, False) \
-        if issubclass(cls, TaggerModel) else None
-    return cls(config, hierarchy, words, chars)
+    """A fresh student of the registered kind `config.model`, vocabularies built from `examples`."""
+    from distill.models.registry import student_entry
+    return student_entry(config.model).cls.build(config, hierarchy, examples)

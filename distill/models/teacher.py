@@ -6,6 +6,8 @@ LogSoftmax into the class-weighted NLL (`distill.losses.weighted_nll`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
@@ -17,10 +19,10 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
 from distill.errors import DistillError
 from distill.features import collate_windows, encode_texts, encode_words
-from distill.io import atomic_directory, load_checkpoint, save_checkpoint
+from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import folder_files, write_model_card
+from distill.models.card import card_version, folder_files, write_model_card
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
@@ -28,16 +30,22 @@ ENCODER_DIR = "encoder"
 
 @dataclass
 class TeacherConfig:
-    """Hyperparameters of the DistilBERT + Linear teacher, plus what a run needs to be repeated."""
+    """What the teacher is: task, encoder, head and how it reads text."""
 
     task: str = "classification"
     encoder: str = DEFAULT_ENCODER
-    encoder_lr: float = 5e-5
-    classifier_lr: float = 1e-3
     dropout: float = 0.1
     pre_classifier: bool = False
     pooling: str = "first"          # classification: first token's state, or "mean" over real tokens
     max_length: int = 128
+
+
+@dataclass
+class TeacherTraining:
+    """How a teacher is fine-tuned (AdamW, two learning rates, linear warm-up then decay)."""
+
+    encoder_lr: float = 5e-5
+    classifier_lr: float = 1e-3
     batch_size: int = 32
     epochs: int = 3
     warmup: float = 0.1
@@ -46,10 +54,17 @@ class TeacherConfig:
     seed: int = 42
     class_weights: Any = None
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "TeacherConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+
+def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[TeacherConfig, TeacherTraining]:
+    """The checkpoint's one ``config`` dict (seed 000's schema: the model's and the run's settings
+    together) as the model's config and its training settings; an unknown key is an error."""
+    model_keys = {f.name for f in fields(TeacherConfig)}
+    training_keys = {f.name for f in fields(TeacherTraining)}
+    unknown = sorted(set(data) - model_keys - training_keys)
+    if unknown and version >= 2:
+        raise DistillError(f"{where}: unknown teacher setting(s) {', '.join(unknown)}")
+    return (TeacherConfig(**{k: v for k, v in data.items() if k in model_keys}),
+            TeacherTraining(**{k: v for k, v in data.items() if k in training_keys}))
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -60,14 +75,17 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     return hidden[:, 0]
 
 
-class TransformerClassifier(LabelModel):
+class Teacher(LabelModel):
     """Encoder + dropout + Linear; sequence labels from the first token (or the mean of all tokens),
-    word tags from each word's first piece."""
+    word tags from each word's first piece. `training_settings` records how it was fine-tuned."""
+
+    kind = "teacher"
 
     def __init__(self, config: TeacherConfig, hierarchy: LabelHierarchy, encoder: nn.Module,
-                 tokenizer: PreTrainedTokenizerBase):
+                 tokenizer: PreTrainedTokenizerBase, training_settings: TeacherTraining | None = None):
         super().__init__()
         self.config = config
+        self.training_settings = training_settings or TeacherTraining()
         self.hierarchy = hierarchy
         self.encoder = encoder
         self.tokenizer = tokenizer
@@ -77,7 +95,9 @@ class TransformerClassifier(LabelModel):
         self.classifier = nn.Linear(hidden, len(hierarchy))
 
     @classmethod
-    def from_pretrained_encoder(cls, config: TeacherConfig, hierarchy: LabelHierarchy) -> "TransformerClassifier":
+    def from_encoder(cls, config: TeacherConfig, hierarchy: LabelHierarchy,
+                     training_settings: TeacherTraining | None = None) -> "Teacher":
+        """A teacher to fine-tune: the pretrained encoder `config.encoder` and a fresh head."""
         encoder, tokenizer = load_encoder(config.encoder)
         # longer inputs would index past the position table: refuse before training, not mid-epoch
         limits = [n for n in (getattr(encoder.config, "max_position_embeddings", None),
@@ -86,7 +106,7 @@ class TransformerClassifier(LabelModel):
         if limit is not None and config.max_length > limit:
             raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions encoder "
                                f"{config.encoder} can read; use at most {limit}")
-        return cls(config, hierarchy, encoder, tokenizer)
+        return cls(config, hierarchy, encoder, tokenizer, training_settings)
 
     @property
     def task(self) -> str:
@@ -136,6 +156,13 @@ class TransformerClassifier(LabelModel):
         grid[word_slots[real]] = logits[real]
         return grid.view(sentences, width, -1)
 
+    def fingerprint(self) -> str:
+        """A digest of what decides the teacher's logits: its weights and how it reads text (config,
+        tokenizer vocabulary size). Keys the logit cache, so a cached logit is never another model's."""
+        reading = json.dumps({"config": asdict(self.config), "labels": self.hierarchy.labels,
+                              "vocabulary": len(self.tokenizer)}, sort_keys=True)
+        return hashlib.sha256((reading + tensors_sha256(self.state_dict())).encode()).hexdigest()[:40]
+
     def head_parameters(self) -> list[nn.Parameter]:
         head = list(self.classifier.parameters())
         if self.pre_classifier is not None:
@@ -145,16 +172,14 @@ class TransformerClassifier(LabelModel):
     def head_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
-    def save(self, directory: str | Path, optimizer_state: dict | None = None) -> None:
+    def write_files(self, directory: Path, optimizer_state: dict | None = None) -> None:
         """The checkpoint schema of docs/models/teacher.md, plus the encoder's config and tokenizer
         so it loads offline."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
             self.encoder.config.save_pretrained(encoder_dir)
             self.tokenizer.save_pretrained(encoder_dir)
         save_checkpoint(directory / CHECKPOINT, {
-            "config": asdict(self.config),
+            "config": {**asdict(self.config), **asdict(self.training_settings)},
             "hierarchy": self.hierarchy.to_dict(),
             "encoder_state_dict": self.encoder.state_dict(),
             "classifier_state_dict": self.head_state_dict(),
@@ -165,7 +190,7 @@ class TransformerClassifier(LabelModel):
                          [CHECKPOINT, *folder_files(directory, ENCODER_DIR)])
 
     @classmethod
-    def from_checkpoint(cls, directory: str | Path) -> "TransformerClassifier":
+    def from_checkpoint(cls, directory: str | Path, card: dict) -> "Teacher":
         directory = Path(directory)
         for needed in (CHECKPOINT, ENCODER_DIR):
             if not (directory / needed).exists():
@@ -174,13 +199,14 @@ class TransformerClassifier(LabelModel):
         missing = {"config", "hierarchy", "encoder_state_dict", "classifier_state_dict"} - set(checkpoint)
         if missing:
             raise DistillError(f"{directory / CHECKPOINT}: not a teacher checkpoint (missing {sorted(missing)})")
-        config = TeacherConfig.from_dict(checkpoint["config"])
+        config, training = split_checkpoint_config(checkpoint["config"], str(directory / CHECKPOINT),
+                                                   card_version(card))
         try:
             tokenizer = AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
             encoder = encoder_from_config(directory / ENCODER_DIR)
         except (OSError, ValueError) as err:
             raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
-        model = cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer)
+        model = cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer, training)
         try:
             model.encoder.load_state_dict(checkpoint["encoder_state_dict"])
             missing, unexpected = model.load_state_dict(checkpoint["classifier_state_dict"], strict=False)

@@ -5,18 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Iterable, TextIO
-
-import torch
+from typing import TextIO
 
 from distill import distributed
-from distill.data import read_unlabelled
+from distill.data import DataOptions, read_split, read_unlabelled
 from distill.errors import DistillError
-from distill.inference import decode_labels, evaluate, predict_logits
+from distill.inference import evaluate, prediction_records
 from distill.io import write_json
+from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
 from distill.outputs import file_output
-from procedures.common import DataOptions, check_labels_known, read_split
 
 
 def is_metrics_file(path: Path) -> bool:
@@ -43,28 +41,6 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         if distributed.is_main():
             write_json(path, result)
         return result
-
-
-def prediction_records(model, examples: list, batch_size: int = 64, progress: bool = False,
-                       with_logits: bool = False) -> Iterable[dict]:
-    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits."""
-    results = predict_logits(model, examples, batch_size, progress)
-    labels = decode_labels(model, results)
-    for index, example in enumerate(examples):
-        logits, scored = results.example(index)
-        probs = torch.sigmoid(logits) if logits.size(-1) == 1 else torch.softmax(logits, -1)
-        if model.task == "classification":
-            confidence = float(probs.max()) if logits.size(-1) > 1 else float(torch.maximum(probs, 1 - probs))
-            record = {"text": example, "label": labels[index], "confidence": round(confidence, 6)}
-        else:
-            word_conf = probs.max(-1).values
-            record = {"tokens": list(example), "tags": labels[index],
-                      "confidences": [round(float(c), 6) for c in word_conf],
-                      "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}
-        if with_logits:
-            record["logits"] = [round(v, 5) for v in logits.tolist()] if logits.dim() == 1 else \
-                [[round(v, 5) for v in row] for row in logits.tolist()]
-        yield record
 
 
 def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,

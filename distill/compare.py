@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import time
-import torch
-
-from distill.inference import evaluate, predict_logits
+from distill.data import DataOptions, read_split
+from distill.inference import evaluate, throughput, weight_bytes
+from distill.labels import check_labels_known
 from distill.metrics import headline
 from distill.models import load_model
-from procedures.common import DataOptions, check_labels_known, read_split
-
-
-def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the weights a deployment needs (a teacher checkpoint also holds optimizer state)."""
-    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
-
-
-def throughput(model, examples: list, batch_size: int, repeats: int = 1) -> float:
-    """Examples per second of inference at `batch_size` over `examples` (after one warm-up batch)."""
-    predict_logits(model, examples[:batch_size], batch_size)
-    started = time.perf_counter()
-    for _ in range(repeats):
-        predict_logits(model, examples, batch_size)
-    return len(examples) * repeats / (time.perf_counter() - started)
 
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),

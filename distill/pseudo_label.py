@@ -26,11 +26,11 @@ from tqdm.auto import tqdm
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
+from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_model
 from distill.outputs import file_output
 from distill.training import changed_settings, input_fingerprints, runtime_settings
-from procedures.inference import prediction_records
 
 
 def recover_partial(part: Path) -> int:

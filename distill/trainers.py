@@ -1,0 +1,336 @@
+"""The Python API's three ways to train, all through the one loop of `distill.training.fit`:
+
+* `train_teacher`: fine-tune the transformer teacher on labelled data;
+* `train_student`: a small student on gold labels alone (the baseline distillation must beat);
+* `Distiller`: a student against a teacher's logits, with optional unlabelled text.
+
+Data is a file path, a `datasets.Dataset` or examples in memory (see `distill.data.labelled_examples`).
+With `output_dir` a run writes there exactly as ``nlp-train`` does (never over an input or another
+model, locked, resumable, removed if it fails); without, nothing is written and the best epoch's
+weights come back in memory. The CLI's commands are thin wrappers around these functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from distill import distributed
+from distill.data import DataOptions, Examples, labelled_examples, unlabelled_examples
+from distill.distillation import (CachedTeacherLogits, DistillObjective, OnlineTeacherLogits,
+                                  TeacherStudentDistill)
+from distill.errors import DistillError
+from distill.io import tensors_sha256, write_json
+from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
+from distill.models.base import LabelModel, pick_device
+from distill.models.registry import student_entry
+from distill.models.students import StudentConfig, StudentModel
+from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
+from distill.training import (FitSettings, Objective, RunState, SupervisedObjective, TrainSettings, fit, runtime,
+                              training_run)
+
+SUMMARY_FILE = "train_summary.json"
+LOG_FILE = "metrics.jsonl"
+
+
+@dataclass
+class TrainResult:
+    """A finished run: the model as of its best dev epoch, and the run's summary (``best`` epoch
+    record, ``history`` of every epoch, parameters and what the run was given)."""
+
+    model: LabelModel
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> dict:
+        return self.summary["best"]
+
+    @property
+    def history(self) -> list[dict]:
+        return self.summary["history"]
+
+
+@dataclass
+class Runtime:
+    """Where and how a run computes: device, precision (fp32, bf16, auto; None keeps the process's
+    setting), torch threads (None keeps it) and whether to show progress bars."""
+
+    device: str = "auto"
+    precision: str | None = None
+    threads: int | None = None
+    progress: bool = True
+
+
+@dataclass
+class Output:
+    """Where a run writes: a model directory (None: nothing written), and the CLI's `--overwrite` /
+    `--resume` for it."""
+
+    directory: str | Path | None = None
+    overwrite: bool = False
+    resume: bool = False
+
+
+@contextlib.contextmanager
+def _run(output: Output, inputs: dict[str, str | None], **settings) -> Iterator[RunState | None]:
+    if output.directory is None:
+        if output.resume:
+            raise DistillError("resume needs an output directory to resume from")
+        yield None
+        return
+    with training_run(output.directory, output.resume, output.overwrite, inputs, **settings) as run:
+        yield run
+
+
+def _teacher_source(teacher: Teacher | str | Path | None) -> str | None:
+    """A teacher as a run's signature records it: its directory, or a digest of one in memory."""
+    if teacher is None or isinstance(teacher, (str, Path)):
+        return None if teacher is None else str(teacher)
+    return f"memory:{teacher.fingerprint()}"
+
+
+def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: Examples, dev: Examples,
+         settings: FitSettings, run: RunState | None, save: Callable[[Path], None], summary: dict) -> TrainResult:
+    """`fit` with the best epoch saved to the run's directory, or kept in memory without one."""
+    best_state: dict = {}
+    if run is None:
+        save_best = lambda record: best_state.update(copy.deepcopy(model.state_dict()))  # noqa: E731
+        log = None
+    else:
+        save_best = lambda record: save(run.directory)  # noqa: E731
+        log = run.directory / LOG_FILE
+        log.unlink(missing_ok=True)
+    result = fit(model, objective, optimizer, scheduler, train.inputs, train.labels, dev.inputs, dev.labels,
+                 settings, save_best, log, run)
+    if best_state:
+        model.load_state_dict(best_state)
+    model.eval()
+    summary = {**summary, "parameters": model.parameter_count(), "train_examples": len(train), **result}
+    if run is not None and distributed.is_main():
+        write_json(run.directory / SUMMARY_FILE, summary)
+    return TrainResult(model, summary)
+
+
+def _labelled(train: Any, dev: Any, task: str, data: DataOptions) -> tuple[LabelHierarchy, Examples, Examples]:
+    train_set = labelled_examples(train, task, data, "train")
+    dev_set = labelled_examples(dev, task, data, "dev")
+    hierarchy = build_hierarchy(task, train_set.labels, data.separator, train_set.source)
+    check_labels_known(dev_set.source, hierarchy, task, dev_set.labels)
+    return hierarchy, train_set, dev_set
+
+
+def teacher_optimizer(model: Teacher, training: TeacherTraining, total_steps: int):
+    """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
+    from transformers import get_linear_schedule_with_warmup
+    head = {id(p) for p in model.head_parameters()}
+    groups = [
+        {"params": [p for p in model.parameters() if id(p) not in head], "lr": training.encoder_lr},
+        {"params": model.head_parameters(), "lr": training.classifier_lr},
+    ]
+    optimizer = torch.optim.AdamW(groups, weight_decay=training.weight_decay)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(training.warmup * total_steps), total_steps)
+    return optimizer, scheduler
+
+
+def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
+                  training: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
+                  output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
+    """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
+    with runtime(env.precision, env.threads):
+        hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
+        inputs = {"train": train_set.source, "dev": dev_set.source}
+        with _run(output, inputs, command="teacher", config=config, training=training, data=data) as run:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(training.seed)
+                model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
+            steps = -(-len(train_set) // training.batch_size) * training.epochs
+            optimizer, scheduler = teacher_optimizer(model, training, steps)
+            settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
+                                   progress=env.progress)
+            objective = SupervisedObjective(hierarchy.class_weights(training.class_weights))
+            return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
+                        lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
+                        {"kind": "teacher", "labels": hierarchy.labels})
+
+
+def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
+                seed: int, teacher: Teacher | None = None) -> StudentModel:
+    """A student ready to train: `student` itself if built already, else built from its config (or
+    registered name, with default settings) with vocabularies covering `examples` and, given a
+    `teacher`, word embeddings started from the teacher's. Seeded, without touching the global RNG."""
+    if isinstance(student, StudentModel):
+        student.hierarchy.check_same(hierarchy, "student vs training data")
+        return student
+    config = student_entry(student).cls.config_class(model=student) if isinstance(student, str) else student
+    if not isinstance(config, StudentConfig):
+        raise DistillError(f"student: give a StudentModel, a StudentConfig or a registered name, "
+                           f"not {type(student).__name__}")
+    entry = student_entry(config.model)
+    if not isinstance(config, entry.cls.config_class):
+        raise DistillError(f"student {config.model!r} needs a {entry.cls.config_class.__name__}, "
+                           f"got a {type(config).__name__}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = entry.cls.build(config, hierarchy, examples)
+        if teacher is not None:
+            from distill.embedding_init import init_from_teacher
+            init_from_teacher(model, teacher)
+    return model
+
+
+def _student_task(student: StudentModel | StudentConfig | str) -> str:
+    if isinstance(student, StudentModel):
+        return student.task
+    return student_entry(student if isinstance(student, str) else student.model).task
+
+
+def _student_run(model: StudentModel, objective: Objective, train: Examples, dev: Examples,
+                 settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
+    """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
+    model.to(pick_device(env.device))
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
+                               progress=env.progress)
+    summary = {"kind": "student", "model": model.config.model, **summary}
+    result = _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
+                  lambda d: model.save_pretrained(d, overwrite=True), summary)
+    if run is not None:
+        result.summary["size_bytes"] = model_size_bytes(run.directory)
+        if distributed.is_main():
+            write_json(run.directory / SUMMARY_FILE, result.summary)
+    return result
+
+
+def model_size_bytes(directory: str | Path) -> int:
+    """Bytes on disk of a model directory's files (logs aside)."""
+    return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file() and f.suffix != ".jsonl")
+
+
+def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: Any,
+                  settings: TrainSettings = TrainSettings(), class_weights: Any = None,
+                  teacher_embeddings: Teacher | str | None = None, data: DataOptions = DataOptions(),
+                  output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
+    """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
+    its word embeddings from the teacher's."""
+    with runtime(env.precision, env.threads):
+        task = _student_task(student)
+        hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+        teacher_source = _teacher_source(teacher_embeddings)
+        inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
+        with _run(output, inputs, command="student", config=_config_of(student), settings=settings, data=data,
+                  class_weights=class_weights) as run:
+            teacher = Teacher.from_pretrained(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
+                else teacher_embeddings
+            model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
+            objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
+            return _student_run(model, objective, train_set, dev_set, settings, run, env,
+                                {"embeddings_from_teacher": teacher_source})
+
+
+def _config_of(student: StudentModel | StudentConfig | str) -> dict:
+    """The student as a run's signature sees it: its config, or a digest of a built model's weights."""
+    if isinstance(student, StudentModel):
+        return {"config": asdict(student.config), "weights": tensors_sha256(student.state_dict())}
+    if isinstance(student, str):
+        return {"model": student}
+    return asdict(student)
+
+
+class Distiller:
+    """Distil `teacher` into `student` (a built model, a config, or a registered name such as ``"lstm"``).
+
+    `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
+    logits are computed once over the transfer set (labelled + unlabelled) and cached on disk
+    (keyed by the teacher's weights and the examples), or recomputed every batch with
+    `online_teacher`. A student built here gets a vocabulary covering the whole transfer set and,
+    with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
+    unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
+    (``"inverse"`` or one number per label) weight the student's NLL.
+    """
+
+    def __init__(self, teacher: Teacher | str | Path, student: StudentModel | StudentConfig | str,
+                 loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
+                 class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
+                 online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
+                 env: Runtime = Runtime()):
+        if not isinstance(teacher, (str, Path, Teacher)):
+            raise DistillError(f"teacher: give a Teacher or a teacher directory, not {type(teacher).__name__}")
+        self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
+        self.teacher = teacher
+        self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
+        if class_weights is not None and self.loss.class_weights is not None:
+            raise DistillError("class weights given twice: to the Distiller and to its loss")
+        self.class_weights = class_weights
+        self.teacher_embeddings, self.unlabeled_ratio = teacher_embeddings, unlabeled_ratio
+        self.online_teacher, self.cache_dir, self.teacher_batch_size = online_teacher, cache_dir, teacher_batch_size
+        self.env = env
+        if unlabeled_ratio is not None and not unlabeled_ratio > 0:
+            raise DistillError(f"unlabeled_ratio must be > 0, got {unlabeled_ratio}")
+
+    def options(self) -> dict:
+        """The distillation settings as a run's signature and summary record them."""
+        return {**self.loss.settings(), "class_weights": self.class_weights, "unlabeled_ratio": self.unlabeled_ratio,
+                "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings}
+
+    def fit(self, train: Any, dev: Any, unlabelled: Any = None, data: DataOptions = DataOptions(),
+            output: Output = Output()) -> TrainResult:
+        """Train the student on `train` (+ `unlabelled`, pseudo-labelled by the teacher's argmax); the
+        best epoch on `dev` wins. Returns the trained student and the run's summary."""
+        env = self.env
+        with runtime(env.precision, env.threads):
+            task = _student_task(self.student)
+            hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+            extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
+            teacher_input = _teacher_source(self.teacher)
+            inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
+                      "unlabeled": extra.source if extra else None}
+            with _run(output, inputs, command="kd", config=_config_of(self.student), settings=self.settings,
+                      data=data, kd=self.options()) as run:
+                return self._fit(task, hierarchy, train_set, dev_set, extra, run)
+
+    def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
+             run: RunState | None) -> TrainResult:
+        env = self.env
+        teacher = Teacher.from_pretrained(self.teacher, device=env.device) \
+            if isinstance(self.teacher, (str, Path)) else self.teacher
+        if task != teacher.task:
+            raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
+                               f"does {teacher.task}")
+        teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.source}")
+        unlabelled = list(extra.inputs) if extra else []
+        if extra and self.unlabeled_ratio is not None:
+            keep = int(self.unlabeled_ratio * len(train))
+            unlabelled = random.Random(self.settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
+        # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
+        examples = list(train.inputs) + unlabelled
+        model = new_student(self.student, teacher.hierarchy, examples, self.settings.seed,
+                            teacher if self.teacher_embeddings else None)
+        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
+        started = time.perf_counter()
+        cache_info: dict = {}
+        if self.online_teacher:
+            source = OnlineTeacherLogits(teacher, examples)
+        else:
+            from distill.cache import cached_teacher_logits
+            results, path, hit = cached_teacher_logits(teacher, examples, self.cache_dir, self.teacher_batch_size,
+                                                       env.progress)
+            source = CachedTeacherLogits(results)
+            cache_info = {"cache_file": str(path), "cache_hit": hit}
+        teacher_seconds = time.perf_counter() - started
+        loss = self.loss
+        if self.class_weights is not None:
+            loss = copy.copy(loss)
+            loss.class_weights = None
+            weights = model.hierarchy.class_weights(self.class_weights)
+            loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
+        objective = DistillObjective(loss, source)
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
+                   "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
+        return _student_run(model, objective, transfer, dev, self.settings, run, env, summary)

@@ -1,0 +1,182 @@
+"""The Python API: the same models as the CLI, the registry, from_pretrained, light imports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from distill import (DistillError, Distiller, LabelModel, LSTMClassifier, Runtime, Teacher, TeacherStudentDistill,
+                     TrainSettings, student_config, train_student)
+from distill.io import load_tensors
+from distill.labels import LabelHierarchy
+from distill.models.students import build_student
+from distill.trainers import new_student
+from tests.conftest import ROOT, SAMPLES, cli
+
+QUIET = Runtime(device="cpu", threads=1, progress=False)
+TINY = {"embedding_dim": 16, "hidden_dim": 16, "dropout": 0.0}
+
+
+def rows(path) -> tuple[list[str], list[str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        records = list(csv.DictReader(handle))
+    return [r["text"] for r in records], [r["label"] for r in records]
+
+
+def assert_same_weights(directory_a, directory_b) -> None:
+    a, b = load_tensors(directory_a / "model.safetensors"), load_tensors(directory_b / "model.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_cli_and_api_give_identical_models(tiny_classifier_teacher, tmp_path):
+    """kd and student from the CLI on files, and from Python on examples in memory: the same weights."""
+    files = ["--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv"]
+    sizes = ["--embedding-dim", "16", "--hidden-dim", "16", "--dropout", "0", "--epochs", "2", "--seed", "7"]
+    cli("--threads", "1", "kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", *files, "--unlabeled",
+        SAMPLES / "unlabeled_movies.txt", "--temperature", "3", "--cache-dir", tmp_path / "cache", *sizes, "--quiet",
+        "--output", tmp_path / "cli-kd")
+    cli("--threads", "1", "student", "--model", "lstm", *files, *sizes, "--quiet", "--output", tmp_path / "cli-student")
+    train, dev = rows(SAMPLES / "sentiment_train.csv"), rows(SAMPLES / "sentiment_dev.csv")
+    unlabelled = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()
+    config, settings = student_config("lstm", **TINY), TrainSettings(epochs=2, seed=7)
+    distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), config,
+                          TeacherStudentDistill(temperature=3.0), settings, cache_dir=tmp_path / "cache", env=QUIET)
+    distiller.fit(train, dev, unlabelled).model.save_pretrained(tmp_path / "api-kd")
+    train_student(config, train, dev, settings, env=QUIET).model.save_pretrained(tmp_path / "api-student")
+    assert_same_weights(tmp_path / "cli-kd", tmp_path / "api-kd")
+    assert_same_weights(tmp_path / "cli-student", tmp_path / "api-student")
+
+
+def test_api_run_with_output_writes_what_the_cli_writes(tmp_path):
+    from distill.trainers import Output
+    result = train_student("cnn", SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv",
+                           TrainSettings(epochs=1), output=Output(tmp_path / "run"), env=QUIET)
+    assert {"distill.json", "metrics.jsonl", "train_summary.json", "model.safetensors"} <= set(os.listdir(tmp_path / "run"))
+    assert result.best["epoch"] == 1 and json.loads((tmp_path / "run" / "train_summary.json").read_text())["model"] == "cnn"
+    with pytest.raises(DistillError, match="already holds a student model"):
+        train_student("cnn", SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", TrainSettings(epochs=1),
+                      output=Output(tmp_path / "run"), env=QUIET)
+
+
+def test_datasets_with_class_label_and_bad_examples():
+    from datasets import ClassLabel, Dataset, Features, Value
+    from distill.data import labelled_examples
+    features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"])})
+    data = labelled_examples(Dataset.from_dict({"text": ["good", "bad"], "label": [1, 0]}, features=features),
+                             "classification")
+    assert data.labels == ["pos", "neg"] and data.source.startswith("memory:")
+    with pytest.raises(DistillError, match="2 examples but 1 labels"):
+        labelled_examples((["a", "b"], ["x"]), "classification")
+    with pytest.raises(DistillError, match="one tag per token"):
+        labelled_examples(([["a", "b"]], [["O"]]), "tagging")
+    with pytest.raises(DistillError, match="not a non-empty text"):
+        labelled_examples(([""], ["x"]), "classification")
+
+
+def test_building_a_student_leaves_the_global_random_state_alone():
+    state = torch.get_rng_state()
+    first = new_student("lstm", LabelHierarchy(["a", "b"]), ["one text", "another"], seed=3)
+    assert torch.equal(torch.get_rng_state(), state)
+    second = new_student("lstm", LabelHierarchy(["a", "b"]), ["one text", "another"], seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
+
+
+def test_runtime_settings_apply_for_the_run_only():
+    from distill import precision
+    threads = torch.get_num_threads()
+    train_student("cnn", rows(SAMPLES / "sentiment_train.csv"), rows(SAMPLES / "sentiment_dev.csv"),
+                  TrainSettings(epochs=1), env=Runtime(device="cpu", threads=1 if threads > 1 else 2,
+                                                       precision="fp32", progress=False))
+    assert torch.get_num_threads() == threads and precision.current() == "fp32"
+
+
+def test_from_pretrained_checks_kind_and_config(tiny_classifier_teacher, tmp_path):
+    with pytest.raises(DistillError, match="is a teacher directory, expected a student"):
+        LSTMClassifier.from_pretrained(tiny_classifier_teacher)
+    assert isinstance(LabelModel.from_pretrained(tiny_classifier_teacher), Teacher)
+    model = build_student(student_config("cnn", embedding_dim=8), LabelHierarchy(["a", "b"]), ["x y", "z"])
+    model.save_pretrained(tmp_path / "cnn")
+    with pytest.raises(DistillError, match="holds a CNNClassifier, not a LSTMClassifier"):
+        LSTMClassifier.from_pretrained(tmp_path / "cnn")
+    config = json.loads((tmp_path / "cnn" / "config.json").read_text())
+    config["config"]["hidden_dim"] = 5  # a key this model does not have: an error, never dropped
+    (tmp_path / "cnn" / "config.json").write_text(json.dumps(config))
+    card = json.loads((tmp_path / "cnn" / "distill.json").read_text())
+    from distill.io import file_sha256
+    card["sha256"]["config.json"] = file_sha256(tmp_path / "cnn" / "config.json")
+    (tmp_path / "cnn" / "distill.json").write_text(json.dumps(card))
+    with pytest.raises(DistillError, match="unknown setting.s. hidden_dim for CNNClassifierConfig"):
+        LabelModel.from_pretrained(tmp_path / "cnn")
+    card["format_version"] = 99
+    (tmp_path / "cnn" / "distill.json").write_text(json.dumps(card))
+    with pytest.raises(DistillError, match="format version 99 is newer"):
+        LabelModel.from_pretrained(tmp_path / "cnn")
+
+
+def test_student_config_refuses_settings_the_student_lacks():
+    with pytest.raises(DistillError, match="has no setting.s. hidden_dim"):
+        student_config("cnn", hidden_dim=10)
+
+
+def test_cli_refuses_an_option_the_chosen_student_lacks(tmp_path, capsys):
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "cnn", "--hidden-dim", "10", "--train", str(SAMPLES / "sentiment_train.csv"),
+              "--dev", str(SAMPLES / "sentiment_dev.csv"), "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "cnn has no such setting; --hidden-dim is for lstm, lstm-tagger" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env={**os.environ, **env}, cwd=ROOT, timeout=300)
+
+
+def test_importing_the_package_and_its_models_is_light():
+    done = run_python("""
+        import sys
+        import distill
+        from distill import LSTMClassifier, TeacherStudentDistill, register_student, Distiller
+        print(sorted(m for m in ("datasets", "pandas", "click", "procedures", "sklearn", "seqeval")
+                     if m in sys.modules))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_plugin_student_from_an_entry_point_trains_and_loads_through_the_cli(tmp_path):
+    """A package announcing a student under `distill.students` gets `--model NAME` and its options."""
+    site = tmp_path / "site"
+    (site / "tinybag_plugin-0.1.dist-info").mkdir(parents=True)
+    (site / "tinybag_plugin-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tinybag-plugin\n"
+                                                                   "Version: 0.1\n")
+    (site / "tinybag_plugin-0.1.dist-info" / "entry_points.txt").write_text(
+        "[distill.students]\ntinybag = tinybag_plugin\n")
+    source = (ROOT / "examples" / "bag_student.py").read_text()
+    (site / "tinybag_plugin.py").write_text(source.replace('"bag"', '"tinybag"'))
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "procedures.cli", "--threads", "1"]
+    shown = subprocess.run([*command, "student", "--help"], capture_output=True, text=True, env={**os.environ, **env},
+                           timeout=300)
+    assert "tinybag (classification)" in " ".join(shown.stdout.split()), shown.stderr
+    trained = subprocess.run([*command, "student", "--model", "tinybag", "--embedding-dim", "12", "--epochs", "1",
+                              "--quiet", "--train", str(SAMPLES / "sentiment_train.csv"), "--dev",
+                              str(SAMPLES / "sentiment_dev.csv"), "--output", str(tmp_path / "bag")],
+                             capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+    assert trained.returncode == 0, trained.stderr
+    card = json.loads((tmp_path / "bag" / "distill.json").read_text())
+    assert (card["model"], card["class"]) == ("tinybag", "tinybag_plugin:BagOfEmbeddings")
+    predicted = subprocess.run([*command, "predict", str(tmp_path / "bag")], input="a fine film\n",
+                               capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+    assert predicted.returncode == 0, predicted.stderr
+    assert json.loads(predicted.stdout)["label"] in ("negative", "positive")
