@@ -1,9 +1,18 @@
-"""Teacher-logit cache: the teacher runs once over a transfer set; epochs and later runs reuse it.
+"""Teacher-logit cache, keyed by content: a teacher's logits for every example it has scored,
+whichever command scored it, so the same text is never run through the same teacher twice.
 
-A cache file is named by a fingerprint of the teacher's weights and config, the examples and (when
-not fp32) the precision, so a changed teacher or changed data is recomputed, never served stale.
-Each file also carries a checksum of its values: a damaged file is recomputed, never trusted.
-Under a launcher the ranks share the work of a miss and rank 0 alone writes the file.
+`pseudo-label` stores the logits of the text it labels; `kd` looks up every example of its
+transfer set (labelled and unlabelled) and runs the teacher on the missing ones only, so
+``kd --unlabeled pseudo.jsonl`` after ``pseudo-label`` costs no second teacher pass over it, and
+a second `kd` run (another student, another loss) none at all.
+
+Layout: ``CACHE_DIR/<teacher fingerprint>[-bf16]/<shard>.safetensors``. The folder is named by
+`Teacher.fingerprint` (its weights and how it reads text) and the precision, so another teacher
+or precision never shares it. A shard holds the logits of a set of examples (tagging: words
+packed with offsets and a `scored` mask, as `ExampleLogits` keeps them), a 16-byte sha256 key per
+example (its exact JSON text) and a checksum of all of it: a damaged shard is ignored and its
+examples recomputed, never trusted. Under a launcher the ranks share the work of a miss and
+rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -13,42 +22,79 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
 from distill import distributed, precision
-from distill.inference import ExampleLogits, predict_logits_across_ranks
+from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
 from distill.io import cache_root, load_checked_tensors, save_checked_tensors
+
+KEY_BYTES = 16
+PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
 
 
 def default_cache_dir() -> Path:
     return cache_root() / "teacher-logits"
 
 
-def fingerprint(teacher, examples: Sequence, bf16: bool = False) -> str:
-    """Hash of the teacher (`Teacher.fingerprint`: weights and how it reads text), the precision and
-    the exact examples, in order."""
-    digest = hashlib.sha256(teacher.fingerprint().encode())
-    if bf16:
-        digest.update(b"bf16\n")
-    for example in examples:
-        digest.update(json.dumps(example, ensure_ascii=False).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()[:40]
+def example_key(example) -> bytes:
+    """What identifies an example: the sha256 of its exact JSON text (a text, or a token list)."""
+    return hashlib.sha256(json.dumps(example, ensure_ascii=False).encode()).digest()[:KEY_BYTES]
 
 
-def cached_teacher_logits(teacher, examples: Sequence, cache_dir: str | Path | None = None,
-                          batch_size: int = 64, progress: bool = True) -> tuple[ExampleLogits, Path, bool]:
-    """Teacher logits for `examples` from the cache, computing and storing them on a miss.
+class LogitStore:
+    """One teacher's (at one precision) cached logits, looked up and added by example content."""
 
-    Returns (logits, cache file, whether it was a hit).
+    def __init__(self, teacher, cache_dir: str | Path | None = None):
+        suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
+        self.folder = Path(cache_dir or default_cache_dir()) / f"{teacher.fingerprint()}{suffix}"
+
+    def lookup(self, keys: set[bytes]) -> dict[bytes, PerExample]:
+        """The cached (logits, scored) of those `keys` the store holds."""
+        found: dict[bytes, PerExample] = {}
+        for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
+            tensors = load_checked_tensors(shard)
+            if tensors is None:
+                continue  # damaged: its examples count as missing and are computed afresh
+            results = ExampleLogits.from_dict(tensors)
+            for row, key in enumerate(bytes(k) for k in tensors["keys"].numpy()):
+                if key in keys and key not in found:
+                    found[key] = results.example(row)
+        return found
+
+    def add(self, keys: list[bytes], results: ExampleLogits) -> Path | None:
+        """Store the logits of examples `keys` (in `results`' order) as one new shard."""
+        if not keys:
+            return None
+        tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8)}
+        path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        save_checked_tensors(path, tensors)
+        return path
+
+
+def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_size: int = 64,
+                   progress: bool = False, across_ranks: bool = True) -> tuple[ExampleLogits, int]:
+    """The teacher's logits for `examples`, in order, and how many came from `store`.
+
+    Only examples the store lacks (each distinct one once) go through the teacher, and their
+    logits are added to the store. `across_ranks`: under a launcher the ranks share that work
+    (rank 0 decides what is missing and alone writes); otherwise this process does its own.
     """
-    bf16 = precision.uses_bf16(teacher.device)
-    path = Path(cache_dir or default_cache_dir()) / f"{fingerprint(teacher, examples, bf16)}.safetensors"
-    stored = load_checked_tensors(path) if distributed.is_main() and path.exists() else None
-    if distributed.broadcast_object(stored is not None):  # every rank takes rank 0's view of the cache
-        results = ExampleLogits.from_dict(stored if distributed.is_main() else load_checked_tensors(path))
-        if len(results) == len(examples):
-            return results, path, True
-    # a miss, or a damaged file (its checksum no longer matches): computed afresh, never trusted
-    results = predict_logits_across_ranks(teacher, examples, batch_size, progress, "teacher logits")
-    if distributed.is_main():
-        save_checked_tensors(path, results.to_dict())
-    return results, path, False
+    keys = [example_key(example) for example in examples]
+    shared = across_ranks and distributed.world_size() > 1
+    found = store.lookup(set(keys)) if store is not None and (not shared or distributed.is_main()) else {}
+    if shared:
+        found = distributed.broadcast_object(found)
+    missing: dict[bytes, int] = {}
+    for index, key in enumerate(keys):
+        if key not in found:
+            missing.setdefault(key, index)
+    todo = [examples[index] for index in missing.values()]
+    score = predict_logits_across_ranks if shared else predict_logits
+    computed = score(teacher, todo, batch_size, progress, "teacher logits") if todo else None
+    hits = sum(key in found for key in keys)
+    if computed is not None:
+        if store is not None and (not shared or distributed.is_main()):
+            store.add(list(missing), computed)
+        found.update(zip(missing, (computed.example(row) for row in range(len(todo)))))
+    return ExampleLogits.from_examples([found[key] for key in keys]), hits

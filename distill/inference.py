@@ -149,9 +149,10 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
 
 
 def prediction_records(model: torch.nn.Module, examples: list, batch_size: int = 64, progress: bool = False,
-                       with_logits: bool = False) -> Iterable[dict]:
-    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits."""
-    results = predict_logits(model, examples, batch_size, progress)
+                       with_logits: bool = False, results: ExampleLogits | None = None) -> Iterable[dict]:
+    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits
+    (from `results` when the model's logits for `examples` are at hand)."""
+    results = predict_logits(model, examples, batch_size, progress) if results is None else results
     labels = decode_labels(model, results)
     for index, example in enumerate(examples):
         logits, scored = results.example(index)

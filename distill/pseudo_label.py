@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
+from distill.cache import LogitStore, teacher_logits
 from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_model
@@ -151,9 +152,12 @@ def merge_parts(parts: list[Path], output: Path) -> None:
 
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
-                 resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False) -> dict:
+                 resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False,
+                 cache_dir: str | None = None) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
 
+    The teacher's logits go to (and come from) the content-keyed cache in `cache_dir`
+    (`distill.cache`), so `kd --unlabeled` on this output does not run the teacher over it again.
     Under a launcher each rank labels its chunks into its own part file (resumable on its own);
     rank 0 merges the parts in input order into OUTPUT once all ranks are done.
     """
@@ -162,12 +166,14 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
-                          resume, progress, device)
+                          resume, progress, device, cache_dir)
 
 
 def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
-               min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str) -> dict:
+               min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
+               cache_dir: str | None) -> dict:
     teacher = load_model(teacher_dir, expect="teacher", device=device)
+    store = LogitStore(teacher, cache_dir)
     part = part_path(output, distributed.rank(), distributed.world_size())
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
                               batch_size=batch_size, chunk_size=chunk_size)
@@ -190,14 +196,16 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         if distributed.is_main():
             write_json(signature_path(output), signature)
     stream = ((n, x) for n, x in rank_examples(input_path, teacher.task, chunk_size) if n > done)
-    counts = {"read": 0, "written": 0, "skipped_low_confidence": 0}
+    counts = {"read": 0, "written": 0, "skipped_low_confidence": 0, "cached": 0}
     started = time.perf_counter()
     bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex",
                disable=not (progress and distributed.is_main()))
     with writing(part), open(part, "a", encoding="utf-8") as out:
         for chunk in chunks(stream, chunk_size):
-            numbers = [n for n, _ in chunk]
-            records = prediction_records(teacher, [x for _, x in chunk], batch_size, with_logits=with_logits)
+            numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]
+            results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
+            counts["cached"] += cached
+            records = prediction_records(teacher, examples, with_logits=with_logits, results=results)
             lines = []
             for number, record in zip(numbers, records):
                 if record["confidence"] < min_confidence:

@@ -247,9 +247,9 @@ class Distiller:
     """Distil `teacher` into `student` (a built model, a config, or a registered name such as ``"lstm"``).
 
     `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
-    logits are computed once over the transfer set (labelled + unlabelled) and cached on disk
-    (keyed by the teacher's weights and the examples), or recomputed every batch with
-    `online_teacher`. A student built here gets a vocabulary covering the whole transfer set and,
+    logits are computed once over the transfer set (labelled + unlabelled) and cached on disk by
+    content (`distill.cache`: an example that `pseudo-label` or an earlier run scored with this
+    teacher is not scored again), or recomputed every batch with `online_teacher`. A student built here gets a vocabulary covering the whole transfer set and,
     with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
     unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
     (``"inverse"`` or one number per label) weight the student's NLL.
@@ -318,11 +318,11 @@ class Distiller:
         if self.online_teacher:
             source = OnlineTeacherLogits(teacher, examples)
         else:
-            from distill.cache import cached_teacher_logits
-            results, path, hit = cached_teacher_logits(teacher, examples, self.cache_dir, self.teacher_batch_size,
-                                                       env.progress)
+            from distill.cache import LogitStore, teacher_logits
+            store = LogitStore(teacher, self.cache_dir)
+            results, hits = teacher_logits(teacher, examples, store, self.teacher_batch_size, env.progress)
             source = CachedTeacherLogits(results)
-            cache_info = {"cache_file": str(path), "cache_hit": hit}
+            cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started
         loss = self.loss
         if self.class_weights is not None:

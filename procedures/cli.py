@@ -334,8 +334,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
 @click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="Teacher-logit cache folder (default: $DISTILL_CACHE/teacher-logits, where "
-                   "DISTILL_CACHE defaults to ~/.cache/distill).")
+              help="Teacher-logit cache folder, keyed by content and shared with pseudo-label: an example "
+                   "this teacher has scored before is not scored again (default: $DISTILL_CACHE/teacher-logits, "
+                   "where DISTILL_CACHE defaults to ~/.cache/distill).")
 @click.option("--embeddings-from-teacher/--random-embeddings", "teacher_embeddings", default=True, show_default=True,
               help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
                    "+3 points dev accuracy for the RT BiLSTM.")
@@ -380,6 +381,9 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 @click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
               help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
                    "the unit dealt out to the processes.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Teacher-logit cache folder, shared with kd, so that kd --unlabeled OUTPUT runs no second "
+                   "teacher pass (default: $DISTILL_CACHE/teacher-logits).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
               "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
               "the input's content or an option changed.")
@@ -387,11 +391,11 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         resume, overwrite, quiet, device):
+                         cache_dir, resume, overwrite, quiet, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                         resume, progress=not quiet, device=device, overwrite=overwrite)
+                         resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir)
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 

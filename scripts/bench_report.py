@@ -55,7 +55,8 @@ def collect(out: Path, specs: dict) -> dict:
                             "best_epoch": summary["best"]["epoch"], "epochs_run": len(history),
                             "mean_epoch_seconds": statistics.mean(h["epoch_seconds"] for h in history),
                             "teacher_logits_seconds": summary.get("teacher_logits_seconds"),
-                            "cache_hit": summary.get("cache_hit"),
+                            "cache_hit": summary["cached_examples"] > 0 if "cached_examples" in summary
+                            else summary.get("cache_hit"),
                             **((speed or {}).get("models", {}).get(name, {}))}
         task = {"name": spec["name"], "task": spec["task"], "metric": spec["metric"], "students": spec["students"],
                 "models": models, "tfidf": read(base / "tfidf.json"),

@@ -102,7 +102,8 @@ def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
     for cached, online in zip(read("cached"), read("online")):
         assert cached["train_loss"] == pytest.approx(online["train_loss"], rel=1e-4)
     summaries = [json.load(open(tmp_path / n / "train_summary.json")) for n in ("cached", "cached-again")]
-    assert [s["cache_hit"] for s in summaries] == [False, True]
+    assert summaries[0]["cached_examples"] == 0
+    assert summaries[1]["cached_examples"] == summaries[1]["train_examples"] > 0  # every example found
     assert summaries[0]["unlabelled_examples"] == 300
 
 
@@ -170,3 +171,24 @@ def test_pseudo_label_min_confidence_filters(tiny_classifier_teacher, tmp_path):
     records = [json.loads(line) for line in open(tmp_path / "kept.jsonl")]
     assert all(r["confidence"] >= threshold and len(r["logits"]) == 2 for r in records)
     assert len(records) == sum(c >= threshold for c in confidences) < 300
+
+
+def test_kd_reuses_the_logits_pseudo_label_computed(tiny_classifier_teacher, tmp_path, monkeypatch):
+    """pseudo-label stores the teacher's logits by content; kd --unlabeled on its output runs the
+    teacher over nothing it has scored before: here, over nothing at all."""
+    from distill.models.teacher import Teacher
+    cache = ("--cache-dir", tmp_path / "cache")
+    common = ["--teacher", tiny_classifier_teacher, "--quiet", *cache]
+    kd = ["kd", *common, "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
+          "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1"]
+    cli(*kd, "--output", tmp_path / "plain")  # scores the training set
+    cli("pseudo-label", *common, "--input", SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "pseudo.jsonl")
+
+    def no_teacher_pass(*args, **kwargs):
+        raise AssertionError("the teacher ran again")
+    monkeypatch.setattr(Teacher, "forward", no_teacher_pass)
+    cli(*kd, "--unlabeled", tmp_path / "pseudo.jsonl", "--output", tmp_path / "with-unlabelled")
+    summary = json.load(open(tmp_path / "with-unlabelled" / "train_summary.json"))
+    assert summary["unlabelled_examples"] == 300 and summary["cached_examples"] == summary["train_examples"]
+    cli("pseudo-label", *common, "--input", SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "pseudo.jsonl").read_bytes()

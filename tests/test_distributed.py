@@ -136,8 +136,8 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
     assert_two_processes_match_one(args, tmp_path, one=("--cache-dir", tmp_path / "cache-one"),
                                    two=("--cache-dir", tmp_path / "cache-two"))
     # the teacher logits each rank computed for its shard, gathered, equal the one-process cache
-    (cache_one,), (cache_two,) = (list((tmp_path / c).iterdir()) for c in ("cache-one", "cache-two"))
-    assert cache_one.name == cache_two.name
+    (cache_one,), (cache_two,) = (list((tmp_path / c).rglob("*.safetensors")) for c in ("cache-one", "cache-two"))
+    assert cache_one.relative_to(tmp_path / "cache-one") == cache_two.relative_to(tmp_path / "cache-two")
     torch.testing.assert_close(load_tensors(cache_two)["logits"], load_tensors(cache_one)["logits"])
 
 
