@@ -113,8 +113,10 @@ def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: E
         model.load_state_dict(best_state)
     model.eval()
     summary = {**summary, "parameters": model.parameter_count(), "train_examples": len(train), **result}
-    if run is not None and distributed.is_main():
-        write_json(run.directory / SUMMARY_FILE, summary)
+    if run is not None:
+        summary["size_bytes"] = model_size_bytes(run.directory)
+        if distributed.is_main():
+            write_json(run.directory / SUMMARY_FILE, summary)
     return TrainResult(model, summary)
 
 
@@ -199,13 +201,8 @@ def _student_run(model: StudentModel, objective: Objective, train: Examples, dev
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                progress=env.progress)
     summary = {"kind": "student", "model": model.config.model, **summary}
-    result = _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
-                  lambda d: model.save_pretrained(d, overwrite=True), summary)
-    if run is not None:
-        result.summary["size_bytes"] = model_size_bytes(run.directory)
-        if distributed.is_main():
-            write_json(run.directory / SUMMARY_FILE, result.summary)
-    return result
+    return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
+                lambda d: model.save_pretrained(d, overwrite=True), summary)
 
 
 def model_size_bytes(directory: str | Path) -> int:
