@@ -171,3 +171,34 @@ def test_report_commands_make_the_benchmarks_api_calls(bench_data, tmp_path, mon
         assert recorded(lambda: main(shlex.split(command)[1:])) == recorded(lambda: stage.run(bench.env)), command
     assert {stage.command for stage in bench.model_stages} == {"teacher", "student", "kd", "evaluate"}
     assert sum("--crf" in stage.cli(bench.env) for stage in bench.model_stages) == 5  # lstm-tagger's runs
+
+
+def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path, monkeypatch, capsys):
+    """A training stage stopped in epoch 2 continues from its resume state on the next benchmark run;
+    one whose output holds no resume state (here: a finished run without its summary) starts over."""
+    import distill.training
+    bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path),
+                                                  "--train-threads", "1"]))
+    output = tmp_path / "lstm"
+    stage = benchmark.Stage("student", {"model": "lstm", "train": bench_data / "rotten_tomatoes/train.csv",
+                                        "dev": bench_data / "rotten_tomatoes/dev.csv", "epochs": 3,
+                                        "embedding_dim": 16, "hidden_dim": 16, "output": output})
+    real_evaluate, evaluations = distill.training.evaluate, []
+
+    def evaluate_then_interrupt(*args, **kwargs):
+        evaluations.append(1)
+        if len(evaluations) == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(distill.training, "evaluate", evaluate_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bench.model_stage(stage)
+    assert (output / "resume.pt").exists() and not stage.done.exists()
+    bench.model_stage(stage)
+    assert "nlp-train student (resumed)" in capsys.readouterr().out
+    assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3] and len(evaluations) == 4
+    stage.done.unlink()
+    bench.model_stage(stage)
+    assert "nlp-train student ->" in capsys.readouterr().out and len(evaluations) == 7
+    assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]
