@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, interrupt_evaluation
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import benchmark  # noqa: E402
@@ -176,22 +176,13 @@ def test_report_commands_make_the_benchmarks_api_calls(bench_data, tmp_path, mon
 def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path, monkeypatch, capsys):
     """A training stage stopped in epoch 2 continues from its resume state on the next benchmark run;
     one whose output holds no resume state (here: a finished run without its summary) starts over."""
-    import distill.training
     bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path),
                                                   "--train-threads", "1"]))
     output = tmp_path / "lstm"
     stage = benchmark.Stage("student", {"model": "lstm", "train": bench_data / "rotten_tomatoes/train.csv",
                                         "dev": bench_data / "rotten_tomatoes/dev.csv", "epochs": 3,
                                         "embedding_dim": 16, "hidden_dim": 16, "output": output})
-    real_evaluate, evaluations = distill.training.evaluate, []
-
-    def evaluate_then_interrupt(*args, **kwargs):
-        evaluations.append(1)
-        if len(evaluations) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(distill.training, "evaluate", evaluate_then_interrupt)
+    evaluations = interrupt_evaluation(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         bench.model_stage(stage)
     assert (output / "resume.pt").exists() and not stage.done.exists()
