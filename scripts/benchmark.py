@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Benchmark on real data: teacher, students alone, students with KD, side by side.
 
-Every training stage is an ordinary `nlp-train` command (run in this process); every other
-stage writes one JSON file. A stage whose output exists is skipped, so an interrupted run
-continues where it stopped. The report (Markdown, JSON, PNG plots) is rendered from whatever
-stages have finished; missing ones are marked as such.
+Every model stage (train, evaluate) is a call of the Python API, described once as a `Stage` that
+also renders the `nlp-train` command doing the same for the report; every other stage writes one
+JSON file. A stage whose output exists is skipped, so an interrupted run continues where it stopped.
+The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
+are marked as such.
 
     python scripts/benchmark.py                      # full run on data/ (make data first)
     python scripts/benchmark.py --quick              # minutes: subsets, fewer epochs
@@ -15,7 +16,6 @@ stages have finished; missing ones are marked as such.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import datetime
 import json
@@ -23,7 +23,9 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -32,15 +34,18 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_report import VARIANT_SUFFIXES, collect, write_report  # noqa: E402
 from distill.io import write_json  # noqa: E402
 
+if TYPE_CHECKING:
+    from distill import Runtime
+
 TASKS = {
     "rt": {"name": "Rotten Tomatoes sentiment", "task": "classification", "metric": "accuracy",
            "train": "rotten_tomatoes/train.csv", "dev": "rotten_tomatoes/dev.csv", "test": "rotten_tomatoes/test.csv",
-           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"], "encoder_lr": "5e-5",
-           "teacher_args": ["--max-length", "96", "--pooling", "mean"]},
+           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"], "encoder_lr": 5e-5,
+           "teacher": {"max_length": 96, "pooling": "mean"}},
     "conll": {"name": "CoNLL-2003 NER", "task": "tagging", "metric": "f1",
               "train": "conll2003/train.txt", "dev": "conll2003/valid.txt", "test": "conll2003/test.txt",
               "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger"],
-              "encoder_lr": "8e-5", "teacher_args": ["--max-length", "128"]},
+              "encoder_lr": 8e-5, "teacher": {"max_length": 128}},
 }
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 
@@ -55,16 +60,86 @@ def shown(path) -> str:
     return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else str(path)
 
 
+def take(options: dict[str, Any], settings_class: type) -> dict[str, Any]:
+    """Remove from `options` and return those that are fields of the dataclass `settings_class`."""
+    return {f.name: options.pop(f.name) for f in fields(settings_class) if f.name in options}
+
+
+@dataclass
+class Stage:
+    """One model stage, described once: `run` makes the Python API call and `cli` renders the
+    `nlp-train` command that makes the same one (tests/test_benchmark.py checks it), so the report's
+    commands cannot drift from what was run.
+
+    `options` are the command's options by their API names (``max_length`` is ``--max-length``; True is
+    a flag); teacher and student settings go to the config or training-settings field of that name.
+    """
+
+    command: str  # teacher, student, kd or evaluate
+    options: dict[str, Any]
+    arguments: tuple[Path, ...] = ()  # evaluate's MODEL_DIR DATA_FILE
+
+    @property
+    def output(self) -> Path:
+        return Path(self.options["output"])
+
+    @property
+    def done(self) -> Path:
+        """What the stage writes last: once it exists, the stage is finished."""
+        from distill.trainers import SUMMARY_FILE
+        return self.output if self.command == "evaluate" else self.output / SUMMARY_FILE
+
+    def cli(self, env: Runtime) -> str:
+        """The `nlp-train` command, with `env` (a `Runtime`) as the global and per-command options."""
+        words = [*(["--threads", env.threads] if env.threads else []), self.command, *self.arguments]
+        for name, value in self.options.items():
+            words += ["--" + name.replace("_", "-"), *([] if value is True else [value])]
+        words += ["--quiet"] * (not env.progress) + (["--device", env.device] if env.device != "auto" else [])
+        return "nlp-train " + shlex.join(shown(word) if isinstance(word, Path) else str(word) for word in words)
+
+    def run(self, env: Runtime, resume: bool = False, overwrite: bool = False) -> None:
+        """The API call of `command`, writing to `options["output"]` as `nlp-train` would."""
+        from distill import (Distiller, Output, TeacherConfig, TeacherStudentDistill, TeacherTraining, TrainSettings,
+                             student_config, train_student, train_teacher)
+        options = {name: str(value) if isinstance(value, Path) else value for name, value in self.options.items()}
+        if self.command == "evaluate":
+            from distill.evaluation import evaluate_model
+            from distill.training import runtime
+            with runtime(env.precision, env.threads):
+                evaluate_model(*map(str, self.arguments), output=options["output"], progress=env.progress,
+                               device=env.device, overwrite=overwrite)
+            return
+        output = Output(options.pop("output"), overwrite=overwrite, resume=resume)
+        train, dev = options.pop("train"), options.pop("dev")
+        if self.command == "teacher":
+            training = TeacherTraining(**take(options, TeacherTraining))
+            train_teacher(train, dev, TeacherConfig(**options), training, output=output, env=env)
+            return
+        settings = TrainSettings(**take(options, TrainSettings))
+        if self.command == "student":
+            teacher = options.pop("embeddings_from_teacher", None)
+            train_student(student_config(options.pop("model"), **options), train, dev, settings,
+                          teacher_embeddings=teacher, output=output, env=env)
+            return
+        teacher, loss = options.pop("teacher"), TeacherStudentDistill(kd_loss=options.pop("kd_loss"))
+        cache, unlabelled, ratio = (options.pop(name, None) for name in ("cache_dir", "unlabeled", "unlabeled_ratio"))
+        distiller = Distiller(teacher, student_config(options.pop("model"), **options), loss, settings,
+                              cache_dir=cache, unlabeled_ratio=ratio, env=env)
+        distiller.fit(train, dev, unlabelled, output=output)
+
+
 class Bench:
-    """The stages of one benchmark; with `execute` off it only lists their commands (for --report-only)."""
+    """The stages of one benchmark; with `execute` off it only lists its model stages (for --report-only)."""
 
     def __init__(self, args, execute: bool = True):
+        from distill import Runtime
         self.args = args
+        self.env = Runtime(device="cpu", threads=args.train_threads, progress=False)  # of every model stage
         self.execute = execute
         self.out = Path(args.out).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
-        self.commands: list[str] = []
+        self.model_stages: list[Stage] = []  # in order, for the report's commands
         self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -78,30 +153,18 @@ class Bench:
             log(f"skip (done): {shown(done)}")
         return self.execute and not done.exists()
 
-    def nlp_train(self, *args, done: Path) -> None:
-        """Run one nlp-train command unless its output `done` exists (resumable); log to OUT/stages.log."""
-        import torch
-        from procedures.cli import main
-        if self.args.train_threads:
-            args = ("--threads", self.args.train_threads, *args)
-        args = tuple(map(str, args))
-        self.commands.append("nlp-train " + shlex.join(map(shown, args)))
-        if not self.pending(done):
+    def model_stage(self, stage: Stage) -> None:
+        """List `stage` and run it unless done; a stage killed part-way resumes from its last epoch where
+        it left a resume state, else starts over."""
+        self.model_stages.append(stage)
+        if not self.pending(stage.done):
             return
-        output = done.parent if done.name == "train_summary.json" else None
-        if output is not None and output.is_dir() and any(output.iterdir()):  # a stage killed part-way
-            args += ("--resume",) if (output / "resume.pt").exists() else ("--overwrite",)
-        log(f"run: nlp-train {' '.join(args[:2])} ... -> {shown(done.parent)}")
-        threads = torch.get_num_threads()
-        code = 0
-        with open(self.out / "stages.log", "a", encoding="utf-8") as stage_log, contextlib.redirect_stdout(stage_log):
-            try:
-                main(list(args))
-            except SystemExit as exit_info:
-                code = exit_info.code
-        torch.set_num_threads(threads)  # `--threads` of a training command must not leak into later stages
-        if code:
-            raise SystemExit(f"benchmark stage failed (exit {code}): nlp-train {shlex.join(args)}")
+        from distill.training import RESUME_FILE
+        output = stage.output
+        partial = stage.command != "evaluate" and output.is_dir() and any(output.iterdir())
+        resume = partial and (output / RESUME_FILE).exists()
+        log(f"run: nlp-train {stage.command}{' (resumed)' if resume else ''} -> {shown(output)}")
+        stage.run(self.env, resume=resume, overwrite=partial and not resume)
 
     def stage(self, path: Path, compute) -> None:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there."""
@@ -133,13 +196,14 @@ class Bench:
             target.write_text("".join(text.splitlines(keepends=True)[:size]), encoding="utf-8")
         return target
 
-    def variants(self, key: str, student: str, teacher: Path) -> dict[str, list]:
-        """The student runs of one architecture, keyed by name (student + a VARIANT_SUFFIXES entry)."""
-        kd = ["kd", "--teacher", teacher, "--cache-dir", self.cache]
-        heads = [["student"], ["student", "--embeddings-from-teacher", teacher], [*kd, "--kd-loss", "kl"],
-                 [*kd, "--kd-loss", "mse"],
-                 [*kd, "--kd-loss", "kl", "--unlabeled", self.data(key, "unlabeled"),
-                  "--unlabeled-ratio", self.args.unlabeled_ratio]]
+    def variants(self, key: str, student: str, teacher: Path) -> dict[str, tuple[str, dict]]:
+        """The student runs of one architecture, keyed by name (student + a VARIANT_SUFFIXES entry): the
+        command and the options that set it apart."""
+        kd = {"teacher": teacher, "cache_dir": self.cache}
+        unlabelled = {"unlabeled": self.data(key, "unlabeled"), "unlabeled_ratio": self.args.unlabeled_ratio}
+        heads = [("student", {}), ("student", {"embeddings_from_teacher": teacher}),
+                 ("kd", {**kd, "kd_loss": "kl"}), ("kd", {**kd, "kd_loss": "mse"}),
+                 ("kd", {**kd, "kd_loss": "kl", **unlabelled})]
         return {student + suffix: head for suffix, head in zip(VARIANT_SUFFIXES, heads)}
 
     def run_task(self, key: str) -> None:
@@ -147,21 +211,21 @@ class Bench:
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
         teacher = base / "teacher"
-        self.nlp_train("teacher", "--task", spec["task"], "--encoder", args.encoder, "--train", train, "--dev", dev,
-                       "--output", teacher, "--epochs", args.teacher_epochs,
-                       "--encoder-lr", args.encoder_lr or spec["encoder_lr"], "--seed", args.seed, "--quiet",
-                       *spec["teacher_args"], done=teacher / "train_summary.json")
+        self.model_stage(Stage("teacher", {
+            "task": spec["task"], "encoder": args.encoder, "train": train, "dev": dev, "output": teacher,
+            "epochs": args.teacher_epochs, "encoder_lr": args.encoder_lr or spec["encoder_lr"], "seed": args.seed,
+            **spec["teacher"]}))
         runs = {"teacher": teacher}
         for student in self.students(key):
-            common = ["--model", student, "--train", train, "--dev", dev, "--epochs", args.student_epochs,
-                      "--seed", args.seed, "--quiet"] + (["--crf"] if student == "lstm-tagger" and args.crf else [])
-            for name, head in self.variants(key, student, teacher).items():
+            common = {"model": student, "train": train, "dev": dev, "epochs": args.student_epochs, "seed": args.seed,
+                      **({"crf": True} if student == "lstm-tagger" and args.crf else {})}
+            for name, (command, head) in self.variants(key, student, teacher).items():
                 output = base / name
-                self.nlp_train(*head, *common, "--output", output, done=output / "train_summary.json")
+                self.model_stage(Stage(command, {**head, **common, "output": output}))
                 runs[name] = output
         for output in runs.values():
             metrics_file = output / "test_metrics.json"
-            self.nlp_train("evaluate", output, test, "--output", metrics_file, "--quiet", done=metrics_file)
+            self.model_stage(Stage("evaluate", {"output": metrics_file}, (output, test)))
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
         self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]))
@@ -387,12 +451,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", default="rt,conll", help=f"Comma-separated, of: {', '.join(TASKS)}.")
     parser.add_argument("--students", nargs="*", help="Only these students (default: all of each task).")
     parser.add_argument("--encoder", default="minilm-l6", help="Teacher encoder (nlp-train teacher --encoder).")
-    parser.add_argument("--encoder-lr", help="Teacher encoder learning rate (default: per task, 5e-5 RT, 8e-5 CoNLL).")
+    parser.add_argument("--encoder-lr", type=float,
+                        help="Teacher encoder learning rate (default: per task, 5e-5 RT, 8e-5 CoNLL).")
     parser.add_argument("--teacher-epochs", type=int, default=3)
     parser.add_argument("--student-epochs", type=int, default=8,
                         help="At most; nlp-train stops earlier after 4 epochs without dev gain.")
     parser.add_argument("--crf", action="store_true", help="lstm-tagger with a CRF layer.")
-    parser.add_argument("--unlabeled-ratio", default="1", help="Unlabelled examples per labelled one, at most.")
+    parser.add_argument("--unlabeled-ratio", type=float, default=1.0,
+                        help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch threads for the speed, inference and matmul-peak stages.")
@@ -430,7 +496,7 @@ def main(argv: list[str] | None = None) -> Path:
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
     command = "python scripts/benchmark.py " + shlex.join(options)
     report = Path(args.report or bench.out / "benchmarks.md")
-    write_report(results, report, command, bench.commands)
+    write_report(results, report, command, [stage.cli(bench.env) for stage in bench.model_stages])
     log(f"wrote {report}, {report.with_suffix('.json')} and plots under {report.parent / 'img'}")
     return report
 

@@ -69,6 +69,23 @@ def cli(*args: str) -> None:
     assert exit_info.value.code == 0, f"nlp-train {' '.join(map(str, args))} exited {exit_info.value.code}"
 
 
+def interrupt_evaluation(monkeypatch, call: int = 2) -> list:
+    """Make training's `call`-th dev evaluation (that of epoch `call`) raise KeyboardInterrupt, as a
+    Ctrl-C there would, leaving resume state from the epoch before; returns the list that counts the
+    evaluations. Later ones run as usual."""
+    import distill.training
+    real_evaluate, calls = distill.training.evaluate, []
+
+    def evaluate_then_interrupt(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(distill.training, "evaluate", evaluate_then_interrupt)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def tiny_classifier_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("teacher-cls") / "teacher"

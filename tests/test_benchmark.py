@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import shlex
 import shutil
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+import torch
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, interrupt_evaluation
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import benchmark  # noqa: E402
@@ -20,14 +26,21 @@ SAMPLE_DATA = {"rotten_tomatoes/train.csv": "sentiment_train.csv", "rotten_tomat
 
 
 @pytest.fixture(scope="module")
-def quick_run(tiny_encoder_dir, tmp_path_factory):
+def bench_data(tmp_path_factory):
+    """The samples laid out as scripts/get_data.py lays out data/."""
+    folder = tmp_path_factory.mktemp("bench-data")
+    for target, sample in SAMPLE_DATA.items():
+        (folder / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLES / sample, folder / target)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def quick_run(tiny_encoder_dir, bench_data, tmp_path_factory):
     """One quick benchmark of one student per task; returns (arguments, output folder, report)."""
     folder = tmp_path_factory.mktemp("bench")
-    for target, sample in SAMPLE_DATA.items():
-        (folder / "data" / target).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(SAMPLES / sample, folder / "data" / target)
     args = ["--quick", "--quick-size", "80", "--encoder", tiny_encoder_dir, "--encoder-lr", "1e-3",
-            "--data", str(folder / "data"), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger",
+            "--data", str(bench_data), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger",
             "--student-epochs", "1", "--threads", "1", "--train-threads", "1", "--speed-examples", "32",
             "--latency-examples", "5", "--pipeline-examples", "40", "--report", str(folder / "report" / "b.md")]
     return args, folder / "out", benchmark.main(args)
@@ -79,3 +92,104 @@ def test_targets_wait_for_every_model_of_a_task(quick_run):
     rt = results["tasks"]["rt"]
     assert "lstm+kd-mse" in rt["missing"] and "lstm+kd-kl" in rt["models"]
     assert [t["met"] for t in rt["targets"][:3]] == [None, None, None]
+
+
+class Recorded(Exception):
+    """Ends a faked API call once its arguments are recorded."""
+
+
+def comparable(name: str, value: Any) -> Any:
+    """An API argument as the comparison sees it: paths as strings, a loss by its settings, a Runtime
+    with the torch threads it runs with, and the CLI's spelling "none" of no class weights (also in a
+    teacher's TeacherTraining) as the API's None."""
+    from distill import Runtime, TeacherStudentDistill, TeacherTraining
+    if isinstance(value, TeacherStudentDistill):
+        return value.settings()
+    if isinstance(value, Runtime):
+        return dataclasses.replace(value, threads=value.threads or torch.get_num_threads())
+    if isinstance(value, TeacherTraining):
+        return dataclasses.replace(value, class_weights=comparable("class_weights", value.class_weights))
+    if name == "class_weights" and value == "none":
+        return None
+    return str(value) if isinstance(value, Path) else value
+
+
+def record_api_calls(monkeypatch) -> list[tuple[str, dict]]:
+    """Replace the API the model stages call, where the benchmark and the CLI look it up, by recorders
+    of each call's arguments bound to the real signature (so positional and keyword calls compare)."""
+    import distill
+    import distill.evaluation
+    import distill.trainers
+    calls: list[tuple[str, dict]] = []
+
+    def recorder(function: Callable, stop: bool = True, threads: bool = False) -> Callable:
+        signature = inspect.signature(function)
+
+        def record(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = {k: comparable(k, v) for k, v in bound.arguments.items() if k != "self"}
+            calls.append((function.__qualname__, {**arguments, **({"threads": torch.get_num_threads()} if threads
+                                                                    else {})}))
+            if stop:
+                raise Recorded
+        return record
+
+    class RecordedDistiller:
+        __init__ = recorder(distill.trainers.Distiller.__init__, stop=False)
+        fit = recorder(distill.trainers.Distiller.fit)
+
+    fakes = {"train_teacher": recorder(distill.trainers.train_teacher),
+             "train_student": recorder(distill.trainers.train_student), "Distiller": RecordedDistiller}
+    for name, fake in fakes.items():
+        monkeypatch.setattr(distill.trainers, name, fake)
+        monkeypatch.setattr(distill, name, fake, raising=False)
+    monkeypatch.setattr(distill.evaluation, "evaluate_model", recorder(distill.evaluation.evaluate_model, threads=True))
+    return calls
+
+
+def test_report_commands_make_the_benchmarks_api_calls(bench_data, tmp_path, monkeypatch):
+    """Every model stage's `nlp-train` command in the report, run through the CLI, calls the API with
+    what the benchmark's own call of that stage gives it: configs, settings, data, output, threads."""
+    from procedures.cli import main
+    args = benchmark.parse_args(["--quick", "--quick-size", "20", "--data", str(bench_data), "--out", str(tmp_path),
+                                 "--crf", "--train-threads", "2", "--unlabeled-ratio", "0.5", "--seed", "7"])
+    bench = benchmark.Bench(args, execute=False)
+    for key in benchmark.TASKS:
+        bench.run_task(key)
+    calls = record_api_calls(monkeypatch)
+
+    def recorded(run: Callable[[], None]) -> list[tuple[str, dict]]:
+        calls.clear()
+        torch.set_num_threads(1)  # not the stages' 2: each must set its own
+        with pytest.raises(Recorded):
+            run()
+        return list(calls)
+
+    for stage in bench.model_stages:
+        command = stage.cli(bench.env)
+        assert recorded(lambda: main(shlex.split(command)[1:])) == recorded(lambda: stage.run(bench.env)), command
+    assert {stage.command for stage in bench.model_stages} == {"teacher", "student", "kd", "evaluate"}
+    assert sum("--crf" in stage.cli(bench.env) for stage in bench.model_stages) == 5  # lstm-tagger's runs
+
+
+def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path, monkeypatch, capsys):
+    """A training stage stopped in epoch 2 continues from its resume state on the next benchmark run;
+    one whose output holds no resume state (here: a finished run without its summary) starts over."""
+    bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path),
+                                                  "--train-threads", "1"]))
+    output = tmp_path / "lstm"
+    stage = benchmark.Stage("student", {"model": "lstm", "train": bench_data / "rotten_tomatoes/train.csv",
+                                        "dev": bench_data / "rotten_tomatoes/dev.csv", "epochs": 3,
+                                        "embedding_dim": 16, "hidden_dim": 16, "output": output})
+    evaluations = interrupt_evaluation(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        bench.model_stage(stage)
+    assert (output / "resume.pt").exists() and not stage.done.exists()
+    bench.model_stage(stage)
+    assert "nlp-train student (resumed)" in capsys.readouterr().out
+    assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3] and len(evaluations) == 4
+    stage.done.unlink()
+    bench.model_stage(stage)
+    assert "nlp-train student ->" in capsys.readouterr().out and len(evaluations) == 7
+    assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]

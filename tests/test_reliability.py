@@ -17,7 +17,7 @@ import torch
 
 from distill.errors import DistillError
 from distill.models import load_model
-from tests.conftest import ROOT, SAMPLES, cli
+from tests.conftest import ROOT, SAMPLES, cli, interrupt_evaluation
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
@@ -232,15 +232,8 @@ def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
     """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
     state after epoch 1; returns ARGS."""
     import distill.training
-    real_evaluate, calls = distill.training.evaluate, []
-
-    def evaluate_then_interrupt(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*a, **k)
-
-    monkeypatch.setattr(distill.training, "evaluate", evaluate_then_interrupt)
+    real_evaluate = distill.training.evaluate
+    interrupt_evaluation(monkeypatch)
     assert run_main(capsys, *args)[0] == 130
     monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
     output = Path(args[list(map(str, args)).index("--output") + 1])
