@@ -153,11 +153,12 @@ def merge_parts(parts: list[Path], output: Path) -> None:
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
                  resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False,
-                 cache_dir: str | None = None) -> dict:
+                 cache_dir: str | None = None, use_cache: bool = True) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
 
     The teacher's logits go to (and come from) the content-keyed cache in `cache_dir`
-    (`distill.cache`), so `kd --unlabeled` on this output does not run the teacher over it again.
+    (`distill.cache`), so `kd --unlabeled` on this output does not run the teacher over it again;
+    without `use_cache` the teacher runs over every example and nothing is stored (to time it).
     Under a launcher each rank labels its chunks into its own part file (resumable on its own);
     rank 0 merges the parts in input order into OUTPUT once all ranks are done.
     """
@@ -166,14 +167,14 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
-                          resume, progress, device, cache_dir)
+                          resume, progress, device, cache_dir, use_cache)
 
 
 def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
-               cache_dir: str | None) -> dict:
+               cache_dir: str | None, use_cache: bool) -> dict:
     teacher = load_model(teacher_dir, expect="teacher", device=device)
-    store = LogitStore(teacher, cache_dir)
+    store = LogitStore(teacher, cache_dir) if use_cache else None
     part = part_path(output, distributed.rank(), distributed.world_size())
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
                               batch_size=batch_size, chunk_size=chunk_size)

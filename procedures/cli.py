@@ -188,7 +188,10 @@ overwrite_option = click.option("--overwrite", is_flag=True,
 
 
 def parse_class_weights(value: str):
-    if value in ("none", "inverse"):
+    """None (as the API spells no weights), "inverse", or one weight per label."""
+    if value == "none":
+        return None
+    if value == "inverse":
         return value
     try:
         weights = [float(v) for v in value.split(",")]
@@ -384,6 +387,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="Teacher-logit cache folder, shared with kd, so that kd --unlabeled OUTPUT runs no second "
                    "teacher pass (default: $DISTILL_CACHE/teacher-logits).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Run the teacher over every example, reading and storing no cached logits (e.g. to time it).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
               "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
               "the input's content or an option changed.")
@@ -391,11 +396,12 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         cache_dir, resume, overwrite, quiet, device):
+                         cache_dir, no_cache, resume, overwrite, quiet, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                         resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir)
+                         resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
+                         use_cache=not no_cache)
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 

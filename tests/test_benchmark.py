@@ -98,19 +98,14 @@ class Recorded(Exception):
     """Ends a faked API call once its arguments are recorded."""
 
 
-def comparable(name: str, value: Any) -> Any:
+def comparable(value: Any) -> Any:
     """An API argument as the comparison sees it: paths as strings, a loss by its settings, a Runtime
-    with the torch threads it runs with, and the CLI's spelling "none" of no class weights (also in a
-    teacher's TeacherTraining) as the API's None."""
-    from distill import Runtime, TeacherStudentDistill, TeacherTraining
+    with the torch threads it runs with."""
+    from distill import Runtime, TeacherStudentDistill
     if isinstance(value, TeacherStudentDistill):
         return value.settings()
     if isinstance(value, Runtime):
         return dataclasses.replace(value, threads=value.threads or torch.get_num_threads())
-    if isinstance(value, TeacherTraining):
-        return dataclasses.replace(value, class_weights=comparable("class_weights", value.class_weights))
-    if name == "class_weights" and value == "none":
-        return None
     return str(value) if isinstance(value, Path) else value
 
 
@@ -128,7 +123,7 @@ def record_api_calls(monkeypatch) -> list[tuple[str, dict]]:
         def record(*args, **kwargs):
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            arguments = {k: comparable(k, v) for k, v in bound.arguments.items() if k != "self"}
+            arguments = {k: comparable(v) for k, v in bound.arguments.items() if k != "self"}
             calls.append((function.__qualname__, {**arguments, **({"threads": torch.get_num_threads()} if threads
                                                                     else {})}))
             if stop:

@@ -133,8 +133,12 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
     args = ["kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
             "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt",
             "--epochs", "3", "--patience", "3", "--batch-size", "25", "--lr", "0.02", *TINY_STUDENT]
+    # Each rank scores its shard of the teacher's examples in batches of other paddings, so the two
+    # runs' teacher logits differ by ~1e-7; Adam turns that into up to ~1e-4 on rare words' embeddings
+    # after 3 epochs at lr 0.02. Weights may differ by lr / 20, far below a wrongly weighted share
+    # (about lr per step), while the losses must agree to 1e-5.
     assert_two_processes_match_one(args, tmp_path, one=("--cache-dir", tmp_path / "cache-one"),
-                                   two=("--cache-dir", tmp_path / "cache-two"))
+                                   two=("--cache-dir", tmp_path / "cache-two"), weight_atol=1e-3)
     # the teacher logits each rank computed for its shard, gathered, equal the one-process cache
     (cache_one,), (cache_two,) = (list((tmp_path / c).rglob("*.safetensors")) for c in ("cache-one", "cache-two"))
     assert cache_one.relative_to(tmp_path / "cache-one") == cache_two.relative_to(tmp_path / "cache-two")
