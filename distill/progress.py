@@ -37,7 +37,9 @@ def progress_bar(**options: Any):
     stream = sys.stderr
     if getattr(stream, "isatty", lambda: False)() or "ipykernel" in sys.modules:
         return auto_tqdm(**options)
-    return plain_tqdm(**options, file=_Lines(stream), mininterval=PLAIN_INTERVAL, ascii=True)
+    # maxinterval too: tqdm's monitor thread would otherwise force a redraw every 10 s
+    return plain_tqdm(**options, file=_Lines(stream), mininterval=PLAIN_INTERVAL, maxinterval=PLAIN_INTERVAL,
+                      ascii=True)
 
 
 def progress_message(text: str) -> None:

@@ -155,8 +155,8 @@ def test_global_options_after_the_command(tmp_path, monkeypatch):
     precisions = []
     monkeypatch.setattr(procedures.cli, "set_precision", precisions.append)
     cli("student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", tmp_path / "s", "--epochs", "1",
-        "--threads", "2", "--precision=fp32")
-    assert torch.get_num_threads() == 2 and precisions == ["fp32"]
+        "--threads", "2", "--precision=bf16")
+    assert torch.get_num_threads() == 2 and precisions == ["bf16"]
     from procedures.cli import hoist_global_options
     commands = {"kd", "evaluate"}
     assert hoist_global_options(["kd", "--lr", "0.1", "--threads", "1"], commands) == \
