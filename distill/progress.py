@@ -32,14 +32,19 @@ class _Lines:
         self.stream.flush()
 
 
+class _PlainBar(plain_tqdm):
+    """A bar that draws only when it advances, at most every `mininterval` seconds. No monitor thread:
+    its forced redraws do not restart the interval, so they came in pairs with the next update's."""
+
+    monitor_interval = 0
+
+
 def progress_bar(**options: Any):
     """A tqdm bar (same arguments) that writes plain periodic lines when stderr is not a terminal."""
     stream = sys.stderr
     if getattr(stream, "isatty", lambda: False)() or "ipykernel" in sys.modules:
         return auto_tqdm(**options)
-    # maxinterval too: tqdm's monitor thread would otherwise force a redraw every 10 s
-    return plain_tqdm(**options, file=_Lines(stream), mininterval=PLAIN_INTERVAL, maxinterval=PLAIN_INTERVAL,
-                      ascii=True)
+    return _PlainBar(**options, file=_Lines(stream), mininterval=PLAIN_INTERVAL, ascii=True)
 
 
 def progress_message(text: str) -> None:
