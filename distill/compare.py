@@ -5,7 +5,7 @@ from __future__ import annotations
 from distill.data import DataOptions, read_split
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
-from distill.metrics import default_metric
+from distill.metrics import headline
 from distill.models import load_model
 
 
@@ -20,9 +20,8 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         if limit:
             examples, gold = examples[:limit], gold[:limit]
         metrics = evaluate(model, examples, gold, 64)
-        metric = default_metric(model.task, model.hierarchy.tag_scheme)
         rows.append({"model": str(directory), "kind": type(model).__name__, "task": model.task,
-                     "metric": metric, "score": metrics[metric], "parameters": model.parameter_count(),
+                     "score": headline(model.task, metrics), "parameters": model.parameter_count(),
                      "bytes": weight_bytes(model),
                      "examples_per_second": throughput(model, examples, batch_size)})
     base = rows[0]["examples_per_second"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from distill.errors import DistillError
-from distill.labels import LabelHierarchy, split_tag
+from distill.labels import LabelHierarchy, scheme_of_labels, split_tag
 
 AVERAGED = tuple(f"{average}_{measure}" for average in ("macro", "micro") for measure in ("precision", "recall", "f1"))
 # The top-level scores each kind of labels gets: what --select-metric may name.
@@ -56,8 +56,8 @@ def _seqeval_tag(tag: str) -> str:
     return f"{SEQEVAL_PREFIXES[prefix]}-{kind}"
 
 
-def tagging_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], scheme: str) -> dict:
-    """Scores for the tag `scheme` (`LabelHierarchy.tag_scheme`).
+def tagging_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], scheme: str | None = None) -> dict:
+    """Scores for the tag `scheme` (`LabelHierarchy.tag_scheme`; None: the scheme the gold tags show).
 
     Entity schemes: entity P/R/F1 in seqeval's default, conlleval-compatible mode (an entity may
     start with I-, so IOB1 and IOB2 read alike and the numbers match the CoNLL literature) and
@@ -65,7 +65,7 @@ def tagging_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
     """
     flat_gold = [t for tags in gold for t in tags]
     flat_pred = [t for tags in pred for t in tags]
-    if scheme == "plain":
+    if (scheme or scheme_of_labels(set(flat_gold))) == "plain":
         from sklearn.metrics import f1_score
         tags = sorted(set(flat_gold) | set(flat_pred))  # as macro F1 counts them
         per_tag = f1_score(flat_gold, flat_pred, labels=tags, average=None, zero_division=0)
@@ -93,6 +93,12 @@ def default_metric(task: str, scheme: str | None) -> str:
     entity tags, token accuracy for plain tags (the measure POS tagging is reported in; macro F1
     over ~45 tags swings with the rarest ones on a small dev set)."""
     return METRICS[metric_kind(task, scheme)][0]
+
+
+def headline(task: str, metrics: dict) -> float:
+    """The default metric's value in `metrics`: accuracy, entity F1, or token accuracy for plain tags
+    (whose metrics have no entity F1). What `compare` reports."""
+    return metrics[default_metric(task, "plain" if task == "tagging" and "f1" not in metrics else None)]
 
 
 def select_metric(name: str | None, task: str, scheme: str | None) -> str:

@@ -12,7 +12,7 @@ import torch
 from distill.data import read_classification, read_tagging
 from distill.errors import DataError
 from distill.labels import LabelHierarchy, build_hierarchy, detect_tag_scheme, scheme_of_labels
-from distill.metrics import METRICS, select_metric, tagging_metrics
+from distill.metrics import METRICS, headline, select_metric, tagging_metrics
 from distill.models import load_model
 from tests.conftest import SAMPLES, cli
 from tests.test_reliability import DEV, SMALL_LSTM, TRAIN, interrupted_in_epoch_2, run_main, write
@@ -59,6 +59,8 @@ def test_plain_tags_get_token_scores_and_no_entity_scores():
     assert scores["token_accuracy"] == pytest.approx(5 / 6) == scores["micro_f1"]
     assert scores["per_tag_f1"]["NN"] == pytest.approx(2 / 3) and scores["per_tag_f1"]["IN"] == 1.0
     assert scores["macro_f1"] == pytest.approx(sum(scores["per_tag_f1"].values()) / 6)  # NNS too
+    assert tagging_metrics(gold, pred) == scores  # the scheme the gold tags show
+    assert headline("tagging", scores) == scores["token_accuracy"]
 
 
 def test_entity_schemes_score_alike_in_any_case_and_spelling():
@@ -73,6 +75,7 @@ def test_entity_schemes_score_alike_in_any_case_and_spelling():
                   tagging_metrics(*iobes, "IOBES"), tagging_metrics(*bilou, "BILOU")]
     assert scores[0]["f1"] == pytest.approx(0.8) and set(scores[0]) == set(METRICS["entities"])
     assert all(s == scores[0] for s in scores)
+    assert headline("tagging", scores[0]) == scores[0]["f1"]
 
 
 def test_pos_tagger_reports_token_accuracy_and_per_tag_f1(tmp_path, recwarn):
