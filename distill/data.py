@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from distill.errors import DataError, DistillError
+from distill.labels import split_tag
 
 if TYPE_CHECKING:
     import datasets
@@ -176,6 +177,18 @@ def _label_text(path: str, value, column: str, line: int | None) -> str:
     return str(value).strip()
 
 
+def _refuse_unnamed_format(path: str) -> None:
+    """A classification file whose name gives no format: if its content shows one, say which fits."""
+    found = sniff_format(_read_text(path))
+    if found == "CoNLL":
+        raise DataError(path, "looks like CoNLL (tagging data: a word and its tag per line), but this command or "
+                              "model classifies texts: use .csv, .tsv or .jsonl with text and label")
+    if found is not None:
+        extension = ".jsonl" if found == "JSON" else f".{found.lower()}"
+        raise DataError(path, f"looks like {found}, but its name does not say so: name it {extension} (the "
+                              "extension decides how a file is read)")
+
+
 def read_classification(path: str, text_column: str = "text", label_column: str = "label",
                         labelled: bool = True) -> datasets.Dataset:
     """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
@@ -200,6 +213,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
             raise DataError(path, "is CoNLL (tagging data), but this command or model classifies texts: "
                                   "use .csv, .tsv or .jsonl with text and label")
         else:
+            _refuse_unnamed_format(path)
             raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
         names = None
     texts, labels = [], []
@@ -221,11 +235,53 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
     return datasets.Dataset.from_dict(columns)
 
 
+def _is_json(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), (dict, list))
+    except json.JSONDecodeError:
+        return False
+
+
+def sniff_format(text: str) -> str | None:
+    """What a file's content looks like, whatever its name: ``JSON``, ``CoNLL`` (the same number of
+    space-separated fields on every line), ``CSV`` or ``TSV`` (a header, then rows of as many
+    fields), or None. Only used to say which format fits when a file fails to read as another."""
+    lines = [line for line in text.splitlines()[:50] if line.strip()]
+    if not lines:
+        return None
+    if lines[0].strip() in ("[", "{") or lines[0].lstrip()[:1] in ("{", "[") and _is_json(lines[0]):
+        return "JSON"
+    if len({len(line.split()) for line in lines}) == 1 and len(lines[0].split()) > 1:
+        return "CoNLL"
+    for name, delimiter in (("TSV", "\t"), ("CSV", ",")):
+        if delimiter in lines[0]:
+            quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # as `_delimited_rows` reads
+            rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter, quoting=quoting))[:-1] or [[]]
+            if len(rows[0]) > 1 and all(len(row) == len(rows[0]) for row in rows):  # the last row may be cut
+                return name
+    return None
+
+
+def _refuse_table_as_conll(path: str, text: str) -> None:
+    """A file read as CoNLL (by its name) that is CSV, TSV or JSON: say so, rather than fail on its field
+    counts or, for JSON lines of equal width, read garbage tags."""
+    found = sniff_format(text)
+    if found == "JSON":
+        raise DataError(path, "looks like JSON, but its name does not end in .jsonl or .json: name it so "
+                              "(tagging data: JSONL with tokens and tags)")
+    if found in ("CSV", "TSV"):
+        raise DataError(path, f"looks like {found} (a header, then a text and a label per row: classification "
+                              "data), but this command or model tags words: give it CoNLL columns (a word and its "
+                              "tag per line) or JSONL with tokens and tags")
+
+
 def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str], list[str]]]:
     tokens: list[str] = []
     tags: list[str] = []
     start = width = None
-    for number, line in enumerate(_read_text(path).splitlines(), 1):
+    text = _read_text(path)
+    _refuse_table_as_conll(path, text)
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if tokens:
@@ -253,8 +309,8 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
 
 def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
     """IOB tags and plain tags must not be mixed in one file (a sign of a wrong column)."""
-    tags = {t for sentence in tags_per_sentence for t in sentence} - {"O"}
-    prefixed = {t for t in tags if t[:2] in ("B-", "I-", "E-", "S-", "L-", "U-")}
+    tags = {t for sentence in tags_per_sentence for t in sentence} - {"O", "o"}
+    prefixed = {t for t in tags if split_tag(t)[0] is not None}
     if prefixed and prefixed != tags:
         plain = sorted(tags - prefixed)[:3]
         raise DataError(path, f"mixed tagging schemes: IOB tags like {sorted(prefixed)[0]!r} beside plain "

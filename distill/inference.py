@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from distill import distributed, precision
 from distill.metrics import classification_metrics, tagging_metrics
+from distill.progress import progress_bar
 
 
 @dataclass
@@ -91,7 +91,7 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
     was_training = model.training
     model.eval()
     per_example: list = [None] * len(examples)
-    bar = tqdm(total=len(examples), desc=description, unit="ex", disable=not progress, leave=False)
+    bar = progress_bar(total=len(examples), desc=description, unit="ex", disable=not progress, leave=False)
     for indices in length_sorted_batches(examples, batch_size):
         inputs, mask = model.prepare([examples[i] for i in indices])
         with precision.autocast(model.device):
@@ -145,7 +145,7 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":
         return classification_metrics(gold, predicted, model.hierarchy)
-    return tagging_metrics(gold, predicted)
+    return tagging_metrics(gold, predicted, model.hierarchy.tag_scheme)
 
 
 def prediction_records(model: torch.nn.Module, examples: list, batch_size: int = 64, progress: bool = False,

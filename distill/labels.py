@@ -1,4 +1,5 @@
-"""Label vocabularies, stored with every model; hierarchical labels such as ``Science/Physics``."""
+"""Label vocabularies, stored with every model; hierarchical labels such as ``Science/Physics``;
+the scheme of a tag set (IOB1, IOB2, IOBES, BILOU or plain tags), which decides how it is scored."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class LabelHierarchy:
     labels: list[str]
     separator: str | None = "/"
     counts: dict[str, int] = field(default_factory=dict)
+    scheme: str | None = None  # tagging only: one of TAG_SCHEMES (see `detect_tag_scheme`)
 
     def __post_init__(self) -> None:
         if not self.labels:
@@ -84,17 +86,72 @@ class LabelHierarchy:
         return weights
 
     def to_dict(self) -> dict:
-        return {"labels": list(self.labels), "separator": self.separator, "depth": self.depth,
+        data = {"labels": list(self.labels), "separator": self.separator, "depth": self.depth,
                 "counts": dict(self.counts)}
+        return data if self.scheme is None else {**data, "scheme": self.scheme}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LabelHierarchy":
-        return cls(list(data["labels"]), data.get("separator"), dict(data.get("counts", {})))
+        return cls(list(data["labels"]), data.get("separator"), dict(data.get("counts", {})), data.get("scheme"))
+
+    @property
+    def tag_scheme(self) -> str:
+        """The scheme of a tag set: as detected on the training data, or, for a model saved before
+        schemes were recorded (or labels built by hand), what the labels show (`scheme_of_labels`)."""
+        return self.scheme or scheme_of_labels(self.labels)
 
     def check_same(self, other: "LabelHierarchy", what: str) -> None:
         """Distillation maps logits by index, so both sides need the same labels in the same order."""
         if self.labels != other.labels:
             raise DistillError(f"{what}: label sets differ: teacher {self.labels} vs {other.labels}")
+
+
+TAG_SCHEMES = ("IOB1", "IOB2", "IOBES", "BILOU", "plain")
+ENTITY_PREFIXES = ("B", "I", "E", "S", "L", "U")
+
+
+def split_tag(tag: str) -> tuple[str | None, str]:
+    """(prefix, type) of an entity tag, the prefix upper-cased (``b-per`` -> ``("B", "per")``), so a
+    lower-case scheme reads like the upper-case one; (None, tag) for ``O`` and plain tags."""
+    prefix, dash, kind = tag.partition("-")
+    if dash and kind and prefix.upper() in ENTITY_PREFIXES:
+        return prefix.upper(), kind
+    return None, tag
+
+
+def _scheme_of_prefixes(prefixes: set[str]) -> str | None:
+    if not prefixes:
+        return "plain"
+    if prefixes & {"L", "U"}:
+        return "BILOU"
+    if prefixes & {"E", "S"}:
+        return "IOBES"
+    return None  # B/I alone: IOB1 or IOB2, which the tag sequences tell apart
+
+
+def scheme_of_labels(labels: Iterable[str]) -> str:
+    """The scheme a label set shows without its sequences: B/I-only sets count as IOB2 (an I- type
+    without its B- tag as IOB1). For models saved before the scheme was recorded."""
+    split = [split_tag(label) for label in labels]
+    scheme = _scheme_of_prefixes({prefix for prefix, _ in split if prefix})
+    if scheme is not None:
+        return scheme
+    begun = {kind for prefix, kind in split if prefix == "B"}
+    return "IOB1" if any(prefix == "I" and kind not in begun for prefix, kind in split) else "IOB2"
+
+
+def detect_tag_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
+    """The scheme of training tags: BILOU (L-/U- prefixes), IOBES (E-/S-), IOB1 (some entity starts
+    with I-: CoNLL-2003's original files), IOB2 (every entity starts with B-), or plain tags (POS)."""
+    sequences = [[split_tag(tag) for tag in tags] for tags in tag_sequences]
+    scheme = _scheme_of_prefixes({prefix for tags in sequences for prefix, _ in tags if prefix})
+    if scheme is not None:
+        return scheme
+    for tags in sequences:
+        for (before, before_kind), (prefix, kind) in zip([(None, "O")] + tags, tags):
+            if prefix == "I" and (before is None or before_kind != kind):
+                return "IOB1"
+    return "IOB2"
 
 
 def spelling_key(label: str) -> str:
@@ -119,6 +176,7 @@ def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -
         hierarchy = LabelHierarchy.from_labels(labels, separator)
     else:
         hierarchy = LabelHierarchy.from_labels((t for tags in labels for t in tags), None, first="O")
+        hierarchy.scheme = detect_tag_scheme(labels)
     seen: dict[str, str] = {}
     for label in hierarchy.labels:
         other = seen.setdefault(spelling_key(label), label)

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tqdm.auto import tqdm
 
 from distill import distributed
 from distill.data import iter_unlabelled
@@ -31,6 +30,7 @@ from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_model
 from distill.outputs import file_output
+from distill.progress import progress_bar
 from distill.training import changed_settings, input_fingerprints, runtime_settings
 
 
@@ -199,8 +199,8 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     stream = ((n, x) for n, x in rank_examples(input_path, teacher.task, chunk_size) if n > done)
     counts = {"read": 0, "written": 0, "skipped_low_confidence": 0, "cached": 0}
     started = time.perf_counter()
-    bar = tqdm(total=total, initial=already, desc="pseudo-label", unit="ex",
-               disable=not (progress and distributed.is_main()))
+    bar = progress_bar(total=total, initial=already, desc="pseudo-label", unit="ex",
+                       disable=not (progress and distributed.is_main()))
     with writing(part), open(part, "a", encoding="utf-8") as out:
         for chunk in chunks(stream, chunk_size):
             numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]

@@ -16,7 +16,7 @@ import contextlib
 import copy
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,6 +29,7 @@ from distill.distillation import (CachedTeacherLogits, DistillObjective, OnlineT
 from distill.errors import DistillError
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
+from distill.metrics import select_metric
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, StudentModel
@@ -128,6 +129,12 @@ def _labelled(train: Any, dev: Any, task: str, data: DataOptions) -> tuple[Label
     return hierarchy, train_set, dev_set
 
 
+def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
+    """`settings` (TrainSettings or TeacherTraining) with its select_metric checked against what the
+    task and tag scheme score, and the default filled in, so the run's signature and summary name it."""
+    return replace(settings, select_metric=select_metric(settings.select_metric, task, hierarchy.scheme))
+
+
 def teacher_optimizer(model: Teacher, training: TeacherTraining, total_steps: int):
     """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
     from transformers import get_linear_schedule_with_warmup
@@ -147,6 +154,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
+        training = _selecting(training, config.task, hierarchy)
         inputs = {"train": train_set.source, "dev": dev_set.source}
         with _run(output, inputs, command="teacher", config=config, training=training, data=data) as run:
             with torch.random.fork_rng(devices=[]):
@@ -155,7 +163,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             steps = -(-len(train_set) // training.batch_size) * training.epochs
             optimizer, scheduler = teacher_optimizer(model, training, steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
-                                   progress=env.progress)
+                                   training.select_metric, progress=env.progress)
             objective = SupervisedObjective(hierarchy.class_weights(training.class_weights))
             return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
                         lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
@@ -199,7 +207,7 @@ def _student_run(model: StudentModel, objective: Objective, train: Examples, dev
     model.to(pick_device(env.device))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
-                               progress=env.progress)
+                               settings.select_metric, progress=env.progress)
     summary = {"kind": "student", "model": model.config.model, **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
                 lambda d: model.save_pretrained(d, overwrite=True), summary)
@@ -219,6 +227,7 @@ def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: 
     with runtime(env.precision, env.threads):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+        settings = _selecting(settings, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, command="student", config=_config_of(student), settings=settings, data=data,
@@ -284,16 +293,17 @@ class Distiller:
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+            settings = _selecting(self.settings, task, hierarchy)
             extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
                       "unlabeled": extra.source if extra else None}
-            with _run(output, inputs, command="kd", config=_config_of(self.student), settings=self.settings,
+            with _run(output, inputs, command="kd", config=_config_of(self.student), settings=settings,
                       data=data, kd=self.options()) as run:
-                return self._fit(task, hierarchy, train_set, dev_set, extra, run)
+                return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
 
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
-             run: RunState | None) -> TrainResult:
+             settings: TrainSettings, run: RunState | None) -> TrainResult:
         env = self.env
         teacher = Teacher.from_pretrained(self.teacher, device=env.device) \
             if isinstance(self.teacher, (str, Path)) else self.teacher
@@ -304,10 +314,10 @@ class Distiller:
         unlabelled = list(extra.inputs) if extra else []
         if extra and self.unlabeled_ratio is not None:
             keep = int(self.unlabeled_ratio * len(train))
-            unlabelled = random.Random(self.settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
+            unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
-        model = new_student(self.student, teacher.hierarchy, examples, self.settings.seed,
+        model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
         started = time.perf_counter()
@@ -330,4 +340,4 @@ class Distiller:
         objective = DistillObjective(loss, source)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
                    "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
-        return _student_run(model, objective, transfer, dev, self.settings, run, env, summary)
+        return _student_run(model, objective, transfer, dev, settings, run, env, summary)

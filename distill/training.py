@@ -25,14 +25,13 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from distill import distributed, precision
 from distill.errors import DistillError
 from distill.inference import evaluate, example_length
 from distill.io import file_sha256, load_sealed, save_sealed, write_text, writing
 from distill.losses import IGNORE_INDEX, LossSum, combine
-from distill.metrics import headline
+from distill.progress import progress_bar, progress_message
 
 
 class Objective:
@@ -60,14 +59,17 @@ class SupervisedObjective(Objective):
 
 @dataclass
 class TrainSettings:
-    """How a student trains (what it is lives in its config): Adam at `lr`, batches, at most `epochs`
-    with early stopping after `patience` epochs without dev improvement, and the seed."""
+    """How a student trains (what it is lives in its config): Adam at `lr`, batches, early stopping
+    after `patience` epochs without dev improvement in `select_metric` (None: the task's default,
+    `distill.metrics.default_metric`), and the seed. `epochs` is a safety cap: students train until
+    dev stops improving (docs/results.md, "How long students train")."""
 
     lr: float = 2e-3
     batch_size: int = 32
-    epochs: int = 15
+    epochs: int = 50
     patience: int = 4
     seed: int = 42
+    select_metric: str | None = None
 
 
 @dataclass
@@ -76,6 +78,7 @@ class FitSettings:
     batch_size: int = 32
     patience: int = 2
     seed: int = 42
+    select_metric: str = "accuracy"
     max_grad_norm: float = 1.0
     progress: bool = True
     eval_batch_size: int = 64
@@ -240,10 +243,11 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         log_path: str | Path | None = None, run: RunState | None = None) -> dict:
     """Train for up to `settings.epochs`, evaluating on dev after each epoch.
 
-    The best-on-dev model is handed to `save_best` (not the last one); training stops early
-    after `patience` epochs without improvement. Returns the best epoch's record. With `run`,
-    the model, optimizer, scheduler, RNG streams and data order are saved after every epoch,
-    and a resumed run continues from there exactly as if it had never stopped.
+    The best-on-dev model by `settings.select_metric` is handed to `save_best` (not the last one);
+    training stops early after `patience` epochs without improvement in it. Returns the best
+    epoch's record. With `run`, the model, optimizer, scheduler, RNG streams and data order are
+    saved after every epoch, and a resumed run continues from there exactly as if it had never
+    stopped.
     """
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -262,15 +266,15 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         if log_path is not None and main:
             write_text(log_path, "".join(json.dumps(record) + "\n" for record in history))
         if progress:
-            tqdm.write(f"resuming after epoch {len(history)} (best so far: epoch {best['epoch']})")
+            progress_message(f"resuming after epoch {len(history)} (best so far: epoch {best['epoch']})")
     step_model = distributed.wrap_for_training(model)
     for epoch in range(first_epoch, settings.epochs + 1):
         if stale >= settings.patience:
             break
         model.train()
         batches = training_batches(train_examples, settings.batch_size, generator)
-        bar = tqdm(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
-                   disable=not progress)
+        bar = progress_bar(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
+                           disable=not progress)
         started, total_loss, steps = time.perf_counter(), 0.0, 0
         for indices in batches:
             share, counted = distributed.batch_share(indices)
@@ -288,7 +292,8 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
                 scheduler.step()
             total_loss, steps = total_loss + loss.item(), steps + 1
             bar.update(len(indices))
-            bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}")  # rank 0's estimate
+            # rank 0's estimate; shown at the bar's next redraw, not as a redraw of its own
+            bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}", refresh=False)
         bar.close()
         seconds = time.perf_counter() - started
         total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
@@ -300,11 +305,11 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         if log_path is not None and main:
             with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
-        score = headline(model.task, dev)
-        improved = best is None or score > headline(model.task, best["dev"])
+        score = dev[settings.select_metric]
+        improved = best is None or score > best["dev"][settings.select_metric]
         if progress:
-            tqdm.write(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {score:.4f}"
-                       f"{'  (best)' if improved else ''}  {seconds:.1f}s")
+            progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
+                             f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
         if improved:
             best, stale = record, 0
             if main:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import os
@@ -17,6 +18,7 @@ from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAU
                                   DEFAULT_TEMPERATURE, TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.losses import KD_LOSSES
+from distill.metrics import SELECTABLE
 from distill.precision import PRECISIONS, set_precision
 
 
@@ -36,6 +38,10 @@ PROBABILITY = FiniteFloatRange(0, 1)
 DROPOUT = FiniteFloatRange(0, 1, max_open=True)
 # Adam steps larger than 1 diverge at once: refuse them here rather than as a NaN loss later.
 LEARNING_RATE = FiniteFloatRange(min=0, max=1, min_open=True)
+select_metric_option = click.option(
+    "--select-metric", type=click.Choice(SELECTABLE),
+    help="Dev metric that picks the best epoch and drives --patience [default: accuracy for classification, "
+         "f1 (entity) for IOB/IOBES/BILOU tags, token_accuracy for plain tags such as POS].")
 seed_option = click.option("--seed", default=42, show_default=True, type=click.IntRange(0, 2**32 - 1),
                            help="Random seed (0 to 2^32-1): same data, seed and machine give the same result.")
 
@@ -138,7 +144,7 @@ def student_options(func):
     defaults = TrainSettings()
 
     @functools.wraps(func)
-    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, seed, **kwargs):
+    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, select_metric, seed, **kwargs):
         context = click.get_current_context()
         config_class = model_entry.cls.config_class
         own = {spec.name for spec in dataclasses.fields(config_class)}
@@ -154,7 +160,8 @@ def student_options(func):
                                          param_hint=f"'{option}'")
             chosen[name] = value
         config = config_class(model=model_entry.name, **chosen)
-        settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed)
+        settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed,
+                                 select_metric=select_metric)
         return func(*args, student_config=config, train_settings=settings, **kwargs)
 
     for name, (spec, model_defaults) in reversed(list(fields.items())):
@@ -163,10 +170,12 @@ def student_options(func):
     wrapper = click.option("--model", "model_entry", type=StudentModelType(), required=True,
                            help=f"The student: {choices}; or a registered class of your own as module:Class.")(wrapper)
     for option in (seed_option,
+                   select_metric_option,
                    click.option("--patience", default=defaults.patience, show_default=True, type=POSITIVE_INT,
                                 help="Stop after this many epochs without dev improvement."),
                    click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
-                   click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT),
+                   click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT,
+                                help="At most this many epochs: a safety cap, --patience normally stops first."),
                    click.option("--lr", default=defaults.lr, show_default=True, type=LEARNING_RATE,
                                 help="Adam learning rate.")):
         wrapper = option(wrapper)
@@ -208,9 +217,37 @@ class_weights_option = click.option(
 
 
 SINGLE_PROCESS_COMMANDS = ("predict", "compare")
+GLOBAL_OPTIONS = ("--threads", "--precision")  # each takes one value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def hoist_global_options(args: list[str], commands: set[str]) -> list[str]:
+    """`nlp-train kd ... --threads 1` as `nlp-train --threads 1 kd ...`: the global options are options
+    of the group, and users write them after the command too (where click alone would refuse them)."""
+    position = next((i for i, arg in enumerate(args) if arg in commands and (i == 0 or args[i - 1] not in
+                                                                           GLOBAL_OPTIONS)), None)
+    if position is None:
+        return args
+    hoisted, rest, after = [], [], iter(args[position + 1:])
+    for arg in after:
+        if arg == "--":
+            rest += [arg, *after]
+        elif arg in GLOBAL_OPTIONS:
+            hoisted += [arg, *itertools.islice(after, 1)]  # and its value
+        elif arg.split("=", 1)[0] in GLOBAL_OPTIONS:
+            hoisted.append(arg)
+        else:
+            rest.append(arg)
+    return args[:position] + hoisted + [args[position]] + rest
+
+
+class Commands(click.Group):
+    """The `nlp-train` group: global options are accepted before or after the command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args, set(self.commands)))
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="distill")
 @click.option("--threads", type=POSITIVE_INT,
               help="CPU threads for torch (default: all cores). 1 is often fastest for small students, "
@@ -226,7 +263,8 @@ def cli(context, threads, precision):
     Data: classification from CSV/TSV/JSONL (text and label columns), tagging from CoNLL
     files or JSONL with tokens/tags, hub datasets as hub:NAME[:CONFIG]:SPLIT.
     `teacher`, `student`, `kd`, `pseudo-label` and `evaluate` also run under torchrun
-    (one process per CPU or GPU; see docs/distributed.md).
+    (one process per CPU or GPU; see docs/distributed.md). The global options --threads and
+    --precision may come before or after the command.
     """
     if threads:
         import torch
@@ -269,6 +307,7 @@ def report(message: str) -> None:
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
               help="Stop after this many epochs without dev improvement.")
+@select_metric_option
 @class_weights_option
 @seed_option
 @resume_option
@@ -277,15 +316,16 @@ def report(message: str) -> None:
 @data_options
 @device_option
 def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
-            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, class_weights, seed, resume, overwrite,
-            quiet, data, device):
+            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, select_metric, class_weights, seed,
+            resume, overwrite, quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
     from distill.models.teacher import TeacherConfig, TeacherTraining
     from distill.trainers import Output, Runtime, train_teacher
     config = TeacherConfig(task=task, encoder=encoder, dropout=dropout, pre_classifier=pre_classifier,
                            pooling=pooling, max_length=max_length)
     training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
-                               epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights)
+                               epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
+                               select_metric=select_metric)
     summary = train_teacher(train_path, dev_path, config, training, data, Output(output, overwrite, resume),
                             Runtime(device, progress=not quiet)).summary
     best = summary["best"]

@@ -53,6 +53,7 @@ class TeacherTraining:
     patience: int = 2
     seed: int = 42
     class_weights: Any = None
+    select_metric: str | None = None  # picks the best epoch and drives patience; None: the task's default
 
 
 def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[TeacherConfig, TeacherTraining]:
