@@ -13,6 +13,8 @@ from procedures.common import DataOptions, check_labels_known, read_split
 
 def weight_bytes(model: torch.nn.Module) -> int:
     """Bytes of the weights a deployment needs (a teacher checkpoint also holds optimizer state)."""
+    if hasattr(model, "weight_bytes"):  # an exported ONNX model: its file
+        return model.weight_bytes()
     return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 

@@ -20,6 +20,12 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
     verify_model_files(directory, card)
+    if card.get("format") == "onnx":  # `nlp-train export`: run by ONNX Runtime, see distill/models/onnx.py
+        if expect is not None:
+            raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
+                               f"give the PyTorch {expect} directory it was exported from")
+        from distill.models.onnx import OnnxModel
+        return OnnxModel(directory, card)
     if card["kind"] == "teacher":
         from distill.models.teacher import TransformerClassifier
         return TransformerClassifier.from_checkpoint(directory)

@@ -161,16 +161,23 @@ class StudentModel(LabelModel):
         for needed in (WEIGHTS, CONFIG, VOCAB):
             if not (directory / needed).exists():
                 raise DistillError(f"{directory}: not a student directory (missing {needed})")
-        meta, vocab = read_json(directory / CONFIG), read_json(directory / VOCAB)
-        chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
-        model = cls(StudentConfig.from_dict(meta["config"]), LabelHierarchy.from_dict(meta["hierarchy"]),
-                    Vocabulary.from_dict(vocab["words"]), chars)
+        model = cls.unloaded(directory)
         try:
             model.load_state_dict(load_tensors(directory / WEIGHTS))
         except RuntimeError as err:
             raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
         model.eval()
         return model
+
+    @classmethod
+    def unloaded(cls, directory: str | Path) -> "StudentModel":
+        """The student of `directory` (config, labels, vocabularies) before its weights are loaded:
+        `from_checkpoint` fills them, an exported model uses its `prepare`."""
+        directory = Path(directory)
+        meta, vocab = read_json(directory / CONFIG), read_json(directory / VOCAB)
+        chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
+        return cls(StudentConfig.from_dict(meta["config"]), LabelHierarchy.from_dict(meta["hierarchy"]),
+                   Vocabulary.from_dict(vocab["words"]), chars)
 
 
 class LSTMClassifier(StudentModel):

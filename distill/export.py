@@ -1,0 +1,151 @@
+"""Export a trained model for deployment, and measure what the export changed.
+
+* ONNX (`--format onnx`): the forward pass of any teacher or student as an ONNX graph with dynamic
+  batch and length axes (the TorchScript exporter, which writes the students' packed BiLSTMs as
+  ONNX LSTM nodes with per-sequence lengths). What surrounds it stays in Python and is shared with
+  the PyTorch model (see `distill.models.onnx`): the export directory keeps the model's
+  description (config, vocabularies or tokenizer, labels) and a CRF's transitions.
+* int8 (`--quantize int8`): ONNX Runtime's dynamic quantization of that graph: int8 weights,
+  activations quantized on the fly per batch.
+* A slim copy (`--format safetensors`): a teacher without its optimizer state (`distill.models.slim`);
+  a student directory is already slim and is copied as it is.
+
+`agreement` compares an exported model with the PyTorch one on labelled data: logits, labels and score.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from distill.errors import DistillError
+from distill.inference import decode_labels, predict_logits
+from distill.io import save_tensors
+from distill.metrics import classification_metrics, headline, tagging_metrics
+from distill.models.base import LabelModel
+from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
+
+FORMATS = ("onnx", "safetensors")
+QUANTIZATIONS = ("int8",)
+OPSET = 17
+# Tracing inputs: two examples of different lengths, so padding and per-example lengths are in the graph.
+TRACE_EXAMPLES = {"classification": ["a first example to trace , longer than the other", "a second"],
+                  "tagging": [["A", "first", "example", "to", "trace", "."], ["Second", "one"]]}
+# Dynamic axes of every input (and of the logits) any model kind has.
+AXES = {"input_ids": {0: "windows", 1: "tokens"}, "attention_mask": {0: "windows", 1: "tokens"},
+        "word_positions": {0: "windows", 1: "words"}, "word_ids": {0: "batch", 1: "words"},
+        "lengths": {0: "batch"}, "char_ids": {0: "distinct_words", 1: "chars"},
+        "word_rows": {0: "batch", 1: "words"}}
+GRID_INPUTS = ("word_slots", "grid_shape")  # the teacher tagger's grid placement stays outside the graph
+
+__all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "quantize_int8",
+           "save_onnx_files", "save_slim_files"]
+
+
+def onnx_module():
+    """The onnx package, or a one-line error saying how to install it (the optional `export` extra)."""
+    try:
+        import onnx
+    except ImportError:
+        raise DistillError("ONNX export needs onnx and onnxruntime: pip install -e .[export]") from None
+    return onnx
+
+
+def export_onnx(model: LabelModel, path: Path) -> None:
+    """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph."""
+    onnx_module()
+    inputs, _ = model.prepare(TRACE_EXAMPLES[model.task])
+    inputs = {name: tensor.cpu() for name, tensor in inputs.items() if name not in GRID_INPUTS}
+    rows = "windows" if "input_ids" in inputs else "batch"
+    output_axes = {0: rows, 1: "words"} if model.task == "tagging" else {0: rows}
+    model = model.cpu().eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and shape-inference notes
+        torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
+                          dynamic_axes={**{name: AXES[name] for name in inputs}, "logits": output_axes},
+                          opset_version=OPSET, dynamo=False)
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization: int8 weights, activations scaled per batch at run time,
+    after its recommended pre-processing (shape inference and graph optimisation) into a file beside `source`."""
+    from distill.models.onnx import onnxruntime_module
+    onnxruntime_module()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    prepared = source.with_name(f"prepared-{source.name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
+
+
+def copy_description(source_dir: Path, directory: Path, kind: str) -> list[str]:
+    """Copy what the weightless model needs besides weights: the teacher's encoder folder (tokenizer,
+    architecture), a student's config and vocabularies. Returns the copied files' names."""
+    if kind == "teacher":
+        from distill.models.card import folder_files
+        from distill.models.teacher import ENCODER_DIR
+        shutil.copytree(source_dir / ENCODER_DIR, directory / ENCODER_DIR)
+        return folder_files(directory, ENCODER_DIR)
+    from distill.models.students import CONFIG, VOCAB
+    for name in (CONFIG, VOCAB):
+        shutil.copyfile(source_dir / name, directory / name)
+    return [CONFIG, VOCAB]
+
+
+def save_onnx_files(model: LabelModel, kind: str, source_dir: Path, directory: Path, quantize: str | None) -> list[str]:
+    """The files of an ONNX export directory (the card aside); returns their names."""
+    files = copy_description(source_dir, directory, kind)
+    if kind == "teacher":
+        from distill.models.slim import write_slim_meta
+        files.append(write_slim_meta(directory, model.checkpoint()))
+    crf = getattr(model, "crf", None)
+    if crf is not None:
+        save_tensors(directory / CRF_WEIGHTS, crf.state_dict())
+        files.append(CRF_WEIGHTS)
+    with contextlib.ExitStack() as stack:
+        if quantize is None:
+            graph = directory / ONNX_FILE
+        else:
+            graph = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".fp32-", dir=directory))) / ONNX_FILE
+        export_onnx(model, graph)
+        if quantize == "int8":
+            quantize_int8(graph, directory / ONNX_FILE)
+    return [*files, ONNX_FILE]
+
+
+def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: Path) -> list[str]:
+    """A slim inference copy: a teacher without optimizer state, a student as it is. Returns the files' names."""
+    if kind == "student":
+        model.save(directory)  # it writes its own card; the export's card replaces it
+        from distill.models.students import CONFIG, VOCAB, WEIGHTS
+        return [WEIGHTS, CONFIG, VOCAB]
+    from distill.models.slim import save_slim_checkpoint
+    return [*copy_description(source_dir, directory, kind), *save_slim_checkpoint(directory, model.checkpoint())]
+
+
+def agreement(reference: LabelModel, exported, examples: Sequence, gold: Sequence, batch_size: int = 64) -> dict:
+    """How far `exported` is from `reference` on labelled examples: the largest logit difference,
+    the share of labels (words, for tagging) that stay the same, and each model's score."""
+    ours, theirs = predict_logits(reference, examples, batch_size), predict_logits(exported, examples, batch_size)
+    reference_labels, labels = decode_labels(reference, ours), decode_labels(exported, theirs)
+    if reference.task == "classification":
+        pairs = list(zip(reference_labels, labels))
+        reference_score = headline("classification", classification_metrics(gold, reference_labels))
+        score = headline("classification", classification_metrics(gold, labels))
+    else:
+        pairs = [(a, b) for ref, exp in zip(reference_labels, labels) for a, b in zip(ref, exp)]
+        reference_score = headline("tagging", tagging_metrics(gold, reference_labels))
+        score = headline("tagging", tagging_metrics(gold, labels))
+    same = sum(a == b for a, b in pairs)
+    return {"examples": len(examples), "max_abs_logit_diff": float((ours.logits - theirs.logits).abs().max()),
+            "labels_compared": len(pairs), "labels_changed": len(pairs) - same, "identical_labels": same / len(pairs),
+            "metric": "accuracy" if reference.task == "classification" else "f1",
+            "reference_score": reference_score, "score": score, "points_lost": 100 * (reference_score - score)}
