@@ -16,11 +16,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -57,6 +59,22 @@ def onnx_module():
     return onnx
 
 
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Drop what native code writes to the stderr descriptor meanwhile: the TorchScript exporter prints
+    notes on the packed LSTM's shape inference there (ONNX Runtime infers those shapes itself), which
+    would read as problems to a user. Python errors still propagate as exceptions."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def export_onnx(model: LabelModel, path: Path) -> None:
     """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph."""
     onnx_module()
@@ -65,7 +83,7 @@ def export_onnx(model: LabelModel, path: Path) -> None:
     rows = "windows" if "input_ids" in inputs else "batch"
     output_axes = {0: rows, 1: "words"} if model.task == "tagging" else {0: rows}
     model = model.cpu().eval()
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), native_stderr_silenced():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and shape-inference notes
         torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
                           dynamic_axes={**{name: AXES[name] for name in inputs}, "logits": output_axes},
