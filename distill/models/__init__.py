@@ -29,8 +29,13 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     if card["kind"] == "teacher":
         from distill.models.teacher import TransformerClassifier
         return TransformerClassifier.from_checkpoint(directory)
+    return student_class(directory, card).from_checkpoint(directory)
+
+
+def student_class(directory: str | Path, card: dict) -> type:
+    """The student class a model card names."""
     from distill.models.students import STUDENTS
     by_class = {cls.__name__: cls for cls in STUDENTS.values()}
     if card.get("model") not in by_class:
         raise DistillError(f"{directory}: unknown student model {card.get('model')!r}")
-    return by_class[card["model"]].from_checkpoint(directory)
+    return by_class[card["model"]]

@@ -46,11 +46,8 @@ def weightless_model(directory: str | Path, card: dict) -> LabelModel:
             from distill.models.teacher import TransformerClassifier
             model = TransformerClassifier.unloaded(directory, read_json(directory / SLIM_META))
         else:
-            from distill.models.students import STUDENTS
-            by_class = {cls.__name__: cls for cls in STUDENTS.values()}
-            if card.get("model") not in by_class:
-                raise DistillError(f"{directory}: unknown student model {card.get('model')!r}")
-            model = by_class[card["model"]].unloaded(directory)
+            from distill.models import student_class
+            model = student_class(directory, card).unloaded(directory)
     model = model.to_empty(device="cpu").eval()
     crf = getattr(model, "crf", None)
     if crf is not None:
