@@ -11,7 +11,7 @@ from distill import precision
 from distill.errors import DistillError
 from distill.export import FORMATS, QUANTIZATIONS, agreement, save_onnx_files, save_slim_files
 from distill.io import file_sha256
-from distill.models import MODEL_CARD, load_model, read_model_card
+from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.card import write_model_card
 from distill.outputs import model_output
 from procedures.common import DataOptions, check_labels_known, read_split
@@ -64,8 +64,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
                                "parameters": model.parameter_count(), **export_settings(format, quantize)},
                     "agreement": None}
         if check_data is not None:
-            write_model_card(directory, exported, files)  # so the export loads, as a user would load it
             exported["agreement"] = {"data": check_data, "reference": f"pytorch {precision.current()}",
-                                     **agreement(model, load_model(directory), examples, gold, batch_size)}
-        write_model_card(directory, exported, files)
+                                     **agreement(model, model_from_card(directory, exported), examples, gold,
+                                                 batch_size)}
+        write_model_card(directory, exported, files)  # last: a directory with a card is complete
         return {**exported, "sha256": read_model_card(directory)["sha256"]}

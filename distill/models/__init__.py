@@ -19,11 +19,17 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
+    if expect is not None and card.get("format") == "onnx":
+        raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
+                           f"give the PyTorch {expect} directory it was exported from")
     verify_model_files(directory, card)
+    return model_from_card(directory, card)
+
+
+def model_from_card(directory: str | Path, card: dict) -> LabelModel:
+    """The model of `directory` as `card` describes it, its files unchecked (`load_model` checks them;
+    `nlp-train export` measures an export before its card is written)."""
     if card.get("format") == "onnx":  # `nlp-train export`: run by ONNX Runtime, see distill/models/onnx.py
-        if expect is not None:
-            raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
-                               f"give the PyTorch {expect} directory it was exported from")
         from distill.models.onnx import OnnxModel
         return OnnxModel(directory, card)
     if card["kind"] == "teacher":
