@@ -173,6 +173,8 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
 
 def weight_bytes(model: torch.nn.Module) -> int:
     """Bytes of the weights a deployment needs (a teacher checkpoint also holds optimizer state)."""
+    if hasattr(model, "weight_bytes"):  # an exported ONNX model: its file
+        return model.weight_bytes()
     return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 

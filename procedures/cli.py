@@ -19,6 +19,7 @@ from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAU
 from distill.errors import DistillError
 from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
+from distill.export import FORMATS, QUANTIZATIONS
 from distill.precision import PRECISIONS, set_precision
 
 
@@ -216,7 +217,7 @@ class_weights_option = click.option(
     help="NLL class weights: none, inverse (frequency), or comma-separated values.")
 
 
-SINGLE_PROCESS_COMMANDS = ("predict", "compare")
+SINGLE_PROCESS_COMMANDS = ("predict", "compare", "export")
 GLOBAL_OPTIONS = ("--threads", "--precision")  # each takes one value
 
 
@@ -500,6 +501,36 @@ def compare(model_dirs, data_file, batch_size, limit, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
     from distill.compare import compare_models, format_table
     click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
+
+
+@cli.command()
+@click.argument("model_dir", type=click.Path())
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the exported model.")
+@click.option("--format", "export_format", type=click.Choice(FORMATS), default="onnx",
+              show_default=True, help="onnx: the forward pass as an ONNX graph for ONNX Runtime (text "
+              "preprocessing and CRF decoding stay in Python); safetensors: a slim copy without optimizer state.")
+@click.option("--quantize", type=click.Choice(QUANTIZATIONS), help="ONNX only: dynamic int8 quantization "
+              "(ONNX Runtime); needs --check-data.")
+@click.option("--check-data", help="Held-back labelled data: the card records how the export agrees with the "
+              "PyTorch model there (largest logit difference, labels changed, score lost).")
+@overwrite_option
+@data_options
+def export(model_dir, output, export_format, quantize, check_data, overwrite, data):
+    """Export MODEL_DIR for deployment: ONNX (fp32 or int8) or a slim safetensors copy.
+
+    `predict`, `evaluate` and `compare` run an ONNX export through ONNX Runtime, so compare shows
+    PyTorch, ONNX fp32 and ONNX int8 side by side (docs/export.md).
+    """
+    from distill.export import export_model
+    card = export_model(model_dir, output, export_format, quantize, check_data, data, overwrite)
+    settings = card["export"]
+    what = settings["format"] + (f" {settings['quantize']}" if settings["quantize"] else "")
+    agreed = card["agreement"]
+    checked = "" if agreed is None else (
+        f"; on {agreed['data']}: max logit difference {agreed['max_abs_logit_diff']:.2g}, "
+        f"{agreed['labels_changed']:,} of {agreed['labels_compared']:,} labels changed, "
+        f"{agreed['metric']} {agreed['reference_score']:.4f} -> {agreed['score']:.4f}")
+    report(f"export: {model_dir} as {what} in {output}{checked}")
 
 
 def out_of_memory(err: BaseException) -> bool:

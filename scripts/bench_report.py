@@ -19,6 +19,8 @@ QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1",
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
            "inference_ratio": 3.0}
 PLOTS = {"quality_vs_speed": "img/bench-quality-vs-speed.png", "kd_gain": "img/bench-kd-gain.png"}
+# The section scripts/bench_export.py writes into a report: a re-render keeps it as it is.
+EXPORT_BEGIN, EXPORT_END = "<!-- bench_export.py: begin -->", "<!-- bench_export.py: end -->"
 
 
 LEGEND = [
@@ -341,4 +343,9 @@ def write_report(results: dict, report: Path, command: str, commands: list[str])
     report.parent.mkdir(parents=True, exist_ok=True)
     plots = plot(results, report.parent)
     write_json(report.with_suffix(".json"), {**results, "command": command, "commands": commands, "plots": plots})
-    write_text(report, markdown(results, command, commands, plots))
+    text = markdown(results, command, commands, plots)
+    earlier = report.read_text(encoding="utf-8") if report.exists() else ""
+    if EXPORT_BEGIN in earlier and EXPORT_END in earlier:
+        kept = earlier.partition(EXPORT_BEGIN)[2].partition(EXPORT_END)[0]
+        text = text.rstrip("\n") + f"\n\n{EXPORT_BEGIN}{kept}{EXPORT_END}\n"
+    write_text(report, text)

@@ -74,6 +74,26 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_export_benchmark_measures_and_survives_a_report_rerender(quick_run):
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e .[export])")
+    import bench_export
+    args, out, report = quick_run
+    data = args[args.index("--data") + 1]
+    results = bench_export.main([str(out / "rt" / "teacher"), str(out / "conll" / "lstm-tagger"), "--data", data,
+                                 "--out", str(out / "export"), "--threads", "1", "--speed-examples", "16",
+                                 "--latency-examples", "3", "--report", str(report)])
+    teacher, tagger = results["models"]
+    assert teacher["agreement"]["onnx-fp32"]["max_abs_logit_diff"] <= 1e-4
+    assert teacher["agreement"]["slim"]["labels_changed"] == 0 and teacher["bytes"]["slim"] < teacher["bytes"]["pytorch"]
+    assert tagger["agreement"]["onnx-fp32"]["labels_changed"] == 0 and "slim" not in tagger["bytes"]
+    for variant in bench_export.VARIANTS:
+        assert teacher["speed"]["1"][variant]["examples_per_second_b32"] > 0
+    section = (out / "export" / "export.md").read_text()
+    assert "| met |" in section and section in report.read_text()
+    benchmark.main(args + ["--report-only"])  # `make bench` re-renders the report: the export section stays
+    assert section in report.read_text()
+
+
 def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     args, out, report = quick_run
     (out / "conll" / "training_cost.json").unlink()

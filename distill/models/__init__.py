@@ -19,13 +19,29 @@ def _load(directory: str | Path, expect: str | None) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
+    if expect is not None and card.get("format") == "onnx":
+        raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
+                           f"give the PyTorch {expect} directory it was exported from")
     verify_model_files(directory, card)
+    return model_from_card(directory, card)
+
+
+def model_from_card(directory: str | Path, card: dict) -> LabelModel:
+    """The model of `directory` as `card` describes it, its files unchecked (`load_model` checks them;
+    `nlp-train export` measures an export before its card is written)."""
+    if card.get("format") == "onnx":  # `nlp-train export`: run by ONNX Runtime, see distill/models/onnx.py
+        from distill.models.onnx import OnnxModel
+        return OnnxModel(directory, card)
     if card["kind"] == "teacher":
         from distill.models.teacher import Teacher
         return Teacher.from_checkpoint(directory, card)
+    return student_class(directory, card).from_checkpoint(directory, card)
+
+
+def student_class(directory: str | Path, card: dict) -> type:
+    """The student class a model card names (by registered name, recorded class, or old class name)."""
     from distill.models.registry import entry_of_saved
     try:
-        entry = entry_of_saved(str(card.get("model")), card.get("class"))
+        return entry_of_saved(str(card.get("model")), card.get("class")).cls
     except DistillError as err:
         raise DistillError(f"{directory}: {err}") from None
-    return entry.cls.from_checkpoint(directory, card)

@@ -212,12 +212,17 @@ class StudentModel(LabelModel):
     def write_files(self, directory: Path, **extra) -> None:
         from distill.models.registry import student_entry
         save_tensors(directory / WEIGHTS, self.state_dict())
-        write_json(directory / CONFIG, {"config": asdict(self.config), "hierarchy": self.hierarchy.to_dict()})
-        write_json(directory / VOCAB, {"words": self.words.to_dict(),
-                                       "chars": self.chars.to_dict() if self.chars else None})
+        self.write_description(directory)
         entry = student_entry(self.config.model)
         write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
                                      "task": self.task, "labels": self.hierarchy.labels}, [WEIGHTS, CONFIG, VOCAB])
+
+    def write_description(self, directory: Path) -> list[str]:
+        """What the model is besides its weights (config, labels, vocabularies); returns the files' names."""
+        write_json(directory / CONFIG, {"config": asdict(self.config), "hierarchy": self.hierarchy.to_dict()})
+        write_json(directory / VOCAB, {"words": self.words.to_dict(),
+                                       "chars": self.chars.to_dict() if self.chars else None})
+        return [CONFIG, VOCAB]
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> "StudentModel":
@@ -225,19 +230,26 @@ class StudentModel(LabelModel):
         for needed in (WEIGHTS, CONFIG, VOCAB):
             if not (directory / needed).exists():
                 raise DistillError(f"{directory}: not a student directory (missing {needed})")
-        meta, vocab = read_json(directory / CONFIG), read_json(directory / VOCAB)
-        chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
-        settings = meta["config"]
-        if card_version(card) < 2:  # the one config of all students, training settings included
-            settings = {k: v for k, v in settings.items() if k in {f.name for f in fields(cls.config_class)}}
-        config = cls.config_class.from_dict(settings, str(directory / CONFIG))
-        model = cls(config, LabelHierarchy.from_dict(meta["hierarchy"]), Vocabulary.from_dict(vocab["words"]), chars)
+        model = cls.unloaded(directory, card)
         try:
             model.load_state_dict(load_tensors(directory / WEIGHTS))
         except RuntimeError as err:
             raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
         model.eval()
         return model
+
+    @classmethod
+    def unloaded(cls, directory: str | Path, card: dict) -> "StudentModel":
+        """The student of `directory` (config, labels, vocabularies) before its weights are loaded:
+        `from_checkpoint` fills them, an exported model uses its `prepare`."""
+        directory = Path(directory)
+        meta, vocab = read_json(directory / CONFIG), read_json(directory / VOCAB)
+        chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
+        settings = meta["config"]
+        if card_version(card) < 2:  # the one config of all students, training settings included
+            settings = {k: v for k, v in settings.items() if k in {f.name for f in fields(cls.config_class)}}
+        config = cls.config_class.from_dict(settings, str(directory / CONFIG))
+        return cls(config, LabelHierarchy.from_dict(meta["hierarchy"]), Vocabulary.from_dict(vocab["words"]), chars)
 
 
 @register_student("lstm", task="classification")

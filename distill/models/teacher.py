@@ -23,6 +23,7 @@ from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tenso
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import card_version, folder_files, write_model_card
+from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
@@ -74,6 +75,16 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
         weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
     return hidden[:, 0]
+
+
+def place_in_grid(window_logits: torch.Tensor, word_slots: torch.Tensor, grid_shape: torch.Tensor) -> torch.Tensor:
+    """Per-window word logits put at their `word_slots` of a (sentences, words, labels) grid; words no
+    window holds keep zero logits. Outside `forward` too, for an exported model's window logits."""
+    sentences, width = (int(v) for v in grid_shape)
+    grid = window_logits.new_zeros((sentences * width, window_logits.size(-1)))
+    real = word_slots >= 0
+    grid[word_slots[real]] = window_logits[real]
+    return grid.view(sentences, width, -1)
 
 
 class Teacher(LabelModel):
@@ -151,11 +162,7 @@ class Teacher(LabelModel):
         logits = self.classifier(self.dropout(features))
         if word_slots is None:
             return logits
-        sentences, width = (int(v) for v in grid_shape)
-        grid = logits.new_zeros((sentences * width, logits.size(-1)))
-        real = word_slots >= 0
-        grid[word_slots[real]] = logits[real]
-        return grid.view(sentences, width, -1)
+        return place_in_grid(logits, word_slots, grid_shape)
 
     def fingerprint(self) -> str:
         """A digest of what decides the teacher's logits: its weights and how it reads text (config,
@@ -173,19 +180,19 @@ class Teacher(LabelModel):
     def head_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
+    def checkpoint(self, optimizer_state: dict | None = None) -> dict:
+        """The checkpoint schema of docs/models/teacher.md (`config` holds the model's and the run's settings)."""
+        return {"config": {**asdict(self.config), **asdict(self.training_settings)},
+                "hierarchy": self.hierarchy.to_dict(), "encoder_state_dict": self.encoder.state_dict(),
+                "classifier_state_dict": self.head_state_dict(), "optimizer_state_dict": optimizer_state or {}}
+
     def write_files(self, directory: Path, optimizer_state: dict | None = None) -> None:
         """The checkpoint schema of docs/models/teacher.md, plus the encoder's config and tokenizer
         so it loads offline."""
         with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
             self.encoder.config.save_pretrained(encoder_dir)
             self.tokenizer.save_pretrained(encoder_dir)
-        save_checkpoint(directory / CHECKPOINT, {
-            "config": {**asdict(self.config), **asdict(self.training_settings)},
-            "hierarchy": self.hierarchy.to_dict(),
-            "encoder_state_dict": self.encoder.state_dict(),
-            "classifier_state_dict": self.head_state_dict(),
-            "optimizer_state_dict": optimizer_state or {},
-        })
+        save_checkpoint(directory / CHECKPOINT, self.checkpoint(optimizer_state))
         write_model_card(directory, {"kind": "teacher", "model": type(self).__name__, "task": self.config.task,
                                      "labels": self.hierarchy.labels},
                          [CHECKPOINT, *folder_files(directory, ENCODER_DIR)])
@@ -193,21 +200,15 @@ class Teacher(LabelModel):
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> "Teacher":
         directory = Path(directory)
-        for needed in (CHECKPOINT, ENCODER_DIR):
+        slim = (directory / SLIM_WEIGHTS).exists()  # `nlp-train export --format safetensors`
+        for needed in (SLIM_WEIGHTS if slim else CHECKPOINT, ENCODER_DIR):
             if not (directory / needed).exists():
                 raise DistillError(f"{directory}: not a teacher directory (missing {needed})")
-        checkpoint = load_checkpoint(directory / CHECKPOINT)
+        checkpoint = load_slim_checkpoint(directory) if slim else load_checkpoint(directory / CHECKPOINT)
         missing = {"config", "hierarchy", "encoder_state_dict", "classifier_state_dict"} - set(checkpoint)
         if missing:
             raise DistillError(f"{directory / CHECKPOINT}: not a teacher checkpoint (missing {sorted(missing)})")
-        config, training = split_checkpoint_config(checkpoint["config"], str(directory / CHECKPOINT),
-                                                   card_version(card))
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
-            encoder = encoder_from_config(directory / ENCODER_DIR)
-        except (OSError, ValueError) as err:
-            raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
-        model = cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer, training)
+        model = cls.unloaded(directory, checkpoint, card)
         try:
             model.encoder.load_state_dict(checkpoint["encoder_state_dict"])
             missing, unexpected = model.load_state_dict(checkpoint["classifier_state_dict"], strict=False)
@@ -219,3 +220,17 @@ class Teacher(LabelModel):
                                f"(missing {head_missing[:3]}, unexpected {unexpected[:3]})")
         model.eval()
         return model
+
+    @classmethod
+    def unloaded(cls, directory: str | Path, checkpoint: dict, card: dict) -> "Teacher":
+        """The teacher of `directory` (its encoder folder, the checkpoint's config and labels) before its
+        weights are loaded: `from_checkpoint` fills them, an exported model uses its `prepare`."""
+        directory = Path(directory)
+        config, training = split_checkpoint_config(checkpoint["config"], str(directory / CHECKPOINT),
+                                                   card_version(card))
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
+            encoder = encoder_from_config(directory / ENCODER_DIR)
+        except (OSError, ValueError) as err:
+            raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
+        return cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer, training)

@@ -1,0 +1,233 @@
+"""Export a trained model for deployment, and measure what the export changed.
+
+* ONNX (`--format onnx`): the forward pass of any teacher or student as an ONNX graph with dynamic
+  batch and length axes (the TorchScript exporter, which writes the students' packed BiLSTMs as
+  ONNX LSTM nodes with per-sequence lengths). What surrounds it stays in Python and is shared with
+  the PyTorch model (see `distill.models.onnx`): the export directory keeps the model's
+  description (config, vocabularies or tokenizer, labels) and a CRF's transitions.
+* int8 (`--quantize int8`): ONNX Runtime's dynamic quantization of that graph: int8 weights,
+  activations quantized on the fly per batch.
+* A slim copy (`--format safetensors`): a teacher without its optimizer state (`distill.models.slim`);
+  a student directory is already slim and is copied as it is.
+
+`agreement` compares an exported model with the PyTorch one on labelled data: logits, labels and score.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+
+from distill import precision
+from distill.data import DataOptions, read_split
+from distill.errors import DistillError
+from distill.inference import decode_labels, predict_logits
+from distill.io import file_sha256, save_tensors
+from distill.labels import check_labels_known
+from distill.metrics import classification_metrics, headline, tagging_metrics
+from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
+from distill.models.base import LabelModel
+from distill.models.card import write_model_card
+from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
+from distill.outputs import model_output
+
+FORMATS = ("onnx", "safetensors")
+QUANTIZATIONS = ("int8",)
+OPSET = 17
+# Tracing inputs: two examples of different lengths, so padding and per-example lengths are in the graph.
+TRACE_EXAMPLES = {"classification": ["a first example to trace , longer than the other", "a second"],
+                  "tagging": [["A", "first", "example", "to", "trace", "."], ["Second", "one"]]}
+# Dynamic axes of every input (and of the logits) any model kind has.
+AXES = {"input_ids": {0: "windows", 1: "tokens"}, "attention_mask": {0: "windows", 1: "tokens"},
+        "word_positions": {0: "windows", 1: "words"}, "word_ids": {0: "batch", 1: "words"},
+        "lengths": {0: "batch"}, "char_ids": {0: "distinct_words", 1: "chars"},
+        "word_rows": {0: "batch", 1: "words"}}
+# What int8 quantizes: the weights of matrix products, attention, LSTMs and convolutions. Not the
+# embedding tables (Gather): on 300 RT dev sentences, quantizing the teacher's too changed 9 labels
+# against fp32 instead of 3; per-tensor scales instead of per-channel ones changed 16.
+INT8_OPS = ("MatMul", "Attention", "LSTM", "Conv")
+GRID_INPUTS = ("word_slots", "grid_shape")  # the teacher tagger's grid placement stays outside the graph
+
+__all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "quantize_int8",
+           "save_onnx_files", "save_slim_files"]
+
+
+def onnx_module():
+    """The onnx package, or a one-line error saying how to install it (the optional `export` extra)."""
+    try:
+        import onnx
+    except ImportError:
+        raise DistillError("ONNX export needs onnx and onnxruntime: pip install -e .[export]") from None
+    return onnx
+
+
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Drop what native code writes to the stderr descriptor meanwhile: the TorchScript exporter prints
+    notes on the packed LSTM's shape inference there (ONNX Runtime infers those shapes itself), which
+    would read as problems to a user. Python errors still propagate as exceptions."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def export_onnx(model: LabelModel, path: Path) -> None:
+    """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph."""
+    onnx_module()
+    inputs, _ = model.prepare(TRACE_EXAMPLES[model.task])
+    inputs = {name: tensor.cpu() for name, tensor in inputs.items() if name not in GRID_INPUTS}
+    rows = "windows" if "input_ids" in inputs else "batch"
+    output_axes = {0: rows, 1: "words"} if model.task == "tagging" else {0: rows}
+    model = model.cpu().eval()
+    with warnings.catch_warnings(), torch.no_grad(), native_stderr_silenced():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and shape-inference notes
+        torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
+                          dynamic_axes={**{name: AXES[name] for name in inputs}, "logits": output_axes},
+                          opset_version=OPSET, dynamo=False)
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization: int8 weights with a scale per output channel, activations
+    scaled per batch at run time, after its recommended pre-processing (shape inference and graph
+    optimisation) into a file beside `source`. Embedding tables stay fp32 (see `INT8_OPS`)."""
+    from distill.models.onnx import onnxruntime_module
+    onnxruntime_module()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    prepared = source.with_name(f"prepared-{source.name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=list(INT8_OPS))
+
+
+def copy_description(model: LabelModel, source_dir: Path, directory: Path, kind: str) -> list[str]:
+    """Write what the weightless model needs besides weights: the teacher's encoder folder (tokenizer,
+    architecture, copied), a student's config and vocabularies (as the loaded model holds them, in
+    the current format). Returns the files' names."""
+    if kind == "teacher":
+        from distill.models.card import folder_files
+        from distill.models.teacher import ENCODER_DIR
+        shutil.copytree(source_dir / ENCODER_DIR, directory / ENCODER_DIR)
+        return folder_files(directory, ENCODER_DIR)
+    return model.write_description(directory)
+
+
+def save_onnx_files(model: LabelModel, kind: str, source_dir: Path, directory: Path, quantize: str | None) -> list[str]:
+    """The files of an ONNX export directory (the card aside); returns their names."""
+    files = copy_description(model, source_dir, directory, kind)
+    if kind == "teacher":
+        from distill.models.slim import write_slim_meta
+        files.append(write_slim_meta(directory, model.checkpoint()))
+    crf = getattr(model, "crf", None)
+    if crf is not None:
+        save_tensors(directory / CRF_WEIGHTS, crf.state_dict())
+        files.append(CRF_WEIGHTS)
+    with contextlib.ExitStack() as stack:
+        if quantize is None:
+            graph = directory / ONNX_FILE
+        else:
+            graph = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".fp32-", dir=directory))) / ONNX_FILE
+        export_onnx(model, graph)
+        if quantize == "int8":
+            quantize_int8(graph, directory / ONNX_FILE)
+    return [*files, ONNX_FILE]
+
+
+def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: Path) -> list[str]:
+    """A slim inference copy: a teacher without optimizer state, a student as it is. Returns the files' names."""
+    if kind == "student":
+        model.write_files(directory)  # it writes its own card; the export's card replaces it
+        from distill.models.students import CONFIG, VOCAB, WEIGHTS
+        return [WEIGHTS, CONFIG, VOCAB]
+    from distill.models.slim import save_slim_checkpoint
+    return [*copy_description(model, source_dir, directory, kind),
+            *save_slim_checkpoint(directory, model.checkpoint())]
+
+
+def agreement(reference: LabelModel, exported, examples: Sequence, gold: Sequence, batch_size: int = 64) -> dict:
+    """How far `exported` is from `reference` on labelled examples: the largest logit difference,
+    the share of labels (words, for tagging) that stay the same, and each model's score."""
+    ours, theirs = predict_logits(reference, examples, batch_size), predict_logits(exported, examples, batch_size)
+    reference_labels, labels = decode_labels(reference, ours), decode_labels(exported, theirs)
+    if reference.task == "classification":
+        pairs = list(zip(reference_labels, labels))
+        reference_score = headline("classification", classification_metrics(gold, reference_labels))
+        score = headline("classification", classification_metrics(gold, labels))
+    else:
+        pairs = [(a, b) for ref, exp in zip(reference_labels, labels) for a, b in zip(ref, exp)]
+        reference_score = headline("tagging", tagging_metrics(gold, reference_labels))
+        score = headline("tagging", tagging_metrics(gold, labels))
+    same = sum(a == b for a, b in pairs)
+    return {"examples": len(examples), "max_abs_logit_diff": float((ours.logits - theirs.logits).abs().max()),
+            "labels_compared": len(pairs), "labels_changed": len(pairs) - same, "identical_labels": same / len(pairs),
+            "metric": "accuracy" if reference.task == "classification" else "f1",
+            "reference_score": reference_score, "score": score, "points_lost": 100 * (reference_score - score)}
+
+
+def export_settings(format: str, quantize: str | None) -> dict:
+    """What the card records about how the export was made (versions included: they change the graph)."""
+    settings = {"format": format, "quantize": quantize, "torch": torch.__version__}
+    if format == "onnx":
+        import onnx
+        import onnxruntime
+        settings.update(opset=OPSET, onnx=onnx.__version__, onnxruntime=onnxruntime.__version__)
+    return settings
+
+
+def export_model(model_dir: str, output: str, format: str = "onnx", quantize: str | None = None,
+                 check_data: str | None = None, data: DataOptions = DataOptions(), overwrite: bool = False,
+                 batch_size: int = 64) -> dict:
+    """Export `model_dir` to `output` and return the export's model card.
+
+    With `check_data` (labelled, held back from training) the card records how the export agrees
+    with the PyTorch model there: largest logit difference, labels changed, score lost. int8 needs
+    it: quantization is lossy, and its cost should be measured, not assumed.
+    """
+    if format not in FORMATS:
+        raise DistillError(f"unknown export format {format!r}: choose one of {', '.join(FORMATS)}")
+    if quantize is not None and (quantize not in QUANTIZATIONS or format != "onnx"):
+        raise DistillError(f"--quantize {quantize}: only int8, and only with --format onnx")
+    if quantize is not None and check_data is None:
+        raise DistillError("--quantize int8 needs --check-data: held-back labelled data on which the int8 model's "
+                           "labels and score are compared with the fp32 model's")
+    card = read_model_card(model_dir)
+    if card.get("format") == "onnx":
+        raise DistillError(f"{model_dir}: is already an ONNX export; export from the PyTorch model directory "
+                           "it came from")
+    source = Path(model_dir)
+    with model_output(output, [model_dir, check_data], overwrite) as directory:
+        model = load_model(model_dir, device="cpu")
+        if check_data is not None:
+            examples, gold = read_split(check_data, model.task, data)
+            check_labels_known(check_data, model.hierarchy, model.task, gold)
+        if format == "onnx":
+            files = save_onnx_files(model, card["kind"], source, directory, quantize)
+        else:
+            files = save_slim_files(model, card["kind"], source, directory)
+        description = {key: card[key] for key in ("kind", "model", "class", "task", "labels") if key in card}
+        exported = {**description, "format": format,
+                    "export": {"source": str(model_dir), "source_card_sha256": file_sha256(source / MODEL_CARD),
+                               "parameters": model.parameter_count(), **export_settings(format, quantize)},
+                    "agreement": None}
+        if check_data is not None:
+            exported["agreement"] = {"data": check_data, "reference": f"pytorch {precision.current()}",
+                                     **agreement(model, model_from_card(directory, exported), examples, gold,
+                                                 batch_size)}
+        write_model_card(directory, exported, files)  # last: a directory with a card is complete
+        return {**exported, "sha256": read_model_card(directory)["sha256"]}

@@ -1,0 +1,183 @@
+"""Export: every model kind as ONNX gives PyTorch's logits (1e-4) and labels, int8 runs, the slim
+teacher predicts identically, exported directories work in predict/evaluate/compare, bad input is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e .[export])")
+
+from distill.data import read_labelled  # noqa: E402
+from distill.errors import DistillError  # noqa: E402
+from distill.inference import decode_labels, predict_logits  # noqa: E402
+from distill.io import file_sha256  # noqa: E402
+from distill.labels import LabelHierarchy  # noqa: E402
+from distill.models import MODEL_CARD, load_model  # noqa: E402
+from distill.models.onnx import OnnxModel  # noqa: E402
+from distill.models.students import build_student  # noqa: E402
+from tests.conftest import SAMPLES, cli, config_for  # noqa: E402
+from tests.test_reliability import run_main  # noqa: E402
+
+SENTIMENT_TEST, NER_TEST = SAMPLES / "sentiment_test.csv", SAMPLES / "ner_test.conll"
+# name -> (student config options or None for a teacher, task)
+KINDS = {
+    "teacher-classifier": (None, "classification"),
+    "teacher-tagger": (None, "tagging"),
+    "lstm": ({"model": "lstm"}, "classification"),
+    "lstm-max-binary": ({"model": "lstm", "pooling": "max", "binary": True}, "classification"),
+    "cnn": ({"model": "cnn"}, "classification"),
+    "lstm-tagger": ({"model": "lstm-tagger"}, "tagging"),
+    "lstm-tagger-crf": ({"model": "lstm-tagger", "crf": True}, "tagging"),
+    "idcnn-tagger": ({"model": "idcnn-tagger"}, "tagging"),
+    "idcnn-tagger-crf": ({"model": "idcnn-tagger", "crf": True}, "tagging"),
+}
+
+
+def check_file(task: str) -> Path:
+    return SENTIMENT_TEST if task == "classification" else NER_TEST
+
+
+def examples_of(task: str) -> list:
+    data = read_labelled(str(check_file(task)), task)
+    return data["text"] if task == "classification" else data["tokens"]
+
+
+@pytest.fixture
+def model_dir(request, tiny_classifier_teacher, tiny_tagging_teacher, tmp_path_factory) -> str:
+    """A tiny model of the kind `request.param` names: the conftest teachers, or a random student."""
+    options, task = KINDS[request.param]
+    if options is None:
+        return tiny_classifier_teacher if task == "classification" else tiny_tagging_teacher
+    data = read_labelled(str(SAMPLES / ("sentiment_train.csv" if task == "classification" else "ner_train.conll")),
+                         task)
+    if task == "classification":
+        examples, labels = data["text"], LabelHierarchy.from_labels(data["label"], None)
+    else:
+        examples, labels = data["tokens"], LabelHierarchy.from_labels((t for s in data["tags"] for t in s), None,
+                                                                        first="O")
+    torch.manual_seed(0)
+    settings = dict(options)
+    model = build_student(config_for(settings.pop("model"), embedding_dim=12, hidden_dim=10, filters=8, char_filters=6,
+                                     dropout=0.0, **settings), labels, examples).eval()
+    if getattr(model, "crf", None) is not None:
+        torch.nn.init.normal_(model.crf.transitions, std=2.0)  # strong transitions: Viterbi differs from argmax
+    directory = tmp_path_factory.mktemp(request.param) / "model"
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+def all_kinds():
+    return pytest.mark.parametrize("model_dir", list(KINDS), indirect=True)
+
+
+@all_kinds()
+def test_onnx_export_gives_pytorch_logits_and_labels(model_dir, tmp_path):
+    source = load_model(model_dir)
+    task = source.task
+    out = tmp_path / "onnx"
+    cli("export", model_dir, "--output", out, "--check-data", check_file(task))
+    exported = load_model(out)
+    assert isinstance(exported, OnnxModel) and exported.task == task
+    examples = examples_of(task)
+    for batch_size in (1, 7, 64):  # batch and length axes are dynamic
+        ours, theirs = predict_logits(source, examples, batch_size), predict_logits(exported, examples, batch_size)
+        assert (ours.logits - theirs.logits).abs().max() <= 1e-4
+        assert decode_labels(source, ours) == decode_labels(exported, theirs)
+    card = json.loads((out / MODEL_CARD).read_text())
+    assert card["format"] == "onnx" and card["export"]["quantize"] is None
+    assert card["export"]["source_card_sha256"] == file_sha256(Path(model_dir) / MODEL_CARD)
+    assert card["agreement"]["identical_labels"] == 1.0 and card["agreement"]["max_abs_logit_diff"] <= 1e-4
+    assert card["agreement"]["points_lost"] == 0.0
+
+
+@pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm", "lstm-tagger-crf",
+                                       "idcnn-tagger"], indirect=True)
+def test_int8_export_runs_and_records_its_agreement(model_dir, tmp_path, capsys):
+    task = load_model(model_dir).task
+    out = tmp_path / "int8"
+    cli("export", model_dir, "--output", out, "--quantize", "int8", "--check-data", check_file(task))
+    assert "labels changed" in capsys.readouterr().out
+    card = json.loads((out / MODEL_CARD).read_text())
+    assert card["export"]["quantize"] == "int8"
+    agreement = card["agreement"]
+    assert 0.0 <= agreement["identical_labels"] <= 1.0 and agreement["examples"] == len(examples_of(task))
+    exported = load_model(out)
+    labels = decode_labels(exported, predict_logits(exported, examples_of(task)))
+    known = set(exported.hierarchy.labels)
+    assert all(label in known for label in (labels if task == "classification" else sum(labels, [])))
+
+
+@pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm-tagger-crf"], indirect=True)
+def test_slim_copy_predicts_identically(model_dir, tmp_path):
+    out = tmp_path / "slim"
+    cli("export", model_dir, "--output", out, "--format", "safetensors")
+    source, slim = load_model(model_dir), load_model(out)
+    assert type(slim) is type(source)
+    examples = examples_of(source.task)
+    assert torch.equal(predict_logits(source, examples).logits, predict_logits(slim, examples).logits)
+    size = sum(p.stat().st_size for p in Path(model_dir).rglob("*") if p.is_file())
+    slim_size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    if hasattr(source, "encoder"):  # a teacher sheds its optimizer state
+        from distill.models.slim import load_slim_checkpoint
+        assert not (out / "checkpoint.pt").exists() and slim_size < size / 2
+        assert set(load_slim_checkpoint(out)) == {"config", "hierarchy", "encoder_state_dict",
+                                                  "classifier_state_dict", "optimizer_state_dict"}
+
+
+@pytest.mark.parametrize("model_dir", ["teacher-classifier"], indirect=True)
+def test_predict_evaluate_and_compare_run_exports(model_dir, tmp_path, capsys):
+    fp32, int8 = tmp_path / "fp32", tmp_path / "int8"
+    cli("export", model_dir, "--output", fp32)
+    cli("export", model_dir, "--output", int8, "--quantize", "int8", "--check-data", SENTIMENT_TEST)
+    capsys.readouterr()
+    cli("evaluate", fp32, SENTIMENT_TEST, "--output", tmp_path / "metrics.json", "--quiet")
+    torch_metrics = tmp_path / "torch-metrics.json"
+    cli("evaluate", model_dir, SENTIMENT_TEST, "--output", torch_metrics, "--quiet")
+    assert json.loads((tmp_path / "metrics.json").read_text())["accuracy"] == \
+        json.loads(torch_metrics.read_text())["accuracy"]
+    capsys.readouterr()
+    cli("predict", fp32, SAMPLES / "unlabeled_movies.txt")
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(records) == 300 and {"text", "label", "confidence"} <= set(records[0])
+    cli("compare", model_dir, fp32, int8, "--data", SENTIMENT_TEST)
+    table = capsys.readouterr().out
+    assert str(fp32)[-20:] in table and str(int8)[-20:] in table
+
+
+@pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
+def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
+    onnx_dir = tmp_path / "onnx"
+    cli("export", model_dir, "--output", onnx_dir)
+    (tmp_path / "plain").mkdir()
+    cases = [
+        (["export", tmp_path / "plain", "--output", tmp_path / "a"], "not a model directory"),
+        (["export", model_dir, "--output", model_dir], "is an input of this command"),
+        (["export", model_dir, "--output", onnx_dir], "already holds a student model"),
+        (["export", model_dir, "--output", tmp_path / "b", "--quantize", "int8"], "needs --check-data"),
+        (["export", model_dir, "--output", tmp_path / "c", "--format", "safetensors", "--quantize", "int8",
+          "--check-data", SENTIMENT_TEST], "only with --format onnx"),
+        (["export", onnx_dir, "--output", tmp_path / "d"], "is already an ONNX export"),
+        (["export", model_dir, "--output", tmp_path / "e", "--check-data", NER_TEST], str(NER_TEST)),
+    ]
+    for argv, fragment in cases:
+        before = set(tmp_path.rglob("*"))
+        status, err = run_main(capsys, *argv)
+        assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, (argv, err)
+        assert set(tmp_path.rglob("*")) == before, f"{argv} left files behind"
+    cli("export", model_dir, "--output", onnx_dir, "--overwrite")  # replaced on request
+    with pytest.raises(DistillError, match="is an exported ONNX model"):  # kd, pseudo-label: PyTorch models only
+        load_model(onnx_dir, expect="student")
+
+
+@pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
+def test_an_edited_export_is_refused(model_dir, tmp_path, capsys):
+    out = tmp_path / "onnx"
+    cli("export", model_dir, "--output", out)
+    with open(out / "model.onnx", "ab") as handle:
+        handle.write(b"\0")
+    status, err = run_main(capsys, "predict", out, SAMPLES / "unlabeled_movies.txt")
+    assert status == 2 and "corrupted or truncated" in err
