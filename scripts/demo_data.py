@@ -28,6 +28,11 @@ UNLABELED_SIZE = 4000
 UNLABELED_SEED = 13
 
 
+def fail(msg: str) -> None:
+    print(f"demo_data: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="data/demo", help="output folder (default: data/demo)")
@@ -36,23 +41,23 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"unlabelled movie-plot sentences (default {UNLABELED_SIZE})")
     args = ap.parse_args(argv)
     if args.train_size < 2 or args.unlabeled_size < 1:
-        ap.error("--train-size must be at least 2 and --unlabeled-size at least 1")
+        fail("--train-size must be at least 2 and --unlabeled-size at least 1")
 
     import numpy as np
 
     df = load_rt()
     parts = rt_split(rt_labelled(df), RT_SEED)
     if args.train_size > len(parts["train"]):
-        ap.error(f"--train-size {args.train_size} exceeds the {len(parts['train'])} training rows")
+        fail(f"--train-size {args.train_size} exceeds the {len(parts['train'])} training rows")
+    sentences = movie_sentences(df)
+    if args.unlabeled_size > len(sentences):
+        fail(f"--unlabeled-size {args.unlabeled_size} exceeds the {len(sentences)} plot sentences")
     parts["train"] = parts["train"].iloc[:args.train_size]
     out = Path(args.out)
     for split, part in parts.items():
         buf = io.StringIO()
         part.to_csv(buf, index=False)
         write_atomic(out / f"{split}.csv", buf.getvalue().encode("utf-8"))
-    sentences = movie_sentences(df)
-    if args.unlabeled_size > len(sentences):
-        ap.error(f"--unlabeled-size {args.unlabeled_size} exceeds the {len(sentences)} plot sentences")
     keep = np.sort(np.random.RandomState(UNLABELED_SEED).permutation(len(sentences))[:args.unlabeled_size])
     write_lines(out / "unlabeled.txt", [sentences[i] for i in keep])
     counts = ", ".join(f"{split} {len(part)}" for split, part in parts.items())
