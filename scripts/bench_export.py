@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_report import EXPORT_BEGIN, EXPORT_END  # noqa: E402
-from benchmark import disk_bytes, log, machine, shown  # noqa: E402
+from benchmark import best_speeds, disk_bytes, log, machine, shown  # noqa: E402
 from distill.io import read_json, write_json, write_text  # noqa: E402
 
 TEST_SETS = {"classification": "rotten_tomatoes/test.csv", "tagging": "conll2003/test.txt"}
@@ -56,24 +55,10 @@ def speed(directories: dict[str, Path], examples: list, threads: int, batch_exam
           ) -> dict:
     """Batch-32 examples/s and batch-1 ms of each variant at `threads`, best of two rounds."""
     import torch
-    from distill.inference import predict_logits
     from distill.models import load_model
-    from distill.inference import throughput
     torch.set_num_threads(threads)  # before loading: ONNX Runtime sessions take torch's thread count
     models = {name: load_model(directory, device="cpu") for name, directory in directories.items()}
-    batch, single = examples[:batch_examples], examples[:latency_examples]
-    rows = {name: {"examples_per_second_b32": 0.0, "latency_ms_b1": float("inf")} for name in models}
-    for _ in range(2):
-        for name, model in models.items():
-            row = rows[name]
-            row["examples_per_second_b32"] = max(row["examples_per_second_b32"], throughput(model, batch, 32))
-            for example in single[:5]:  # warm-up
-                predict_logits(model, [example], 1)
-            started = time.perf_counter()
-            for example in single:
-                predict_logits(model, [example], 1)
-            row["latency_ms_b1"] = min(row["latency_ms_b1"], 1000 * (time.perf_counter() - started) / len(single))
-    return rows
+    return best_speeds(models, examples[:batch_examples], examples[:latency_examples])
 
 
 def bench_model(model_dir: Path, args: argparse.Namespace) -> dict:

@@ -236,29 +236,17 @@ class Bench:
         """Batch-32 throughput and batch-1 latency of every model on the same test sentences, this process,
         CPU; the best of two rounds, so a burst of load from other jobs does not decide a ratio."""
         import torch
-        from distill.inference import predict_logits
-        from distill.models import load_model
         from distill.data import DataOptions, read_split
-        from distill.inference import throughput, weight_bytes
+        from distill.inference import weight_bytes
+        from distill.models import load_model
         torch.set_num_threads(self.args.threads)
         examples, _ = read_split(str(test), task, DataOptions())
         examples = examples[: self.args.speed_examples]
         single = examples[: self.args.latency_examples]
         models = {name: load_model(output, device="cpu") for name, output in runs.items()}
+        timed = best_speeds(models, examples, single)
         speed = {name: {"parameters": model.parameter_count(), "weight_bytes": weight_bytes(model),
-                        "disk_bytes": disk_bytes(runs[name]), "examples_per_second_b32": 0.0,
-                        "latency_ms_b1": float("inf")} for name, model in models.items()}
-        for _ in range(2):
-            for name, model in models.items():
-                row = speed[name]
-                row["examples_per_second_b32"] = max(row["examples_per_second_b32"], throughput(model, examples, 32))
-                for example in single[:5]:  # warm-up
-                    predict_logits(model, [example], 1)
-                started = time.perf_counter()
-                for example in single:
-                    predict_logits(model, [example], 1)
-                latency = 1000 * (time.perf_counter() - started) / len(single)
-                row["latency_ms_b1"] = min(row["latency_ms_b1"], latency)
+                        "disk_bytes": disk_bytes(runs[name]), **timed[name]} for name, model in models.items()}
         return {"threads": self.args.threads, "examples_b32": len(examples), "examples_b1": len(single),
                 "models": speed}
 
@@ -359,6 +347,24 @@ class Bench:
                  for a, b in (zip(r[key], s[key]) if key == "tags" else [(r[key], s[key])])]
         return {"runs_seconds": seconds, "seconds": min(seconds), "labels_compared": len(pairs),
                 "labels_changed": sum(a != b for a, b in pairs)}
+
+
+def best_speeds(models: dict, batch: list, single: list) -> dict[str, dict[str, float]]:
+    """Batch-32 examples/s over `batch` and batch-1 ms over `single` for each model, the best of two
+    rounds taken one model after another, so a burst of load from other jobs does not decide a ratio."""
+    from distill.inference import predict_logits, throughput
+    rows = {name: {"examples_per_second_b32": 0.0, "latency_ms_b1": float("inf")} for name in models}
+    for _ in range(2):
+        for name, model in models.items():
+            row = rows[name]
+            row["examples_per_second_b32"] = max(row["examples_per_second_b32"], throughput(model, batch, 32))
+            for example in single[:5]:  # warm-up
+                predict_logits(model, [example], 1)
+            started = time.perf_counter()
+            for example in single:
+                predict_logits(model, [example], 1)
+            row["latency_ms_b1"] = min(row["latency_ms_b1"], 1000 * (time.perf_counter() - started) / len(single))
+    return rows
 
 
 def disk_bytes(directory: Path) -> int:
