@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from safetensors import SafetensorError, safe_open
 
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
@@ -42,16 +43,36 @@ def example_key(example) -> bytes:
 
 
 class LogitStore:
-    """One teacher's (at one precision) cached logits, looked up and added by example content."""
+    """One teacher's (at one precision) cached logits, looked up and added by example content.
+
+    Which shard holds which example is read once (the shards' key tensors only) and kept up to date
+    by `add`, so a lookup opens just the shards holding hits: `pseudo-label` looks up every chunk
+    while adding a shard per chunk, and must not reread the whole cache each time.
+    """
 
     def __init__(self, teacher, cache_dir: str | Path | None = None):
         suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
         self.folder = Path(cache_dir or default_cache_dir()) / f"{teacher.fingerprint()}{suffix}"
+        self._where: dict[bytes, Path] | None = None
+
+    def _index(self) -> dict[bytes, Path]:
+        if self._where is None:
+            self._where = {}
+            for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
+                try:
+                    with safe_open(str(shard), framework="pt") as handle:
+                        keys = handle.get_tensor("keys")
+                except (SafetensorError, OSError, ValueError):
+                    continue  # unreadable: as if absent (its examples are computed afresh)
+                for key in keys.numpy():
+                    self._where.setdefault(bytes(key), shard)
+        return self._where
 
     def lookup(self, keys: set[bytes]) -> dict[bytes, PerExample]:
         """The cached (logits, scored) of those `keys` the store holds."""
+        index = self._index()
         found: dict[bytes, PerExample] = {}
-        for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
+        for shard in sorted({index[key] for key in keys if key in index}):
             tensors = load_checked_tensors(shard)
             if tensors is None:
                 continue  # damaged: its examples count as missing and are computed afresh
@@ -69,6 +90,8 @@ class LogitStore:
         path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
         self.folder.mkdir(parents=True, exist_ok=True)
         save_checked_tensors(path, tensors)
+        index = self._index()
+        index.update(dict.fromkeys(keys, path))  # the newest shard wins over a damaged older one
         return path
 
 
