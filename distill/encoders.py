@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -139,6 +140,22 @@ OFFLINE_ENCODERS: dict[str, Callable[[], tuple[PreTrainedModel, PreTrainedTokeni
     "minilm-l6": _minilm_l6,
     "mpnet-base": _mpnet_base,
 }
+
+
+def native_pooling(name_or_path: str) -> str:
+    """How an encoder was trained to read a sentence: "mean" over its tokens for sentence-transformers models
+    (both offline encoders; a folder whose ``1_Pooling/config.json`` pools mean tokens; a hub name under
+    ``sentence-transformers/``), else "first" (the first token's state, as BERT-style classifiers read it)."""
+    if name_or_path in OFFLINE_ENCODERS:
+        return "mean"
+    pooling = Path(name_or_path) / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        try:
+            return "mean" if json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens") \
+                else "first"
+        except (OSError, ValueError, AttributeError):
+            return "first"
+    return "mean" if name_or_path.startswith("sentence-transformers/") else "first"
 
 
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -154,7 +154,8 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
-        training = _selecting(training, config.task, hierarchy)
+        config = config.resolved()
+        training = _selecting(training.for_task(config.task), config.task, hierarchy)
         inputs = {"train": train_set.source, "dev": dev_set.source}
         with _run(output, inputs, command="teacher", config=config, training=training, data=data) as run:
             with torch.random.fork_rng(devices=[]):

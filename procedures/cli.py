@@ -296,14 +296,17 @@ def report(message: str) -> None:
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
 @click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
               help="Sub-tokens per input; longer tagging sentences are split into windows.")
-@click.option("--encoder-lr", default=5e-5, show_default=True, type=LEARNING_RATE)
+@click.option("--encoder-lr", type=LEARNING_RATE,
+              help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
+                   "measured recipes].")
 @click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
 @click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
 @click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
               help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
-@click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True,
-              help="Classification features: the first token's state, or the mean over tokens "
-                   "(suits encoders trained with mean pooling, such as all-MiniLM).")
+@click.option("--pooling", type=click.Choice(["auto", "first", "mean"]), default="auto", show_default=True,
+              help="Classification features: the first token's state, or the mean over tokens; auto: mean for "
+                   "encoders trained with mean pooling (minilm-l6, mpnet-base, sentence-transformers folders), "
+                   "else first.")
 @click.option("--warmup", default=0.1, show_default=True, type=PROBABILITY,
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,

@@ -60,6 +60,37 @@ def test_checkpoint_round_trip_gives_same_predictions(tiny_classifier_teacher):
     assert checkpoint["optimizer_state_dict"]["state"]
 
 
+def test_auto_pooling_and_default_learning_rate_are_recorded_concretely(tiny_classifier_teacher,
+                                                                       tiny_tagging_teacher):
+    """The checkpoint holds what ran: the tiny encoder is no sentence-transformers model, so "auto" read the
+    first token; the encoder learning rate was given for these, and is the task's default when not."""
+    from distill.models.teacher import DEFAULT_ENCODER_LR, TeacherTraining
+    config = torch.load(f"{tiny_classifier_teacher}/checkpoint.pt", weights_only=True)["config"]
+    assert config["pooling"] == "first" and config["encoder_lr"] == 1e-3
+    assert load_model(tiny_classifier_teacher).config.pooling == "first"
+    assert TeacherTraining().for_task("tagging").encoder_lr == DEFAULT_ENCODER_LR["tagging"] == 8e-5
+    assert TeacherTraining(encoder_lr=2e-5).for_task("tagging").encoder_lr == 2e-5
+
+
+def test_native_pooling_follows_how_the_encoder_was_trained(tmp_path):
+    from distill.encoders import native_pooling
+    assert native_pooling("minilm-l6") == native_pooling("mpnet-base") == "mean"
+    assert native_pooling("sentence-transformers/all-MiniLM-L12-v2") == "mean"
+    assert native_pooling("distilbert-base-uncased") == native_pooling(str(tmp_path)) == "first"
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    assert native_pooling(str(tmp_path)) == "first"
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    assert native_pooling(str(tmp_path)) == "mean"
+
+
+def test_checkpoint_from_before_pooling_was_a_setting_reads_the_first_token():
+    from distill.models.teacher import split_checkpoint_config
+    config, training = split_checkpoint_config({"task": "classification", "encoder": "x", "encoder_lr": 3e-5},
+                                                "old/checkpoint.pt", 1)
+    assert config.pooling == "first" and training.encoder_lr == 3e-5
+
+
 def test_training_keeps_best_dev_epoch_and_logs_metrics(tiny_classifier_teacher):
     lines = [json.loads(line) for line in open(f"{tiny_classifier_teacher}/metrics.jsonl")]
     summary = json.load(open(f"{tiny_classifier_teacher}/train_summary.json"))

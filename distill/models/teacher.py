@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder
+from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
 from distill.errors import DistillError
 from distill.features import collate_windows, encode_texts, encode_words
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
@@ -27,6 +27,9 @@ from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
+# The encoder learning rates of the benchmark's teachers (docs/benchmarks.md): on MiniLM-L6, 5e-5 was the
+# best of 3e-5/5e-5/1e-4 for Rotten Tomatoes (docs/results.md); CoNLL-2003's tagger trained at 8e-5.
+DEFAULT_ENCODER_LR = {"classification": 5e-5, "tagging": 8e-5}
 
 
 @dataclass
@@ -37,15 +40,20 @@ class TeacherConfig:
     encoder: str = DEFAULT_ENCODER
     dropout: float = 0.1
     pre_classifier: bool = False
-    pooling: str = "first"          # classification: first token's state, or "mean" over real tokens
+    pooling: str = "auto"  # classification: "first" token's state, "mean" over real tokens, "auto": the encoder's own
     max_length: int = 128
+
+    def resolved(self) -> "TeacherConfig":
+        """This config with "auto" pooling made concrete: mean pooling for encoders trained to give mean-pooled
+        sentence embeddings (measured best for MiniLM on Rotten Tomatoes), the first token's state otherwise."""
+        return self if self.pooling != "auto" else replace(self, pooling=native_pooling(self.encoder))
 
 
 @dataclass
 class TeacherTraining:
     """How a teacher is fine-tuned (AdamW, two learning rates, linear warm-up then decay)."""
 
-    encoder_lr: float = 5e-5
+    encoder_lr: float | None = None  # None: DEFAULT_ENCODER_LR of the task
     classifier_lr: float = 1e-3
     batch_size: int = 32
     epochs: int = 3
@@ -56,6 +64,10 @@ class TeacherTraining:
     class_weights: Any = None
     select_metric: str | None = None  # picks the best epoch and drives patience; None: the task's default
 
+    def for_task(self, task: str) -> "TeacherTraining":
+        """These settings with the task's default encoder learning rate filled in, as the run records them."""
+        return self if self.encoder_lr is not None else replace(self, encoder_lr=DEFAULT_ENCODER_LR[task])
+
 
 def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[TeacherConfig, TeacherTraining]:
     """The checkpoint's one ``config`` dict (seed 000's schema: the model's and the run's settings
@@ -65,6 +77,7 @@ def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[Teach
     unknown = sorted(set(data) - model_keys - training_keys)
     if unknown and version >= 2:
         raise DistillError(f"{where}: unknown teacher setting(s) {', '.join(unknown)}")
+    data = {"pooling": "first", **data}  # checkpoints from before pooling was a setting read the first token
     return (TeacherConfig(**{k: v for k, v in data.items() if k in model_keys}),
             TeacherTraining(**{k: v for k, v in data.items() if k in training_keys}))
 
@@ -96,7 +109,7 @@ class Teacher(LabelModel):
     def __init__(self, config: TeacherConfig, hierarchy: LabelHierarchy, encoder: nn.Module,
                  tokenizer: PreTrainedTokenizerBase, training_settings: TeacherTraining | None = None):
         super().__init__()
-        self.config = config
+        self.config = config.resolved()
         self.training_settings = training_settings or TeacherTraining()
         self.hierarchy = hierarchy
         self.encoder = encoder
