@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_report import EXPORT_BEGIN, EXPORT_END  # noqa: E402
-from benchmark import best_speeds, disk_bytes, log, machine, shown  # noqa: E402
+from bench_measure import best_speeds, disk_bytes, log, machine, shown  # noqa: E402
 from distill.io import read_json, write_json, write_text  # noqa: E402
 
 TEST_SETS = {"classification": "rotten_tomatoes/test.csv", "tagging": "conll2003/test.txt"}
@@ -61,20 +61,20 @@ def speed(directories: dict[str, Path], examples: list, threads: int, batch_exam
     return best_speeds(models, examples[:batch_examples], examples[:latency_examples])
 
 
-def bench_model(model_dir: Path, args: argparse.Namespace) -> dict:
+def bench_model(model_dir: Path, test: Path, out: Path, threads: list[int], speed_examples: int,
+                latency_examples: int) -> dict:
+    """Exports of one model under `out` (checked on `test`), their agreement, speed and sizes."""
     from distill.models import read_model_card
     from distill.data import DataOptions, read_split
     card = read_model_card(model_dir)
-    test = Path(args.data) / TEST_SETS[card["task"]]
-    out = Path(args.out) / shown(model_dir).replace("/", "_")
-    exports = export_all(model_dir, out, test)
+    exports = export_all(model_dir, Path(out) / shown(model_dir).replace("/", "_"), test)
     cards = {variant: read_json(directory / "distill.json") for variant, directory in exports.items()}
     examples, _ = read_split(str(test), card["task"], DataOptions())
     runs = {"pytorch": model_dir, "onnx-fp32": exports["onnx-fp32"], "onnx-int8": exports["onnx-int8"]}
     timing = {}
-    for threads in args.threads:
-        log(f"speed {shown(model_dir)} at {threads} thread(s)")
-        timing[str(threads)] = speed(runs, examples, threads, args.speed_examples, args.latency_examples)
+    for count in threads:
+        log(f"speed {shown(model_dir)} at {count} thread(s)")
+        timing[str(count)] = speed(runs, examples, count, speed_examples, latency_examples)
     sizes = {"pytorch": disk_bytes(model_dir), "onnx-fp32": (exports["onnx-fp32"] / "model.onnx").stat().st_size,
              "onnx-int8": (exports["onnx-int8"] / "model.onnx").stat().st_size}
     if "slim" in exports:
@@ -82,6 +82,12 @@ def bench_model(model_dir: Path, args: argparse.Namespace) -> dict:
     return {"model": shown(model_dir), "kind": card["kind"], "class": card["model"], "task": card["task"],
             "test": shown(test), "agreement": {variant: c["agreement"] for variant, c in cards.items()},
             "speed": timing, "bytes": sizes}
+
+
+def test_set(model_dir: Path, data: str) -> Path:
+    """The test split of the model's task in the data folder."""
+    from distill.models import read_model_card
+    return Path(data) / TEST_SETS[read_model_card(model_dir)["task"]]
 
 
 def ratio(row: dict, threads: str, numerator: str, denominator: str, key: str) -> float:
@@ -202,7 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"machine": machine(1, 1.0), "onnxruntime": onnxruntime.__version__,
                "command": "python scripts/bench_export.py " + shlex.join(options), "note": args.note,
                "speed_examples": args.speed_examples, "latency_examples": args.latency_examples,
-               "models": [bench_model(Path(model), args) for model in args.models]}
+               "models": [bench_model(Path(model), test_set(Path(model), args.data), Path(args.out), args.threads,
+                                      args.speed_examples, args.latency_examples) for model in args.models]}
     out = Path(args.out)
     write_json(out / "export.json", results)
     section = markdown(results)

@@ -64,8 +64,8 @@ def collect(out: Path, specs: dict) -> dict:
                 "models": models, "tfidf": read(base / "tfidf.json"),
                 "speed": {k: v for k, v in speed.items() if k != "models"} if speed else None,
                 "training_cost": read(base / "training_cost.json"),
-                "teacher_inference": read(base / "teacher_inference.json")}
-        expected = ["speed", "training_cost", "teacher_inference"] + (["tfidf"] if spec["task"] == "classification"
+                "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json")}
+        expected = ["speed", "training_cost", "teacher_inference", "export"] + (["tfidf"] if spec["task"] == "classification"
                                                                       else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
         task["models_complete"] = not missing

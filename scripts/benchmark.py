@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
+import importlib.util
 import json
 import os
 import shlex
@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from bench_export import bench_model, into_report  # noqa: E402
+from bench_export import markdown as export_markdown  # noqa: E402
+from bench_measure import best_speeds, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import VARIANT_SUFFIXES, collect, write_report  # noqa: E402
 from distill.io import write_json  # noqa: E402
 
@@ -40,24 +43,12 @@ if TYPE_CHECKING:
 TASKS = {
     "rt": {"name": "Rotten Tomatoes sentiment", "task": "classification", "metric": "accuracy",
            "train": "rotten_tomatoes/train.csv", "dev": "rotten_tomatoes/dev.csv", "test": "rotten_tomatoes/test.csv",
-           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"], "encoder_lr": 5e-5,
-           "teacher": {"max_length": 96, "pooling": "mean"}},
+           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"]},
     "conll": {"name": "CoNLL-2003 NER", "task": "tagging", "metric": "f1",
               "train": "conll2003/train.txt", "dev": "conll2003/valid.txt", "test": "conll2003/test.txt",
-              "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger"],
-              "encoder_lr": 8e-5, "teacher": {"max_length": 128}},
+              "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger"]},
 }
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def shown(path) -> str:
-    """A path as the report shows it: relative to the repository when inside it."""
-    path = Path(path)
-    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else str(path)
 
 
 def take(options: dict[str, Any], settings_class: type) -> dict[str, Any]:
@@ -211,13 +202,15 @@ class Bench:
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
         teacher = base / "teacher"
+        # `nlp-train teacher`'s defaults are the benchmark's recipe: only what the user set is passed
+        chosen = {"epochs": args.teacher_epochs, "encoder_lr": args.encoder_lr}
         self.model_stage(Stage("teacher", {
             "task": spec["task"], "encoder": args.encoder, "train": train, "dev": dev, "output": teacher,
-            "epochs": args.teacher_epochs, "encoder_lr": args.encoder_lr or spec["encoder_lr"], "seed": args.seed,
-            **spec["teacher"]}))
+            "seed": args.seed, **{name: value for name, value in chosen.items() if value is not None}}))
         runs = {"teacher": teacher}
         for student in self.students(key):
-            common = {"model": student, "train": train, "dev": dev, "epochs": args.student_epochs, "seed": args.seed,
+            common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
+                      **({"epochs": args.student_epochs} if args.student_epochs else {}),
                       **({"crf": True} if student == "lstm-tagger" and args.crf else {})}
             for name, (command, head) in self.variants(key, student, teacher).items():
                 output = base / name
@@ -229,6 +222,8 @@ class Bench:
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
         self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]))
+        exported = [teacher, *(runs[student + "+kd-kl"] for student in self.students(key))]
+        self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"))
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
 
@@ -249,6 +244,14 @@ class Bench:
                         "disk_bytes": disk_bytes(runs[name]), **timed[name]} for name, model in models.items()}
         return {"threads": self.args.threads, "examples_b32": len(examples), "examples_b1": len(single),
                 "models": speed}
+
+    def export(self, models: list[Path], test: Path, out: Path) -> dict:
+        """`nlp-train export` of the teacher and each architecture's kd-kl student: ONNX fp32 and int8
+        (and the slim teacher) against PyTorch, agreement on the test set and speed at each thread count."""
+        import onnxruntime
+        return {"onnxruntime": onnxruntime.__version__,
+                "models": [bench_model(model, test, out, self.args.export_threads, self.args.speed_examples,
+                                       self.args.latency_examples) for model in models]}
 
     def training_cost(self, key: str, teacher: Path, train: Path, dev: Path) -> dict:
         """One epoch of the first student: plain, KD from the logit cache, KD with the teacher run online.
@@ -349,30 +352,6 @@ class Bench:
                 "labels_changed": sum(a != b for a, b in pairs)}
 
 
-def best_speeds(models: dict, batch: list, single: list) -> dict[str, dict[str, float]]:
-    """Batch-32 examples/s over `batch` and batch-1 ms over `single` for each model, the best of two
-    rounds taken one model after another, so a burst of load from other jobs does not decide a ratio."""
-    from distill.inference import predict_logits, throughput
-    rows = {name: {"examples_per_second_b32": 0.0, "latency_ms_b1": float("inf")} for name in models}
-    for _ in range(2):
-        for name, model in models.items():
-            row = rows[name]
-            row["examples_per_second_b32"] = max(row["examples_per_second_b32"], throughput(model, batch, 32))
-            for example in single[:5]:  # warm-up
-                predict_logits(model, [example], 1)
-            started = time.perf_counter()
-            for example in single:
-                predict_logits(model, [example], 1)
-            row["latency_ms_b1"] = min(row["latency_ms_b1"], 1000 * (time.perf_counter() - started) / len(single))
-    return rows
-
-
-def disk_bytes(directory: Path) -> int:
-    """Bytes of a model directory as deployed: everything but the run's own records."""
-    records = {"metrics.jsonl", "train_summary.json", "test_metrics.json"}
-    return sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file() and f.name not in records)
-
-
 def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, float]:
     """Forward FLOPs of the teacher's encoder over `examples` as inference batches them: counted on
     the real tokens, and on the padded batches actually computed.
@@ -395,40 +374,6 @@ def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, floa
         real += sum(per_sequence(n) for n in mask.sum(1).tolist())
         padded += mask.size(0) * per_sequence(mask.size(1))
     return float(real), float(padded)
-
-
-def matmul_peak(dtype, size: int, seconds: float, windows: int = 5) -> float:
-    """GFLOP/s of a square torch.matmul loop, the best of `windows` time windows (other jobs come and
-    go on a shared machine): this machine's practical peak for that dtype."""
-    import torch
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    torch.matmul(a, b)
-    best = 0.0
-    for _ in range(windows):
-        runs, started = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - started) < seconds / windows:
-            torch.matmul(a, b)
-            runs += 1
-        best = max(best, 2 * size ** 3 * runs / elapsed / 1e9)
-    return best
-
-
-def machine(threads: int, peak_seconds: float) -> dict:
-    """What the speed figures ran on, and its measured matmul peaks at the benchmark's thread count."""
-    import platform
-    import torch
-    import transformers
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-             if line.startswith("model name")] if cpuinfo.exists() else []
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
-    torch.set_num_threads(threads)
-    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-            "cpu": names[0] if names else platform.processor() or platform.machine(),
-            "logical_cores": os.cpu_count(), "memory_bytes": memory, "threads": threads,
-            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "matmul_size": 1024, "matmul_gflops_fp32": matmul_peak(torch.float32, 1024, peak_seconds),
-            "matmul_gflops_bf16": matmul_peak(torch.bfloat16, 1024, peak_seconds)}
 
 
 def tfidf_baseline(train: Path, test: Path) -> dict:
@@ -458,10 +403,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--students", nargs="*", help="Only these students (default: all of each task).")
     parser.add_argument("--encoder", default="minilm-l6", help="Teacher encoder (nlp-train teacher --encoder).")
     parser.add_argument("--encoder-lr", type=float,
-                        help="Teacher encoder learning rate (default: per task, 5e-5 RT, 8e-5 CoNLL).")
-    parser.add_argument("--teacher-epochs", type=int, default=3)
-    parser.add_argument("--student-epochs", type=int, default=8,
-                        help="At most; nlp-train stops earlier after 4 epochs without dev gain.")
+                        help="Teacher encoder learning rate (default: nlp-train teacher's, per task).")
+    parser.add_argument("--teacher-epochs", type=int, help="Default: nlp-train teacher's.")
+    parser.add_argument("--student-epochs", type=int,
+                        help="Cap on student epochs (default: nlp-train's; training stops after 4 epochs "
+                             "without dev gain).")
     parser.add_argument("--crf", action="store_true", help="lstm-tagger with a CRF layer.")
     parser.add_argument("--unlabeled-ratio", type=float, default=1.0,
                         help="Unlabelled examples per labelled one, at most.")
@@ -471,6 +417,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-threads", type=int,
                         help="torch threads for every nlp-train stage (default: all cores); 1 avoids the "
                              "slow-down of more threads than free cores on a shared machine.")
+    parser.add_argument("--export-threads", default="1,2", type=lambda v: [int(t) for t in v.split(",")],
+                        help="Comma-separated torch/ONNX Runtime thread counts for the export speed rows.")
     parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
     parser.add_argument("--pipeline-examples", type=int, default=1000,
@@ -482,7 +430,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
     if args.quick:
-        args.teacher_epochs, args.student_epochs = 1, min(args.student_epochs, 3)
+        args.teacher_epochs, args.student_epochs = 1, min(args.student_epochs or 3, 3)
         args.speed_examples = min(args.speed_examples, 256)
         args.latency_examples = min(args.latency_examples, 50)
         args.pipeline_examples = min(args.pipeline_examples, 256)
@@ -492,6 +440,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> Path:
     """Run the stages not yet done (unless --report-only), then render the report; returns its path."""
     args = parse_args(argv)
+    if not args.report_only and importlib.util.find_spec("onnxruntime") is None:  # fail now, not hours in
+        sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
     bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
@@ -503,6 +453,13 @@ def main(argv: list[str] | None = None) -> Path:
     command = "python scripts/benchmark.py " + shlex.join(options)
     report = Path(args.report or bench.out / "benchmarks.md")
     write_report(results, report, command, [stage.cli(bench.env) for stage in bench.model_stages])
+    exports = [task["export"] for task in results["tasks"].values() if task["export"]]
+    if exports:
+        into_report(report, export_markdown({
+            "machine": results["machine"], "onnxruntime": exports[0]["onnxruntime"], "command": command,
+            "note": "The teacher and each architecture's `+kd-kl` student of the tables above.",
+            "speed_examples": args.speed_examples, "latency_examples": args.latency_examples,
+            "models": [model for export in exports for model in export["models"]]}))
     log(f"wrote {report}, {report.with_suffix('.json')} and plots under {report.parent / 'img'}")
     return report
 

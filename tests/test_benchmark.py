@@ -42,7 +42,8 @@ def quick_run(tiny_encoder_dir, bench_data, tmp_path_factory):
     args = ["--quick", "--quick-size", "80", "--encoder", tiny_encoder_dir, "--encoder-lr", "1e-3",
             "--data", str(bench_data), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger",
             "--student-epochs", "1", "--threads", "1", "--train-threads", "1", "--speed-examples", "32",
-            "--latency-examples", "5", "--pipeline-examples", "40", "--report", str(folder / "report" / "b.md")]
+            "--latency-examples", "5", "--pipeline-examples", "40", "--export-threads", "1",
+            "--report", str(folder / "report" / "b.md")]
     return args, folder / "out", benchmark.main(args)
 
 
@@ -68,14 +69,21 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert bf16 is None or (len(bf16["runs_seconds"]) == 2 and bf16["labels_compared"] >= 40)
         assert [t["met"] is not None for t in task["targets"]] == [True] * (5 + (bf16 is not None))
     assert results["tasks"]["rt"]["teacher_inference"]["label_agreement"] == 1.0
+    for key, exported in (("rt", ["teacher", "lstm+kd-kl"]), ("conll", ["teacher", "lstm-tagger+kd-kl"])):
+        rows = results["tasks"][key]["export"]["models"]
+        assert [Path(row["model"]).name for row in rows] == exported
+        assert all(row["agreement"]["onnx-fp32"]["labels_changed"] == 0 for row in rows)
+        assert set(rows[0]["bytes"]) == {"pytorch", "onnx-fp32", "onnx-int8", "slim"}  # the teacher's slim copy
     text = report.read_text()
     assert "Status: **complete**" in text and "## Targets" in text and "nlp-train --threads 1 kd" in text
+    assert "## Export: ONNX Runtime fp32 and int8 against PyTorch" in text and "out/rt/lstm+kd-kl" in text
     for plot in results["plots"].values():
         assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_export_benchmark_measures_and_survives_a_report_rerender(quick_run):
-    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e .[export])")
+def test_export_benchmark_section_is_replaced_by_the_runs_own_and_kept_otherwise(quick_run, tmp_path):
+    """bench_export.py writes its section into a report; a benchmark re-render replaces it with the
+    section of the benchmark's own export stages, and one from a run without them keeps it."""
     import bench_export
     args, out, report = quick_run
     data = args[args.index("--data") + 1]
@@ -90,8 +98,34 @@ def test_export_benchmark_measures_and_survives_a_report_rerender(quick_run):
         assert teacher["speed"]["1"][variant]["examples_per_second_b32"] > 0
     section = (out / "export" / "export.md").read_text()
     assert "| met |" in section and section in report.read_text()
-    benchmark.main(args + ["--report-only"])  # `make bench` re-renders the report: the export section stays
-    assert section in report.read_text()
+    elsewhere = tmp_path / "report.md"  # a report re-rendered from a run with no export stage keeps the section
+    elsewhere.write_text(report.read_text())
+    benchmark.main(["--out", str(tmp_path / "empty"), "--report", str(elsewhere), "--report-only"])
+    assert section in elsewhere.read_text()
+    benchmark.main(args + ["--report-only"])  # the run's own export stages replace it
+    text = report.read_text()
+    assert section not in text and text.count(bench_export.EXPORT_BEGIN) == 1
+    assert "out/conll/lstm-tagger+kd-kl" in text.partition(bench_export.EXPORT_BEGIN)[2]
+
+
+def test_benchmark_trains_with_the_commands_defaults(bench_data, tmp_path):
+    """The benchmark's recipe is `nlp-train`'s defaults: its teachers pass no setting that differs from
+    them but the offline encoder (the default one comes from the model hub; docs/models/teacher.md says
+    so), and its students no epoch cap, so patience decides when they stop."""
+    from distill import TeacherConfig, TeacherTraining
+    bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path)]), execute=False)
+    for key in benchmark.TASKS:
+        bench.run_task(key)
+    defaults = {**dataclasses.asdict(TeacherConfig()), **dataclasses.asdict(TeacherTraining())}
+    teachers = [stage for stage in bench.model_stages if stage.command == "teacher"]
+    assert len(teachers) == len(benchmark.TASKS)
+    for stage in teachers:
+        differing = {name: value for name, value in stage.options.items()
+                     if name in defaults and name != "task" and value != defaults[name]}
+        assert differing == {"encoder": "minilm-l6"}
+    assert "--encoder minilm-l6" in (ROOT / "docs" / "models" / "teacher.md").read_text()
+    students = [stage for stage in bench.model_stages if stage.command in ("student", "kd")]
+    assert students and not any("epochs" in stage.options for stage in students)
 
 
 def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
