@@ -50,9 +50,10 @@ class LogitStore:
     while adding a shard per chunk, and must not reread the whole cache each time.
     """
 
-    def __init__(self, teacher, cache_dir: str | Path | None = None):
+    def __init__(self, teacher, cache_dir: str | Path | None = None, fingerprint: str | None = None):
         suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
-        self.folder = Path(cache_dir or default_cache_dir()) / f"{teacher.fingerprint()}{suffix}"
+        fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
+        self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         self._where: dict[bytes, Path] | None = None
 
     def _index(self) -> dict[bytes, Path]:

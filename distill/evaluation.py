@@ -14,6 +14,7 @@ from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
+from distill.models.multitask import KIND as MULTITASK_KIND, MultiTaskTeacher, head_records, predict_heads, with_head
 from distill.outputs import file_output
 
 
@@ -29,24 +30,32 @@ def is_metrics_file(path: Path) -> bool:
 
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
                    output: str | None = None, batch_size: int = 64, progress: bool = True,
-                   device: str = "auto", overwrite: bool = False) -> dict:
-    read_model_card(model_dir)  # a wrong model path is reported as such before an output is set up
-    output = output or Path(model_dir) / "eval_metrics.json"
+                   device: str = "auto", overwrite: bool = False, head: str | None = None) -> dict:
+    """Score a model (a multi-task teacher: its head `head`) on labelled data; writes the metrics JSON
+    (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head)."""
+    card = read_model_card(model_dir)  # a wrong model path is reported as such before an output is set up
+    if card["kind"] == MULTITASK_KIND and head is None:
+        raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
+                           f"task's labels): give --head, one of {', '.join(card.get('heads', {}))}")
+    output = output or Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
     with file_output(output, [model_dir, data_path], overwrite, is_metrics_file, "an evaluate result") as path:
-        model = load_model(model_dir, device=device)
+        model = with_head(load_model(model_dir, device=device), head, model_dir)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
         metrics = evaluate(model, examples, gold, batch_size, progress)
-        result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
+        result = {"model": str(model_dir), **({"head": head} if head is not None else {}), "data": data_path,
+                  "examples": len(examples), **metrics}
         if distributed.is_main():
             write_json(path, result)
         return result
 
 
 def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,
-                 batch_size: int = 64, with_logits: bool = False, device: str = "auto") -> int:
-    """Predict for a file (or stdin, one example per line) and write JSONL."""
-    model = load_model(model_dir, device=device)
+                 batch_size: int = 64, with_logits: bool = False, device: str = "auto",
+                 head: str | None = None) -> int:
+    """Predict for a file (or stdin, one example per line) and write JSONL; a multi-task teacher
+    predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
+    model = with_head(load_model(model_dir, device=device), head, model_dir)
     if input_path is None or input_path == "-":
         lines = [line.strip() for line in sys.stdin if line.strip()]
         if not lines:
@@ -56,7 +65,10 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
         data = read_unlabelled(input_path, model.task)
         examples = data["text"] if model.task == "classification" else data["tokens"]
     count = 0
-    for record in prediction_records(model, examples, batch_size, with_logits=with_logits):
+    records = head_records(model, examples, predict_heads(model, examples, batch_size), with_logits) \
+        if isinstance(model, MultiTaskTeacher) else prediction_records(model, examples, batch_size,
+                                                                       with_logits=with_logits)
+    for record in records:
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1
     return count

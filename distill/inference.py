@@ -84,10 +84,20 @@ def length_sorted_batches(examples: Sequence, batch_size: int) -> list[list[int]
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def example_row(logits: torch.Tensor, mask: torch.Tensor | None, row: int, example
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One example's (logits, scored words) of a batch: a row of labels, or of its words for tagging."""
+    if logits.dim() == 2:
+        return logits[row], None
+    length = example_length(example)
+    return logits[row, :length], mask[row, :length]
+
+
 @torch.inference_mode()
 def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int = 64, progress: bool = False,
                    description: str = "predict") -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """(logits, scored words) per example, in input order, from length-sorted batches."""
+    """(logits, scored words) per example (a model with several heads: by head name), in input order,
+    from length-sorted batches."""
     was_training = model.training
     model.eval()
     per_example: list = [None] * len(examples)
@@ -95,14 +105,14 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
     for indices in length_sorted_batches(examples, batch_size):
         inputs, mask = model.prepare([examples[i] for i in indices])
         with precision.autocast(model.device):
-            logits = model(**inputs)
-        logits = logits.float().cpu()
+            outputs = model(**inputs)
+        # a multi-task teacher gives every head's logits by name: each example gets them by name too
+        heads = {name: logits.float().cpu() for name, logits in
+                 (outputs.items() if isinstance(outputs, dict) else [(None, outputs)])}
+        mask = None if mask is None else mask.cpu()
         for row, index in enumerate(indices):
-            if mask is None:
-                per_example[index] = (logits[row], None)
-            else:
-                length = example_length(examples[index])
-                per_example[index] = (logits[row, :length], mask[row, :length].cpu())
+            rows = {name: example_row(logits, mask, row, examples[index]) for name, logits in heads.items()}
+            per_example[index] = rows if isinstance(outputs, dict) else rows[None]
         bar.update(len(indices))
     bar.close()
     model.train(was_training)

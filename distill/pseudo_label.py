@@ -28,7 +28,8 @@ from distill.errors import DistillError
 from distill.cache import LogitStore, teacher_logits
 from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
-from distill.models import load_model
+from distill.models.base import LabelModel
+from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records, load_teacher
 from distill.outputs import file_output
 from distill.progress import progress_bar
 from distill.training import changed_settings, input_fingerprints, runtime_settings
@@ -153,8 +154,12 @@ def merge_parts(parts: list[Path], output: Path) -> None:
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
                  resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False,
-                 cache_dir: str | None = None, use_cache: bool = True) -> dict:
+                 cache_dir: str | None = None, use_cache: bool = True, head: str | None = None) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
+
+    A multi-task teacher labels with head `head`, or without it with every head from one encoder
+    pass: the record holds each head's label(s) and confidence under ``heads``
+    (`distill.models.multitask.head_records`).
 
     The teacher's logits go to (and come from) the content-keyed cache in `cache_dir`
     (`distill.cache`), so `kd --unlabeled` on this output does not run the teacher over it again;
@@ -167,17 +172,39 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
-                          resume, progress, device, cache_dir, use_cache)
+                          resume, progress, device, cache_dir, use_cache, head)
+
+
+def chunk_labeller(teacher: LabelModel, cache_dir: str | None, use_cache: bool, batch_size: int,
+                   with_logits: bool) -> Callable[[list], tuple[list[dict], int]]:
+    """examples -> (their records, how many came from the cache): every head at once for a multi-task
+    teacher (one encoder pass, a cache per head), else the one teacher's."""
+    if isinstance(teacher, MultiTaskTeacher):
+        stores = {name: LogitStore(teacher, cache_dir, teacher.head_fingerprint(name)) for name in teacher.names} \
+            if use_cache else None
+
+        def label_all_heads(examples: list) -> tuple[list[dict], int]:
+            results, cached = all_head_logits(teacher, examples, stores, batch_size)
+            return head_records(teacher, examples, results, with_logits), cached
+        return label_all_heads
+    store = LogitStore(teacher, cache_dir) if use_cache else None
+
+    def label(examples: list) -> tuple[list[dict], int]:
+        results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
+        return list(prediction_records(teacher, examples, with_logits=with_logits, results=results)), cached
+    return label
 
 
 def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
-               cache_dir: str | None, use_cache: bool) -> dict:
-    teacher = load_model(teacher_dir, expect="teacher", device=device)
-    store = LogitStore(teacher, cache_dir) if use_cache else None
+               cache_dir: str | None, use_cache: bool, head: str | None) -> dict:
+    teacher = load_teacher(teacher_dir, head, device)
+    label = chunk_labeller(teacher, cache_dir, use_cache, batch_size, with_logits)
     part = part_path(output, distributed.rank(), distributed.world_size())
+    # the head only when given, so a single-task run's signature is what it always was
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
-                              batch_size=batch_size, chunk_size=chunk_size)
+                              batch_size=batch_size, chunk_size=chunk_size,
+                              **({"head": head} if head is not None else {}))
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
@@ -204,9 +231,8 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     with writing(part), open(part, "a", encoding="utf-8") as out:
         for chunk in chunks(stream, chunk_size):
             numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]
-            results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
+            records, cached = label(examples)
             counts["cached"] += cached
-            records = prediction_records(teacher, examples, with_logits=with_logits, results=results)
             lines = []
             for number, record in zip(numbers, records):
                 if record["confidence"] < min_confidence:

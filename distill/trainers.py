@@ -33,9 +33,10 @@ from distill.metrics import select_metric
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, StudentModel
+from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, load_teacher, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
-from distill.training import (FitSettings, Objective, RunState, SupervisedObjective, TrainSettings, fit, runtime,
-                              training_run)
+from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
+                              fit_tasks, runtime, training_run)
 
 SUMMARY_FILE = "train_summary.json"
 LOG_FILE = "metrics.jsonl"
@@ -99,7 +100,14 @@ def _teacher_source(teacher: Teacher | str | Path | None) -> str | None:
 
 def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: Examples, dev: Examples,
          settings: FitSettings, run: RunState | None, save: Callable[[Path], None], summary: dict) -> TrainResult:
-    """`fit` with the best epoch saved to the run's directory, or kept in memory without one."""
+    """`fit` of a single-task model (see `_fit_tasks`)."""
+    task = FitTask(model, objective, train.inputs, train.labels, dev.inputs, dev.labels, settings.select_metric)
+    return _fit_tasks(model, {"": task}, optimizer, scheduler, settings, run, save, summary)
+
+
+def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, scheduler, settings: FitSettings,
+               run: RunState | None, save: Callable[[Path], None], summary: dict) -> TrainResult:
+    """`fit_tasks` with the best epoch saved to the run's directory, or kept in memory without one."""
     best_state: dict = {}
     if run is None:
         save_best = lambda record: best_state.update(copy.deepcopy(model.state_dict()))  # noqa: E731
@@ -108,12 +116,12 @@ def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: E
         save_best = lambda record: save(run.directory)  # noqa: E731
         log = run.directory / LOG_FILE
         log.unlink(missing_ok=True)
-    result = fit(model, objective, optimizer, scheduler, train.inputs, train.labels, dev.inputs, dev.labels,
-                 settings, save_best, log, run)
+    result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run)
     if best_state:
         model.load_state_dict(best_state)
     model.eval()
-    summary = {**summary, "parameters": model.parameter_count(), "train_examples": len(train), **result}
+    summary = {**summary, "parameters": model.parameter_count(),
+               "train_examples": sum(len(task.train_examples) for task in tasks.values()), **result}
     if run is not None:
         summary["size_bytes"] = model_size_bytes(run.directory)
         if distributed.is_main():
@@ -135,7 +143,7 @@ def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
     return replace(settings, select_metric=select_metric(settings.select_metric, task, hierarchy.scheme))
 
 
-def teacher_optimizer(model: Teacher, training: TeacherTraining, total_steps: int):
+def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):
     """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
     from transformers import get_linear_schedule_with_warmup
     head = {id(p) for p in model.head_parameters()}
@@ -169,6 +177,66 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
                         lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
                         {"kind": "teacher", "labels": hierarchy.labels})
+
+
+@dataclass
+class TaskData:
+    """One task of a multi-task teacher: its head's name, classification or tagging, its labelled
+    data, and the head settings that differ from the shared ones (None: the shared setting)."""
+
+    name: str
+    task: str
+    train: Any
+    dev: Any
+    pre_classifier: bool | None = None
+    pooling: str | None = None
+    class_weights: Any = None
+    select_metric: str | None = None
+
+
+def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = TeacherConfig(),
+                            training: TeacherTraining = TeacherTraining(), sampling: TaskSampling = TaskSampling(),
+                            data: DataOptions = DataOptions(), output: Output = Output(),
+                            env: Runtime = Runtime()) -> TrainResult:
+    """Fine-tune one encoder with a head per task (docs/multitask.md): each batch is one task's, drawn
+    as `sampling` says; the best epoch by the heads' dev scores (their mean by default) wins.
+
+    `config` and `training` hold the shared settings (`config.task` is each task's own), which a
+    `TaskData` may override for its head."""
+    if distributed.launched():
+        raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
+    check_head_names([spec.name for spec in tasks])
+    sampling.check([spec.name for spec in tasks])
+    with runtime(env.precision, env.threads):
+        heads, train_sets, dev_sets = {}, {}, {}
+        for spec in tasks:
+            hierarchy, train_sets[spec.name], dev_sets[spec.name] = _labelled(spec.train, spec.dev, spec.task, data)
+            head_config = replace(config, task=spec.task, pooling=spec.pooling or config.pooling,
+                                  pre_classifier=config.pre_classifier if spec.pre_classifier is None
+                                  else spec.pre_classifier)
+            head = replace(training, class_weights=training.class_weights if spec.class_weights is None
+                           else spec.class_weights, select_metric=spec.select_metric or training.select_metric)
+            heads[spec.name] = (head_config, hierarchy, _selecting(head, spec.task, hierarchy))
+        inputs = {f"{part}:{name}": sets[name].source for name in heads
+                  for part, sets in (("train", train_sets), ("dev", dev_sets))}
+        signature = {name: {"config": asdict(c), "training": asdict(t)} for name, (c, _, t) in heads.items()}
+        with _run(output, inputs, command="teacher", heads=signature, sampling=sampling, data=data) as run:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(training.seed)
+                model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
+            weights = sampling.weights({name: len(train_sets[name]) for name in heads})
+            fit_tasks_ = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
+                                        train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,
+                                        dev_sets[name].labels, t.select_metric, weights[name])
+                          for name, (_, hierarchy, t) in heads.items()}
+            steps = sum(-(-len(s) // training.batch_size) for s in train_sets.values()) * training.epochs
+            optimizer, scheduler = teacher_optimizer(model, training, steps)
+            settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
+                                   sampling.select, progress=env.progress)
+            labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}
+            return _fit_tasks(model, fit_tasks_, optimizer, scheduler, settings, run,
+                              lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
+                              {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights})
 
 
 def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
@@ -256,21 +324,23 @@ class Distiller:
     `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
     logits are computed once over the transfer set (labelled + unlabelled) and cached on disk by
     content (`distill.cache`: an example that `pseudo-label` or an earlier run scored with this
-    teacher is not scored again), or recomputed every batch with `online_teacher`. A student built here gets a vocabulary covering the whole transfer set and,
-    with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
+    teacher is not scored again), or recomputed every batch with `online_teacher`. A student built
+    here gets a vocabulary covering the whole transfer set and, with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
     unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
-    (``"inverse"`` or one number per label) weight the student's NLL.
+    (``"inverse"`` or one number per label) weight the student's NLL. A multi-task teacher is
+    distilled one head at a time: `head` names it (its logits are cached per head).
     """
 
-    def __init__(self, teacher: Teacher | str | Path, student: StudentModel | StudentConfig | str,
+    def __init__(self, teacher: Teacher | MultiTaskTeacher | str | Path, student: StudentModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
-                 env: Runtime = Runtime()):
-        if not isinstance(teacher, (str, Path, Teacher)):
+                 env: Runtime = Runtime(), head: str | None = None):
+        if not isinstance(teacher, (str, Path, Teacher, MultiTaskTeacher)):
             raise DistillError(f"teacher: give a Teacher or a teacher directory, not {type(teacher).__name__}")
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
-        self.teacher = teacher
+        self.head = head
+        self.teacher = teacher if self.teacher_source else single_teacher(teacher, head, "teacher")
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
         if class_weights is not None and self.loss.class_weights is not None:
             raise DistillError("class weights given twice: to the Distiller and to its loss")
@@ -284,7 +354,8 @@ class Distiller:
     def options(self) -> dict:
         """The distillation settings as a run's signature and summary record them."""
         return {**self.loss.settings(), "class_weights": self.class_weights, "unlabeled_ratio": self.unlabeled_ratio,
-                "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings}
+                "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings,
+                **({"head": self.head} if self.head is not None else {})}
 
     def fit(self, train: Any, dev: Any, unlabelled: Any = None, data: DataOptions = DataOptions(),
             output: Output = Output()) -> TrainResult:
@@ -306,8 +377,8 @@ class Distiller:
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
              settings: TrainSettings, run: RunState | None) -> TrainResult:
         env = self.env
-        teacher = Teacher.from_pretrained(self.teacher, device=env.device) \
-            if isinstance(self.teacher, (str, Path)) else self.teacher
+        teacher = single_teacher(load_teacher(self.teacher, device=env.device), self.head, self.teacher_source) \
+            if self.teacher_source else self.teacher
         if task != teacher.task:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
                                f"does {teacher.task}")

@@ -229,6 +229,55 @@ def training_batches(examples: Sequence, batch_size: int, generator: torch.Gener
     return [batches[i] for i in permutation]
 
 
+@dataclass
+class FitTask:
+    """One task of a run: the model that scores it (a multi-task teacher's head), its loss, its data,
+    the dev metric that scores it, and its sampling weight (relative; see `epoch_batches`)."""
+
+    model: torch.nn.Module
+    objective: Objective
+    train_examples: Sequence
+    train_labels: Sequence
+    dev_examples: Sequence
+    dev_labels: Sequence
+    select_metric: str
+    weight: float = 1.0
+
+
+def epoch_batches(tasks: dict[str, FitTask], batch_size: int, generator: torch.Generator) -> list[tuple[str, list[int]]]:
+    """An epoch's (task, example indices) batches: each batch from one task.
+
+    One task: its `training_batches`, drawing exactly what a single-task run always drew. Several:
+    as many steps as all tasks have batches, each step's task drawn with probability proportional to
+    its weight (seeded by `generator`); a task drawn more often than it has batches starts another
+    shuffled pass over its data, one drawn less often leaves some unseen this epoch.
+    """
+    queues = {name: training_batches(task.train_examples, batch_size, generator) for name, task in tasks.items()}
+    if len(tasks) == 1:
+        [(name, batches)] = queues.items()
+        return [(name, batch) for batch in batches]
+    names = list(tasks)
+    weights = torch.tensor([tasks[name].weight for name in names], dtype=torch.float64)
+    steps = sum(len(batches) for batches in queues.values())
+    order = torch.multinomial(weights, steps, replacement=True, generator=generator).tolist()
+    used = dict.fromkeys(names, 0)
+    drawn = []
+    for name in (names[i] for i in order):
+        if used[name] == len(queues[name]):
+            queues[name] += training_batches(tasks[name].train_examples, batch_size, generator)
+        drawn.append((name, queues[name][used[name]]))
+        used[name] += 1
+    return drawn
+
+
+def dev_score(dev: dict, select: str, tasks: dict[str, FitTask]) -> float:
+    """The number that picks the best epoch: `select` of the one task's metrics; with several tasks,
+    the mean of their scores (``"mean"``) or one task's score (its name)."""
+    if len(tasks) == 1:
+        return dev[select]
+    return dev["mean"] if select == "mean" else dev[select][tasks[select].select_metric]
+
+
 def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence, indices: list[int]) -> dict:
     inputs, mask = model.prepare([examples[i] for i in indices])
     width = None if mask is None else mask.size(1)
@@ -241,13 +290,23 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         scheduler, train_examples: Sequence, train_labels: Sequence, dev_examples: Sequence,
         dev_labels: Sequence, settings: FitSettings, save_best: Callable[[dict], None],
         log_path: str | Path | None = None, run: RunState | None = None) -> dict:
+    """`fit_tasks` for a model with one task: the dev record is that task's metrics."""
+    task = FitTask(model, objective, train_examples, train_labels, dev_examples, dev_labels, settings.select_metric)
+    return fit_tasks(model, {"": task}, optimizer, scheduler, settings, save_best, log_path, run)
+
+
+def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torch.optim.Optimizer, scheduler,
+              settings: FitSettings, save_best: Callable[[dict], None], log_path: str | Path | None = None,
+              run: RunState | None = None) -> dict:
     """Train for up to `settings.epochs`, evaluating on dev after each epoch.
 
     The best-on-dev model by `settings.select_metric` is handed to `save_best` (not the last one);
     training stops early after `patience` epochs without improvement in it. Returns the best
     epoch's record. With `run`, the model, optimizer, scheduler, RNG streams and data order are
     saved after every epoch, and a resumed run continues from there exactly as if it had never
-    stopped.
+    stopped. With several `tasks` (the heads of a multi-task teacher, each a view of `model`), each
+    batch is one task's (`epoch_batches`), every task is scored on its dev data, and the best epoch
+    is picked by `dev_score`.
     """
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -272,16 +331,17 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         if stale >= settings.patience:
             break
         model.train()
-        batches = training_batches(train_examples, settings.batch_size, generator)
-        bar = progress_bar(total=len(train_examples), desc=f"epoch {epoch}/{settings.epochs}", unit="ex",
-                           disable=not progress)
+        batches = epoch_batches(tasks, settings.batch_size, generator)
+        seen = sum(len(indices) for _, indices in batches)
+        bar = progress_bar(total=seen, desc=f"epoch {epoch}/{settings.epochs}", unit="ex", disable=not progress)
         started, total_loss, steps = time.perf_counter(), 0.0, 0
-        for indices in batches:
+        for name, indices in batches:
+            task = tasks[name]
             share, counted = distributed.batch_share(indices)
-            batch = make_batch(model, train_examples, train_labels, share)
+            batch = make_batch(task.model, task.train_examples, task.train_labels, share)
             with precision.autocast(model.device):
-                logits = step_model(**batch["inputs"])
-            loss = distributed.global_batch_part(objective.terms(model, logits.float(), batch), counted)
+                logits = (step_model if task.model is model else task.model)(**batch["inputs"])
+            loss = distributed.global_batch_part(task.objective.terms(task.model, logits.float(), batch), counted)
             if not math.isfinite(loss.item()):
                 raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
@@ -298,15 +358,22 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         seconds = time.perf_counter() - started
         total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
         train_loss = total_loss / max(steps, 1)
-        dev = evaluate(model, dev_examples, dev_labels, settings.eval_batch_size)
+        dev = {name: evaluate(task.model, task.dev_examples, task.dev_labels, settings.eval_batch_size)
+               for name, task in tasks.items()}
+        if len(tasks) == 1:
+            [dev] = dev.values()
+        else:
+            dev["mean"] = sum(dev[name][task.select_metric] for name, task in tasks.items()) / len(tasks)
         record = {"epoch": epoch, "train_loss": train_loss, "epoch_seconds": round(seconds, 2),
-                  "train_examples_per_second": round(len(train_examples) / seconds, 1), "dev": dev}
+                  "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
+        if len(tasks) > 1:
+            record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
         history.append(record)
         if log_path is not None and main:
             with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
-        score = dev[settings.select_metric]
-        improved = best is None or score > best["dev"][settings.select_metric]
+        score = dev_score(dev, settings.select_metric, tasks)
+        improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)
         if progress:
             progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
                              f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")

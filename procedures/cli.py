@@ -283,11 +283,51 @@ def report(message: str) -> None:
         click.echo(message)
 
 
+TASK_SPEC_SETTINGS = {"pre_classifier": "true or false", "pooling": "first or mean",
+                      "class_weights": "none, inverse or numbers joined by ,", "select_metric": ", ".join(SELECTABLE)}
+
+
+def parse_task_spec(value: str):
+    """NAME:TASK:TRAIN:DEV[:SETTING=VALUE...] as a `TaskData` (one head of a multi-task teacher)."""
+    from distill.trainers import TaskData
+    parts = value.split(":")
+    settings = [p for p in parts[2:] if "=" in p]
+    paths = [p for p in parts[2:] if "=" not in p]
+    if len(parts) < 4 or len(paths) != 2 or parts[1] not in ("classification", "tagging"):
+        raise click.BadParameter(f"{value!r}: use NAME:classification|tagging:TRAIN:DEV[:SETTING=VALUE...] "
+                                 "(files whose names hold no ':')", param_hint="'--task-spec'")
+    spec = TaskData(parts[0], parts[1], *paths)
+    for setting in settings:
+        key, _, text = setting.partition("=")
+        if key not in TASK_SPEC_SETTINGS:
+            raise click.BadParameter(f"{value!r}: unknown setting {key!r}; a task takes "
+                                     f"{', '.join(TASK_SPEC_SETTINGS)}", param_hint="'--task-spec'")
+        choices = {"pre_classifier": {"true": True, "false": False}, "pooling": {"first": "first", "mean": "mean"},
+                   "select_metric": {m: m for m in SELECTABLE}}.get(key)
+        if choices is not None and text not in choices:
+            raise click.BadParameter(f"{value!r}: {key} is {TASK_SPEC_SETTINGS[key]}", param_hint="'--task-spec'")
+        setattr(spec, key, parse_class_weights(text) if key == "class_weights" else choices[text])
+    return spec
+
+
 @cli.command()
-@click.option("--task", type=click.Choice(["classification", "tagging"]), required=True,
+@click.option("--task", type=click.Choice(["classification", "tagging"]),
               help="Sentence classification or word tagging (e.g. NER).")
-@click.option("--train", "train_path", required=True, help="Training data file.")
-@click.option("--dev", "dev_path", required=True, help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--train", "train_path", help="Training data file.")
+@click.option("--dev", "dev_path", help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--task-spec", "task_specs", multiple=True, metavar="NAME:TASK:TRAIN:DEV[:SETTING=VALUE...]",
+              callback=lambda c, p, v: [parse_task_spec(spec) for spec in v],
+              help="Instead of --task/--train/--dev, repeated: a multi-task teacher with one head per task "
+                   "(TASK: classification or tagging; SETTING: pre_classifier, pooling, class_weights, "
+                   "select_metric, overriding the shared option for that head). See docs/multitask.md.")
+@click.option("--task-sampling", type=click.Choice(["proportional", "temperature", "uniform"]),
+              default="proportional", show_default=True,
+              help="Multi-task: each batch's task drawn in proportion to its training examples, to their number "
+                   "to the power 1/--task-temperature, or uniformly.")
+@click.option("--task-temperature", default=2.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True),
+              help="Multi-task: the temperature of --task-sampling temperature (> 1 favours small tasks).")
+@click.option("--select-task", default="mean", show_default=True,
+              help="Multi-task: the dev score that picks the best epoch: mean (of the heads' scores) or a head name.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the teacher.")
 @click.option("--encoder", default="distilbert-base-uncased", show_default=True,
               help="Hub name, local folder, or an offline encoder: 'minilm-l6' (DistilBERT form of MiniLM-L6) "
@@ -319,19 +359,41 @@ def report(message: str) -> None:
 @quiet_option
 @data_options
 @device_option
-def teacher(task, train_path, dev_path, output, encoder, epochs, batch_size, max_length, encoder_lr,
-            classifier_lr, dropout, pre_classifier, pooling, warmup, patience, select_metric, class_weights, seed,
-            resume, overwrite, quiet, data, device):
-    """Fine-tune a DistilBERT (or other encoder) + Linear teacher."""
+@click.pass_context
+def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task, output,
+            encoder, epochs, batch_size, max_length, encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
+            warmup, patience, select_metric, class_weights, seed, resume, overwrite, quiet, data, device):
+    """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
+    task (--task-spec, repeated)."""
+    from distill.models.multitask import TaskSampling
     from distill.models.teacher import TeacherConfig, TeacherTraining
-    from distill.trainers import Output, Runtime, train_teacher
-    config = TeacherConfig(task=task, encoder=encoder, dropout=dropout, pre_classifier=pre_classifier,
-                           pooling=pooling, max_length=max_length)
+    from distill.trainers import Output, Runtime, train_multitask_teacher, train_teacher
+    single = [name for name, value in (("--task", task), ("--train", train_path), ("--dev", dev_path)) if value]
+    multi = [name for name in ("task_sampling", "task_temperature", "select_task") if given(context, name)]
+    if task_specs and single:
+        raise click.BadParameter(f"{single[0]} is for a single-task teacher; with --task-spec each task names its "
+                                 "own data", param_hint=f"'{single[0]}'")
+    if not task_specs and len(single) < 3:
+        missing = next(name for name in ("--task", "--train", "--dev") if name not in single)
+        raise click.BadParameter(f"{missing} is required (or give --task-spec per task)", param_hint=f"'{missing}'")
+    if not task_specs and multi:
+        option = "--" + multi[0].replace("_", "-")
+        raise click.BadParameter(f"{option} is for a multi-task teacher (--task-spec)", param_hint=f"'{option}'")
+    config = TeacherConfig(task=task or "classification", encoder=encoder, dropout=dropout,
+                           pre_classifier=pre_classifier, pooling=pooling, max_length=max_length)
     training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
                                epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
                                select_metric=select_metric)
-    summary = train_teacher(train_path, dev_path, config, training, data, Output(output, overwrite, resume),
-                            Runtime(device, progress=not quiet)).summary
+    run = Output(output, overwrite, resume), Runtime(device, progress=not quiet)
+    if task_specs:
+        summary = train_multitask_teacher(task_specs, config, training,
+                                          TaskSampling(task_sampling, task_temperature, select_task), data, *run).summary
+        best = summary["best"]
+        scores = "; ".join(f"{name} {json.dumps(headline_of(best['dev'][name]))}" for name in summary["heads"])
+        report(f"teacher: {summary['parameters']:,} parameters, heads {', '.join(summary['heads'])}; best epoch "
+               f"{best['epoch']} (dev mean {best['dev']['mean']:.4f}); dev {scores}; saved to {output}")
+        return
+    summary = train_teacher(train_path, dev_path, config, training, data, *run).summary
     best = summary["best"]
     report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
            f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
@@ -387,6 +449,7 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.option("--embeddings-from-teacher/--random-embeddings", "teacher_embeddings", default=True, show_default=True,
               help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
                    "+3 points dev accuracy for the RT BiLSTM.")
+@click.option("--head", help="The head of a multi-task teacher to distil (required for one; see docs/multitask.md).")
 @class_weights_option
 @resume_option
 @overwrite_option
@@ -396,7 +459,7 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
+       distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head,
        class_weights, resume, overwrite, quiet, student_config, train_settings, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
@@ -411,7 +474,7 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
                                  param_hint="'--temperature'")
     loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
-                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet))
+                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary
     report_student(summary, output)
 
@@ -438,14 +501,16 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
               "the input's content or an option changed.")
 @overwrite_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--head", help="A multi-task teacher's head to label with (default: every head, from one encoder "
+                             "pass, each under `heads` in the record).")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         cache_dir, no_cache, resume, overwrite, quiet, device):
+                         cache_dir, no_cache, resume, overwrite, quiet, head, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                          resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
-                         use_cache=not no_cache)
+                         use_cache=not no_cache, head=head)
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({stats['examples_per_second']} ex/s)")
 
@@ -469,13 +534,14 @@ def headline_of(metrics: dict) -> dict:
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @overwrite_option
 @quiet_option
+@click.option("--head", help="The head of a multi-task teacher to score (required for one).")
 @data_options
 @device_option
-def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, data, device):
+def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, head, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
     from distill.evaluation import evaluate_model
     result = evaluate_model(model_dir, data_file, data, output, batch_size, progress=not quiet, device=device,
-                            overwrite=overwrite)
+                            overwrite=overwrite, head=head)
     report(json.dumps(result, indent=2))
 
 
@@ -484,14 +550,16 @@ def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, data, d
 @click.argument("input_file", required=False)
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--logits", "with_logits", is_flag=True, help="Include raw logits in each record.")
+@click.option("--head", help="A multi-task teacher's head to predict with (default: every head, from one encoder "
+                             "pass, each under `heads` in the record).")
 @device_option
-def predict(model_dir, input_file, batch_size, with_logits, device):
+def predict(model_dir, input_file, batch_size, with_logits, head, device):
     """Predict labels for INPUT_FILE (or stdin): one example per line, or JSONL; writes JSONL to stdout.
 
     Tagging input is space-separated tokens per line (or JSONL with a tokens list).
     """
     from distill.evaluation import predict_file
-    predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits, device)
+    predict_file(model_dir, input_file, sys.stdout, batch_size, with_logits, device, head)
 
 
 @cli.command()

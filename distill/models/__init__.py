@@ -11,7 +11,8 @@ from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 __all__ = ["MODEL_CARD", "load_model", "read_model_card"]
 
 def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu") -> LabelModel:
-    """Load a teacher or student directory onto `device`; `expect` ('teacher'/'student') rejects the other kind."""
+    """Load a model directory onto `device`; `expect` (a card kind: 'teacher', 'multitask-teacher', 'student')
+    rejects the other kinds."""
     return _load(directory, expect).to(pick_device(device))
 
 
@@ -35,6 +36,9 @@ def model_from_card(directory: str | Path, card: dict) -> LabelModel:
     if card["kind"] == "teacher":
         from distill.models.teacher import Teacher
         return Teacher.from_checkpoint(directory, card)
+    if card["kind"] == "multitask-teacher":
+        from distill.models.multitask import MultiTaskTeacher
+        return MultiTaskTeacher.from_checkpoint(directory, card)
     return student_class(directory, card).from_checkpoint(directory, card)
 
 

@@ -40,7 +40,7 @@ class LabelModel(nn.Module):
 
     hierarchy: LabelHierarchy
     task: str
-    kind: str | None = None  # "teacher" or "student": the model card's kind
+    kind: str | None = None  # "teacher", "multitask-teacher" or "student": the model card's kind
 
     @property
     def device(self) -> torch.device:

@@ -17,6 +17,7 @@ from distill.io import file_sha256, read_json, write_json
 MODEL_CARD = "distill.json"
 # 2: a student's config.json holds its architecture alone (1: every student's settings and the run's).
 CARD_VERSION = 2
+KINDS = ("teacher", "multitask-teacher", "student")
 # Folders whose whole content belongs to the model: nothing unlisted may appear there.
 SEALED_FOLDERS = ("encoder",)
 
@@ -49,7 +50,7 @@ def read_model_card(directory: str | Path) -> dict:
     if not (directory / MODEL_CARD).exists():
         raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
     card = read_json(directory / MODEL_CARD)
-    if not isinstance(card, dict) or card.get("kind") not in ("teacher", "student") \
+    if not isinstance(card, dict) or card.get("kind") not in KINDS \
             or not isinstance(card.get("sha256", {}), dict):
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
     version = card_version(card)

@@ -100,6 +100,21 @@ def place_in_grid(window_logits: torch.Tensor, word_slots: torch.Tensor, grid_sh
     return grid.view(sentences, width, -1)
 
 
+def save_encoder_folder(directory: Path, encoder: nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
+    """The encoder's config and tokenizer in `directory/encoder`, so a saved teacher loads offline."""
+    with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
+        encoder.config.save_pretrained(encoder_dir)
+        tokenizer.save_pretrained(encoder_dir)
+
+
+def load_encoder_folder(directory: Path) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+    """The (weightless) encoder and tokenizer `save_encoder_folder` described."""
+    try:
+        return encoder_from_config(directory / ENCODER_DIR), AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
+    except (OSError, ValueError) as err:
+        raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
+
+
 class Teacher(LabelModel):
     """Encoder + dropout + Linear; sequence labels from the first token (or the mean of all tokens),
     word tags from each word's first piece. `training_settings` records how it was fine-tuned."""
@@ -170,12 +185,17 @@ class Teacher(LabelModel):
         else:
             index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
             features = hidden.gather(1, index)
-        if self.pre_classifier is not None:
-            features = torch.relu(self.pre_classifier(features))
-        logits = self.classifier(self.dropout(features))
+        logits = self.head_logits(features)
         if word_slots is None:
             return logits
         return place_in_grid(logits, word_slots, grid_shape)
+
+    def head_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The head alone (pre-classifier, dropout, Linear) on encoder features: a multi-task teacher
+        runs each head on one encoder pass."""
+        if self.pre_classifier is not None:
+            features = torch.relu(self.pre_classifier(features))
+        return self.classifier(self.dropout(features))
 
     def fingerprint(self) -> str:
         """A digest of what decides the teacher's logits: its weights and how it reads text (config,
@@ -202,9 +222,7 @@ class Teacher(LabelModel):
     def write_files(self, directory: Path, optimizer_state: dict | None = None) -> None:
         """The checkpoint schema of docs/models/teacher.md, plus the encoder's config and tokenizer
         so it loads offline."""
-        with atomic_directory(directory / ENCODER_DIR) as encoder_dir:
-            self.encoder.config.save_pretrained(encoder_dir)
-            self.tokenizer.save_pretrained(encoder_dir)
+        save_encoder_folder(directory, self.encoder, self.tokenizer)
         save_checkpoint(directory / CHECKPOINT, self.checkpoint(optimizer_state))
         write_model_card(directory, {"kind": "teacher", "model": type(self).__name__, "task": self.config.task,
                                      "labels": self.hierarchy.labels},
@@ -241,9 +259,5 @@ class Teacher(LabelModel):
         directory = Path(directory)
         config, training = split_checkpoint_config(checkpoint["config"], str(directory / CHECKPOINT),
                                                    card_version(card))
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(directory / ENCODER_DIR)
-            encoder = encoder_from_config(directory / ENCODER_DIR)
-        except (OSError, ValueError) as err:
-            raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
+        encoder, tokenizer = load_encoder_folder(directory)
         return cls(config, LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer, training)
