@@ -7,6 +7,7 @@ from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline
 from distill.models import load_model
+from distill.models.multitask import refuse_multitask
 
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),
@@ -14,6 +15,7 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process."""
     rows = []
     for directory in model_dirs:
+        refuse_multitask(directory, "compare")
         model = load_model(directory)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)

@@ -36,6 +36,7 @@ from distill.metrics import classification_metrics, headline, tagging_metrics
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
 from distill.models.card import write_model_card
+from distill.models.multitask import refuse_multitask
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
 
@@ -207,6 +208,7 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         raise DistillError("--quantize int8 needs --check-data: held-back labelled data on which the int8 model's "
                            "labels and score are compared with the fp32 model's")
     card = read_model_card(model_dir)
+    refuse_multitask(model_dir, "export")
     if card.get("format") == "onnx":
         raise DistillError(f"{model_dir}: is already an ONNX export; export from the PyTorch model directory "
                            "it came from")

@@ -298,3 +298,12 @@ def single_teacher(model: Teacher | MultiTaskTeacher, head: str | None, where: s
         raise DistillError(f"{where}: is a multi-task teacher: name the head to distil with --head "
                            f"(one of {', '.join(model.names)})")
     return with_head(model, head, where)
+
+
+def refuse_multitask(directory: str | Path, command: str) -> None:
+    """`command` works on one model with one label set: a multi-task teacher is refused with why."""
+    from distill.models import read_model_card
+    card = read_model_card(directory)
+    if card["kind"] == KIND:
+        raise DistillError(f"{directory}: {command} does not take a multi-task teacher yet (its heads: "
+                           f"{', '.join(card.get('heads', {}))}); use evaluate --head and predict instead")

@@ -1,0 +1,246 @@
+"""The multi-task teacher: one encoder, a head per task, trained by the one loop, used head by head
+or all heads in one encoder pass."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from distill.errors import DistillError
+from distill.inference import evaluate, predict_logits
+from distill.models import load_model
+from distill.models.multitask import MultiTaskTeacher, TaskSampling
+from distill.models.teacher import Teacher
+from distill.training import FitTask, epoch_batches, training_batches
+from tests.conftest import SAMPLES, cli, interrupt_evaluation
+
+SENTIMENT = f"sentiment:classification:{SAMPLES / 'sentiment_train.csv'}:{SAMPLES / 'sentiment_dev.csv'}"
+NER = f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}"
+
+
+def train_args(encoder: str, output, *extra: str) -> list:
+    return ["teacher", "--encoder", encoder, "--epochs", "2", "--encoder-lr", "1e-3", "--max-length", "128",
+            "--task-spec", SENTIMENT, "--task-spec", f"{NER}:pre_classifier=true", "--output", output, "--quiet",
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def multitask_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("multitask") / "teacher"
+    cli(*train_args(tiny_encoder_dir, out))
+    return str(out)
+
+
+def run_cli(*args) -> tuple[int, str]:
+    """nlp-train in-process: its exit status and what it printed to stderr."""
+    import contextlib
+    import io
+
+    from procedures.cli import main
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors), pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    return exit_info.value.code, errors.getvalue()
+
+
+def texts_and_tokens() -> tuple[list[str], list[list[str]]]:
+    lines = (SAMPLES / "unlabeled_news.txt").read_text(encoding="utf-8").splitlines()[:40]
+    return lines, [line.split() for line in lines]
+
+
+def test_checkpoint_keeps_the_teacher_schema_with_per_head_parts_and_round_trips(multitask_teacher, tmp_path):
+    checkpoint = torch.load(f"{multitask_teacher}/checkpoint.pt", weights_only=True)
+    assert sorted(checkpoint) == ["classifier_state_dict", "config", "encoder_state_dict", "hierarchy",
+                                  "optimizer_state_dict"]
+    assert sorted(checkpoint["config"]["heads"]) == sorted(checkpoint["hierarchy"]) == \
+        sorted(checkpoint["classifier_state_dict"]) == ["ner", "sentiment"]
+    assert checkpoint["config"]["heads"]["ner"]["pre_classifier"] is True
+    assert checkpoint["config"]["heads"]["sentiment"]["pre_classifier"] is False
+    assert "pre_classifier.weight" in checkpoint["classifier_state_dict"]["ner"]
+    card = json.loads((Path(multitask_teacher) / "distill.json").read_text())
+    assert card["kind"] == "multitask-teacher" and card["heads"]["sentiment"]["labels"] == ["negative", "positive"]
+
+    model = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    assert model.names == ["sentiment", "ner"] and model.task == "tagging"
+    assert isinstance(load_model(multitask_teacher), MultiTaskTeacher)
+    model.save_pretrained(tmp_path / "copy")
+    again = MultiTaskTeacher.from_pretrained(tmp_path / "copy")
+    state, copied = model.state_dict(), again.state_dict()
+    assert sorted(state) == sorted(copied) and all(torch.equal(state[k], copied[k]) for k in state)
+    _, tokens = texts_and_tokens()
+    assert again.predict(tokens) == model.predict(tokens)
+    with pytest.raises(DistillError, match="multitask-teacher directory, expected a teacher"):
+        Teacher.from_pretrained(multitask_teacher)
+
+
+def test_task_sampling_weights_follow_data_size_temperature_or_uniform():
+    sizes = {"big": 900, "small": 100}
+    assert TaskSampling().weights(sizes) == pytest.approx({"big": 0.9, "small": 0.1})
+    assert TaskSampling("temperature", 2.0).weights(sizes) == pytest.approx({"big": 0.75, "small": 0.25})
+    assert TaskSampling("uniform").weights(sizes) == pytest.approx({"big": 0.5, "small": 0.5})
+    with pytest.raises(DistillError, match="cannot select on 'nope'"):
+        TaskSampling(select="nope").check(["big", "small"])
+
+
+def test_epoch_batches_are_seeded_single_task_batches_in_the_sampled_proportions():
+    big, small = [f"b{i}" for i in range(400)], [f"s{i}" for i in range(100)]
+    tasks = {"big": FitTask(None, None, big, None, [], [], "accuracy", 0.2),
+             "small": FitTask(None, None, small, None, [], [], "accuracy", 0.8)}
+    draw = lambda seed: epoch_batches(tasks, 10, torch.Generator().manual_seed(seed))  # noqa: E731
+    first = draw(1)
+    assert first == draw(1) and first != draw(2)
+    assert len(first) == 50  # as many steps as the tasks have batches together
+    for name, indices in first:
+        assert all(i < len(tasks[name].train_examples) for i in indices)
+    counts = Counter(name for seed in range(20) for name, _ in draw(seed))
+    assert counts["small"] / sum(counts.values()) == pytest.approx(0.8, abs=0.03)
+    # the small task is drawn far more often than it has batches: it starts further passes over its data
+    assert Counter(i for name, indices in first if name == "small" for i in indices).most_common(1)[0][1] > 1
+    # one task: exactly the single-task batches
+    one = {"big": tasks["big"]}
+    assert [b for _, b in epoch_batches(one, 10, torch.Generator().manual_seed(3))] == \
+        training_batches(big, 10, torch.Generator().manual_seed(3))
+
+
+def test_training_logs_every_heads_dev_metrics_and_picks_the_best_mean(multitask_teacher):
+    history = [json.loads(line) for line in open(f"{multitask_teacher}/metrics.jsonl", encoding="utf-8")]
+    assert [record["epoch"] for record in history] == [1, 2]
+    for record in history:
+        dev = record["dev"]
+        assert dev["mean"] == pytest.approx((dev["sentiment"]["accuracy"] + dev["ner"]["f1"]) / 2)
+        assert sum(record["task_batches"].values()) == 8 + 10  # 240 texts and 300 sentences, 32 a batch
+    summary = json.loads(open(f"{multitask_teacher}/train_summary.json", encoding="utf-8").read())
+    assert summary["best"]["dev"]["mean"] == max(record["dev"]["mean"] for record in history)
+    assert summary["sampling_weights"]["sentiment"] == pytest.approx(240 / 540)
+
+
+def test_evaluate_scores_one_head_as_that_heads_teacher_would(multitask_teacher, tmp_path):
+    cli("evaluate", multitask_teacher, SAMPLES / "ner_dev.conll", "--head", "ner", "--output", tmp_path / "ner.json",
+        "--quiet")
+    written = json.loads((tmp_path / "ner.json").read_text())
+    model = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    from distill.data import read_split
+    examples, gold = read_split(str(SAMPLES / "ner_dev.conll"), "tagging")
+    expected = evaluate(model.head("ner"), examples, gold)
+    assert written["head"] == "ner" and written["f1"] == pytest.approx(expected["f1"])
+    status, error = run_cli("evaluate", multitask_teacher, SAMPLES / "ner_dev.conll")
+    assert status == 2 and "scored one head at a time" in error
+
+
+def test_pseudo_label_writes_every_head_from_one_encoder_pass(multitask_teacher, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    model = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    passes = []
+    model.encoder.register_forward_hook(lambda *args: passes.append(1))
+    texts, tokens = texts_and_tokens()
+    from distill.models.multitask import predict_heads
+    predict_heads(model, tokens, batch_size=64)
+    assert len(passes) == 1  # 40 sentences, one batch: one encoder pass for both heads
+
+    output = tmp_path / "pseudo.jsonl"
+    (tmp_path / "input.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    cli("pseudo-label", "--teacher", multitask_teacher, "--input", tmp_path / "input.txt", "--output", output,
+        "--quiet")
+    records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == len(texts)
+    sentiment, ner = model.head("sentiment").predict(texts), model.head("ner").predict(tokens)
+    for record, label, tags in zip(records, sentiment, ner):
+        assert set(record["heads"]) == {"sentiment", "ner"}
+        assert record["heads"]["sentiment"]["label"] == label  # one window each: as the head alone reads it
+        assert record["heads"]["ner"]["tags"] == tags
+        assert record["confidence"] == min(h["confidence"] for h in record["heads"].values())
+        assert record["tokens"] == record["text"].split()
+    # one cache folder per head; a second run reads them all and runs no encoder pass
+    assert len(list((tmp_path / "cache" / "teacher-logits").iterdir())) == 2
+    from distill.pseudo_label import pseudo_label
+    stats = pseudo_label(multitask_teacher, str(tmp_path / "input.txt"), str(tmp_path / "again.jsonl"),
+                         progress=False, device="cpu")
+    assert stats["cached"] == len(texts)
+
+
+@pytest.mark.parametrize("head, model, train, dev", [
+    ("sentiment", "lstm", "sentiment_train.csv", "sentiment_dev.csv"),
+    ("ner", "lstm-tagger", "ner_train.conll", "ner_dev.conll"),
+])
+def test_kd_distils_one_head_with_its_own_logit_cache(multitask_teacher, tmp_path, monkeypatch, head, model, train,
+                                                      dev):
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "student"
+    cli("kd", "--teacher", multitask_teacher, "--head", head, "--model", model, "--train", SAMPLES / train,
+        "--dev", SAMPLES / dev, "--output", out, "--epochs", "1", "--quiet")
+    summary = json.loads((out / "train_summary.json").read_text())
+    teacher = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    assert summary["kd"]["head"] == head
+    assert summary["cache_dir"].endswith(teacher.head(head).fingerprint())
+    assert load_model(out).hierarchy.labels == teacher.head(head).hierarchy.labels
+    status, error = run_cli("kd", "--teacher", multitask_teacher, "--model", model, "--train", SAMPLES / train,
+                            "--dev", SAMPLES / dev, "--output", tmp_path / "other", "--epochs", "1", "--quiet")
+    assert status == 2 and "name the head to distil with --head" in error
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "{teacher}", SAMPLES / "ner_dev.conll", "--head", "nope"],
+    ["predict", "{teacher}", SAMPLES / "unlabeled_news.txt", "--head", "nope"],
+    ["pseudo-label", "--teacher", "{teacher}", "--input", SAMPLES / "unlabeled_news.txt", "--output", "{out}",
+     "--head", "nope"],
+    ["kd", "--teacher", "{teacher}", "--head", "nope", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
+     "--dev", SAMPLES / "sentiment_dev.csv", "--output", "{out}"],
+])
+def test_a_head_that_does_not_exist_is_refused_in_one_line(multitask_teacher, tmp_path, command):
+    args = [str(a).format(teacher=multitask_teacher, out=tmp_path / "out") for a in command]
+    status, error = run_cli(*args)
+    assert status == 2
+    assert error.strip() == "error: no head 'nope': this teacher's heads are sentiment, ner"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_single_task_teacher_loads_and_predicts_as_before(tiny_classifier_teacher, tmp_path):
+    """The single-task path writes the files it always did, and `--head` does not apply to it."""
+    checkpoint = torch.load(f"{tiny_classifier_teacher}/checkpoint.pt", weights_only=True)
+    assert "heads" not in checkpoint["config"] and checkpoint["config"]["task"] == "classification"
+    assert all(isinstance(v, torch.Tensor) for v in checkpoint["classifier_state_dict"].values())
+    teacher = Teacher.from_pretrained(tiny_classifier_teacher)
+    texts, _ = texts_and_tokens()
+    from distill.models.multitask import load_teacher
+    loaded = load_teacher(tiny_classifier_teacher)
+    assert type(loaded) is Teacher
+    assert torch.equal(predict_logits(loaded, texts).logits, predict_logits(teacher, texts).logits)
+    # forward is the pre-multi-task formula: Linear(dropout(features)) on the first token's state
+    inputs, _ = teacher.prepare(texts[:4])
+    with torch.inference_mode():
+        hidden = teacher.encoder(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        expected = teacher.classifier(hidden.last_hidden_state[:, 0])
+        assert torch.allclose(teacher(**inputs), expected)
+    status, error = run_cli("predict", tiny_classifier_teacher, SAMPLES / "unlabeled_movies.txt", "--head", "x")
+    assert status == 2 and "not a multi-task teacher" in error
+
+
+def test_task_spec_mistakes_are_refused_before_training(tiny_encoder_dir, tmp_path):
+    for extra, message in [(["--train", SAMPLES / "sentiment_train.csv"], "--train is for a single-task teacher"),
+                           (["--task-spec", "other:classification:a:b:c"], "use NAME:classification|tagging"),
+                           (["--task-spec", f"{SENTIMENT}:colour=red"], "unknown setting 'colour'"),
+                           (["--task-spec", SENTIMENT], "task name 'sentiment' is given twice")]:
+        status, error = run_cli(*train_args(tiny_encoder_dir, tmp_path / "t"), *extra)
+        assert status == 2 and message in error, error
+        assert not (tmp_path / "t").exists()
+    status, error = run_cli("teacher", "--encoder", tiny_encoder_dir, "--output", tmp_path / "t",
+                            "--task-sampling", "uniform", "--task", "classification",
+                            "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv")
+    assert status == 2 and "--task-sampling is for a multi-task teacher" in error
+
+
+def test_an_interrupted_multitask_run_resumes_to_the_same_teacher(tiny_encoder_dir, multitask_teacher, tmp_path,
+                                                                  monkeypatch):
+    out = tmp_path / "teacher"
+    interrupt_evaluation(monkeypatch, call=3)  # epoch 2's first head: resume state from epoch 1 is on disk
+    status, _ = run_cli(*train_args(tiny_encoder_dir, out))
+    assert status == 130
+    monkeypatch.undo()
+    cli(*train_args(tiny_encoder_dir, out, "--resume"))
+    resumed = MultiTaskTeacher.from_pretrained(out).state_dict()
+    whole = MultiTaskTeacher.from_pretrained(multitask_teacher).state_dict()
+    assert all(torch.equal(resumed[k], whole[k]) for k in whole)
