@@ -1,6 +1,7 @@
-"""The Python API's three ways to train, all through the one loop of `distill.training.fit`:
+"""The Python API's ways to train, all through the one loop of `distill.training.fit_tasks`:
 
 * `train_teacher`: fine-tune the transformer teacher on labelled data;
+* `train_multitask_teacher`: one encoder with a head per task, each batch from one task;
 * `train_student`: a small student on gold labels alone (the baseline distillation must beat);
 * `Distiller`: a student against a teacher's logits, with optional unlabelled text.
 
@@ -225,16 +226,16 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                 torch.manual_seed(training.seed)
                 model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
             weights = sampling.weights({name: len(train_sets[name]) for name in heads})
-            fit_tasks_ = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
-                                        train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,
-                                        dev_sets[name].labels, t.select_metric, weights[name])
-                          for name, (_, hierarchy, t) in heads.items()}
+            by_task = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
+                                     train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,
+                                     dev_sets[name].labels, t.select_metric, weights[name])
+                       for name, (_, hierarchy, t) in heads.items()}
             steps = sum(-(-len(s) // training.batch_size) for s in train_sets.values()) * training.epochs
             optimizer, scheduler = teacher_optimizer(model, training, steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
                                    sampling.select, progress=env.progress)
             labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}
-            return _fit_tasks(model, fit_tasks_, optimizer, scheduler, settings, run,
+            return _fit_tasks(model, by_task, optimizer, scheduler, settings, run,
                               lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
                               {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights})
 

@@ -1,5 +1,9 @@
 """The one training loop: teacher, student and kd runs differ only in model and objective.
 
+A multi-task teacher's run is the same loop over several `FitTask`s (one per head, each a view of
+the one model with its own data and objective): each batch is one task's, in a seeded sampled
+order (`epoch_batches`), and every head is scored on dev after each epoch.
+
 An `Objective` gives a batch's loss as terms, each a sum and the denominator that averages it
 (`distill.losses.LossSum`); a batch holds the example ``indices`` (so a distiller can look up
 teacher logits), the model's ``inputs``, the ``mask`` of scored words (tagging), the gold

@@ -244,3 +244,16 @@ def test_an_interrupted_multitask_run_resumes_to_the_same_teacher(tiny_encoder_d
     resumed = MultiTaskTeacher.from_pretrained(out).state_dict()
     whole = MultiTaskTeacher.from_pretrained(multitask_teacher).state_dict()
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
+
+
+def test_one_pass_classification_reads_an_example_from_the_mean_of_its_windows(multitask_teacher):
+    from distill.models.multitask import mean_per_example, predict_heads
+    # rows: example 0 in two windows, example 1 in one, example 2 with no word (no sub-token at all)
+    slots = torch.tensor([[0, 1], [2, -1], [4, 5], [-1, -1]])
+    features = torch.tensor([[1.0], [3.0], [5.0], [7.0]])
+    assert mean_per_example(features, slots, torch.tensor([3, 3])).tolist() == [[2.0], [5.0], [7.0]]
+    model = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    texts, tokens = texts_and_tokens()
+    together = predict_heads(model, tokens)["sentiment"].logits
+    alone = predict_logits(model.head("sentiment"), texts).logits
+    assert torch.allclose(together, alone, atol=1e-5)  # texts within max_length: the very same input

@@ -13,7 +13,7 @@ for all heads (`forward` returns every head's logits). The checkpoint keeps the 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
 from distill.errors import DistillError
-from distill.inference import ExampleLogits, prediction_records, score_examples
+from distill.inference import ExampleLogits, decode_labels, prediction_records, score_examples
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
@@ -169,7 +169,6 @@ class MultiTaskTeacher(LabelModel):
 
     def predict(self, examples: Sequence, batch_size: int = 64) -> dict[str, list]:
         """Every head's labels for `examples` (token lists when a head tags, else texts), by name."""
-        from distill.inference import decode_labels
         results = predict_heads(self, list(examples), batch_size)
         return {name: decode_labels(self.head(name), results[name]) for name in self.names}
 
@@ -202,6 +201,9 @@ class MultiTaskTeacher(LabelModel):
                                "and head weights do not match)")
         where = str(directory / CHECKPOINT)
         parts = {name: split_checkpoint_config(settings, where, card_version(card)) for name, settings in heads.items()}
+        unknown = sorted(set(config) - {"heads"} - {f.name for f in fields(TaskSampling)})
+        if unknown:
+            raise DistillError(f"{where}: unknown teacher setting(s) {', '.join(unknown)}")
         sampling = TaskSampling(**{k: v for k, v in config.items() if k != "heads"})
         encoder, tokenizer = load_encoder_folder(directory)
         model = cls({name: (config_, LabelHierarchy.from_dict(checkpoint["hierarchy"][name]), training)
