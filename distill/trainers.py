@@ -208,13 +208,15 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
         raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
     check_head_names([spec.name for spec in tasks])
     sampling.check([spec.name for spec in tasks])
+    if training.encoder_lr is None:  # one encoder, one learning rate: the lowest of the tasks' defaults
+        training = replace(training, encoder_lr=min(training.for_task(spec.task).encoder_lr for spec in tasks))
     with runtime(env.precision, env.threads):
         heads, train_sets, dev_sets = {}, {}, {}
         for spec in tasks:
             hierarchy, train_sets[spec.name], dev_sets[spec.name] = _labelled(spec.train, spec.dev, spec.task, data)
             head_config = replace(config, task=spec.task, pooling=spec.pooling or config.pooling,
                                   pre_classifier=config.pre_classifier if spec.pre_classifier is None
-                                  else spec.pre_classifier)
+                                  else spec.pre_classifier).resolved()
             head = replace(training, class_weights=training.class_weights if spec.class_weights is None
                            else spec.class_weights, select_metric=spec.select_metric or training.select_metric)
             heads[spec.name] = (head_config, hierarchy, _selecting(head, spec.task, hierarchy))

@@ -283,7 +283,7 @@ def report(message: str) -> None:
         click.echo(message)
 
 
-TASK_SPEC_SETTINGS = {"pre_classifier": "true or false", "pooling": "first or mean",
+TASK_SPEC_SETTINGS = {"pre_classifier": "true or false", "pooling": "auto, first or mean",
                       "class_weights": "none, inverse or numbers joined by ,", "select_metric": ", ".join(SELECTABLE)}
 
 
@@ -302,7 +302,7 @@ def parse_task_spec(value: str):
         if key not in TASK_SPEC_SETTINGS:
             raise click.BadParameter(f"{value!r}: unknown setting {key!r}; a task takes "
                                      f"{', '.join(TASK_SPEC_SETTINGS)}", param_hint="'--task-spec'")
-        choices = {"pre_classifier": {"true": True, "false": False}, "pooling": {"first": "first", "mean": "mean"},
+        choices = {"pre_classifier": {"true": True, "false": False}, "pooling": {p: p for p in ("auto", "first", "mean")},
                    "select_metric": {m: m for m in SELECTABLE}}.get(key)
         if choices is not None and text not in choices:
             raise click.BadParameter(f"{value!r}: {key} is {TASK_SPEC_SETTINGS[key]}", param_hint="'--task-spec'")
