@@ -68,6 +68,7 @@ class TaskSampling:
 
 
 def check_head_names(names: Sequence[str]) -> None:
+    """Two or more distinct names fit for options, file names and metrics records."""
     if len(names) < 2:
         raise DistillError("a multi-task teacher needs at least two tasks; train a single task with --task")
     duplicate = next((n for n in names if list(names).count(n) > 1), None)
