@@ -15,6 +15,7 @@ from distill.io import write_json
 from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
 from distill.outputs import file_output
+from distill.truncation import warn_if_truncated
 
 
 def is_metrics_file(path: Path) -> bool:
@@ -36,6 +37,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         model = load_model(model_dir, device=device)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
+        warn_if_truncated(model, examples, data_path)
         metrics = evaluate(model, examples, gold, batch_size, progress)
         result = {"model": str(model_dir), "data": data_path, "examples": len(examples), **metrics}
         if distributed.is_main():
@@ -55,6 +57,7 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
     else:
         data = read_unlabelled(input_path, model.task)
         examples = data["text"] if model.task == "classification" else data["tokens"]
+    warn_if_truncated(model, examples, "stdin" if input_path in (None, "-") else input_path)
     count = 0
     for record in prediction_records(model, examples, batch_size, with_logits=with_logits):
         out.write(json.dumps(record, ensure_ascii=False) + "\n")

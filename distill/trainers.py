@@ -36,6 +36,7 @@ from distill.models.students import StudentConfig, StudentModel
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, Objective, RunState, SupervisedObjective, TrainSettings, fit, runtime,
                               training_run)
+from distill.truncation import warn_if_truncated
 
 SUMMARY_FILE = "train_summary.json"
 LOG_FILE = "metrics.jsonl"
@@ -160,6 +161,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
+            warn_if_truncated(model, train_set.inputs, train_set.source)
             steps = -(-len(train_set) // training.batch_size) * training.epochs
             optimizer, scheduler = teacher_optimizer(model, training, steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
