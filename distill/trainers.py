@@ -319,6 +319,7 @@ class Distiller:
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
+        warn_if_truncated(teacher, examples, train.source + (f" and {extra.source}" if extra else ""))
         model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)

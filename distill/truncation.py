@@ -2,9 +2,10 @@
 
 A teacher reads `max_length` sub-tokens of a text (or `max_windows` overlapping windows of them,
 `TeacherConfig.long_inputs`); the rest of a longer text never reaches it, which would otherwise go
-unnoticed. Teacher training, `evaluate`, `predict` and `pseudo-label` count the texts that are cut
-and the sub-tokens they lose before any batch runs, and warn on the main process. Tagging cuts
-nothing: a long sentence is read in windows at word boundaries (`distill.features.encode_words`).
+unnoticed. Teacher training, `evaluate`, `predict`, `pseudo-label` and `kd` (over its transfer set)
+count the texts that are cut and the sub-tokens they lose before any batch runs, and warn on the
+main process. Tagging cuts nothing: a long sentence is read in windows at word boundaries
+(`distill.features.encode_words`).
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def expected_warning(tokenizer, path: Path, reach: int) -> tuple[int, int]:
     return len(lost), round(sum(lost) / len(lost))
 
 
-def test_evaluate_predict_and_pseudo_label_warn_once_with_the_share_cut(tiny_classifier_teacher, long_test_file,
+def test_evaluate_predict_pseudo_label_and_kd_warn_once_with_the_share_cut(tiny_classifier_teacher, long_test_file,
                                                                         tokenizer, tmp_path, caplog, capsys):
     cut, lost = expected_warning(tokenizer, long_test_file, 62)
     assert cut == 2 and lost > 10
@@ -235,10 +235,15 @@ def test_evaluate_predict_and_pseudo_label_warn_once_with_the_share_cut(tiny_cla
     cli("predict", tiny_classifier_teacher, texts, "--batch-size", "1")
     cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input", texts, "--output", tmp_path / "p.jsonl",
         "--no-cache", "--quiet", "--chunk-size", "1")
+    cli("kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", long_test_file, "--dev",
+        SAMPLES / "sentiment_dev.csv", "--unlabeled", texts, "--output", tmp_path / "kd", "--cache-dir",
+        tmp_path / "cache", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1", "--quiet")
     warned = warnings_of(caplog)
-    assert [w.split(": ", 2)[1] for w in warned] == [str(long_test_file), str(texts), str(texts)]  # one per run
-    assert all(w.startswith("warning: ") and f": 2 of 4 {message}" in w and "--long-inputs windows" in w
-               for w in warned)
+    assert [w.split(": ", 2)[1] for w in warned] == [str(long_test_file), str(texts), str(texts),
+                                                     f"{long_test_file} and {texts}"]  # one per run
+    assert all(w.startswith("warning: ") and "--long-inputs windows" in w for w in warned)
+    assert [f": 2 of 4 {message}" in w for w in warned[:3]] == [True] * 3
+    assert f": 4 of 8 {message}" in warned[3]  # kd's transfer set: the labelled texts and the same ones unlabelled
 
 
 def test_training_warns_once_and_windows_read_what_truncation_cuts(tiny_encoder_dir, long_test_file, tmp_path,
