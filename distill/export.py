@@ -50,7 +50,7 @@ TRACE_EXAMPLES = {"classification": ["a first example to trace , longer than the
 AXES = {"input_ids": {0: "windows", 1: "tokens"}, "attention_mask": {0: "windows", 1: "tokens"},
         "word_positions": {0: "windows", 1: "words"}, "word_ids": {0: "batch", 1: "words"},
         "lengths": {0: "batch"}, "char_ids": {0: "distinct_words", 1: "chars"},
-        "word_rows": {0: "batch", 1: "words"}}
+        "word_rows": {0: "batch", 1: "words"}, "window_weights": {0: "batch", 1: "windows"}}
 # What int8 quantizes: the weights of matrix products, attention, LSTMs and convolutions. Not the
 # embedding tables (Gather): on 300 RT dev sentences, quantizing the teacher's too changed 9 labels
 # against fp32 instead of 3; per-tensor scales instead of per-channel ones changed 16.
@@ -91,7 +91,7 @@ def export_onnx(model: LabelModel, path: Path) -> None:
     onnx_module()
     inputs, _ = model.prepare(TRACE_EXAMPLES[model.task])
     inputs = {name: tensor.cpu() for name, tensor in inputs.items() if name not in GRID_INPUTS}
-    rows = "windows" if "input_ids" in inputs else "batch"
+    rows = "windows" if "input_ids" in inputs and "window_weights" not in inputs else "batch"
     output_axes = {0: rows, 1: "words"} if model.task == "tagging" else {0: rows}
     model = model.cpu().eval()
     with warnings.catch_warnings(), torch.no_grad(), native_stderr_silenced():

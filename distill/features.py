@@ -3,6 +3,8 @@
 A tagging sentence longer than the encoder's window is cut into consecutive windows at word
 boundaries, so every word is scored. A word the tokenizer turns into no sub-token at all (a
 zero-width character, say) appears in no window: it gets no loss, no metric and no distill term.
+A text to classify is truncated to one window, or read in up to `max_windows` overlapping windows
+(`TeacherConfig.long_inputs`); `text_reach` says how many of a text's sub-tokens the teacher reads.
 """
 
 from __future__ import annotations
@@ -34,19 +36,59 @@ class Window:
     word_positions: list[int]
 
 
-def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int) -> list[Window]:
-    """One window per text, truncated to `max_length`; the model reads the first token's state."""
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-    return [Window(i, row, [], []) for i, row in enumerate(ids)]
+def window_frame(tokenizer: PreTrainedTokenizerBase, max_length: int) -> tuple[list[int], list[int], int]:
+    """A window's special tokens before and after its content, and the content sub-tokens it holds."""
+    prefix, suffix = special_token_frame(tokenizer)
+    capacity = max_length - len(prefix) - len(suffix)
+    if capacity < 1:
+        raise ValueError(f"max_length {max_length} leaves no room between special tokens")
+    return prefix, suffix, capacity
+
+
+def window_starts(length: int, capacity: int, overlap: int, max_windows: int) -> list[int]:
+    """Where the windows of a text of `length` sub-tokens start: every `capacity - overlap` sub-tokens
+    until one reaches the end, at most `max_windows` of them (a short text: one window at 0)."""
+    step = capacity - overlap
+    needed = 1 + max(0, -(-(length - capacity) // step))
+    return [i * step for i in range(min(needed, max_windows))]
+
+
+def text_reach(capacity: int, overlap: int, max_windows: int) -> int:
+    """Sub-tokens of a text that its windows read: beyond that, the text is cut."""
+    return capacity + (max_windows - 1) * (capacity - overlap)
+
+
+def content_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's sub-token ids without special tokens, uncut (and no warning about its length)."""
+    return tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+
+
+def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int,
+                 overlap: int = 0, max_windows: int = 1) -> list[Window]:
+    """A text's windows of `max_length`: one, truncated (the default), or up to `max_windows`
+    overlapping ones, in text order, so a long text is read whole; the model pools each window."""
+    if max_windows == 1:  # the tokenizer's own truncation: what teachers have always read
+        ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        return [Window(i, row, [], []) for i, row in enumerate(ids)]
+    prefix, suffix, capacity = window_frame(tokenizer, max_length)
+    return [Window(example, prefix + ids[start:start + capacity] + suffix, [], [])
+            for example, ids in enumerate(content_ids(tokenizer, texts))
+            for start in window_starts(len(ids), capacity, overlap, max_windows)]
+
+
+def window_means(windows: Sequence[Window], examples: int) -> torch.Tensor:
+    """An (examples, windows) matrix whose product with per-window features is each example's mean
+    over its windows: the windows-to-example mapping, also as an exported graph's input."""
+    weights = torch.zeros((examples, len(windows)))
+    for column, window in enumerate(windows):
+        weights[window.example, column] = 1.0
+    return weights / weights.sum(1, keepdim=True)
 
 
 def encode_words(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[Sequence[str]],
                  max_length: int) -> list[Window]:
     """Windows of whole words for tagging; each word is predicted from its first sub-token."""
-    prefix, suffix = special_token_frame(tokenizer)
-    capacity = max_length - len(prefix) - len(suffix)
-    if capacity < 1:
-        raise ValueError(f"max_length {max_length} leaves no room between special tokens")
+    prefix, suffix, capacity = window_frame(tokenizer, max_length)
     encoded = tokenizer([list(s) for s in sentences], is_split_into_words=True, add_special_tokens=False)
     windows: list[Window] = []
     for example in range(len(sentences)):

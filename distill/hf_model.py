@@ -48,6 +48,9 @@ def to_transformers(teacher: Teacher) -> tuple[PreTrainedModel, PreTrainedTokeni
     if not isinstance(teacher.encoder, DistilBertModel):
         raise DistillError(f"only DistilBERT-form teachers convert to a transformers head model, "
                            f"not {type(teacher.encoder).__name__}")
+    if teacher.config.long_inputs == "windows":
+        raise DistillError("a teacher with --long-inputs windows has no transformers head model: its head reads "
+                           "the mean of several windows, a transformers model reads one")
     labels = teacher.hierarchy.labels
     config = DistilBertConfig.from_dict({
         **teacher.encoder.config.to_dict(), "id2label": dict(enumerate(labels)),

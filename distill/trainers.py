@@ -38,6 +38,7 @@ from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
                               fit_tasks, runtime, training_run)
+from distill.truncation import warn_if_truncated
 
 SUMMARY_FILE = "train_summary.json"
 LOG_FILE = "metrics.jsonl"
@@ -170,6 +171,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
+            warn_if_truncated(model, train_set.inputs, train_set.source)
             steps = -(-len(train_set) // training.batch_size) * training.epochs
             optimizer, scheduler = teacher_optimizer(model, training, steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
@@ -392,6 +394,7 @@ class Distiller:
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
+        warn_if_truncated(teacher, examples, train.source + (f" and {extra.source}" if extra else ""))
         model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)

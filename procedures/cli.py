@@ -335,7 +335,17 @@ def parse_task_spec(value: str):
 @click.option("--epochs", default=3, show_default=True, type=POSITIVE_INT)
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
 @click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
-              help="Sub-tokens per input; longer tagging sentences are split into windows.")
+              help="Sub-tokens per input (per window); longer texts to classify are truncated unless "
+                   "--long-inputs windows, longer tagging sentences are always split into windows.")
+@click.option("--long-inputs", type=click.Choice(["truncate", "windows"]), default="truncate", show_default=True,
+              help="Classification texts longer than --max-length: truncate them, or read them whole in "
+                   "overlapping windows of --max-length whose pooled features are averaged (costs a forward "
+                   "pass per window).")
+@click.option("--window-overlap", default=32, show_default=True, type=click.IntRange(min=0),
+              help="--long-inputs windows: sub-tokens that consecutive windows share.")
+@click.option("--max-windows", default=8, show_default=True, type=POSITIVE_INT,
+              help="--long-inputs windows: at most this many windows per text (bounds a batch's memory); "
+                   "what lies beyond is cut, and reported.")
 @click.option("--encoder-lr", type=LEARNING_RATE,
               help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
                    "measured recipes].")
@@ -361,7 +371,8 @@ def parse_task_spec(value: str):
 @device_option
 @click.pass_context
 def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task, output,
-            encoder, epochs, batch_size, max_length, encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
+            encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
+            encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
             warmup, patience, select_metric, class_weights, seed, resume, overwrite, quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
     task (--task-spec, repeated)."""
@@ -379,8 +390,13 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
     if not task_specs and multi:
         option = "--" + multi[0].replace("_", "-")
         raise click.BadParameter(f"{option} is for a multi-task teacher (--task-spec)", param_hint=f"'{option}'")
+    for name in ("window_overlap", "max_windows"):
+        if long_inputs == "truncate" and given(context, name):
+            option = "--" + name.replace("_", "-")
+            raise click.BadParameter(f"{option} applies to --long-inputs windows", param_hint=f"'{option}'")
     config = TeacherConfig(task=task or "classification", encoder=encoder, dropout=dropout,
-                           pre_classifier=pre_classifier, pooling=pooling, max_length=max_length)
+                           pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
+                           long_inputs=long_inputs, window_overlap=window_overlap, max_windows=max_windows)
     training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
                                epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
                                select_metric=select_metric)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from get_data import RT_SEED, load_rt, movie_sentences, rt_labelled, rt_split, write_atomic, write_lines  # noqa: E402
+from get_data import RT_SEED, load_rt, movie_sentences, rt_labelled, seeded_split, write_atomic, write_lines  # noqa: E402
 
 TRAIN_SIZE = 2000
 UNLABELED_SIZE = 4000
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     df = load_rt()
-    parts = rt_split(rt_labelled(df), RT_SEED)
+    parts = seeded_split(rt_labelled(df), RT_SEED)
     if args.train_size > len(parts["train"]):
         fail(f"--train-size {args.train_size} exceeds the {len(parts['train'])} training rows")
     sentences = movie_sentences(df)

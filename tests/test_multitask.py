@@ -257,3 +257,24 @@ def test_one_pass_classification_reads_an_example_from_the_mean_of_its_windows(m
     together = predict_heads(model, tokens)["sentiment"].logits
     alone = predict_logits(model.head("sentiment"), texts).logits
     assert torch.allclose(together, alone, atol=1e-5)  # texts within max_length: the very same input
+
+
+def test_classification_heads_read_long_texts_in_the_same_windows_as_each_head_alone(tiny_encoder_dir):
+    """Texts read in windows (`long_inputs="windows"`, shared by the heads: one input for all) give
+    every head, in one pass, the logits that head computes alone."""
+    from distill.labels import LabelHierarchy
+    from distill.models.teacher import TeacherConfig, TeacherTraining
+    config = TeacherConfig(encoder=tiny_encoder_dir, max_length=16, long_inputs="windows", window_overlap=4)
+    heads = {"polarity": (config, LabelHierarchy(["negative", "positive"]), TeacherTraining()),
+             "topic": (config, LabelHierarchy(["film", "music", "sport"]), TeacherTraining())}
+    model = MultiTaskTeacher.from_encoder(heads).eval()
+    texts = ["a long and winding review of a film that goes on " * 6, "short"]
+    inputs, _ = model.prepare(texts)
+    assert inputs["window_weights"].shape[1] > len(texts)  # the long text really is read in several windows
+    with torch.no_grad():
+        together = model(**inputs)
+        for name in heads:
+            assert torch.allclose(together[name], model.head(name)(**inputs), atol=1e-6)
+    other = TeacherConfig(encoder=tiny_encoder_dir, max_length=16)
+    with pytest.raises(DistillError, match="long_inputs 'truncate' differs"):
+        MultiTaskTeacher.from_encoder({**heads, "topic": (other, LabelHierarchy(["a", "b"]), TeacherTraining())})

@@ -34,7 +34,7 @@ from distill.models.teacher import (CHECKPOINT, ENCODER_DIR, Teacher, TeacherCon
 
 KIND = "multitask-teacher"
 SAMPLING = ("proportional", "temperature", "uniform")
-SHARED_CONFIG = ("encoder", "max_length")  # one encoder reads every head's input
+SHARED_CONFIG = ("encoder", "max_length", "long_inputs", "window_overlap", "max_windows")  # one input for every head
 
 
 @dataclass
@@ -144,9 +144,11 @@ class MultiTaskTeacher(LabelModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
-                grid_shape: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                grid_shape: torch.Tensor | None = None, window_weights: torch.Tensor | None = None
+                ) -> dict[str, torch.Tensor]:
         """Every head's logits from one encoder pass. Over word windows, a classification head pools
-        each window and averages the windows of an example (one window: the same as the head alone)."""
+        each window and averages the windows of an example (one window: the same as the head alone);
+        texts read in windows (`--long-inputs windows`) are averaged by `window_weights`, as by one head."""
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         logits = {}
         for name, view in self._views.items():
@@ -157,6 +159,8 @@ class MultiTaskTeacher(LabelModel):
             features = pool(hidden, attention_mask, view.config.pooling)
             if word_slots is not None:
                 features = mean_per_example(features, word_slots, grid_shape)
+            elif window_weights is not None:
+                features = window_weights.to(features.dtype) @ features
             logits[name] = view.head_logits(features)
         return logits
 

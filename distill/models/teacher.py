@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
 from distill.errors import DistillError
-from distill.features import collate_windows, encode_texts, encode_words
+from distill.features import collate_windows, encode_texts, encode_words, window_frame, window_means
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
@@ -42,11 +42,24 @@ class TeacherConfig:
     pre_classifier: bool = False
     pooling: str = "auto"  # classification: "first" token's state, "mean" over real tokens, "auto": the encoder's own
     max_length: int = 128
+    # classification texts beyond max_length: "truncate", or read in "windows" (overlapping windows of
+    # max_length, each pooled, their features averaged); absent from older checkpoints: truncate
+    long_inputs: str = "truncate"
+    window_overlap: int = 32        # sub-tokens consecutive windows share
+    max_windows: int = 8            # per text: bounds a batch's windows; a longer text's rest is cut
+
+    @property
+    def windows_per_text(self) -> int:
+        """The most windows the teacher reads of a text to classify (1: truncated to max_length)."""
+        return self.max_windows if self.long_inputs == "windows" else 1
 
     def resolved(self) -> "TeacherConfig":
         """This config with "auto" pooling made concrete: mean pooling for encoders trained to give mean-pooled
         sentence embeddings (measured best for MiniLM on Rotten Tomatoes), the first token's state otherwise."""
         return self if self.pooling != "auto" else replace(self, pooling=native_pooling(self.encoder))
+
+
+LONG_INPUTS = ("truncate", "windows")
 
 
 @dataclass
@@ -80,6 +93,25 @@ def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[Teach
     data = {"pooling": "first", **data}  # checkpoints from before pooling was a setting read the first token
     return (TeacherConfig(**{k: v for k, v in data.items() if k in model_keys}),
             TeacherTraining(**{k: v for k, v in data.items() if k in training_keys}))
+
+
+def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse long-input settings that cannot work, before a teacher is built to train."""
+    if config.long_inputs not in LONG_INPUTS:
+        raise DistillError(f"long_inputs must be one of {', '.join(LONG_INPUTS)}, not {config.long_inputs!r}")
+    if config.long_inputs == "truncate":
+        return
+    if config.task != "classification":
+        raise DistillError("--long-inputs windows is for classification: tagging always reads a long sentence "
+                           "in windows at word boundaries")
+    if config.max_windows < 1 or config.window_overlap < 0:
+        raise DistillError(f"max_windows must be at least 1 and window_overlap at least 0, got "
+                           f"{config.max_windows} and {config.window_overlap}")
+    capacity = window_frame(tokenizer, config.max_length)[2]
+    if config.window_overlap >= capacity:
+        raise DistillError(f"--window-overlap {config.window_overlap} leaves the windows no room to advance: a "
+                           f"window of --max-length {config.max_length} holds {capacity} sub-tokens; use at most "
+                           f"{capacity - 1}")
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -146,6 +178,7 @@ class Teacher(LabelModel):
         if limit is not None and config.max_length > limit:
             raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions encoder "
                                f"{config.encoder} can read; use at most {limit}")
+        check_long_inputs(config, tokenizer)
         return cls(config, hierarchy, encoder, tokenizer, training_settings)
 
     @property
@@ -156,8 +189,12 @@ class Teacher(LabelModel):
         """Tokenize a batch. Tagging windows also carry, per word, its slot in the output grid."""
         device = self.device
         if self.task == "classification":
-            windows = encode_texts(self.tokenizer, examples, self.config.max_length)
+            config = self.config
+            windows = encode_texts(self.tokenizer, examples, config.max_length, config.window_overlap,
+                                   config.windows_per_text)
             inputs = collate_windows(windows, self.tokenizer.pad_token_id)
+            if config.long_inputs == "windows":
+                inputs["window_weights"] = window_means(windows, len(examples))
             return {k: v.to(device) for k, v in inputs.items()}, None
         windows = encode_words(self.tokenizer, examples, self.config.max_length)
         inputs = collate_windows(windows, self.tokenizer.pad_token_id, tagging=True)
@@ -173,15 +210,18 @@ class Teacher(LabelModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
-                grid_shape: torch.Tensor | None = None) -> torch.Tensor:
+                grid_shape: torch.Tensor | None = None, window_weights: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (batch, labels) for classification, (sentences, words, labels) for tagging.
 
-        For tagging, each window's word logits are placed at `word_slots` of a
-        (sentences x words) grid; words no window holds keep zero logits.
+        A text read in windows has its windows' pooled features averaged (`window_weights`, examples x
+        windows) before the head. For tagging, each window's word logits are placed at `word_slots`
+        of a (sentences x words) grid; words no window holds keep zero logits.
         """
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         if word_positions is None:
             features = pool(hidden, attention_mask, self.config.pooling)
+            if window_weights is not None:
+                features = window_weights.to(features.dtype) @ features
         else:
             index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
             features = hidden.gather(1, index)

@@ -1,0 +1,88 @@
+"""How much of its texts a classification teacher cuts, reported once per run as one warning.
+
+A teacher reads `max_length` sub-tokens of a text (or `max_windows` overlapping windows of them,
+`TeacherConfig.long_inputs`); the rest of a longer text never reaches it, which would otherwise go
+unnoticed. Teacher training, `evaluate`, `predict`, `pseudo-label` and `kd` (over its transfer set)
+count the texts that are cut and the sub-tokens they lose before any batch runs, and warn on the
+main process. Tagging cuts nothing: a long sentence is read in windows at word boundaries
+(`distill.features.encode_words`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+from distill import distributed
+from distill.features import content_ids, text_reach, window_frame
+from distill.models.teacher import Teacher
+
+logger = logging.getLogger("distill")
+
+
+@dataclass
+class Truncation:
+    """Texts counted, those longer than the teacher reads, and the sub-tokens of those: all and lost."""
+
+    texts: int = 0
+    cut: int = 0
+    cut_sub_tokens: int = 0
+    lost_sub_tokens: int = 0
+
+    def __add__(self, other: "Truncation") -> "Truncation":
+        return Truncation(self.texts + other.texts, self.cut + other.cut,
+                          self.cut_sub_tokens + other.cut_sub_tokens, self.lost_sub_tokens + other.lost_sub_tokens)
+
+
+def classification_teacher(model) -> Teacher | None:
+    """The classification teacher that reads `model`'s text (a teacher, or its ONNX export), else None."""
+    teacher = getattr(model, "source", model)  # an OnnxModel prepares text with its source teacher
+    return teacher if isinstance(teacher, Teacher) and teacher.task == "classification" else None
+
+
+def reach(teacher: Teacher) -> int:
+    """Sub-tokens of a text the teacher reads."""
+    config = teacher.config
+    capacity = window_frame(teacher.tokenizer, config.max_length)[2]
+    return text_reach(capacity, config.window_overlap, config.windows_per_text)
+
+
+def count_truncation(teacher: Teacher, texts: Sequence[str]) -> Truncation:
+    """What `teacher` cuts of `texts`."""
+    limit = reach(teacher)
+    lengths = [len(ids) for ids in content_ids(teacher.tokenizer, texts)]
+    cut = [n for n in lengths if n > limit]
+    return Truncation(len(lengths), len(cut), sum(cut), sum(n - limit for n in cut))
+
+
+def truncation_message(teacher: Teacher, counted: Truncation, source: str) -> str | None:
+    """The warning for `counted` (None when nothing is cut): the share cut, the loss, what reads it all."""
+    if not counted.cut:
+        return None
+    config = teacher.config
+    if config.long_inputs == "windows":
+        limit = f"--max-windows {config.max_windows} of --max-length {config.max_length}"
+        remedy = "a teacher trained with a larger --max-windows reads them whole"
+    else:
+        limit = f"--max-length {config.max_length}"
+        remedy = "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole"
+    return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({counted.cut / counted.texts:.1%}) "
+            f"are longer than the {reach(teacher):,} sub-tokens the teacher reads ({limit}) and lose "
+            f"{counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
+            f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.0%} of their sub-tokens); {remedy}")
+
+
+def warn_truncation(model, counted: Truncation, source: str) -> None:
+    """Log the warning for `counted` on the main process."""
+    teacher = classification_teacher(model)
+    message = None if teacher is None else truncation_message(teacher, counted, source)
+    if message and distributed.is_main():
+        logger.warning(message)
+
+
+def warn_if_truncated(model, texts: Sequence, source: str) -> None:
+    """Warn once if `model` is a classification teacher that cuts some of `texts` (read from `source`)."""
+    teacher = classification_teacher(model)
+    if teacher is not None:
+        warn_truncation(teacher, count_truncation(teacher, texts), source)
