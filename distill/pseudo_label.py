@@ -28,7 +28,7 @@ from distill.errors import DistillError
 from distill.cache import LogitStore, teacher_logits
 from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
-from distill.models import load_model
+from distill.models import load_teacher
 from distill.outputs import file_output
 from distill.progress import progress_bar
 from distill.training import changed_settings, input_fingerprints, runtime_settings
@@ -173,7 +173,7 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
 def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
                cache_dir: str | None, use_cache: bool) -> dict:
-    teacher = load_model(teacher_dir, expect="teacher", device=device)
+    teacher = load_teacher(teacher_dir, device=device)
     store = LogitStore(teacher, cache_dir) if use_cache else None
     part = part_path(output, distributed.rank(), distributed.world_size())
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,

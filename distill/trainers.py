@@ -32,6 +32,7 @@ from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
+from distill.models import load_teacher
 from distill.models.students import StudentConfig, StudentModel
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, Objective, RunState, SupervisedObjective, TrainSettings, fit, runtime,
@@ -90,7 +91,7 @@ def _run(output: Output, inputs: dict[str, str | None], **settings) -> Iterator[
         yield run
 
 
-def _teacher_source(teacher: Teacher | str | Path | None) -> str | None:
+def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
     """A teacher as a run's signature records it: its directory, or a digest of one in memory."""
     if teacher is None or isinstance(teacher, (str, Path)):
         return None if teacher is None else str(teacher)
@@ -135,6 +136,18 @@ def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
     return replace(settings, select_metric=select_metric(settings.select_metric, task, hierarchy.scheme))
 
 
+def _student_settings(settings: TrainSettings, student: LabelModel | StudentConfig | str, task: str,
+                      hierarchy: LabelHierarchy) -> TrainSettings:
+    """`_selecting`, and the student's own default learning rate when `settings.lr` is None (2e-3 for
+    the LSTMs and CNNs, far less for pretrained transformer layers), so the run records the rate."""
+    settings = _selecting(settings, task, hierarchy)
+    if settings.lr is not None:
+        return settings
+    cls = type(student) if isinstance(student, LabelModel) else \
+        student_entry(student if isinstance(student, str) else student.model).cls
+    return replace(settings, lr=getattr(cls, "default_lr", StudentModel.default_lr))
+
+
 def teacher_optimizer(model: Teacher, training: TeacherTraining, total_steps: int):
     """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
     from transformers import get_linear_schedule_with_warmup
@@ -171,17 +184,18 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                         {"kind": "teacher", "labels": hierarchy.labels})
 
 
-def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
-                seed: int, teacher: Teacher | None = None) -> StudentModel:
+def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
+                seed: int, teacher: LabelModel | None = None) -> LabelModel:
     """A student ready to train: `student` itself if built already, else built from its config (or
     registered name, with default settings) with vocabularies covering `examples` and, given a
-    `teacher`, word embeddings started from the teacher's. Seeded, without touching the global RNG."""
-    if isinstance(student, StudentModel):
+    `teacher`, started from its weights (`build_from_teacher`: word embeddings from its sub-word
+    embeddings; a transformer student's layers and head). Seeded, without touching the global RNG."""
+    if isinstance(student, LabelModel):
         student.hierarchy.check_same(hierarchy, "student vs training data")
         return student
     config = student_entry(student).cls.config_class(model=student) if isinstance(student, str) else student
     if not isinstance(config, StudentConfig):
-        raise DistillError(f"student: give a StudentModel, a StudentConfig or a registered name, "
+        raise DistillError(f"student: give a student model, a StudentConfig or a registered name, "
                            f"not {type(student).__name__}")
     entry = student_entry(config.model)
     if not isinstance(config, entry.cls.config_class):
@@ -189,27 +203,25 @@ def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHie
                            f"got a {type(config).__name__}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = entry.cls.build(config, hierarchy, examples)
-        if teacher is not None:
-            from distill.embedding_init import init_from_teacher
-            init_from_teacher(model, teacher)
-    return model
+        if teacher is None:
+            return entry.cls.build(config, hierarchy, examples)
+        return entry.cls.build_from_teacher(config, hierarchy, examples, teacher)
 
 
-def _student_task(student: StudentModel | StudentConfig | str) -> str:
-    if isinstance(student, StudentModel):
+def _student_task(student: LabelModel | StudentConfig | str) -> str:
+    if isinstance(student, LabelModel):
         return student.task
     return student_entry(student if isinstance(student, str) else student.model).task
 
 
-def _student_run(model: StudentModel, objective: Objective, train: Examples, dev: Examples,
+def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples,
                  settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
     model.to(pick_device(env.device))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                settings.select_metric, progress=env.progress)
-    summary = {"kind": "student", "model": model.config.model, **summary}
+    summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
                 lambda d: model.save_pretrained(d, overwrite=True), summary)
 
@@ -219,21 +231,21 @@ def model_size_bytes(directory: str | Path) -> int:
     return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file() and f.suffix != ".jsonl")
 
 
-def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: Any,
+def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: Any,
                   settings: TrainSettings = TrainSettings(), class_weights: Any = None,
-                  teacher_embeddings: Teacher | str | None = None, data: DataOptions = DataOptions(),
+                  teacher_embeddings: LabelModel | str | None = None, data: DataOptions = DataOptions(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
-    its word embeddings from the teacher's."""
+    its word embeddings from the teacher's (a transformer student: its layers and head)."""
     with runtime(env.precision, env.threads):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-        settings = _selecting(settings, task, hierarchy)
+        settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, command="student", config=_config_of(student), settings=settings, data=data,
                   class_weights=class_weights) as run:
-            teacher = Teacher.from_pretrained(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
+            teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
             objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
@@ -241,9 +253,9 @@ def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: 
                                 {"embeddings_from_teacher": teacher_source})
 
 
-def _config_of(student: StudentModel | StudentConfig | str) -> dict:
+def _config_of(student: LabelModel | StudentConfig | str) -> dict:
     """The student as a run's signature sees it: its config, or a digest of a built model's weights."""
-    if isinstance(student, StudentModel):
+    if isinstance(student, LabelModel):
         return {"config": asdict(student.config), "weights": tensors_sha256(student.state_dict())}
     if isinstance(student, str):
         return {"model": student}
@@ -252,23 +264,27 @@ def _config_of(student: StudentModel | StudentConfig | str) -> dict:
 
 class Distiller:
     """Distil `teacher` into `student` (a built model, a config, or a registered name such as ``"lstm"``).
+    The teacher is a `Teacher`, a trained student (the next stage of a teacher-assistant chain), or
+    either's directory.
 
     `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
     logits are computed once over the transfer set (labelled + unlabelled) and cached on disk by
     content (`distill.cache`: an example that `pseudo-label` or an earlier run scored with this
     teacher is not scored again), or recomputed every batch with `online_teacher`. A student built here gets a vocabulary covering the whole transfer set and,
-    with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
+    with `teacher_embeddings`, word embeddings started from the teacher's (a transformer student with
+    ``encoder="teacher"``: the teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio`
     unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
     (``"inverse"`` or one number per label) weight the student's NLL.
     """
 
-    def __init__(self, teacher: Teacher | str | Path, student: StudentModel | StudentConfig | str,
+    def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
                  env: Runtime = Runtime()):
-        if not isinstance(teacher, (str, Path, Teacher)):
-            raise DistillError(f"teacher: give a Teacher or a teacher directory, not {type(teacher).__name__}")
+        if not isinstance(teacher, (str, Path, LabelModel)):
+            raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
+                               f"not {type(teacher).__name__}")
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
         self.teacher = teacher
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
@@ -294,7 +310,7 @@ class Distiller:
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-            settings = _selecting(self.settings, task, hierarchy)
+            settings = _student_settings(self.settings, self.student, task, hierarchy)
             extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
@@ -306,7 +322,7 @@ class Distiller:
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
              settings: TrainSettings, run: RunState | None) -> TrainResult:
         env = self.env
-        teacher = Teacher.from_pretrained(self.teacher, device=env.device) \
+        teacher = load_teacher(self.teacher, device=env.device) \
             if isinstance(self.teacher, (str, Path)) else self.teacher
         if task != teacher.task:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "

@@ -129,11 +129,23 @@ def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
         minimum = meta.get("min", 1)
         return click.option(declaration, spec.name, callback=lambda c, p, v: parse_int_list(v, minimum),
                             metavar="N,N,...", help=text)
+    elif isinstance(sample, str):
+        kind = click.STRING
     elif isinstance(sample, int):
         kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
     else:
         kind = FiniteFloatRange(min=meta.get("min"), max=meta.get("max"), max_open=meta.get("max_open", False))
     return click.option(declaration, spec.name, type=kind, default=None, help=text)
+
+
+def student_learning_rates() -> str:
+    """Each registered student's default learning rate, as `--lr`'s help names them."""
+    from distill.models.registry import students
+    from distill.models.students import StudentModel
+    rates: dict[float, list[str]] = {}
+    for name, entry in students().items():
+        rates.setdefault(getattr(entry.cls, "default_lr", StudentModel.default_lr), []).append(name)
+    return "; ".join(f"{rate:g} ({', '.join(names)})" for rate, names in rates.items())
 
 
 def student_options(func):
@@ -177,8 +189,8 @@ def student_options(func):
                    click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
                    click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT,
                                 help="At most this many epochs: a safety cap, --patience normally stops first."),
-                   click.option("--lr", default=defaults.lr, show_default=True, type=LEARNING_RATE,
-                                help="Adam learning rate.")):
+                   click.option("--lr", type=LEARNING_RATE,
+                                help=f"Adam learning rate [default: {student_learning_rates()}].")):
         wrapper = option(wrapper)
     return wrapper
 
@@ -360,7 +372,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 
 
 @cli.command()
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
 @click.option("--train", "train_path", required=True, help="Labelled training data.")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -417,7 +430,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 
 
 @cli.command("pseudo-label")
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
 @click.option("--input", "input_path", required=True,
               help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")

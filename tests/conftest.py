@@ -52,6 +52,26 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
+@pytest.fixture(scope="session")
+def tiny_other_encoder_dir(tmp_path_factory) -> str:
+    """A second tiny random encoder unlike the first: a 3-layer BERT of width 24 with a smaller,
+    cased WordPiece vocabulary (a student whose tokenizer is not the teacher's)."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-other-encoder")
+    wordpiece = BertWordPieceTokenizer(lowercase=False)
+    wordpiece.train_from_iterator(sample_texts(), vocab_size=400, min_frequency=1)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=False)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(1)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=48, max_position_embeddings=128)
+    BertModel(config).save_pretrained(folder)
+    return str(folder)
+
+
 def config_for(name: str, **settings):
     """Student `name`'s config with those of `settings` it has (tests share one set of tiny sizes)."""
     from dataclasses import fields
