@@ -117,28 +117,32 @@ def write_student_config(model: LabelModel, directory: Path) -> str:
     return CONFIG
 
 
-def write_student_card(model: LabelModel, directory: Path, files: list[str]) -> None:
-    """A student's model card (its registered name and class), written last over `files`."""
-    from distill.models.registry import student_entry
-    entry = student_entry(model.config.model)
-    write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
-                                 "task": model.task, "labels": model.hierarchy.labels}, files)
+class StudentFiles:
+    """How a built-in student is saved and loaded: weights in ``model.safetensors``, what it is besides
+    them (`write_description`: config, labels, vocabularies or encoder folder), then the card over all
+    of it. `required_files` must be there before `unloaded` reads the description."""
 
+    required_files: tuple[str, ...] = ()
 
-def require_files(directory: str | Path, names: Sequence[str]) -> None:
-    """Refuse a student directory that lacks one of `names`."""
-    for needed in names:
-        if not (Path(directory) / needed).exists():
-            raise DistillError(f"{directory}: not a student directory (missing {needed})")
+    def write_files(self, directory: Path, **extra) -> None:
+        from distill.models.registry import student_entry
+        save_tensors(directory / WEIGHTS, self.state_dict())
+        files = [WEIGHTS, *self.write_description(directory)]
+        entry = student_entry(self.config.model)
+        write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
+                                     "task": self.task, "labels": self.hierarchy.labels}, files)
 
-
-def load_student_weights(model: LabelModel, directory: str | Path) -> LabelModel:
-    """`model` with the weights of `directory`, in eval mode."""
-    try:
-        model.load_state_dict(load_tensors(Path(directory) / WEIGHTS))
-    except RuntimeError as err:
-        raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
-    return model.eval()
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, card: dict) -> LabelModel:
+        for needed in cls.required_files:
+            if not (Path(directory) / needed).exists():
+                raise DistillError(f"{directory}: not a student directory (missing {needed})")
+        model = cls.unloaded(directory, card)
+        try:
+            model.load_state_dict(load_tensors(Path(directory) / WEIGHTS))
+        except RuntimeError as err:
+            raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
+        return model.eval()
 
 
 def last_states(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -185,7 +189,7 @@ def student_tokens(example) -> list[str]:
     return tokens or ["<unk>"]
 
 
-class StudentModel(LabelModel):
+class StudentModel(StudentFiles, LabelModel):
     """Shared plumbing: vocabularies, batching of words, `build`, `save_pretrained` / `from_pretrained`.
 
     A new student is a subclass with a `config_class`, `__init__` building its layers and `forward`,
@@ -197,6 +201,7 @@ class StudentModel(LabelModel):
     default_lr = 2e-3  # Adam's learning rate when the run sets none (`distill.training.TrainSettings.lr`)
     task = "classification"
     uses_chars = False  # taggers read characters too: `build` then makes a character vocabulary
+    required_files = (WEIGHTS, CONFIG, VOCAB)
 
     def __init__(self, config: WordStudentConfig, hierarchy: LabelHierarchy, words: Vocabulary,
                  chars: Vocabulary | None = None):
@@ -265,20 +270,11 @@ class StudentModel(LabelModel):
                                       for ids in (self.chars.ids(t[:MAX_WORD_CHARS]) for t in rows)]
         return {"char_ids": torch.tensor(char_ids), "word_rows": torch.tensor(word_rows)}
 
-    def write_files(self, directory: Path, **extra) -> None:
-        save_tensors(directory / WEIGHTS, self.state_dict())
-        write_student_card(self, directory, [WEIGHTS, *self.write_description(directory)])
-
     def write_description(self, directory: Path) -> list[str]:
         """What the model is besides its weights (config, labels, vocabularies); returns the files' names."""
         write_json(directory / VOCAB, {"words": self.words.to_dict(),
                                        "chars": self.chars.to_dict() if self.chars else None})
         return [write_student_config(self, directory), VOCAB]
-
-    @classmethod
-    def from_checkpoint(cls, directory: str | Path, card: dict) -> "StudentModel":
-        require_files(directory, (WEIGHTS, CONFIG, VOCAB))
-        return load_student_weights(cls.unloaded(directory, card), directory)
 
     @classmethod
     def unloaded(cls, directory: str | Path, card: dict) -> "StudentModel":

@@ -31,13 +31,12 @@ import torch
 from torch import nn
 
 from distill.errors import DistillError
-from distill.io import atomic_directory, content_fingerprint, read_json, save_tensors
+from distill.io import atomic_directory, content_fingerprint, read_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import folder_files
 from distill.models.registry import register_student
-from distill.models.students import CONFIG, WEIGHTS, StudentConfig, load_student_weights, option, \
-    require_files, write_student_card, write_student_config
+from distill.models.students import CONFIG, WEIGHTS, StudentConfig, StudentFiles, option, write_student_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -127,13 +126,14 @@ def cut_layers(encoder: PreTrainedModel, keep: list[int]) -> PreTrainedModel:
 
 
 @register_student("transformer", task="classification")
-class TransformerStudent(LabelModel):
+class TransformerStudent(StudentFiles, LabelModel):
     """A transformer encoder of a few layers + dropout + Linear, reading and scoring text as the teacher does."""
 
     config_class = TransformerStudentConfig
     kind = "student"
     task = "classification"
     default_lr = 5e-5  # the teacher's encoder rate for classification; Adam at 2e-3 wrecks pretrained layers
+    required_files = (WEIGHTS, CONFIG, ENCODER_DIR)
 
     def __init__(self, config: TransformerStudentConfig, hierarchy: LabelHierarchy, encoder: PreTrainedModel,
                  tokenizer: PreTrainedTokenizerBase):
@@ -214,15 +214,6 @@ class TransformerStudent(LabelModel):
             self.encoder.config.save_pretrained(encoder_dir)
             self.tokenizer.save_pretrained(encoder_dir)
         return [write_student_config(self, directory), *folder_files(directory, ENCODER_DIR)]
-
-    def write_files(self, directory: Path, **extra) -> None:
-        save_tensors(directory / WEIGHTS, self.state_dict())
-        write_student_card(self, directory, [WEIGHTS, *self.write_description(directory)])
-
-    @classmethod
-    def from_checkpoint(cls, directory: str | Path, card: dict) -> "TransformerStudent":
-        require_files(directory, (WEIGHTS, CONFIG, ENCODER_DIR))
-        return load_student_weights(cls.unloaded(directory, card), directory)
 
     @classmethod
     def unloaded(cls, directory: str | Path, card: dict) -> "TransformerStudent":
