@@ -24,8 +24,8 @@ import torch
 
 from distill import distributed
 from distill.data import DataOptions, Examples, labelled_examples, unlabelled_examples
-from distill.distillation import (CachedTeacherLogits, DistillObjective, OnlineTeacherLogits,
-                                  TeacherStudentDistill)
+from distill.distillation import (CachedTeacherLogits, DistillObjective, HiddenStateObjective,
+                                  OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
@@ -218,7 +218,7 @@ def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: 
                  settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
     model.to(pick_device(env.device))
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                settings.select_metric, progress=env.progress)
     summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
@@ -274,7 +274,8 @@ class Distiller:
     with `teacher_embeddings`, word embeddings started from the teacher's (a transformer student with
     ``encoder="teacher"``: the teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio`
     unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
-    (``"inverse"`` or one number per label) weight the student's NLL.
+    (``"inverse"`` or one number per label) weight the student's NLL. A loss with a hidden-state term
+    (``hidden_weight``) runs the teacher on every batch, whatever `online_teacher` says.
     """
 
     def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,
@@ -337,6 +338,11 @@ class Distiller:
         model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
+        loss = self._loss(model)
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
+        if loss.hidden_weight > 0:  # the teacher's states as well as its logits: it runs on every batch
+            with HiddenStateObjective(loss, teacher, model, examples, settings.seed) as objective:
+                return _student_run(model, objective, transfer, dev, settings, run, env, summary)
         started = time.perf_counter()
         cache_info: dict = {}
         if self.online_teacher:
@@ -348,13 +354,14 @@ class Distiller:
             source = CachedTeacherLogits(results)
             cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started
-        loss = self.loss
-        if self.class_weights is not None:
-            loss = copy.copy(loss)
-            loss.class_weights = None
-            weights = model.hierarchy.class_weights(self.class_weights)
-            loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
-        objective = DistillObjective(loss, source)
-        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
-                   "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
-        return _student_run(model, objective, transfer, dev, settings, run, env, summary)
+        summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
+        return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary)
+
+    def _loss(self, model: LabelModel) -> TeacherStudentDistill:
+        """The loss, with the Distiller's class weights (resolved against the student's labels) in it."""
+        if self.class_weights is None:
+            return self.loss
+        loss = copy.copy(self.loss)
+        weights = model.hierarchy.class_weights(self.class_weights)
+        loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
+        return loss

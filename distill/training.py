@@ -45,6 +45,17 @@ class Objective:
     def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
         return combine(self.terms(model, logits, batch))
 
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """Weights the objective trains beside the model's (the hidden-state term's width maps)."""
+        return []
+
+    def state_dict(self) -> dict:
+        """Those weights, for the run's resume state."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` gave."""
+
 
 class SupervisedObjective(Objective):
     """Plain supervised training: the model's class-weighted NLL (or CRF NLL) on gold labels."""
@@ -259,6 +270,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
+        objective.load_state_dict(saved.get("objective", {}))
         if scheduler is not None:
             scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"], generator)
@@ -287,7 +299,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
                 raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
             (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_([*model.parameters(), *objective.parameters()], settings.max_grad_norm)
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
@@ -320,7 +332,7 @@ def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Opt
         if run is not None and main:
             save_sealed(run.path, {
                 "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
+                "optimizer": optimizer.state_dict(), "objective": objective.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else {},
                 "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
                 "stale": stale})

@@ -388,6 +388,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="w_s: weight of the student's NLL on gold / pseudo labels.")
 @click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
               help="w_d: weight of the distillation term.")
+@click.option("--hidden-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_h: weight of the hidden-state term, the MSE between mapped layers' states of a transformer "
+                   "teacher and student (0: off; on, the teacher runs every batch instead of the logit cache).")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
@@ -409,7 +412,7 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
+       distill_weight, hidden_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
        class_weights, resume, overwrite, quiet, student_config, train_settings, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
@@ -422,7 +425,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence)
+    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence,
+                                 hidden_weight=hidden_weight)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet))
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary

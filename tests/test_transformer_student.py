@@ -165,3 +165,47 @@ def test_listing_the_students_does_not_import_transformers():
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("'transformer', 'transformer-tagger'] False")
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_hidden_state_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
+    """Every layer copied, same width: the student's mapped states are the teacher's, at sentence or word level."""
+    from distill.distillation import HiddenStateObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher = load_model(request.getfixturevalue(fixture))
+    name = "transformer" if teacher.task == "classification" else "transformer-tagger"
+    examples = TEXTS if teacher.task == "classification" else SENTENCES
+    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher).eval()
+    loss = TeacherStudentDistill(hidden_weight=1.0)
+    with HiddenStateObjective(loss, teacher, student, examples) as objective:
+        assert objective.pairs == [(1, 1), (2, 2)] and objective.parameters() == []
+        batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
+        terms = objective.terms(student, student(**batch["inputs"]), batch)
+        assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-8)
+        assert terms[2].denominator.item() == 2 * 32 * (len(examples) if name == "transformer" else 8)
+    assert not student.network.encoder.transformer.layer[0]._forward_hooks  # taken off on leaving
+
+
+def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
+    """Widths 24 and 32 differ: learned maps, trained beside the student and kept out of it."""
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+       tiny_other_encoder_dir, "--layers", "2", "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "h")
+    summary = json.loads((tmp_path / "h" / "train_summary.json").read_text())
+    assert summary["kd"]["hidden_weight"] == 1.0 and "cache_dir" not in summary
+    assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
+    status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
+                           "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
+    assert status == 2 and "the hidden-state term compares transformer layers: the student must be" in err
+
+
+def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
+                                                        capsys, monkeypatch):
+    """The width maps are part of the resume state: a resumed run ends where an uninterrupted one does."""
+    from tests.test_reliability import interrupted_in_epoch_2
+    args = ("kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+            tiny_other_encoder_dir, "--layers", "1", "--hidden-weight", "2", *NER, "--epochs", "2", "--patience", "2",
+            "--quiet", "--batch-size", "16", "--dropout", "0")
+    ok(capsys, *args, "--output", tmp_path / "whole")
+    ok(capsys, *interrupted_in_epoch_2(capsys, monkeypatch, *args, "--output", tmp_path / "resumed"), "--resume")
+    whole, resumed = load_model(tmp_path / "whole").state_dict(), load_model(tmp_path / "resumed").state_dict()
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
