@@ -195,7 +195,7 @@ def hidden_mse(student_states: Sequence[torch.Tensor], teacher_states: Sequence[
     """MSE between hidden states of mapped layer pairs (TinyBERT's hidden-state term): pair k compares
     ``projections[k](student_states[k])`` (a learned map to the teacher's width when the widths differ)
     with ``teacher_states[k]``, (batch[, positions], width) each, averaged over every entry of every
-    pair at the `mask`ed positions."""
+    pair at the positions `mask` marks."""
     return hidden_mse_sum(student_states, teacher_states, projections, mask).mean()
 
 
