@@ -30,9 +30,9 @@ from distill.errors import DistillError
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
+from distill.models import load_teacher
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
-from distill.models import load_teacher
 from distill.models.students import StudentConfig, StudentModel
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, Objective, RunState, SupervisedObjective, TrainSettings, fit, runtime,
