@@ -1,8 +1,9 @@
 """Pure loss functions: supervised NLL and the distillation terms. No state, no models.
 
 Every function takes logits and targets (plus an optional mask over real positions, for
-token-level losses) and returns a scalar; the hidden-state term takes layers' states instead. Token-level inputs are (batch, time, classes) with a
-(batch, time) boolean mask; sequence-level inputs are (batch, classes) and take no mask.
+token-level losses) and returns a scalar; the hidden-state term takes layers' states instead.
+Token-level inputs are (batch, time, classes) with a (batch, time) boolean mask; sequence-level
+inputs are (batch, classes) and take no mask.
 
 Each loss is a (weighted) mean, and comes in two forms: ``name`` returns the mean, ``name_sum``
 a `LossSum`, the sum and the denominator the mean divides it by (the number of examples,

@@ -34,7 +34,7 @@ def sample_texts() -> list[str]:
 
 
 def tiny_encoder(folder: Path, vocab_size: int, lowercase: bool, seed: int, model_for) -> str:
-    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, saved in `folder`."""
+    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, in `folder`."""
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
 

@@ -42,13 +42,19 @@ def test_kept_layers_refuses(layer_map, layers, depth, message):
         kept_layers(layer_map, layers, depth)
 
 
+def copy_of_every_layer(teacher_dir: str) -> tuple:
+    """The teacher of `teacher_dir`, a transformer student of all its (two) layers, and examples of its task."""
+    teacher = load_model(teacher_dir)
+    name = "transformer" if teacher.task == "classification" else "transformer-tagger"
+    examples = TEXTS if teacher.task == "classification" else SENTENCES
+    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher)
+    return teacher, student.eval(), examples
+
+
 @pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
 def test_a_copy_of_every_teacher_layer_scores_as_the_teacher(request, fixture):
     """Embeddings, layers and head are the teacher's: with all its layers the student is the teacher."""
-    teacher = load_model(request.getfixturevalue(fixture))
-    name = "transformer" if teacher.task == "classification" else "transformer-tagger"
-    examples = TEXTS if teacher.task == "classification" else SENTENCES
-    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher).eval()
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
     assert (student.config.sentence_pooling, student.config.max_length) == (teacher.config.pooling, 128)
     ours, theirs = predict_logits(student, examples), predict_logits(teacher, examples)
     assert torch.allclose(ours.logits, theirs.logits, atol=1e-5)
@@ -172,17 +178,14 @@ def test_hidden_state_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
     """Every layer copied, same width: the student's mapped states are the teacher's, at sentence or word level."""
     from distill.distillation import HiddenStateObjective, TeacherStudentDistill
     from distill.training import make_batch
-    teacher = load_model(request.getfixturevalue(fixture))
-    name = "transformer" if teacher.task == "classification" else "transformer-tagger"
-    examples = TEXTS if teacher.task == "classification" else SENTENCES
-    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher).eval()
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
     loss = TeacherStudentDistill(hidden_weight=1.0)
     with HiddenStateObjective(loss, teacher, student, examples) as objective:
         assert objective.pairs == [(1, 1), (2, 2)] and objective.parameters() == []
         batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
         terms = objective.terms(student, student(**batch["inputs"]), batch)
         assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-8)
-        assert terms[2].denominator.item() == 2 * 32 * (len(examples) if name == "transformer" else 8)
+        assert terms[2].denominator.item() == 2 * 32 * (len(examples) if teacher.task == "classification" else 8)
     assert not student.network.encoder.transformer.layer[0]._forward_hooks  # taken off on leaving
 
 

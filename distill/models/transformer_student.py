@@ -165,8 +165,8 @@ class TransformerStudent(StudentFiles, LabelModel):
               examples: Sequence) -> "TransformerStudent":
         """`config.layers` layers of the pretrained encoder `config.encoder` and a fresh head."""
         if config.encoder == FROM_TEACHER:
-            raise DistillError("a transformer student needs layers to start from: a pretrained encoder "
-                               "(--encoder minilm-l6, say) or a teacher to copy (kd; student --embeddings-from-teacher)")
+            raise DistillError("a transformer student needs layers to start from: a pretrained encoder (--encoder "
+                               "minilm-l6, say) or a teacher to copy (kd; student --embeddings-from-teacher)")
         from distill.encoders import load_encoder, native_pooling
         encoder, tokenizer = load_encoder(config.encoder)
         keep = kept_layers(config.layer_map, config.layers, encoder.config.num_hidden_layers)
