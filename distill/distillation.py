@@ -5,16 +5,18 @@
 student_loss is the student's class-weighted NLL (or CRF NLL) against gold labels, and, for
 unlabelled examples, against the teacher's argmax (pseudo-labels). distill_loss is
 T^2 * KL(softmax(t/T) || softmax(s/T)) or the MSE between raw logits (Tang et al. 2019),
-token-level for taggers over the words both sides scored.
+token-level for taggers over the words both sides scored. With a transformer teacher and student,
+``w_h * hidden_term`` can join them: the MSE between mapped layers' states (`HiddenStateObjective`).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import Callable, NamedTuple, Protocol, Sequence
 
 import torch
+from torch import nn
 
-from distill import losses, precision
+from distill import distributed, losses, precision
 from distill.errors import DistillError
 from distill.inference import ExampleLogits
 from distill.training import Objective
@@ -44,22 +46,34 @@ class CachedTeacherLogits:
 
 
 class OnlineTeacherLogits:
-    """Runs the teacher on every batch (slower; for comparison with the cache)."""
+    """Runs the teacher on every batch (slower; for comparison with the cache, and for the hidden-state
+    term, which reads the teacher's inputs of the latest batch, `inputs`)."""
 
     def __init__(self, teacher: torch.nn.Module, examples: Sequence):
         self.teacher, self.examples = teacher.eval(), examples
+        self.inputs: dict[str, torch.Tensor] = {}
 
     @torch.inference_mode()
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        inputs, scored = self.teacher.prepare([self.examples[i] for i in indices])
+        self.inputs, scored = self.teacher.prepare([self.examples[i] for i in indices])
         with precision.autocast(self.teacher.device):
-            logits = self.teacher(**inputs)
+            logits = self.teacher(**self.inputs)
         return logits.float(), scored
+
+
+class HiddenStates(NamedTuple):
+    """The states the hidden-state term compares: per mapped layer pair the student's, the teacher's,
+    and the map from the student's width to the teacher's."""
+
+    student: list[torch.Tensor]
+    teacher: list[torch.Tensor]
+    projections: Sequence[Callable[[torch.Tensor], torch.Tensor]]
 
 
 class TeacherStudentDistill:
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
-    term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits.
+    term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
+    (+ w_h * the hidden-state term, given the layers' states: `HiddenStateObjective`).
 
     A plain loss, usable in any training loop::
 
@@ -71,7 +85,8 @@ class TeacherStudentDistill:
 
     def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float = DEFAULT_TEMPERATURE,
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
-                 class_weights: Sequence[float] | None = None, min_confidence: float = 0.0):
+                 class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
+                 hidden_weight: float = 0.0):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if temperature <= 0:
@@ -80,6 +95,9 @@ class TeacherStudentDistill:
             raise DistillError("loss weights must be >= 0 and not both 0")
         if not 0.0 <= min_confidence <= 1.0:
             raise DistillError(f"min confidence must be within [0, 1], got {min_confidence}")
+        if not hidden_weight >= 0:
+            raise DistillError(f"hidden weight must be >= 0, got {hidden_weight}")
+        self.hidden_weight = hidden_weight
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
@@ -89,7 +107,9 @@ class TeacherStudentDistill:
         """The knobs as JSON-able values (for a run's signature and summary)."""
         return {"kd_loss": self.kd_loss, "temperature": self.temperature, "student_weight": self.student_weight,
                 "distill_weight": self.distill_weight, "min_confidence": self.min_confidence,
-                "class_weights": None if self.class_weights is None else self.class_weights.tolist()}
+                "class_weights": None if self.class_weights is None else self.class_weights.tolist(),
+                # only when on: the runs (and resume signatures) of before the term stay as they were
+                **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {})}
 
     def pseudo_targets(self, teacher_logits: torch.Tensor, targets: torch.Tensor, labelled: torch.Tensor,
                        scored: torch.Tensor | None) -> torch.Tensor:
@@ -106,8 +126,9 @@ class TeacherStudentDistill:
     def terms(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
               mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None,
               supervised_loss: SupervisedLoss = losses.supervised_nll_sum,
-              student_mask: torch.Tensor | None = None) -> list[losses.LossSum]:
-        """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator.
+              student_mask: torch.Tensor | None = None, hidden: HiddenStates | None = None) -> list[losses.LossSum]:
+        """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator,
+        and w_h * the hidden-state term (`losses.hidden_mse_sum` over `hidden`, at `mask`) when w_h > 0.
 
         `supervised_loss` is the student's own (a CRF tagger's path NLL); it sees `student_mask`
         (default: `mask`), the words the student reads, while the distillation term and the
@@ -121,7 +142,14 @@ class TeacherStudentDistill:
         student_loss = supervised_loss(student_logits, targets, mask if student_mask is None else student_mask,
                                        weights)
         distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
-        return [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
+        terms = [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
+        if self.hidden_weight > 0:
+            if hidden is None:
+                raise DistillError("the hidden-state term needs the layers' states: train through a "
+                                   "HiddenStateObjective (kd --hidden-weight), or pass hidden=HiddenStates(...)")
+            hidden_loss = losses.hidden_mse_sum(hidden.student, hidden.teacher, hidden.projections, mask)
+            terms.append(hidden_loss.scaled(self.hidden_weight))
+        return terms
 
     def __call__(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
                  mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None) -> torch.Tensor:
@@ -141,4 +169,99 @@ class DistillObjective(Objective):
         mask = batch["mask"]
         both = None if mask is None else mask & scored.to(mask.device)  # the teacher may not score some words
         return self.loss.terms(logits, teacher_logits, batch["targets"], both, batch["labelled"],
-                               student.supervised_loss, student_mask=mask)
+                               student.supervised_loss, student_mask=mask, hidden=self.hidden_states(student, batch))
+
+    def hidden_states(self, student: torch.nn.Module, batch: dict) -> HiddenStates | None:
+        """What the hidden-state term compares for `batch` (after the teacher's logits): none here."""
+        return None
+
+
+def encoder_reader(model: torch.nn.Module):
+    """The `Teacher` module that reads text for a transformer model (a teacher, or a transformer
+    student's `network`), or None for a model without a transformer encoder."""
+    from distill.models.teacher import Teacher
+    reader = getattr(model, "network", model)
+    return reader if isinstance(reader, Teacher) else None
+
+
+class LayerOutputs:
+    """Forward hooks keeping the output states of a transformer's encoder layers, those of its latest
+    forward pass; `remove` takes them off."""
+
+    def __init__(self, model: torch.nn.Module):
+        from distill.models.transformer_student import layer_stack
+        parent, attribute = layer_stack(encoder_reader(model).encoder)
+        layers = getattr(parent, attribute)
+        self.outputs: list[torch.Tensor | None] = [None] * len(layers)
+        self.handles = [layer.register_forward_hook(self._keeper(index)) for index, layer in enumerate(layers)]
+
+    def _keeper(self, index: int):
+        def keep(module, args, output):
+            self.outputs[index] = output[0] if isinstance(output, tuple) else output
+        return keep
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def aligned_states(model: torch.nn.Module, states: list[torch.Tensor], inputs: dict) -> list[torch.Tensor]:
+    """Layer states at the places teacher and student share whatever their tokenizers: for
+    classification the sentence as the model pools it, (batch, width); for tagging each word's first
+    sub-token on the (sentences, words, width) grid of its logits."""
+    from distill.models.teacher import place_in_grid, pool
+    if "word_positions" not in inputs:
+        return [pool(state, inputs["attention_mask"], encoder_reader(model).config.pooling) for state in states]
+    index = inputs["word_positions"].unsqueeze(-1)
+    return [place_in_grid(state.gather(1, index.expand(-1, -1, state.size(-1))), inputs["word_slots"],
+                          inputs["grid_shape"]) for state in states]
+
+
+class HiddenStateObjective(DistillObjective):
+    """`DistillObjective` plus the hidden-state term (TinyBERT's): student layer i of k learns the states
+    of teacher layer i*n//k of n (`losses.uniform_layer_map`), compared where both read the same thing
+    (`aligned_states`), through a learned Linear map where the widths differ. The teacher runs on every
+    batch (the logit cache holds no states). The maps train with the student and are kept in the run's
+    resume state, not in the student; `seed` starts them. A context manager: leaving it takes the hooks off
+    the student."""
+
+    def __init__(self, loss: TeacherStudentDistill, teacher: torch.nn.Module, student: torch.nn.Module,
+                 examples: Sequence, seed: int = 0):
+        for role, model in (("teacher", teacher), ("student", student)):
+            if encoder_reader(model) is None:
+                raise DistillError(f"the hidden-state term compares transformer layers: the {role} must be a "
+                                   f"teacher or a transformer student, not a {model.config.model} student")
+        if distributed.world_size() > 1:
+            raise DistillError("the hidden-state term runs as one process: start kd --hidden-weight without "
+                               "torchrun")
+        super().__init__(loss, OnlineTeacherLogits(teacher, examples))
+        self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
+        self.pairs = losses.uniform_layer_map(len(self.student_layers.outputs), len(self.teacher_layers.outputs))
+        widths = [encoder_reader(model).encoder.config.hidden_size for model in (student, teacher)]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.projections = nn.ModuleList(nn.Linear(*widths) if widths[0] != widths[1] else nn.Identity()
+                                             for _ in self.pairs).to(teacher.device)
+
+    def __enter__(self) -> "HiddenStateObjective":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.student_layers.remove()
+        self.teacher_layers.remove()
+
+    def parameters(self) -> list[nn.Parameter]:
+        return list(self.projections.parameters())
+
+    def state_dict(self) -> dict:
+        return self.projections.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.projections.load_state_dict(state)
+
+    def hidden_states(self, student: torch.nn.Module, batch: dict) -> HiddenStates:
+        """The mapped layers' states of the student's latest forward (this batch's) and of the teacher's."""
+        ours = [self.student_layers.outputs[i - 1] for i, _ in self.pairs]
+        theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.pairs]
+        return HiddenStates(aligned_states(student, ours, batch["inputs"]),
+                            aligned_states(self.teacher.teacher, theirs, self.teacher.inputs), self.projections)

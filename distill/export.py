@@ -154,8 +154,7 @@ def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: P
     """A slim inference copy: a teacher without optimizer state, a student as it is. Returns the files' names."""
     if kind == "student":
         model.write_files(directory)  # it writes its own card; the export's card replaces it
-        from distill.models.students import CONFIG, VOCAB, WEIGHTS
-        return [WEIGHTS, CONFIG, VOCAB]
+        return list(read_model_card(directory)["sha256"])
     from distill.models.slim import save_slim_checkpoint
     return [*copy_description(model, source_dir, directory, kind),
             *save_slim_checkpoint(directory, model.checkpoint())]

@@ -144,6 +144,13 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def content_fingerprint(description: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """A digest of a model's JSON-able description (how it reads text) and its weights: keys the logit
+    cache, so a cached logit is never another model's."""
+    reading = json.dumps(description, sort_keys=True)
+    return hashlib.sha256((reading + tensors_sha256(tensors)).encode()).hexdigest()[:40]
+
+
 def save_checked_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
     """`save_tensors` with the values' checksum in the file's metadata, for `load_checked_tensors`."""
     save_tensors(path, tensors, {"sha256": tensors_sha256(tensors)})

@@ -1,8 +1,9 @@
 """Pure loss functions: supervised NLL and the distillation terms. No state, no models.
 
 Every function takes logits and targets (plus an optional mask over real positions, for
-token-level losses) and returns a scalar. Token-level inputs are (batch, time, classes) with a
-(batch, time) boolean mask; sequence-level inputs are (batch, classes) and take no mask.
+token-level losses) and returns a scalar; the hidden-state term takes layers' states instead.
+Token-level inputs are (batch, time, classes) with a (batch, time) boolean mask; sequence-level
+inputs are (batch, classes) and take no mask.
 
 Each loss is a (weighted) mean, and comes in two forms: ``name`` returns the mean, ``name_sum``
 a `LossSum`, the sum and the denominator the mean divides it by (the number of examples,
@@ -168,6 +169,35 @@ def binary_mse_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor
     Margins, not raw logits (only defined up to a shift): 4 times the two-logit MSE of centred logits.
     """
     return binary_mse_distill_sum(student_logit, teacher_logits).mean()
+
+
+def uniform_layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """Which teacher layer each student layer learns from (layers counted from 1): student layer i of
+    k from teacher layer i*n//k of n, so the last learns from the last (TinyBERT's uniform mapping)."""
+    return [(i, i * teacher_layers // student_layers) for i in range(1, student_layers + 1)]
+
+
+def hidden_mse_sum(student_states: Sequence[torch.Tensor], teacher_states: Sequence[torch.Tensor],
+                   projections: Sequence[Callable[[torch.Tensor], torch.Tensor]] | None = None,
+                   mask: torch.Tensor | None = None) -> LossSum:
+    """`hidden_mse` as a sum and the number of state entries compared."""
+    squared = []
+    for index, (student, teacher) in enumerate(zip(student_states, teacher_states, strict=True)):
+        student, teacher = _flatten(student, mask, teacher)
+        if projections is not None:
+            student = projections[index](student)
+        squared.append(((student.float() - teacher.float()) ** 2).reshape(-1))
+    return LossSum.of(torch.cat(squared))
+
+
+def hidden_mse(student_states: Sequence[torch.Tensor], teacher_states: Sequence[torch.Tensor],
+               projections: Sequence[Callable[[torch.Tensor], torch.Tensor]] | None = None,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+    """MSE between hidden states of mapped layer pairs (TinyBERT's hidden-state term): pair k compares
+    ``projections[k](student_states[k])`` (a learned map to the teacher's width when the widths differ)
+    with ``teacher_states[k]``, (batch[, positions], width) each, averaged over every entry of every
+    pair at the positions `mask` marks."""
+    return hidden_mse_sum(student_states, teacher_states, projections, mask).mean()
 
 
 KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]

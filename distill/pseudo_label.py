@@ -28,8 +28,9 @@ from distill.errors import DistillError
 from distill.cache import LogitStore, teacher_logits
 from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
+from distill.models import load_teacher
 from distill.models.base import LabelModel
-from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records, load_teacher
+from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
 from distill.progress import progress_bar
 from distill.training import changed_settings, input_fingerprints, runtime_settings

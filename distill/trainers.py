@@ -25,16 +25,17 @@ import torch
 
 from distill import distributed
 from distill.data import DataOptions, Examples, labelled_examples, unlabelled_examples
-from distill.distillation import (CachedTeacherLogits, DistillObjective, OnlineTeacherLogits,
-                                  TeacherStudentDistill)
+from distill.distillation import (CachedTeacherLogits, DistillObjective, HiddenStateObjective,
+                                  OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
+from distill.models import load_teacher
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, StudentModel
-from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, load_teacher, single_teacher
+from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
                               fit_tasks, runtime, training_run)
@@ -93,7 +94,7 @@ def _run(output: Output, inputs: dict[str, str | None], **settings) -> Iterator[
         yield run
 
 
-def _teacher_source(teacher: Teacher | str | Path | None) -> str | None:
+def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
     """A teacher as a run's signature records it: its directory, or a digest of one in memory."""
     if teacher is None or isinstance(teacher, (str, Path)):
         return None if teacher is None else str(teacher)
@@ -143,6 +144,18 @@ def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
     """`settings` (TrainSettings or TeacherTraining) with its select_metric checked against what the
     task and tag scheme score, and the default filled in, so the run's signature and summary name it."""
     return replace(settings, select_metric=select_metric(settings.select_metric, task, hierarchy.scheme))
+
+
+def _student_settings(settings: TrainSettings, student: LabelModel | StudentConfig | str, task: str,
+                      hierarchy: LabelHierarchy) -> TrainSettings:
+    """`_selecting`, and the student's own default learning rate when `settings.lr` is None (2e-3 for
+    the LSTMs and CNNs, far less for pretrained transformer layers), so the run records the rate."""
+    settings = _selecting(settings, task, hierarchy)
+    if settings.lr is not None:
+        return settings
+    cls = type(student) if isinstance(student, LabelModel) else \
+        student_entry(student if isinstance(student, str) else student.model).cls
+    return replace(settings, lr=getattr(cls, "default_lr", StudentModel.default_lr))
 
 
 def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):
@@ -244,17 +257,18 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                               {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights})
 
 
-def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
-                seed: int, teacher: Teacher | None = None) -> StudentModel:
+def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
+                seed: int, teacher: LabelModel | None = None) -> LabelModel:
     """A student ready to train: `student` itself if built already, else built from its config (or
     registered name, with default settings) with vocabularies covering `examples` and, given a
-    `teacher`, word embeddings started from the teacher's. Seeded, without touching the global RNG."""
-    if isinstance(student, StudentModel):
+    `teacher`, started from its weights (`build_from_teacher`: word embeddings from its sub-word
+    embeddings; a transformer student's layers and head). Seeded, without touching the global RNG."""
+    if isinstance(student, LabelModel):
         student.hierarchy.check_same(hierarchy, "student vs training data")
         return student
     config = student_entry(student).cls.config_class(model=student) if isinstance(student, str) else student
     if not isinstance(config, StudentConfig):
-        raise DistillError(f"student: give a StudentModel, a StudentConfig or a registered name, "
+        raise DistillError(f"student: give a student model, a StudentConfig or a registered name, "
                            f"not {type(student).__name__}")
     entry = student_entry(config.model)
     if not isinstance(config, entry.cls.config_class):
@@ -262,27 +276,25 @@ def new_student(student: StudentModel | StudentConfig | str, hierarchy: LabelHie
                            f"got a {type(config).__name__}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = entry.cls.build(config, hierarchy, examples)
-        if teacher is not None:
-            from distill.embedding_init import init_from_teacher
-            init_from_teacher(model, teacher)
-    return model
+        if teacher is None:
+            return entry.cls.build(config, hierarchy, examples)
+        return entry.cls.build_from_teacher(config, hierarchy, examples, teacher)
 
 
-def _student_task(student: StudentModel | StudentConfig | str) -> str:
-    if isinstance(student, StudentModel):
+def _student_task(student: LabelModel | StudentConfig | str) -> str:
+    if isinstance(student, LabelModel):
         return student.task
     return student_entry(student if isinstance(student, str) else student.model).task
 
 
-def _student_run(model: StudentModel, objective: Objective, train: Examples, dev: Examples,
+def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples,
                  settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
     model.to(pick_device(env.device))
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                settings.select_metric, progress=env.progress)
-    summary = {"kind": "student", "model": model.config.model, **summary}
+    summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
                 lambda d: model.save_pretrained(d, overwrite=True), summary)
 
@@ -292,21 +304,21 @@ def model_size_bytes(directory: str | Path) -> int:
     return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file() and f.suffix != ".jsonl")
 
 
-def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: Any,
+def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: Any,
                   settings: TrainSettings = TrainSettings(), class_weights: Any = None,
-                  teacher_embeddings: Teacher | str | None = None, data: DataOptions = DataOptions(),
+                  teacher_embeddings: LabelModel | str | None = None, data: DataOptions = DataOptions(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
-    its word embeddings from the teacher's."""
+    its word embeddings from the teacher's (a transformer student: its layers and head)."""
     with runtime(env.precision, env.threads):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-        settings = _selecting(settings, task, hierarchy)
+        settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, command="student", config=_config_of(student), settings=settings, data=data,
                   class_weights=class_weights) as run:
-            teacher = Teacher.from_pretrained(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
+            teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
             objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
@@ -314,9 +326,9 @@ def train_student(student: StudentModel | StudentConfig | str, train: Any, dev: 
                                 {"embeddings_from_teacher": teacher_source})
 
 
-def _config_of(student: StudentModel | StudentConfig | str) -> dict:
+def _config_of(student: LabelModel | StudentConfig | str) -> dict:
     """The student as a run's signature sees it: its config, or a digest of a built model's weights."""
-    if isinstance(student, StudentModel):
+    if isinstance(student, LabelModel):
         return {"config": asdict(student.config), "weights": tensors_sha256(student.state_dict())}
     if isinstance(student, str):
         return {"model": student}
@@ -325,24 +337,30 @@ def _config_of(student: StudentModel | StudentConfig | str) -> dict:
 
 class Distiller:
     """Distil `teacher` into `student` (a built model, a config, or a registered name such as ``"lstm"``).
+    The teacher is a `Teacher`, a trained student (the next stage of a teacher-assistant chain), or
+    either's directory.
 
     `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
     logits are computed once over the transfer set (labelled + unlabelled) and cached on disk by
     content (`distill.cache`: an example that `pseudo-label` or an earlier run scored with this
     teacher is not scored again), or recomputed every batch with `online_teacher`. A student built
-    here gets a vocabulary covering the whole transfer set and, with `teacher_embeddings`, word embeddings started from the teacher's. At most `unlabeled_ratio`
-    unlabelled examples per labelled one are used (a seeded sample; None: all). `class_weights`
-    (``"inverse"`` or one number per label) weight the student's NLL. A multi-task teacher is
-    distilled one head at a time: `head` names it (its logits are cached per head).
+    here gets a vocabulary covering the whole transfer set and, with `teacher_embeddings`, word
+    embeddings started from the teacher's (a transformer student with ``encoder="teacher"``: the
+    teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio` unlabelled
+    examples per labelled one are used (a seeded sample; None: all). `class_weights` (``"inverse"`` or
+    one number per label) weight the student's NLL. A loss with a hidden-state term (``hidden_weight``)
+    runs the teacher on every batch, whatever `online_teacher` says. A multi-task teacher is distilled
+    one head at a time: `head` names it (its logits are cached per head).
     """
 
-    def __init__(self, teacher: Teacher | MultiTaskTeacher | str | Path, student: StudentModel | StudentConfig | str,
+    def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
                  env: Runtime = Runtime(), head: str | None = None):
-        if not isinstance(teacher, (str, Path, Teacher, MultiTaskTeacher)):
-            raise DistillError(f"teacher: give a Teacher or a teacher directory, not {type(teacher).__name__}")
+        if not isinstance(teacher, (str, Path, LabelModel)):
+            raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
+                               f"not {type(teacher).__name__}")
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
         self.head = head
         self.teacher = teacher if self.teacher_source else single_teacher(teacher, head, "teacher")
@@ -370,7 +388,7 @@ class Distiller:
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-            settings = _selecting(self.settings, task, hierarchy)
+            settings = _student_settings(self.settings, self.student, task, hierarchy)
             extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
@@ -398,6 +416,11 @@ class Distiller:
         model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
+        loss = self._loss(model)
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
+        if loss.hidden_weight > 0:  # the teacher's states as well as its logits: it runs on every batch
+            with HiddenStateObjective(loss, teacher, model, examples, settings.seed) as objective:
+                return _student_run(model, objective, transfer, dev, settings, run, env, summary)
         started = time.perf_counter()
         cache_info: dict = {}
         if self.online_teacher:
@@ -409,13 +432,14 @@ class Distiller:
             source = CachedTeacherLogits(results)
             cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started
-        loss = self.loss
-        if self.class_weights is not None:
-            loss = copy.copy(loss)
-            loss.class_weights = None
-            weights = model.hierarchy.class_weights(self.class_weights)
-            loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
-        objective = DistillObjective(loss, source)
-        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
-                   "teacher_logits_seconds": round(teacher_seconds, 2), **cache_info}
-        return _student_run(model, objective, transfer, dev, settings, run, env, summary)
+        summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
+        return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary)
+
+    def _loss(self, model: LabelModel) -> TeacherStudentDistill:
+        """The loss, with the Distiller's class weights (resolved against the student's labels) in it."""
+        if self.class_weights is None:
+            return self.loss
+        loss = copy.copy(self.loss)
+        weights = model.hierarchy.class_weights(self.class_weights)
+        loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
+        return loss

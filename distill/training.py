@@ -49,6 +49,17 @@ class Objective:
     def __call__(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> torch.Tensor:
         return combine(self.terms(model, logits, batch))
 
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """Weights the objective trains beside the model's (the hidden-state term's width maps)."""
+        return []
+
+    def state_dict(self) -> dict:
+        """Those weights, for the run's resume state."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` gave."""
+
 
 class SupervisedObjective(Objective):
     """Plain supervised training: the model's class-weighted NLL (or CRF NLL) on gold labels."""
@@ -63,12 +74,13 @@ class SupervisedObjective(Objective):
 
 @dataclass
 class TrainSettings:
-    """How a student trains (what it is lives in its config): Adam at `lr`, batches, early stopping
+    """How a student trains (what it is lives in its config): Adam at `lr` (None: the student's
+    `default_lr`, 2e-3 for LSTMs and CNNs, 5e-5 for a transformer), batches, early stopping
     after `patience` epochs without dev improvement in `select_metric` (None: the task's default,
     `distill.metrics.default_metric`), and the seed. `epochs` is a safety cap: students train until
     dev stops improving (docs/results.md, "How long students train")."""
 
-    lr: float = 2e-3
+    lr: float | None = None
     batch_size: int = 32
     epochs: int = 50
     patience: int = 4
@@ -321,6 +333,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
+        for name, task in tasks.items():
+            task.objective.load_state_dict(saved.get("objectives", {}).get(name, {}))
         if scheduler is not None:
             scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"], generator)
@@ -350,7 +364,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                 raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
             (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
+                                           settings.max_grad_norm)
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
@@ -391,6 +406,7 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
             save_sealed(run.path, {
                 "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
+                "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
                 "scheduler": scheduler.state_dict() if scheduler is not None else {},
                 "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
                 "stale": stale})

@@ -129,11 +129,23 @@ def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
         minimum = meta.get("min", 1)
         return click.option(declaration, spec.name, callback=lambda c, p, v: parse_int_list(v, minimum),
                             metavar="N,N,...", help=text)
+    elif isinstance(sample, str):
+        kind = click.STRING
     elif isinstance(sample, int):
         kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
     else:
         kind = FiniteFloatRange(min=meta.get("min"), max=meta.get("max"), max_open=meta.get("max_open", False))
     return click.option(declaration, spec.name, type=kind, default=None, help=text)
+
+
+def student_learning_rates() -> str:
+    """Each registered student's default learning rate, as `--lr`'s help names them."""
+    from distill.models.registry import students
+    from distill.models.students import StudentModel
+    rates: dict[float, list[str]] = {}
+    for name, entry in students().items():
+        rates.setdefault(getattr(entry.cls, "default_lr", StudentModel.default_lr), []).append(name)
+    return "; ".join(f"{rate:g} ({', '.join(names)})" for rate, names in rates.items())
 
 
 def student_options(func):
@@ -177,8 +189,8 @@ def student_options(func):
                    click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
                    click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT,
                                 help="At most this many epochs: a safety cap, --patience normally stops first."),
-                   click.option("--lr", default=defaults.lr, show_default=True, type=LEARNING_RATE,
-                                help="Adam learning rate.")):
+                   click.option("--lr", type=LEARNING_RATE,
+                                help=f"Adam learning rate [default: {student_learning_rates()}].")):
         wrapper = option(wrapper)
     return wrapper
 
@@ -438,7 +450,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 
 
 @cli.command()
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
 @click.option("--train", "train_path", required=True, help="Labelled training data.")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -453,6 +466,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="w_s: weight of the student's NLL on gold / pseudo labels.")
 @click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
               help="w_d: weight of the distillation term.")
+@click.option("--hidden-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_h: weight of the hidden-state term, the MSE between mapped layers' states of a transformer "
+                   "teacher and student (0: off; on, the teacher runs every batch instead of the logit cache).")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
@@ -475,7 +491,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head,
+       distill_weight, hidden_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings,
+       head,
        class_weights, resume, overwrite, quiet, student_config, train_settings, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
@@ -488,7 +505,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence)
+    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence,
+                                 hidden_weight=hidden_weight)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary
@@ -496,7 +514,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 
 
 @cli.command("pseudo-label")
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(), help="Teacher directory.")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
 @click.option("--input", "input_path", required=True,
               help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")

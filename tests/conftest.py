@@ -33,23 +33,37 @@ def sample_texts() -> list[str]:
     return texts + [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
 
 
+def tiny_encoder(folder: Path, vocab_size: int, lowercase: bool, seed: int, model_for) -> str:
+    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, in `folder`."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
+    wordpiece.train_from_iterator(sample_texts(), vocab_size=vocab_size, min_frequency=1)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=lowercase)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    model_for(tokenizer.vocab_size).save_pretrained(folder)
+    return str(folder)
+
+
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory) -> str:
     """A randomly initialised 2-layer DistilBERT and a WordPiece vocabulary trained on the samples."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertModel
+    from transformers import DistilBertConfig, DistilBertModel
+    return tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"), 600, True, 0, lambda size: DistilBertModel(
+        DistilBertConfig(vocab_size=size, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)))
 
-    folder = tmp_path_factory.mktemp("tiny-encoder")
-    wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(sample_texts(), vocab_size=600, min_frequency=1)
-    wordpiece.save_model(str(folder))
-    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
-                              max_position_embeddings=128)
-    DistilBertModel(config).save_pretrained(folder)
-    return str(folder)
+
+@pytest.fixture(scope="session")
+def tiny_other_encoder_dir(tmp_path_factory) -> str:
+    """A second tiny random encoder unlike the first: a 3-layer BERT of width 24 with a smaller,
+    cased WordPiece vocabulary (a student whose tokenizer is not the teacher's)."""
+    from transformers import BertConfig, BertModel
+    return tiny_encoder(tmp_path_factory.mktemp("tiny-other-encoder"), 400, False, 1, lambda size: BertModel(
+        BertConfig(vocab_size=size, hidden_size=24, num_hidden_layers=3, num_attention_heads=2, intermediate_size=48,
+                   max_position_embeddings=128)))
 
 
 def config_for(name: str, **settings):

@@ -34,6 +34,8 @@ KINDS = {
     "lstm-tagger-crf": ({"model": "lstm-tagger", "crf": True}, "tagging"),
     "idcnn-tagger": ({"model": "idcnn-tagger"}, "tagging"),
     "idcnn-tagger-crf": ({"model": "idcnn-tagger", "crf": True}, "tagging"),
+    "transformer": ({"model": "transformer", "layers": 2}, "classification"),
+    "transformer-tagger": ({"model": "transformer-tagger", "layers": 2}, "tagging"),
 }
 
 
@@ -47,8 +49,9 @@ def examples_of(task: str) -> list:
 
 
 @pytest.fixture
-def model_dir(request, tiny_classifier_teacher, tiny_tagging_teacher, tmp_path_factory) -> str:
-    """A tiny model of the kind `request.param` names: the conftest teachers, or a random student."""
+def model_dir(request, tiny_classifier_teacher, tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path_factory) -> str:
+    """A tiny model of the kind `request.param` names: the conftest teachers, or a random student (a transformer
+    student: 2 layers of the second tiny encoder, a BERT)."""
     options, task = KINDS[request.param]
     if options is None:
         return tiny_classifier_teacher if task == "classification" else tiny_tagging_teacher
@@ -62,7 +65,8 @@ def model_dir(request, tiny_classifier_teacher, tiny_tagging_teacher, tmp_path_f
     torch.manual_seed(0)
     settings = dict(options)
     model = build_student(config_for(settings.pop("model"), embedding_dim=12, hidden_dim=10, filters=8, char_filters=6,
-                                     dropout=0.0, **settings), labels, examples).eval()
+                                     dropout=0.0, encoder=tiny_other_encoder_dir, **settings),
+                          labels, examples).eval()
     if getattr(model, "crf", None) is not None:
         torch.nn.init.normal_(model.crf.transitions, std=2.0)  # strong transitions: Viterbi differs from argmax
     directory = tmp_path_factory.mktemp(request.param) / "model"
@@ -95,7 +99,7 @@ def test_onnx_export_gives_pytorch_logits_and_labels(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm", "lstm-tagger-crf",
-                                       "idcnn-tagger"], indirect=True)
+                                       "idcnn-tagger", "transformer-tagger"], indirect=True)
 def test_int8_export_runs_and_records_its_agreement(model_dir, tmp_path, capsys):
     task = load_model(model_dir).task
     out = tmp_path / "int8"
@@ -111,7 +115,8 @@ def test_int8_export_runs_and_records_its_agreement(model_dir, tmp_path, capsys)
     assert all(label in known for label in (labels if task == "classification" else sum(labels, [])))
 
 
-@pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm-tagger-crf"], indirect=True)
+@pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm-tagger-crf", "transformer"],
+                         indirect=True)
 def test_slim_copy_predicts_identically(model_dir, tmp_path):
     out = tmp_path / "slim"
     cli("export", model_dir, "--output", out, "--format", "safetensors")
@@ -121,7 +126,7 @@ def test_slim_copy_predicts_identically(model_dir, tmp_path):
     assert torch.equal(predict_logits(source, examples).logits, predict_logits(slim, examples).logits)
     size = sum(p.stat().st_size for p in Path(model_dir).rglob("*") if p.is_file())
     slim_size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    if hasattr(source, "encoder"):  # a teacher sheds its optimizer state
+    if source.kind == "teacher":  # a teacher sheds its optimizer state
         from distill.models.slim import load_slim_checkpoint
         assert not (out / "checkpoint.pt").exists() and slim_size < size / 2
         assert set(load_slim_checkpoint(out)) == {"config", "hierarchy", "encoder_state_dict",
@@ -171,6 +176,9 @@ def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
     cli("export", model_dir, "--output", onnx_dir, "--overwrite")  # replaced on request
     with pytest.raises(DistillError, match="is an exported ONNX model"):  # kd, pseudo-label: PyTorch models only
         load_model(onnx_dir, expect="student")
+    status, err = run_main(capsys, "pseudo-label", "--teacher", onnx_dir, "--input", SAMPLES / "unlabeled_movies.txt",
+                           "--output", tmp_path / "p.jsonl")
+    assert status == 2 and "give the PyTorch model directory it was exported from" in err
 
 
 @pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)

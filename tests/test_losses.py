@@ -74,3 +74,24 @@ def test_masked_token_level_kl_uses_only_real_positions():
     mask = torch.tensor([[True, True, False, False], [True, False, False, False]])
     flat = losses.kl_distill(s[mask], t[mask], 2.0)
     assert losses.kl_distill(s, t, 2.0, mask).item() == pytest.approx(flat.item())
+
+
+def test_uniform_layer_map_ends_on_the_last_layer():
+    assert losses.uniform_layer_map(3, 6) == [(1, 2), (2, 4), (3, 6)]
+    assert losses.uniform_layer_map(2, 2) == [(1, 1), (2, 2)]
+    assert losses.uniform_layer_map(2, 3) == [(1, 1), (2, 3)]
+
+
+def test_hidden_mse_by_hand():
+    s = [torch.tensor([[1.0, 2.0]]), torch.tensor([[0.0, 0.0]])]
+    t = [torch.tensor([[3.0, -2.0]]), torch.tensor([[1.0, 1.0]])]
+    assert losses.hidden_mse(s, t).item() == pytest.approx((4 + 16 + 1 + 1) / 4)
+    # widths differ: a projection (here doubling one state into two entries) maps the student's to the teacher's
+    narrow = [torch.tensor([[1.0]]), torch.tensor([[2.0]])]
+    double = [lambda x: torch.cat([x, 2 * x], -1)] * 2
+    assert losses.hidden_mse(narrow, t, double).item() == pytest.approx(((1 - 3) ** 2 + (2 + 2) ** 2 + (2 - 1) ** 2
+                                                                        + (4 - 1) ** 2) / 4)
+    # token level: only the masked positions count
+    tokens_s, tokens_t = torch.zeros(1, 3, 2), torch.tensor([[[1.0, 1.0], [5.0, 5.0], [2.0, 0.0]]])
+    mask = torch.tensor([[True, False, True]])
+    assert losses.hidden_mse([tokens_s], [tokens_t], mask=mask).item() == pytest.approx((1 + 1 + 4 + 0) / 4)

@@ -205,7 +205,7 @@ def test_a_single_task_teacher_loads_and_predicts_as_before(tiny_classifier_teac
     assert all(isinstance(v, torch.Tensor) for v in checkpoint["classifier_state_dict"].values())
     teacher = Teacher.from_pretrained(tiny_classifier_teacher)
     texts, _ = texts_and_tokens()
-    from distill.models.multitask import load_teacher
+    from distill.models import load_teacher
     loaded = load_teacher(tiny_classifier_teacher)
     assert type(loaded) is Teacher
     assert torch.equal(predict_logits(loaded, texts).logits, predict_logits(teacher, texts).logits)

@@ -8,7 +8,7 @@ from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
 from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 
-__all__ = ["MODEL_CARD", "load_model", "read_model_card"]
+__all__ = ["MODEL_CARD", "load_model", "load_teacher", "read_model_card"]
 
 def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu") -> LabelModel:
     """Load a model directory onto `device`; `expect` (a card kind: 'teacher', 'multitask-teacher', 'student')
@@ -16,13 +16,22 @@ def load_model(directory: str | Path, expect: str | None = None, device: str = "
     return _load(directory, expect).to(pick_device(device))
 
 
-def _load(directory: str | Path, expect: str | None) -> LabelModel:
+def load_teacher(directory: str | Path, head: str | None = None, device: str = "cpu") -> LabelModel:
+    """A model directory as the teacher of a distillation stage or of `pseudo-label`: a teacher, a
+    multi-task teacher (with `head`: that head alone), or a trained student (a teacher-assistant chain:
+    teacher -> transformer student -> BiLSTM). Not an ONNX export: a teacher needs a content fingerprint
+    for the logit cache, and `kd --online-teacher` runs it in PyTorch."""
+    from distill.models.multitask import with_head
+    return with_head(_load(directory, None, pytorch=True).to(pick_device(device)), head, str(directory))
+
+
+def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")
-    if expect is not None and card.get("format") == "onnx":
+    if (expect is not None or pytorch) and card.get("format") == "onnx":
         raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
-                           f"give the PyTorch {expect} directory it was exported from")
+                           f"give the PyTorch {expect or 'model'} directory it was exported from")
     verify_model_files(directory, card)
     return model_from_card(directory, card)
 

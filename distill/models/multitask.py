@@ -253,7 +253,6 @@ def with_head(model: LabelModel, head: str | None, where: str) -> LabelModel:
     return model.head(head)
 
 
-
 def all_head_logits(model: MultiTaskTeacher, examples: Sequence, stores: dict[str, LogitStore] | None,
                     batch_size: int = 64) -> tuple[dict[str, ExampleLogits], int]:
     """Every head's logits for `examples`, in order, and how many examples came wholly from the cache.
@@ -292,14 +291,7 @@ def head_records(model: MultiTaskTeacher, examples: Sequence, results: dict[str,
     return records
 
 
-def load_teacher(directory: str | Path, head: str | None = None, device: str = "cpu") -> Teacher | MultiTaskTeacher:
-    """A teacher directory of either kind; with `head`, that head of a multi-task teacher."""
-    from distill.models import load_model, read_model_card
-    kind = KIND if read_model_card(directory)["kind"] == KIND else "teacher"
-    return with_head(load_model(directory, expect=kind, device=device), head, str(directory))
-
-
-def single_teacher(model: Teacher | MultiTaskTeacher, head: str | None, where: str) -> Teacher:
+def single_teacher(model: LabelModel, head: str | None, where: str) -> LabelModel:
     """The one teacher a student learns from: `model`, or its head `head`, which a multi-task teacher needs."""
     if isinstance(model, MultiTaskTeacher) and head is None:
         raise DistillError(f"{where}: is a multi-task teacher: name the head to distil with --head "

@@ -1,7 +1,7 @@
 """The student registry: one decorator makes a student class buildable, loadable and a `--model` choice::
 
     @register_student("bag", task="classification")
-    class BagOfEmbeddings(StudentModel):
+    class BagOfEmbeddings(StudentModel):  # or any LabelModel whose kind is "student"
         config_class = BagConfig
         ...
 
@@ -26,6 +26,7 @@ from distill.errors import DistillError
 
 TASKS = ("classification", "tagging")
 ENTRY_POINT_GROUP = "distill.students"
+BUILT_IN = ("distill.models.students", "distill.models.transformer_student")
 
 Model = TypeVar("Model", bound=type)
 
@@ -49,16 +50,19 @@ _plugins_loaded = False
 
 
 def register_student(name: str, task: str) -> Callable[[Model], Model]:
-    """Class decorator: register a `StudentModel` subclass as student `name` for `task`."""
+    """Class decorator: register a student class (a `StudentModel`, or any `LabelModel` whose kind is
+    "student" and whose `config_class` is a `StudentConfig`) as student `name` for `task`."""
     if task not in TASKS:
         raise DistillError(f"student {name!r}: unknown task {task!r}: choose one of {', '.join(TASKS)}")
     if not name or ":" in name:
         raise DistillError(f"student name {name!r}: use a non-empty name without ':'")
 
     def decorate(cls: Model) -> Model:
-        from distill.models.students import StudentConfig, StudentModel
-        if not (isinstance(cls, type) and issubclass(cls, StudentModel)):
-            raise DistillError(f"student {name!r}: {cls!r} is not a StudentModel subclass")
+        from distill.models.base import LabelModel
+        from distill.models.students import StudentConfig
+        if not (isinstance(cls, type) and issubclass(cls, LabelModel) and cls.kind == "student"):
+            raise DistillError(f"student {name!r}: {cls!r} is not a student model (a StudentModel, or a "
+                               "LabelModel with kind 'student')")
         if not (isinstance(cls.config_class, type) and issubclass(cls.config_class, StudentConfig)):
             raise DistillError(f"student {name!r}: config_class must be a StudentConfig subclass")
         taken = _STUDENTS.get(name)
@@ -77,7 +81,8 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    importlib.import_module("distill.models.students")
+    for module in BUILT_IN:
+        importlib.import_module(module)
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             point.load()

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from distill import losses
 from distill.crf import ConditionalRandomField
 from distill.errors import DistillError
-from distill.io import load_tensors, read_json, save_tensors, write_json
+from distill.io import content_fingerprint, load_tensors, read_json, save_tensors, write_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import card_version, write_model_card
@@ -37,16 +37,10 @@ def option(default, help: str, **cli) -> Any:
 
 @dataclass
 class StudentConfig:
-    """What a student is (architecture and vocabulary), never how it was trained: a run's settings
-    live in `distill.training.TrainSettings`. Each student class has a subclass with its own fields."""
+    """What a student is, never how it was trained: a run's settings live in
+    `distill.training.TrainSettings`. Each student class has a subclass with its own fields."""
 
     model: str = "lstm"
-    embedding_dim: int = option(100, "Word embedding width.", min=1)
-    dropout: float = option(0.5, "Dropout on embeddings and features.", min=0.0, max=1.0, max_open=True)
-    lowercase: bool = option(True, "Lowercase words in the vocabulary (characters keep case anyway).",
-                             flag="--lowercase/--cased")
-    min_freq: int = option(1, "Vocabulary minimum count.", min=1)
-    max_vocab: int = option(50000, "Largest word vocabulary, <pad> and <unk> included.", min=3)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "student config") -> "StudentConfig":
@@ -60,7 +54,19 @@ class StudentConfig:
 
 
 @dataclass
-class ClassifierConfig(StudentConfig):
+class WordStudentConfig(StudentConfig):
+    """A student that reads words (`StudentModel`): embedding width, dropout and its word vocabulary."""
+
+    embedding_dim: int = option(100, "Word embedding width.", min=1)
+    dropout: float = option(0.5, "Dropout on embeddings and features.", min=0.0, max=1.0, max_open=True)
+    lowercase: bool = option(True, "Lowercase words in the vocabulary (characters keep case anyway).",
+                             flag="--lowercase/--cased")
+    min_freq: int = option(1, "Vocabulary minimum count.", min=1)
+    max_vocab: int = option(50000, "Largest word vocabulary, <pad> and <unk> included.", min=3)
+
+
+@dataclass
+class ClassifierConfig(WordStudentConfig):
     """A text classifier's config: with two labels it may output one logit (sigmoid) instead of two."""
 
     binary: bool = option(False, "Classifiers with two labels: one logit + sigmoid (BCE).", flag="--binary")
@@ -70,7 +76,7 @@ class ClassifierConfig(StudentConfig):
 class LSTMClassifierConfig(ClassifierConfig):
     model: str = "lstm"
     hidden_dim: int = option(150, "LSTM units per direction.", min=1)
-    layers: int = option(1, "LSTM layers.", min=1)
+    layers: int = option(1, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
     pooling: str = option("last", "Sentence features: the last real state of each direction, or the max over time.",
                           choices=["last", "max"])
 
@@ -83,7 +89,7 @@ class CNNClassifierConfig(ClassifierConfig):
 
 
 @dataclass
-class TaggerConfig(StudentConfig):
+class TaggerConfig(WordStudentConfig):
     model: str = "lstm-tagger"
     char_embedding_dim: int = option(30, "Character embedding width.", min=1)
     char_filters: int = option(50, "Character CNN filters (word features from characters).", min=1)
@@ -94,7 +100,7 @@ class TaggerConfig(StudentConfig):
 @dataclass
 class LSTMTaggerConfig(TaggerConfig):
     hidden_dim: int = option(150, "LSTM units per direction.", min=1)
-    layers: int = option(1, "LSTM layers.", min=1)
+    layers: int = option(1, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
 
 
 @dataclass
@@ -103,6 +109,40 @@ class IDCNNTaggerConfig(TaggerConfig):
     filters: int = option(100, "CNN filters per width, or ID-CNN channels.", min=1)
     idcnn_dilations: list = option([1, 2, 1], "Dilations of the ID-CNN block, comma-separated.", min=1)
     idcnn_iterations: int = option(4, "Times the ID-CNN block is applied.", min=1)
+
+
+def write_student_config(model: LabelModel, directory: Path) -> str:
+    """A student's ``config.json``: its config and labels; returns the file's name."""
+    write_json(directory / CONFIG, {"config": asdict(model.config), "hierarchy": model.hierarchy.to_dict()})
+    return CONFIG
+
+
+class StudentFiles:
+    """How a built-in student is saved and loaded: weights in ``model.safetensors``, what it is besides
+    them (`write_description`: config, labels, vocabularies or encoder folder), then the card over all
+    of it. `required_files` must be there before `unloaded` reads the description."""
+
+    required_files: tuple[str, ...] = ()
+
+    def write_files(self, directory: Path, **extra) -> None:
+        from distill.models.registry import student_entry
+        save_tensors(directory / WEIGHTS, self.state_dict())
+        files = [WEIGHTS, *self.write_description(directory)]
+        entry = student_entry(self.config.model)
+        write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
+                                     "task": self.task, "labels": self.hierarchy.labels}, files)
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, card: dict) -> LabelModel:
+        for needed in cls.required_files:
+            if not (Path(directory) / needed).exists():
+                raise DistillError(f"{directory}: not a student directory (missing {needed})")
+        model = cls.unloaded(directory, card)
+        try:
+            model.load_state_dict(load_tensors(Path(directory) / WEIGHTS))
+        except RuntimeError as err:
+            raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
+        return model.eval()
 
 
 def last_states(outputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -149,19 +189,21 @@ def student_tokens(example) -> list[str]:
     return tokens or ["<unk>"]
 
 
-class StudentModel(LabelModel):
+class StudentModel(StudentFiles, LabelModel):
     """Shared plumbing: vocabularies, batching of words, `build`, `save_pretrained` / `from_pretrained`.
 
     A new student is a subclass with a `config_class`, `__init__` building its layers and `forward`,
     registered with `distill.models.registry.register_student`.
     """
 
-    config_class: type[StudentConfig] = StudentConfig
+    config_class: type[StudentConfig] = WordStudentConfig
     kind = "student"
+    default_lr = 2e-3  # Adam's learning rate when the run sets none (`distill.training.TrainSettings.lr`)
     task = "classification"
     uses_chars = False  # taggers read characters too: `build` then makes a character vocabulary
+    required_files = (WEIGHTS, CONFIG, VOCAB)
 
-    def __init__(self, config: StudentConfig, hierarchy: LabelHierarchy, words: Vocabulary,
+    def __init__(self, config: WordStudentConfig, hierarchy: LabelHierarchy, words: Vocabulary,
                  chars: Vocabulary | None = None):
         super().__init__()
         if not isinstance(config, self.config_class):
@@ -174,13 +216,32 @@ class StudentModel(LabelModel):
         self.outputs = 1 if binary else len(hierarchy)
 
     @classmethod
-    def build(cls, config: StudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> "StudentModel":
+    def build(cls, config: WordStudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> "StudentModel":
         """A fresh student whose vocabularies come from `examples` (texts or token lists)."""
         token_lists = [student_tokens(e) for e in examples]
         words = Vocabulary.build(token_lists, config.min_freq, config.max_vocab, config.lowercase)
         chars = Vocabulary.build((t for tokens in token_lists for t in tokens), 1, None, False) \
             if cls.uses_chars else None
         return cls(config, hierarchy, words, chars)
+
+    @classmethod
+    def build_from_teacher(cls, config: WordStudentConfig, hierarchy: LabelHierarchy, examples: Sequence,
+                           teacher: LabelModel) -> "StudentModel":
+        """`build`, its word embeddings started from the sub-word embeddings of `teacher` (a transformer)."""
+        if getattr(teacher, "tokenizer", None) is None:
+            raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "
+                               "sub-word embeddings to start word embeddings from: use --random-embeddings")
+        from distill.embedding_init import init_from_teacher
+        model = cls.build(config, hierarchy, examples)
+        init_from_teacher(model, teacher)
+        return model
+
+    def fingerprint(self) -> str:
+        """A digest of what decides the logits (config, labels, vocabularies, weights): keys the logit
+        cache when this student teaches the next one."""
+        return content_fingerprint({"config": asdict(self.config), "labels": self.hierarchy.labels,
+                                    "words": self.words.to_dict(),
+                                    "chars": self.chars.to_dict() if self.chars else None}, self.state_dict())
 
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         token_lists = [student_tokens(e) for e in examples]
@@ -209,34 +270,11 @@ class StudentModel(LabelModel):
                                       for ids in (self.chars.ids(t[:MAX_WORD_CHARS]) for t in rows)]
         return {"char_ids": torch.tensor(char_ids), "word_rows": torch.tensor(word_rows)}
 
-    def write_files(self, directory: Path, **extra) -> None:
-        from distill.models.registry import student_entry
-        save_tensors(directory / WEIGHTS, self.state_dict())
-        self.write_description(directory)
-        entry = student_entry(self.config.model)
-        write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
-                                     "task": self.task, "labels": self.hierarchy.labels}, [WEIGHTS, CONFIG, VOCAB])
-
     def write_description(self, directory: Path) -> list[str]:
         """What the model is besides its weights (config, labels, vocabularies); returns the files' names."""
-        write_json(directory / CONFIG, {"config": asdict(self.config), "hierarchy": self.hierarchy.to_dict()})
         write_json(directory / VOCAB, {"words": self.words.to_dict(),
                                        "chars": self.chars.to_dict() if self.chars else None})
-        return [CONFIG, VOCAB]
-
-    @classmethod
-    def from_checkpoint(cls, directory: str | Path, card: dict) -> "StudentModel":
-        directory = Path(directory)
-        for needed in (WEIGHTS, CONFIG, VOCAB):
-            if not (directory / needed).exists():
-                raise DistillError(f"{directory}: not a student directory (missing {needed})")
-        model = cls.unloaded(directory, card)
-        try:
-            model.load_state_dict(load_tensors(directory / WEIGHTS))
-        except RuntimeError as err:
-            raise DistillError(f"{directory}: weights do not fit the model ({str(err).splitlines()[0]})") from None
-        model.eval()
-        return model
+        return [write_student_config(self, directory), VOCAB]
 
     @classmethod
     def unloaded(cls, directory: str | Path, card: dict) -> "StudentModel":
@@ -394,7 +432,7 @@ class IDCNNTagger(TaggerModel):
         return self.classifier(self.dropout(hidden.transpose(1, 2)))
 
 
-def build_student(config: StudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> StudentModel:
+def build_student(config: StudentConfig, hierarchy: LabelHierarchy, examples: Sequence) -> LabelModel:
     """A fresh student of the registered kind `config.model`, vocabularies built from `examples`."""
     from distill.models.registry import student_entry
     return student_entry(config.model).cls.build(config, hierarchy, examples)

@@ -1,0 +1,214 @@
+"""Transformer students: layers cut from the teacher or another encoder, teacher-assistant chains."""
+
+import json
+
+import pytest
+import torch
+
+from distill.errors import DistillError
+from distill.inference import predict_logits
+from distill.models import MODEL_CARD, load_model
+from distill.models.registry import student_config
+from distill.models.transformer_student import TransformerStudent, kept_layers
+from distill.trainers import new_student
+from tests.conftest import SAMPLES
+from tests.test_reliability import run_main
+
+SENTIMENT = ("--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv")
+NER = ("--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll")
+QUICK = ("--epochs", "1", "--quiet", "--batch-size", "16")
+TEXTS = ["a fine film", "dull , dull and far too long", "great"]
+SENTENCES = [["Karl", "Weber", "visited", "Port", "Halden", "yesterday"], ["Unbelievably", "good"]]
+
+
+def ok(capsys, *args) -> None:
+    status, err = run_main(capsys, *args)
+    assert status == 0, err
+
+
+@pytest.mark.parametrize("layer_map, layers, depth, kept", [
+    ("uniform", 3, 6, [0, 2, 4]), ("uniform", 6, 12, [0, 2, 4, 6, 8, 10]), ("uniform", 2, 6, [0, 3]),
+    ("first", 2, 6, [0, 1]), ("last", 2, 6, [4, 5]), ("1,5", 2, 6, [1, 5]), ("uniform", 6, 6, list(range(6)))])
+def test_kept_layers(layer_map, layers, depth, kept):
+    assert kept_layers(layer_map, layers, depth) == kept
+
+
+@pytest.mark.parametrize("layer_map, layers, depth, message", [
+    ("uniform", 7, 6, "of 7 layers: its encoder has only 6"), ("0,2", 3, 6, "keeps 2 layers, not 3: set --layers 2"),
+    ("2,1", 2, 6, "increasing layer numbers from 0 to 5"), ("0,6", 2, 6, "from 0 to 5"),
+    ("every other", 2, 6, "use uniform, first, last or layer numbers")])
+def test_kept_layers_refuses(layer_map, layers, depth, message):
+    with pytest.raises(DistillError, match=message):
+        kept_layers(layer_map, layers, depth)
+
+
+def copy_of_every_layer(teacher_dir: str) -> tuple:
+    """The teacher of `teacher_dir`, a transformer student of all its (two) layers, and examples of its task."""
+    teacher = load_model(teacher_dir)
+    name = "transformer" if teacher.task == "classification" else "transformer-tagger"
+    examples = TEXTS if teacher.task == "classification" else SENTENCES
+    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher)
+    return teacher, student.eval(), examples
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_a_copy_of_every_teacher_layer_scores_as_the_teacher(request, fixture):
+    """Embeddings, layers and head are the teacher's: with all its layers the student is the teacher."""
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
+    assert (student.config.sentence_pooling, student.config.max_length) == (teacher.config.pooling, 128)
+    ours, theirs = predict_logits(student, examples), predict_logits(teacher, examples)
+    assert torch.allclose(ours.logits, theirs.logits, atol=1e-5)
+    assert torch.equal(ours.scored, theirs.scored) if theirs.scored is not None else ours.scored is None
+
+
+def test_the_kept_layers_are_the_teachers(tiny_classifier_teacher):
+    teacher = load_model(tiny_classifier_teacher)
+    student = new_student(student_config("transformer", layers=1, layer_map="last"), teacher.hierarchy, TEXTS, 0,
+                          teacher)
+    assert student.encoder.config.num_hidden_layers == 1
+    theirs, ours = teacher.encoder.state_dict(), student.encoder.state_dict()
+    assert all(torch.equal(ours[k], theirs[k.replace("layer.0.", "layer.1.")]) for k in ours)
+    assert torch.equal(student.network.classifier.weight, teacher.classifier.weight)
+    assert student.parameter_count() < teacher.parameter_count()
+
+
+def test_save_and_load_round_trip(tiny_classifier_teacher, tmp_path):
+    teacher = load_model(tiny_classifier_teacher)
+    student = new_student(student_config("transformer", layers=1), teacher.hierarchy, TEXTS, 0, teacher).eval()
+    student.save_pretrained(tmp_path / "s")
+    loaded = load_model(tmp_path / "s", expect="student")
+    assert type(loaded) is TransformerStudent and loaded.config == student.config
+    assert torch.equal(predict_logits(loaded, TEXTS).logits, predict_logits(student, TEXTS).logits)
+    assert loaded.fingerprint() == student.fingerprint() != teacher.fingerprint()
+    card = json.loads((tmp_path / "s" / MODEL_CARD).read_text())
+    assert (card["model"], card["class"]) == ("transformer", "distill.models.transformer_student:TransformerStudent")
+    on_disk = sorted(str(p.relative_to(tmp_path / "s")) for p in (tmp_path / "s").rglob("*") if p.is_file())
+    assert sorted(card["sha256"]) == [name for name in on_disk if name != MODEL_CARD]
+    assert {"model.safetensors", "config.json", "encoder/config.json", "encoder/tokenizer.json"} <= set(card["sha256"])
+    (tmp_path / "s" / "encoder" / "vocab.txt").write_text("[PAD]\n")  # a file the card does not list
+    with pytest.raises(DistillError, match="not part of the model as saved"):
+        load_model(tmp_path / "s")
+
+
+def test_classification_chain_teacher_transformer_bilstm(tiny_classifier_teacher, tmp_path, capsys):
+    """teacher -> transformer student (kd, cached logits) -> BiLSTM (kd, the student as teacher) -> evaluate,
+    predict, pseudo-label; each stage keys the logit cache by its own teacher's fingerprint."""
+    cache = ("--cache-dir", tmp_path / "cache")
+    ok(capsys, "kd", "--teacher", tiny_classifier_teacher, "--model", "transformer", "--layers", "1", *SENTIMENT,
+       *QUICK, *cache, "--output", tmp_path / "ta")
+    summary = json.loads((tmp_path / "ta" / "train_summary.json").read_text())
+    assert summary["model"] == "transformer" and summary["settings"]["lr"] == 5e-5
+    assessor = load_model(tmp_path / "ta")
+    assert assessor.encoder.config.num_hidden_layers == 1
+    ok(capsys, "kd", "--teacher", tmp_path / "ta", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "6",
+       *SENTIMENT, *QUICK, *cache, "--output", tmp_path / "bilstm")
+    assert json.loads((tmp_path / "bilstm" / "train_summary.json").read_text())["settings"]["lr"] == 2e-3
+    assert (tmp_path / "cache" / assessor.fingerprint()).is_dir()
+    assert (tmp_path / "cache" / load_model(tiny_classifier_teacher).fingerprint()).is_dir()
+    ok(capsys, "evaluate", tmp_path / "ta", SAMPLES / "sentiment_test.csv")
+    ok(capsys, "pseudo-label", "--teacher", tmp_path / "ta", "--input", SAMPLES / "unlabeled_movies.txt",
+       "--output", tmp_path / "pseudo.jsonl", *cache)
+    first = json.loads((tmp_path / "pseudo.jsonl").read_text().splitlines()[0])
+    assert first["label"] in ("negative", "positive")
+    ok(capsys, "kd", "--teacher", tmp_path / "bilstm", "--model", "cnn", "--random-embeddings", "--filters", "4",
+       "--embedding-dim", "8", *SENTIMENT, *QUICK, *cache, "--output", tmp_path / "cnn")
+    ok(capsys, "compare", tmp_path / "ta", tmp_path / "bilstm", tmp_path / "cnn", "--data",
+       SAMPLES / "sentiment_test.csv")
+
+
+def test_tagging_chain_teacher_transformer_bilstm(tiny_tagging_teacher, tmp_path, capsys):
+    cache = ("--cache-dir", tmp_path / "cache")
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--layers", "1",
+       "--max-length", "16", *NER, *QUICK, *cache, "--output", tmp_path / "ta")
+    ok(capsys, "kd", "--teacher", tmp_path / "ta", "--model", "lstm-tagger", "--embedding-dim", "8",
+       "--hidden-dim", "6", *NER, *QUICK, *cache, "--output", tmp_path / "bilstm")
+    ok(capsys, "evaluate", tmp_path / "ta", SAMPLES / "ner_test.conll")
+    ok(capsys, "pseudo-label", "--teacher", tmp_path / "ta", "--input", SAMPLES / "unlabeled_news.txt",
+       "--output", tmp_path / "pseudo.jsonl", *cache)
+    record = json.loads((tmp_path / "pseudo.jsonl").read_text().splitlines()[0])
+    assert len(record["tags"]) == len(record["tokens"])
+
+
+def test_another_encoder_as_the_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
+    """A student on another tokenizer: tagging KD compares each word's first sub-token on both sides."""
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+       tiny_other_encoder_dir, "--layers", "2", "--layer-map", "0,2", *NER, *QUICK, "--cache-dir", tmp_path / "cache",
+       "--output", tmp_path / "other")
+    student, teacher = load_model(tmp_path / "other"), load_model(tiny_tagging_teacher)
+    assert len(student.tokenizer) != len(teacher.tokenizer)
+    assert student.encoder.config.hidden_size == 24 and student.encoder.config.num_hidden_layers == 2
+    ours, theirs = predict_logits(student, SENTENCES), predict_logits(teacher, SENTENCES)
+    assert ours.logits.shape == theirs.logits.shape and torch.equal(ours.scored, theirs.scored)
+
+
+def test_a_student_without_a_teacher_cuts_a_pretrained_encoder(tiny_other_encoder_dir, tmp_path, capsys):
+    ok(capsys, "student", "--model", "transformer", "--encoder", tiny_other_encoder_dir, "--layers", "1", *SENTIMENT,
+       *QUICK, "--output", tmp_path / "s")
+    student = load_model(tmp_path / "s")
+    assert student.encoder.config.num_hidden_layers == 1 and student.config.sentence_pooling == "first"
+    status, err = run_main(capsys, "student", "--model", "transformer", *SENTIMENT, *QUICK, "--output", tmp_path / "x")
+    assert status == 2 and "a transformer student needs layers to start from" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_word_student_teacher_refuses_what_it_cannot_give(tmp_path, capsys):
+    ok(capsys, "student", "--model", "cnn", "--filters", "4", "--embedding-dim", "8", *SENTIMENT, *QUICK,
+       "--output", tmp_path / "cnn")
+    common = ("kd", "--teacher", tmp_path / "cnn", *SENTIMENT, *QUICK, "--cache-dir", tmp_path / "cache")
+    status, err = run_main(capsys, *common, "--model", "transformer", "--output", tmp_path / "t")
+    assert status == 2 and "a transformer student copies a transformer's layers, and the teacher is a cnn" in err
+    status, err = run_main(capsys, *common, "--model", "lstm", "--output", tmp_path / "l")
+    assert status == 2 and "no sub-word embeddings to start word embeddings from: use --random-embeddings" in err
+
+
+def test_listing_the_students_does_not_import_transformers():
+    """Loading a BiLSTM reads the registry, which lists the transformer students: that must stay light."""
+    from tests.test_api import run_python
+    done = run_python("""
+        import sys
+        from distill.models.registry import students
+        print(sorted(students()), "transformers" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("'transformer', 'transformer-tagger'] False")
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_hidden_state_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
+    """Every layer copied, same width: the student's mapped states are the teacher's, at sentence or word level."""
+    from distill.distillation import HiddenStateObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
+    loss = TeacherStudentDistill(hidden_weight=1.0)
+    with HiddenStateObjective(loss, teacher, student, examples) as objective:
+        assert objective.pairs == [(1, 1), (2, 2)] and objective.parameters() == []
+        batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
+        terms = objective.terms(student, student(**batch["inputs"]), batch)
+        assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-8)
+        assert terms[2].denominator.item() == 2 * 32 * (len(examples) if teacher.task == "classification" else 8)
+    assert not student.network.encoder.transformer.layer[0]._forward_hooks  # taken off on leaving
+
+
+def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
+    """Widths 24 and 32 differ: learned maps, trained beside the student and kept out of it."""
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+       tiny_other_encoder_dir, "--layers", "2", "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "h")
+    summary = json.loads((tmp_path / "h" / "train_summary.json").read_text())
+    assert summary["kd"]["hidden_weight"] == 1.0 and "cache_dir" not in summary
+    assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
+    status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
+                           "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
+    assert status == 2 and "the hidden-state term compares transformer layers: the student must be" in err
+
+
+def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
+                                                        capsys, monkeypatch):
+    """The width maps are part of the resume state: a resumed run ends where an uninterrupted one does."""
+    from tests.test_reliability import interrupted_in_epoch_2
+    args = ("kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+            tiny_other_encoder_dir, "--layers", "1", "--hidden-weight", "2", *NER, "--epochs", "2", "--patience", "2",
+            "--quiet", "--batch-size", "16", "--dropout", "0")
+    ok(capsys, *args, "--output", tmp_path / "whole")
+    ok(capsys, *interrupted_in_epoch_2(capsys, monkeypatch, *args, "--output", tmp_path / "resumed"), "--resume")
+    whole, resumed = load_model(tmp_path / "whole").state_dict(), load_model(tmp_path / "resumed").state_dict()
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
