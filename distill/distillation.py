@@ -207,11 +207,14 @@ class LayerOutputs:
 
 def aligned_states(model: torch.nn.Module, states: list[torch.Tensor], inputs: dict) -> list[torch.Tensor]:
     """Layer states at the places teacher and student share whatever their tokenizers: for
-    classification the sentence as the model pools it, (batch, width); for tagging each word's first
+    classification the sentence as the model pools it (a text read in windows: the mean of its
+    windows' pooled states), (batch, width); for tagging each word's first
     sub-token on the (sentences, words, width) grid of its logits."""
     from distill.models.teacher import place_in_grid, pool
     if "word_positions" not in inputs:
-        return [pool(state, inputs["attention_mask"], encoder_reader(model).config.pooling) for state in states]
+        pooled = [pool(state, inputs["attention_mask"], encoder_reader(model).config.pooling) for state in states]
+        weights = inputs.get("window_weights")  # a text read in windows: the mean of its windows, as its logits
+        return pooled if weights is None else [weights.to(state.dtype) @ state for state in pooled]
     index = inputs["word_positions"].unsqueeze(-1)
     return [place_in_grid(state.gather(1, index.expand(-1, -1, state.size(-1))), inputs["word_slots"],
                           inputs["grid_shape"]) for state in states]

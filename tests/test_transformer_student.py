@@ -212,3 +212,22 @@ def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, ti
     ok(capsys, *interrupted_in_epoch_2(capsys, monkeypatch, *args, "--output", tmp_path / "resumed"), "--resume")
     whole, resumed = load_model(tmp_path / "whole").state_dict(), load_model(tmp_path / "resumed").state_dict()
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
+
+
+def test_hidden_state_term_averages_a_windowed_teachers_windows(tiny_encoder_dir):
+    """A teacher that reads long texts in windows: its pooled states per text are the mean of its windows'."""
+    from distill.distillation import HiddenStateObjective, TeacherStudentDistill
+    from distill.labels import LabelHierarchy
+    from distill.models.teacher import Teacher, TeacherConfig
+    from distill.training import make_batch
+    torch.manual_seed(0)
+    teacher = Teacher.from_encoder(TeacherConfig(encoder=tiny_encoder_dir, max_length=8, long_inputs="windows",
+                                                 window_overlap=2, max_windows=4),
+                                   LabelHierarchy(["negative", "positive"])).eval()
+    examples = [" ".join(TEXTS * 3), "great"]
+    assert teacher.prepare(examples)[0]["input_ids"].shape[0] > len(examples)  # several windows
+    student = new_student(student_config("transformer", layers=2), teacher.hierarchy, examples, 0, teacher).eval()
+    with HiddenStateObjective(TeacherStudentDistill(hidden_weight=1.0), teacher, student, examples) as objective:
+        batch = make_batch(student, examples, [None] * len(examples), [0, 1])
+        terms = objective.terms(student, student(**batch["inputs"]), batch)
+        assert terms[2].denominator.item() == 2 * 32 * len(examples)
