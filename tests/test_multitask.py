@@ -278,3 +278,11 @@ def test_classification_heads_read_long_texts_in_the_same_windows_as_each_head_a
     other = TeacherConfig(encoder=tiny_encoder_dir, max_length=16)
     with pytest.raises(DistillError, match="long_inputs 'truncate' differs"):
         MultiTaskTeacher.from_encoder({**heads, "topic": (other, LabelHierarchy(["a", "b"]), TeacherTraining())})
+
+
+def test_a_transformer_student_cannot_copy_a_multitask_teacher_without_a_head(multitask_teacher, tmp_path):
+    """`student --embeddings-from-teacher` names no head: one line, not a traceback."""
+    status, err = run_cli("student", "--model", "transformer", "--layers", "1", "--embeddings-from-teacher",
+                          multitask_teacher, "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                          SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--output", tmp_path / "s", "--quiet")
+    assert status == 2 and "and the teacher is a multi-task teacher: give a pretrained encoder" in err

@@ -183,8 +183,10 @@ class TransformerStudent(StudentFiles, LabelModel):
             return cls.build(config, hierarchy, examples)
         source = teacher.network if isinstance(teacher, TransformerStudent) else teacher
         if not isinstance(source, Teacher):
+            # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
+            what = f"{teacher.config.model} student" if hasattr(teacher, "config") else "multi-task teacher"
             raise DistillError(f"a transformer student copies a transformer's layers, and the teacher is a "
-                               f"{teacher.config.model} student: give a pretrained encoder (--encoder minilm-l6)")
+                               f"{what}: give a pretrained encoder (--encoder minilm-l6)")
         keep = kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)
         config = replace(config, sentence_pooling=source.config.pooling,
                          pre_classifier=source.pre_classifier is not None)
