@@ -242,6 +242,8 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
+            for name in heads:  # what a classification head cuts of its training texts, as train_teacher warns
+                warn_if_truncated(model.head(name), train_sets[name].inputs, train_sets[name].source)
             weights = sampling.weights({name: len(train_sets[name]) for name in heads})
             by_task = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
                                      train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,

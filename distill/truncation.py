@@ -36,8 +36,12 @@ class Truncation:
 
 
 def classification_teacher(model) -> Teacher | None:
-    """The classification teacher that reads `model`'s text (a teacher, or its ONNX export), else None."""
+    """The classification teacher that reads `model`'s text (a teacher, or its ONNX export, or a
+    multi-task teacher whose heads all classify: they read the text alike), else None."""
     teacher = getattr(model, "source", model)  # an OnnxModel prepares text with its source teacher
+    from distill.models.multitask import MultiTaskTeacher
+    if isinstance(teacher, MultiTaskTeacher):
+        teacher = teacher.head(teacher.names[0]) if teacher.task == "classification" else None
     return teacher if isinstance(teacher, Teacher) and teacher.task == "classification" else None
 
 

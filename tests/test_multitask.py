@@ -286,3 +286,19 @@ def test_a_transformer_student_cannot_copy_a_multitask_teacher_without_a_head(mu
                           multitask_teacher, "--train", SAMPLES / "sentiment_train.csv", "--dev",
                           SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--output", tmp_path / "s", "--quiet")
     assert status == 2 and "and the teacher is a multi-task teacher: give a pretrained encoder" in err
+
+
+def test_a_classification_multitask_teacher_warns_what_it_cuts(tiny_encoder_dir, caplog):
+    """Its heads read a text alike: the truncation warning of predict and pseudo-label counts for it."""
+    import logging
+
+    from distill.labels import LabelHierarchy
+    from distill.models.teacher import TeacherConfig, TeacherTraining
+    from distill.truncation import warn_if_truncated
+    config = TeacherConfig(encoder=tiny_encoder_dir, max_length=8)
+    heads = {"polarity": (config, LabelHierarchy(["negative", "positive"]), TeacherTraining()),
+             "topic": (config, LabelHierarchy(["film", "music"]), TeacherTraining())}
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        warn_if_truncated(MultiTaskTeacher.from_encoder(heads), ["a long review of a film that goes on " * 4,
+                                                                 "short"], "texts.txt")
+    assert any("texts.txt: 1 of 2 texts (50.0%) are longer" in r.getMessage() for r in caplog.records)
