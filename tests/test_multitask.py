@@ -302,3 +302,18 @@ def test_a_classification_multitask_teacher_warns_what_it_cuts(tiny_encoder_dir,
         warn_if_truncated(MultiTaskTeacher.from_encoder(heads), ["a long review of a film that goes on " * 4,
                                                                  "short"], "texts.txt")
     assert any("texts.txt: 1 of 2 texts (50.0%) are longer" in r.getMessage() for r in caplog.records)
+
+
+def test_shared_window_settings_do_not_depend_on_the_order_of_the_heads(tiny_encoder_dir):
+    """--long-inputs windows is for the classification heads; a tagging head listed first does not refuse it."""
+    from dataclasses import replace
+
+    from distill.labels import LabelHierarchy
+    from distill.models.teacher import TeacherConfig, TeacherTraining
+    config = TeacherConfig(encoder=tiny_encoder_dir, max_length=16, long_inputs="windows", window_overlap=4)
+    tagging = (replace(config, task="tagging"), LabelHierarchy(["O", "B-PER", "I-PER"]), TeacherTraining())
+    polarity = (config, LabelHierarchy(["negative", "positive"]), TeacherTraining())
+    for heads in ({"ner": tagging, "polarity": polarity}, {"polarity": polarity, "ner": tagging}):
+        assert MultiTaskTeacher.from_encoder(heads).names == list(heads)
+    with pytest.raises(DistillError, match="--long-inputs windows is for classification"):
+        MultiTaskTeacher.from_encoder({"ner": tagging, "other": tagging})

@@ -108,7 +108,10 @@ class MultiTaskTeacher(LabelModel):
     def from_encoder(cls, heads: dict[str, tuple[TeacherConfig, LabelHierarchy, TeacherTraining]],
                      sampling: TaskSampling | None = None) -> "MultiTaskTeacher":
         """A multi-task teacher to fine-tune: the pretrained encoder and a fresh head per task."""
-        config, hierarchy, _ = next(iter(heads.values()))
+        # a classification head's settings when there is one: the shared long-input settings are checked
+        # for what reads text (a tagging head always reads words in windows), whatever the order of the heads
+        config, hierarchy, _ = next((head for head in heads.values() if head[0].task == "classification"),
+                                    next(iter(heads.values())))
         loaded = Teacher.from_encoder(config, hierarchy)  # the pretrained encoder, its max length checked
         return cls(heads, loaded.encoder, loaded.tokenizer, sampling)
 
