@@ -14,7 +14,8 @@ BiLSTM/CNN students, a student keeps `layers` of an encoder's layers, chosen by 
 
 The student reads text exactly as the teacher does (a `Teacher` module inside does the reading and
 scoring): a pooled sentence for classification, each word's first sub-token in windows of whole
-words for tagging, on the same (sentences, words) grid. Saved as weights (``model.safetensors``),
+words for tagging, on the same (sentences, words) grid; a text to classify is cut at `max_length`, also
+when the teacher reads long texts in windows (`--long-inputs windows`). Saved as weights (``model.safetensors``),
 ``config.json`` (config and labels) and the encoder's config and tokenizer (``encoder/``), every file
 in the card's checksums. `transformers` is imported when one is built or loaded, not when the
 registry lists the students (loading a BiLSTM stays light).
