@@ -1,13 +1,23 @@
-"""Measure the multi-task teacher against two single-task teachers (docs/multitask.md).
+"""Measure the multi-task teacher against two single-task teachers (docs/multitask.md, issue 17).
 
-Trains, with the same encoder and settings, a joint Rotten Tomatoes + CoNLL-2003 NER teacher and
-the two single-task teachers, then reports each head's and each single teacher's test score, and
-the time to label the unlabelled news text with both tasks: one encoder pass (the joint teacher,
-no cache) against the two single teachers one after the other.
+With the same encoder and settings (nlp-train's defaults), a joint Rotten Tomatoes + CoNLL-2003
+NER teacher against the two single-task teachers:
 
-    python scripts/bench_multitask.py --data data --out runs/bench-multitask --limit 2000 --epochs 3
+- each head's test score beside its single teacher's (the joint teacher's epoch passes every
+  task's training set once, so each head gets as many encoder updates as its single teacher);
+- the time to pseudo-label the unlabelled news text for both tasks: one encoder pass with every
+  head (`nlp-train pseudo-label` of the joint teacher, no cache) against the two single teachers
+  one after the other, best of `--repeats`;
+- the default student of each task (`lstm`, `lstm-tagger`) distilled (`kd`, KL) from the joint
+  head and from the single teacher, with the same settings: test score and retention.
 
-Writes OUT/multitask.json. Trained teachers are reused: rerun to resume.
+    python scripts/bench_multitask.py --data data --out runs/bench-multitask \\
+        --single sentiment=runs/bench/rt/teacher --single ner=runs/bench/conll/teacher \\
+        --single-student sentiment=runs/bench/rt/lstm+kd-kl --single-student ner=runs/bench/conll/lstm-tagger+kd-kl
+
+`--single` / `--single-student` reuse models trained elsewhere with the same settings (those of
+scripts/benchmark.py are); otherwise they are trained here. Every trained model is reused when the
+script runs again, so an interrupted run resumes. Writes OUT/multitask.json.
 """
 
 from __future__ import annotations
@@ -22,14 +32,27 @@ sys.path.insert(0, str(ROOT))
 
 from distill.io import write_json  # noqa: E402
 
-TASKS = {"sentiment": ("classification", "rotten_tomatoes/{}.csv", ("train", "dev", "test")),
-         "ner": ("tagging", "conll2003/{}.txt", ("train", "valid", "test"))}
+TASKS = {"sentiment": {"task": "classification", "files": "rotten_tomatoes/{}.csv", "splits": ("train", "dev", "test"),
+                       "metric": "accuracy", "student": "lstm"},
+         "ner": {"task": "tagging", "files": "conll2003/{}.txt", "splits": ("train", "valid", "test"),
+                 "metric": "f1", "student": "lstm-tagger"}}
 
 
-def subset(path: Path, task: str, limit: int | None, out: Path) -> str:
+def named_dirs(pairs: list[str], option: str) -> dict[str, Path]:
+    """NAME=DIR options as {name: dir}, names checked against TASKS."""
+    found = {}
+    for pair in pairs:
+        name, sep, directory = pair.partition("=")
+        if not sep or name not in TASKS:
+            sys.exit(f"{option} {pair}: expected NAME=DIR with NAME one of {', '.join(TASKS)}")
+        found[name] = Path(directory)
+    return found
+
+
+def subset(path: Path, task: str, limit: int | None, out: Path) -> Path:
     """The first `limit` examples of a training file (all of them without a limit), as a file."""
     if limit is None:
-        return str(path)
+        return path
     from distill.data import read_split
     examples, labels = read_split(str(path), task)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -42,75 +65,136 @@ def subset(path: Path, task: str, limit: int | None, out: Path) -> str:
     else:
         out.write_text("".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) + "\n"
                                for words, tags in zip(examples[:limit], labels[:limit])), encoding="utf-8")
-    return str(out)
+    return out
 
 
-def main() -> None:
+def trained(directory: Path, train) -> Path:
+    """`directory` after `train(directory)` ran unless a model is already there (resume by rerunning)."""
+    from distill.models import MODEL_CARD
+    if not (directory / MODEL_CARD).exists():
+        train(directory)
+    return directory
+
+
+def test_score(directory: Path, spec: dict, test: Path, head: str | None = None) -> float:
+    from distill import evaluate
+    from distill.data import read_split
+    from distill.models import load_model
+    model = load_model(directory)
+    if head is not None:
+        model = model.head(head)
+    examples, gold = read_split(str(test), spec["task"])
+    return round(evaluate(model, examples, gold)[spec["metric"]], 4)
+
+
+def time_pseudo_label(teachers: list[Path], corpus: Path, out: Path, repeats: int) -> float:
+    """Best of `repeats` wall times of `nlp-train pseudo-label` (no cache) by each teacher in turn."""
+    from distill.pseudo_label import pseudo_label
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for number, teacher in enumerate(teachers):
+            pseudo_label(str(teacher), str(corpus), str(out / f"labels-{number}.jsonl"), use_cache=False,
+                         progress=False, device="cpu", overwrite=True)
+        best = min(best, time.perf_counter() - started)
+    return round(best, 2)
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data", type=Path, help="Folder of `make data`.")
     parser.add_argument("--out", default="runs/bench-multitask", type=Path)
     parser.add_argument("--encoder", default="minilm-l6")
-    parser.add_argument("--epochs", default=3, type=int)
-    parser.add_argument("--max-length", default=128, type=int)
+    parser.add_argument("--epochs", type=int, help="Teacher epochs (default: nlp-train teacher's).")
     parser.add_argument("--limit", type=int, help="Train on the first N examples of each task.")
-    parser.add_argument("--unlabeled", default=2000, type=int, help="News lines to label for the timing.")
-    args = parser.parse_args()
+    parser.add_argument("--unlabeled", default=2000, type=int, help="News lines to pseudo-label for the timing.")
+    parser.add_argument("--repeats", default=2, type=int, help="Timing repeats (the best counts).")
+    parser.add_argument("--threads", default=1, type=int, help="Torch threads of every stage.")
+    parser.add_argument("--seed", default=42, type=int)
+    parser.add_argument("--single", action="append", default=[], metavar="NAME=DIR",
+                        help="A single-task teacher already trained with the same settings.")
+    parser.add_argument("--single-student", action="append", default=[], metavar="NAME=DIR",
+                        help="The student distilled from that single teacher, already trained.")
+    parser.add_argument("--student-epochs", type=int, help="Student epoch cap (default: nlp-train kd's).")
+    args = parser.parse_args(argv)
 
-    from distill import (DataOptions, MultiTaskTeacher, Output, Runtime, TaskData, Teacher, TeacherConfig,
-                         TeacherTraining, evaluate, train_multitask_teacher, train_teacher)
-    from distill.data import read_split
-    from distill.models import MODEL_CARD
-    from distill.models.multitask import predict_heads
-    from distill.inference import predict_logits
+    import torch
+    from distill import (Distiller, MultiTaskTeacher, Output, Runtime, TaskData, TeacherConfig, TeacherStudentDistill,
+                         TeacherTraining, TrainSettings, student_config, train_multitask_teacher, train_teacher)
+    from distill.models import load_model
 
-    config, training = TeacherConfig(encoder=args.encoder, max_length=args.max_length), TeacherTraining(epochs=args.epochs)
-    env = Runtime(device="cpu")
-    files = {name: [args.data / pattern.format(split) for split in splits]
-             for name, (_, pattern, splits) in TASKS.items()}
-    train = {name: subset(files[name][0], task, args.limit, args.out / "data" / files[name][0].name)
-             for name, (task, _, _) in TASKS.items()}
-    joint_dir, singles = args.out / "joint", {name: args.out / name for name in TASKS}
-    seconds = {}
-    if not (joint_dir / MODEL_CARD).exists():
-        started = time.perf_counter()
-        tasks = [TaskData(name, task, train[name], str(files[name][1])) for name, (task, _, _) in TASKS.items()]
-        train_multitask_teacher(tasks, config, training, data=DataOptions(), output=Output(joint_dir, overwrite=True),
-                                env=env)
-        seconds["train_joint"] = round(time.perf_counter() - started, 1)
-    for name, (task, _, _) in TASKS.items():
-        if not (singles[name] / MODEL_CARD).exists():
+    torch.set_num_threads(args.threads)
+    env = Runtime(device="cpu", threads=args.threads, progress=False)
+    config = TeacherConfig(encoder=args.encoder)
+    training = TeacherTraining(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
+    files = {name: [args.data / spec["files"].format(split) for split in spec["splits"]]
+             for name, spec in TASKS.items()}
+    train = {name: subset(files[name][0], spec["task"], args.limit, args.out / "data" / files[name][0].name)
+             for name, spec in TASKS.items()}
+    singles, single_students = named_dirs(args.single, "--single"), named_dirs(args.single_student, "--single-student")
+    seconds: dict[str, float] = {}
+
+    def timed(key: str, train_model):
+        def run(directory: Path) -> None:
             started = time.perf_counter()
-            train_teacher(train[name], str(files[name][1]), TeacherConfig(**{**vars(config), "task": task}), training,
-                          output=Output(singles[name], overwrite=True), env=env)
-            seconds[f"train_{name}"] = round(time.perf_counter() - started, 1)
+            train_model(directory)
+            seconds[key] = round(time.perf_counter() - started, 1)
+        return run
 
-    joint = MultiTaskTeacher.from_pretrained(joint_dir)
-    scores = {}
-    for name, (task, _, _) in TASKS.items():
-        examples, gold = read_split(str(files[name][2]), task)
-        scores[name] = {"joint_head": evaluate(joint.head(name), examples, gold),
-                        "single": evaluate(Teacher.from_pretrained(singles[name]), examples, gold)}
-    news = [line.split() for line in (args.data / "unlabeled" / "news.txt").read_text(encoding="utf-8")
-            .splitlines()[:args.unlabeled] if line.strip()]
-    started = time.perf_counter()
-    predict_heads(joint, news)
-    one_pass = time.perf_counter() - started
-    started = time.perf_counter()
-    for name, (task, _, _) in TASKS.items():
-        predict_logits(Teacher.from_pretrained(singles[name]), news if task == "tagging" else [" ".join(t) for t in news])
-    two_passes = time.perf_counter() - started
-    result = {"settings": {k: str(v) for k, v in vars(args).items()}, "test": scores, "seconds": seconds,
-              "label_both": {"examples": len(news), "joint_one_pass_s": round(one_pass, 2),
-                             "two_single_teachers_s": round(two_passes, 2),
-                             "speed_up": round(two_passes / one_pass, 2)},
-              "parameters": {"joint": joint.parameter_count(),
-                             **{name: Teacher.from_pretrained(d).parameter_count() for name, d in singles.items()}}}
+    joint = trained(args.out / "joint", timed("train_joint", lambda d: train_multitask_teacher(
+        [TaskData(name, spec["task"], str(train[name]), str(files[name][1])) for name, spec in TASKS.items()],
+        config, training, output=Output(d, overwrite=True), env=env)))
+    for name, spec in TASKS.items():
+        singles[name] = singles.get(name) or trained(args.out / name, timed(f"train_{name}", lambda d, n=name, s=spec:
+            train_teacher(str(train[n]), str(files[n][1]), TeacherConfig(**{**vars(config), "task": s["task"]}),
+                          training, output=Output(d, overwrite=True), env=env)))
+
+    student_settings = TrainSettings(seed=args.seed, **({"epochs": args.student_epochs} if args.student_epochs else {}))
+
+    def distil(teacher: Path, head: str | None, spec: dict, name: str):
+        return lambda d: Distiller(str(teacher), student_config(spec["student"]), TeacherStudentDistill(kd_loss="kl"),
+                                   student_settings, cache_dir=args.out / "cache", env=env,
+                                   head=head).fit(str(train[name]), str(files[name][1]),
+                                                  output=Output(d, overwrite=True))
+
+    results = {}
+    for name, spec in TASKS.items():
+        test = files[name][2]
+        from_joint = trained(args.out / f"{spec['student']}+kd-kl-from-joint",
+                             timed(f"kd_joint_{name}", distil(joint, name, spec, name)))
+        from_single = single_students.get(name) or trained(
+            args.out / f"{spec['student']}+kd-kl-from-single", timed(f"kd_single_{name}", distil(singles[name], None,
+                                                                                               spec, name)))
+        scores = {"joint_head": test_score(joint, spec, test, head=name),
+                  "single": test_score(singles[name], spec, test),
+                  "student_from_joint": test_score(from_joint, spec, test),
+                  "student_from_single": test_score(from_single, spec, test)}
+        scores["retention_joint"] = round(scores["student_from_joint"] / scores["joint_head"], 4)
+        scores["retention_single"] = round(scores["student_from_single"] / scores["single"], 4)
+        results[name] = {"metric": spec["metric"], "models": {"single": str(singles[name]),
+                                                              "student_from_single": str(from_single)}, **scores}
+        print(f"{name} ({spec['metric']}): joint head {scores['joint_head']:.4f}, single {scores['single']:.4f}; "
+              f"{spec['student']} from joint {scores['student_from_joint']:.4f} ({scores['retention_joint']:.1%}), "
+              f"from single {scores['student_from_single']:.4f} ({scores['retention_single']:.1%})", flush=True)
+
+    corpus = args.out / "data" / f"news-{args.unlabeled}.txt"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    lines = (args.data / "unlabeled" / "news.txt").read_text(encoding="utf-8").splitlines()
+    corpus.write_text("".join(line + "\n" for line in lines[:args.unlabeled]), encoding="utf-8")
+    timing_dir = args.out / "timing"
+    timing_dir.mkdir(exist_ok=True)
+    two = time_pseudo_label([singles[name] for name in TASKS], corpus, timing_dir, args.repeats)
+    one = time_pseudo_label([joint], corpus, timing_dir, args.repeats)
+    label_both = {"lines": args.unlabeled, "joint_one_pass_s": one, "two_single_teachers_s": two,
+                  "joint_over_two": round(one / two, 3)}
+    print(f"pseudo-labelling {args.unlabeled} news lines for both tasks: {one:.1f}s with the joint teacher, "
+          f"{two:.1f}s with the two single teachers ({one / two:.2f}x)")
+    parameters = {"joint": MultiTaskTeacher.from_pretrained(joint).parameter_count(),
+                  **{name: load_model(d).parameter_count() for name, d in singles.items()}}
+    result = {"settings": {k: str(v) for k, v in vars(args).items()}, "test": results, "label_both": label_both,
+              "seconds": seconds, "parameters": parameters}
     write_json(args.out / "multitask.json", result)
-    print("test: " + "; ".join(f"{n} joint {s['joint_head'].get('accuracy', s['joint_head'].get('f1')):.4f} "
-                                  f"single {s['single'].get('accuracy', s['single'].get('f1')):.4f}"
-                                  for n, s in scores.items()))
-    print(f"labelling {len(news)} lines for both tasks: {one_pass:.1f}s in one pass, {two_passes:.1f}s with two "
-          f"teachers ({two_passes / one_pass:.2f}x)")
+    return result
 
 
 if __name__ == "__main__":

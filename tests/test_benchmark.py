@@ -242,3 +242,24 @@ def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path,
     bench.model_stage(stage)
     assert "nlp-train student ->" in capsys.readouterr().out and len(evaluations) == 7
     assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]
+
+
+def test_multitask_benchmark_compares_heads_students_and_labelling_time(tiny_encoder_dir, bench_data, tmp_path):
+    """scripts/bench_multitask.py end to end on the samples: every score and time is measured, and a
+    second run reuses what the first trained."""
+    import bench_multitask
+    args = ["--data", str(bench_data), "--out", str(tmp_path / "mt"), "--encoder", tiny_encoder_dir, "--epochs", "1",
+            "--student-epochs", "1", "--unlabeled", "20", "--repeats", "1"]
+    result = bench_multitask.main(args)
+    for name, metric in (("sentiment", "accuracy"), ("ner", "f1")):
+        scores = result["test"][name]
+        assert scores["metric"] == metric
+        for key in ("joint_head", "single", "student_from_joint", "student_from_single"):
+            assert 0.0 <= scores[key] <= 1.0
+    assert set(result["seconds"]) == {"train_joint", "train_sentiment", "train_ner", "kd_joint_sentiment",
+                                      "kd_single_sentiment", "kd_joint_ner", "kd_single_ner"}
+    timing = result["label_both"]
+    assert timing["joint_one_pass_s"] > 0 and timing["two_single_teachers_s"] > 0
+    assert result["parameters"]["joint"] < result["parameters"]["sentiment"] + result["parameters"]["ner"]
+    again = bench_multitask.main(args + ["--single", f"ner={tmp_path / 'mt' / 'ner'}"])
+    assert again["seconds"] == {} and again["test"]["ner"]["single"] == scores["single"]
