@@ -30,6 +30,8 @@ KINDS = {
     "lstm": ({"model": "lstm"}, "classification"),
     "lstm-max-binary": ({"model": "lstm", "pooling": "max", "binary": True}, "classification"),
     "cnn": ({"model": "cnn"}, "classification"),
+    "cnn-max-mean": ({"model": "cnn", "pooling": "max-mean"}, "classification"),
+    "lstm-mean": ({"model": "lstm", "pooling": "mean"}, "classification"),
     "lstm-tagger": ({"model": "lstm-tagger"}, "tagging"),
     "lstm-tagger-crf": ({"model": "lstm-tagger", "crf": True}, "tagging"),
     "idcnn-tagger": ({"model": "idcnn-tagger"}, "tagging"),

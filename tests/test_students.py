@@ -33,6 +33,57 @@ def test_last_states_reads_forward_end_and_backward_start():
     assert states[1].tolist() == outputs[1, 3, :2].tolist() + outputs[1, 0, 2:].tolist()
 
 
+@pytest.mark.parametrize("name, pooling", [("lstm", "max"), ("lstm", "mean"), ("lstm", "max-mean"),
+                                           ("cnn", "max"), ("cnn", "mean"), ("cnn", "max-mean")])
+def test_pooling_over_time_never_reads_padding(name, pooling):
+    torch.manual_seed(0)
+    model = build_student(config_for(name, embedding_dim=8, hidden_dim=6, filters=5, dropout=0.0, pooling=pooling),
+                          LabelHierarchy(["neg", "pos"]), TEXTS).eval()
+    assert model.config.pooling == pooling
+    alone = model(**model.prepare(["a fine film"])[0])
+    padded_inputs, _ = model.prepare(["a fine film", "not good at all , sadly either"])
+    assert torch.allclose(model(**padded_inputs)[0], alone[0], atol=1e-6)
+
+
+def test_cnn_saved_before_pooling_was_a_setting_loads_with_max_pooling(tmp_path):
+    """A CNN config without `pooling` (format 2), or with format 1's LSTM-only `pooling: last`, is
+    the max-pooling CNN it was."""
+    model = build_student(config_for("cnn", embedding_dim=8, filters=5), LabelHierarchy(["neg", "pos"]), TEXTS)
+    model.save_pretrained(tmp_path / "cnn")
+    path = tmp_path / "cnn" / "config.json"
+    saved = json.loads(path.read_text())
+    del saved["config"]["pooling"]
+    path.write_text(json.dumps(saved))
+    card_path = tmp_path / "cnn" / "distill.json"
+    card = json.loads(card_path.read_text())
+    from distill.io import file_sha256
+    card["sha256"]["config.json"] = file_sha256(path)
+    card_path.write_text(json.dumps(card))
+    assert load_model(tmp_path / "cnn").config.pooling == "max"
+    saved["config"].update(pooling="last", hidden_dim=150)  # format 1: one config of every student
+    path.write_text(json.dumps(saved))
+    card["sha256"] = {"model.safetensors": card["sha256"]["model.safetensors"]}
+    del card["format_version"], card["class"]
+    card["model"] = "CNNClassifier"
+    card_path.write_text(json.dumps(card))
+    loaded = load_model(tmp_path / "cnn")
+    assert loaded.config.pooling == "max"
+    assert torch.equal(loaded(**loaded.prepare(TEXTS)[0]), model.eval()(**model.prepare(TEXTS)[0]))
+
+
+def test_cnn_refuses_last_state_pooling(tmp_path, capsys):
+    with pytest.raises(DistillError, match="a cnn pools max, mean or max-mean"):
+        config_for("cnn", pooling="last")
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "cnn", "--pooling", "last", "--train", str(SAMPLES / "sentiment_train.csv"),
+              "--dev", str(SAMPLES / "sentiment_dev.csv"), "--output", str(tmp_path / "cnn"), "--quiet"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "a cnn pools max, mean or max-mean" in error and "Traceback" not in error
+    assert not (tmp_path / "cnn").exists()
+
+
 @pytest.mark.parametrize("name, extra", [("lstm", {}), ("lstm", {"pooling": "max", "binary": True}),
                                          ("cnn", {}), ("lstm-tagger", {"crf": True}), ("idcnn-tagger", {})])
 def test_save_and_load_round_trip(tmp_path, name, extra):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 from torch import nn
@@ -40,6 +40,8 @@ class StudentConfig:
     """What a student is, never how it was trained: a run's settings live in
     `distill.training.TrainSettings`. Each student class has a subclass with its own fields."""
 
+    NEW_SINCE_FORMAT_1: ClassVar[tuple[str, ...]] = ()  # fields whose name meant another model's setting then
+
     model: str = "lstm"
 
     @classmethod
@@ -65,6 +67,11 @@ class WordStudentConfig(StudentConfig):
     max_vocab: int = option(50000, "Largest word vocabulary, <pad> and <unk> included.", min=3)
 
 
+POOLINGS = ["last", "max", "mean", "max-mean"]
+POOLING_HELP = ("Text features over time: the last real state of each LSTM direction, the max, the mean, "
+                "or max and mean side by side.")
+
+
 @dataclass
 class ClassifierConfig(WordStudentConfig):
     """A text classifier's config: with two labels it may output one logit (sigmoid) instead of two."""
@@ -73,19 +80,36 @@ class ClassifierConfig(WordStudentConfig):
 
 
 @dataclass
-class LSTMClassifierConfig(ClassifierConfig):
-    model: str = "lstm"
-    hidden_dim: int = option(150, "LSTM units per direction.", min=1)
-    layers: int = option(1, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
-    pooling: str = option("last", "Sentence features: the last real state of each direction, or the max over time.",
-                          choices=["last", "max"])
+class PoolingClassifierConfig(ClassifierConfig):
+    """A classifier that pools a text's states over time into one vector."""
+
+    pooling: str = option("last", POOLING_HELP, choices=POOLINGS)
+
+    def __post_init__(self):
+        if self.pooling not in POOLINGS:
+            raise DistillError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
 
 
 @dataclass
-class CNNClassifierConfig(ClassifierConfig):
+class LSTMClassifierConfig(PoolingClassifierConfig):
+    model: str = "lstm"
+    hidden_dim: int = option(150, "LSTM units per direction.", min=1)
+    layers: int = option(1, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
+
+
+@dataclass
+class CNNClassifierConfig(PoolingClassifierConfig):
+    NEW_SINCE_FORMAT_1: ClassVar[tuple[str, ...]] = ("pooling",)  # the LSTM's, in format 1's config of all students
+
     model: str = "cnn"
+    pooling: str = option("max", POOLING_HELP, choices=POOLINGS)  # Kim's CNN: max over time
     filters: int = option(100, "CNN filters per width, or ID-CNN channels.", min=1)
     filter_widths: list = option([3, 4, 5], "Convolution widths, comma-separated.", min=1)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.pooling == "last":
+            raise DistillError("pooling 'last' reads an LSTM's final states: a cnn pools max, mean or max-mean")
 
 
 @dataclass
@@ -166,6 +190,26 @@ def length_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torc
 def masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max over time of (batch, time, dim) values, ignoring positions where mask is False."""
     return values.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over time of (batch, time, dim) values at the positions where mask is True."""
+    weights = mask.unsqueeze(-1).to(values.dtype)
+    return (values * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
+
+
+def pool_over_time(values: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(batch, time, dim) -> (batch, dim), or (batch, 2 * dim) for "max-mean": the max keeps each
+    feature's strongest occurrence, the mean how much of the text shows it."""
+    if pooling == "max":
+        return masked_max(values, mask)
+    if pooling == "mean":
+        return masked_mean(values, mask)
+    return torch.cat([masked_max(values, mask), masked_mean(values, mask)], dim=-1)
+
+
+def pooled_width(pooling: str, width: int) -> int:
+    return 2 * width if pooling == "max-mean" else width
 
 
 def run_lstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -285,14 +329,15 @@ class StudentModel(StudentFiles, LabelModel):
         chars = Vocabulary.from_dict(vocab["chars"]) if vocab.get("chars") else None
         settings = meta["config"]
         if card_version(card) < 2:  # the one config of all students, training settings included
-            settings = {k: v for k, v in settings.items() if k in {f.name for f in fields(cls.config_class)}}
+            own = {f.name for f in fields(cls.config_class)} - set(cls.config_class.NEW_SINCE_FORMAT_1)
+            settings = {k: v for k, v in settings.items() if k in own}
         config = cls.config_class.from_dict(settings, str(directory / CONFIG))
         return cls(config, LabelHierarchy.from_dict(meta["hierarchy"]), Vocabulary.from_dict(vocab["words"]), chars)
 
 
 @register_student("lstm", task="classification")
 class LSTMClassifier(StudentModel):
-    """BiLSTM over word embeddings; the last real state of each direction (or max-pooling) -> Linear."""
+    """BiLSTM over word embeddings; the last real state of each direction (or max / mean pooling) -> Linear."""
 
     config_class = LSTMClassifierConfig
 
@@ -302,21 +347,21 @@ class LSTMClassifier(StudentModel):
         self.lstm = nn.LSTM(config.embedding_dim, config.hidden_dim, config.layers, batch_first=True,
                             bidirectional=True, dropout=config.dropout if config.layers > 1 else 0.0)
         self.dropout = nn.Dropout(config.dropout)
-        self.classifier = nn.Linear(2 * config.hidden_dim, self.outputs)
+        self.classifier = nn.Linear(pooled_width(config.pooling, 2 * config.hidden_dim), self.outputs)
 
     def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         outputs = run_lstm(self.lstm, self.dropout(self.embedding(word_ids)), lengths)
-        if self.config.pooling == "max":
-            mask = length_mask(lengths, word_ids.size(1), word_ids.device)
-            features = masked_max(outputs, mask)
-        else:
+        if self.config.pooling == "last":
             features = last_states(outputs, lengths.to(outputs.device))
+        else:
+            features = pool_over_time(outputs, length_mask(lengths, word_ids.size(1), word_ids.device),
+                                      self.config.pooling)
         return self.classifier(self.dropout(features))
 
 
 @register_student("cnn", task="classification")
 class CNNClassifier(StudentModel):
-    """Kim-style CNN: convolutions of several widths, max over time, Linear."""
+    """Kim-style CNN: convolutions of several widths, max (or mean) over time, Linear."""
 
     config_class = CNNClassifierConfig
 
@@ -327,12 +372,14 @@ class CNNClassifier(StudentModel):
             nn.Conv1d(config.embedding_dim, config.filters, width, padding=width // 2)
             for width in config.filter_widths)
         self.dropout = nn.Dropout(config.dropout)
-        self.classifier = nn.Linear(config.filters * len(config.filter_widths), self.outputs)
+        self.classifier = nn.Linear(pooled_width(config.pooling, config.filters) * len(config.filter_widths),
+                                    self.outputs)
 
     def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         embedded = self.dropout(self.embedding(word_ids)).transpose(1, 2)
         mask = length_mask(lengths, word_ids.size(1), word_ids.device)
-        pooled = [masked_max(torch.relu(conv(embedded))[:, :, : word_ids.size(1)].transpose(1, 2), mask)
+        pooled = [pool_over_time(torch.relu(conv(embedded))[:, :, : word_ids.size(1)].transpose(1, 2), mask,
+                                 self.config.pooling)
                   for conv in self.convolutions]
         return self.classifier(self.dropout(torch.cat(pooled, dim=-1)))
 
