@@ -360,7 +360,7 @@ def parse_task_spec(value: str):
                    "what lies beyond is cut, and reported.")
 @click.option("--encoder-lr", type=LEARNING_RATE,
               help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
-                   "measured recipes].")
+                   "measured recipes; a multi-task teacher: the highest of its heads'].")
 @click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
 @click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
 @click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,

@@ -317,3 +317,19 @@ def test_shared_window_settings_do_not_depend_on_the_order_of_the_heads(tiny_enc
         assert MultiTaskTeacher.from_encoder(heads).names == list(heads)
     with pytest.raises(DistillError, match="--long-inputs windows is for classification"):
         MultiTaskTeacher.from_encoder({"ner": tagging, "other": tagging})
+
+
+def test_the_shared_encoder_rate_defaults_to_the_highest_task_default(tiny_encoder_dir):
+    """One encoder, one rate: a tagging head's 8e-5 over a classification head's 5e-5 (measured on
+    RT + CoNLL-2003, docs/multitask.md); an explicit rate is kept."""
+    from distill import Runtime, TaskData, TeacherConfig, TeacherTraining, train_multitask_teacher
+    from distill.models.teacher import DEFAULT_ENCODER_LR
+    tasks = [TaskData("sentiment", "classification", str(SAMPLES / "sentiment_train.csv"),
+                      str(SAMPLES / "sentiment_dev.csv")),
+             TaskData("ner", "tagging", str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll"))]
+    quiet, config = Runtime(threads=1, progress=False), TeacherConfig(encoder=tiny_encoder_dir, max_length=32)
+    for training, expected in ((TeacherTraining(epochs=1), DEFAULT_ENCODER_LR["tagging"]),
+                               (TeacherTraining(epochs=1, encoder_lr=1e-3), 1e-3)):
+        heads = train_multitask_teacher(tasks, config, training, env=quiet).model.checkpoint()["config"]["heads"]
+        assert {head["encoder_lr"] for head in heads.values()} == {expected}
+    assert DEFAULT_ENCODER_LR["tagging"] > DEFAULT_ENCODER_LR["classification"]
