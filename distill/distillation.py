@@ -6,11 +6,13 @@ student_loss is the student's class-weighted NLL (or CRF NLL) against gold label
 unlabelled examples, against the teacher's argmax (pseudo-labels). distill_loss is
 T^2 * KL(softmax(t/T) || softmax(s/T)) or the MSE between raw logits (Tang et al. 2019),
 token-level for taggers over the words both sides scored. With a transformer teacher and student,
-``w_h * hidden_term`` can join them: the MSE between mapped layers' states (`HiddenStateObjective`).
+``w_h * hidden_term`` (the MSE between mapped layers' states) and ``w_a * attention_term`` (the KL
+between their attention distributions) can join them (`LayerObjective`).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, NamedTuple, Protocol, Sequence
 
 import torch
@@ -61,19 +63,24 @@ class OnlineTeacherLogits:
         return logits.float(), scored
 
 
-class HiddenStates(NamedTuple):
-    """The states the hidden-state term compares: per mapped layer pair the student's, the teacher's,
-    and the map from the student's width to the teacher's."""
+class LayerStates(NamedTuple):
+    """What the layer terms compare, per mapped layer pair. The hidden-state term: the student's states,
+    the teacher's, and the maps from the student's width to the teacher's. The attention term: both
+    sides' attention log-probabilities and the real query tokens, (batch, tokens). A term that is off
+    leaves its fields empty."""
 
-    student: list[torch.Tensor]
-    teacher: list[torch.Tensor]
-    projections: Sequence[Callable[[torch.Tensor], torch.Tensor]]
+    student: Sequence[torch.Tensor] = ()
+    teacher: Sequence[torch.Tensor] = ()
+    projections: Sequence[Callable[[torch.Tensor], torch.Tensor]] = ()
+    student_attention: Sequence[torch.Tensor] = ()
+    teacher_attention: Sequence[torch.Tensor] = ()
+    queries: torch.Tensor | None = None
 
 
 class TeacherStudentDistill:
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
-    (+ w_h * the hidden-state term, given the layers' states: `HiddenStateObjective`).
+    (+ w_h * the hidden-state term and w_a * the attention term, given the layers' states: `LayerObjective`).
 
     A plain loss, usable in any training loop::
 
@@ -86,7 +93,7 @@ class TeacherStudentDistill:
     def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float = DEFAULT_TEMPERATURE,
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
-                 hidden_weight: float = 0.0):
+                 hidden_weight: float = 0.0, attention_weight: float = 0.0):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if temperature <= 0:
@@ -95,9 +102,10 @@ class TeacherStudentDistill:
             raise DistillError("loss weights must be >= 0 and not both 0")
         if not 0.0 <= min_confidence <= 1.0:
             raise DistillError(f"min confidence must be within [0, 1], got {min_confidence}")
-        if not hidden_weight >= 0:
-            raise DistillError(f"hidden weight must be >= 0, got {hidden_weight}")
-        self.hidden_weight = hidden_weight
+        for name, weight in (("hidden", hidden_weight), ("attention", attention_weight)):
+            if not weight >= 0:
+                raise DistillError(f"{name} weight must be >= 0, got {weight}")
+        self.hidden_weight, self.attention_weight = hidden_weight, attention_weight
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
@@ -108,8 +116,14 @@ class TeacherStudentDistill:
         return {"kd_loss": self.kd_loss, "temperature": self.temperature, "student_weight": self.student_weight,
                 "distill_weight": self.distill_weight, "min_confidence": self.min_confidence,
                 "class_weights": None if self.class_weights is None else self.class_weights.tolist(),
-                # only when on: the runs (and resume signatures) of before the term stay as they were
-                **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {})}
+                # only when on: the runs (and resume signatures) of before the terms stay as they were
+                **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {}),
+                **({"attention_weight": self.attention_weight} if self.attention_weight else {})}
+
+    @property
+    def uses_layers(self) -> bool:
+        """Whether a term compares the layers inside (hidden states, attention), not only the logits."""
+        return self.hidden_weight > 0 or self.attention_weight > 0
 
     def pseudo_targets(self, teacher_logits: torch.Tensor, targets: torch.Tensor, labelled: torch.Tensor,
                        scored: torch.Tensor | None) -> torch.Tensor:
@@ -126,9 +140,10 @@ class TeacherStudentDistill:
     def terms(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
               mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None,
               supervised_loss: SupervisedLoss = losses.supervised_nll_sum,
-              student_mask: torch.Tensor | None = None, hidden: HiddenStates | None = None) -> list[losses.LossSum]:
-        """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator,
-        and w_h * the hidden-state term (`losses.hidden_mse_sum` over `hidden`, at `mask`) when w_h > 0.
+              student_mask: torch.Tensor | None = None, layers: LayerStates | None = None) -> list[losses.LossSum]:
+        """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator;
+        w_h * the hidden-state term (`losses.hidden_mse_sum` over `layers`, at `mask`) when w_h > 0, and
+        w_a * the attention term (`losses.attention_kl_sum`, at `layers.queries`) when w_a > 0.
 
         `supervised_loss` is the student's own (a CRF tagger's path NLL); it sees `student_mask`
         (default: `mask`), the words the student reads, while the distillation term and the
@@ -143,12 +158,15 @@ class TeacherStudentDistill:
                                        weights)
         distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
         terms = [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
+        if self.uses_layers and layers is None:
+            raise DistillError("the hidden-state and attention terms need the layers' states: train through a "
+                               "LayerObjective (kd --hidden-weight, --attention-weight), or pass layers=LayerStates(...)")
         if self.hidden_weight > 0:
-            if hidden is None:
-                raise DistillError("the hidden-state term needs the layers' states: train through a "
-                                   "HiddenStateObjective (kd --hidden-weight), or pass hidden=HiddenStates(...)")
-            hidden_loss = losses.hidden_mse_sum(hidden.student, hidden.teacher, hidden.projections, mask)
+            hidden_loss = losses.hidden_mse_sum(layers.student, layers.teacher, layers.projections, mask)
             terms.append(hidden_loss.scaled(self.hidden_weight))
+        if self.attention_weight > 0:
+            attention_loss = losses.attention_kl_sum(layers.student_attention, layers.teacher_attention, layers.queries)
+            terms.append(attention_loss.scaled(self.attention_weight))
         return terms
 
     def __call__(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
@@ -169,10 +187,10 @@ class DistillObjective(Objective):
         mask = batch["mask"]
         both = None if mask is None else mask & scored.to(mask.device)  # the teacher may not score some words
         return self.loss.terms(logits, teacher_logits, batch["targets"], both, batch["labelled"],
-                               student.supervised_loss, student_mask=mask, hidden=self.hidden_states(student, batch))
+                               student.supervised_loss, student_mask=mask, layers=self.layer_states(student, batch))
 
-    def hidden_states(self, student: torch.nn.Module, batch: dict) -> HiddenStates | None:
-        """What the hidden-state term compares for `batch` (after the teacher's logits): none here."""
+    def layer_states(self, student: torch.nn.Module, batch: dict) -> LayerStates | None:
+        """What the layer terms compare for `batch` (after the teacher's logits): none here."""
         return None
 
 
@@ -220,23 +238,110 @@ def aligned_states(model: torch.nn.Module, states: list[torch.Tensor], inputs: d
                           inputs["grid_shape"]) for state in states]
 
 
-class HiddenStateObjective(DistillObjective):
-    """`DistillObjective` plus the hidden-state term (TinyBERT's): student layer i of k learns the states
-    of teacher layer i*n//k of n (`losses.uniform_layer_map`), compared where both read the same thing
-    (`aligned_states`), through a learned Linear map where the widths differ. The teacher runs on every
-    batch (the logit cache holds no states). The maps train with the student and are kept in the run's
-    resume state, not in the student; `seed` starts them. A context manager: leaving it takes the hooks off
-    the student."""
+RECORDING_ATTENTION = "distill-recording"
+# attention module -> where its latest attention log-probabilities go (modules of encoders being watched)
+_ATTENTION_SINKS: "weakref.WeakKeyDictionary[nn.Module, Callable[[torch.Tensor], None]]" = weakref.WeakKeyDictionary()
+
+
+def recording_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                        **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' eager attention, which also hands a watched module's attention log-probabilities
+    (before dropout) to its sink: registered with transformers' attention interface as
+    ``RECORDING_ATTENTION``, with the eager additive mask."""
+    scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    log_probs = torch.log_softmax(scores.float(), dim=-1)
+    sink = _ATTENTION_SINKS.get(module)
+    if sink is not None:
+        sink(log_probs)
+    probs = nn.functional.dropout(log_probs.exp().to(query.dtype), p=dropout, training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2).contiguous(), probs
+
+
+class AttentionMaps:
+    """The attention log-probabilities (batch, heads, queries, keys) of a transformer's encoder layers in
+    its latest forward pass: while on, the encoder attends through `recording_attention` (the same
+    numbers as its own attention); `remove` gives it its own back."""
+
+    def __init__(self, model: torch.nn.Module):
+        from transformers import AttentionInterface
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+        from distill.models.transformer_student import layer_stack
+        self.encoder = encoder_reader(model).encoder
+        if not self.encoder._can_set_attn_implementation():
+            raise DistillError(f"the attention term reads attention through transformers' attention interface, "
+                               f"which {type(self.encoder).__name__} does not use: set --attention-weight 0")
+        AttentionInterface.register(RECORDING_ATTENTION, recording_attention)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(RECORDING_ATTENTION, eager_mask)
+        self.own = self.encoder.config._attn_implementation
+        self.encoder.set_attn_implementation(RECORDING_ATTENTION)
+        parent, attribute = layer_stack(self.encoder)
+        self.layers = getattr(parent, attribute)
+        self.outputs: list[torch.Tensor | None] = [None] * len(self.layers)
+        for index, layer in enumerate(self.layers):
+            for module in layer.modules():
+                _ATTENTION_SINKS[module] = self._keeper(index)
+
+    def _keeper(self, index: int):
+        def keep(log_probs: torch.Tensor) -> None:
+            self.outputs[index] = log_probs
+        return keep
+
+    def remove(self) -> None:
+        for layer in self.layers:
+            for module in layer.modules():
+                _ATTENTION_SINKS.pop(module, None)
+        self.encoder.set_attn_implementation(self.own)
+
+
+def check_same_tokens(student: torch.nn.Module, teacher: torch.nn.Module) -> None:
+    """Refuse the attention term where student and teacher do not attend over the same tokens with as
+    many heads: it compares their attention head by head, query token by query token."""
+    ours, theirs = encoder_reader(student), encoder_reader(teacher)
+    heads = [reader.encoder.config.num_attention_heads for reader in (ours, theirs)]
+    if heads[0] != heads[1]:
+        raise DistillError(f"the attention term compares head by head: the student has {heads[0]} attention "
+                           f"heads a layer, the teacher {heads[1]}; set --attention-weight 0")
+    if ours.tokenizer.get_vocab() != theirs.tokenizer.get_vocab():
+        raise DistillError("the attention term compares token by token, and the student's tokenizer is not the "
+                           "teacher's: use --hidden-weight, which compares words, or a student cut from the teacher")
+    if theirs.config.windows_per_text > 1:
+        raise DistillError("the attention term compares token by token, and the teacher reads long texts in "
+                           "windows (--long-inputs windows) where the student reads one: set --attention-weight 0")
+    if ours.config.max_length != theirs.config.max_length:
+        raise DistillError(f"the attention term compares token by token: the student reads {ours.config.max_length} "
+                           f"sub-tokens, the teacher {theirs.config.max_length}; set --max-length "
+                           f"{theirs.config.max_length}")
+
+
+class LayerObjective(DistillObjective):
+    """`DistillObjective` plus the layer terms, student layer i of k against teacher layer i*n//k of n
+    (`losses.uniform_layer_map`); the teacher runs on every batch (the logit cache holds no states).
+
+    * hidden states (TinyBERT's): compared where both read the same thing (`aligned_states`), through a
+      learned Linear map where the widths differ. The maps train with the student and are kept in the
+      run's resume state, not in the student; `seed` starts them.
+    * attention (MiniLM's): the two layers' attention distributions, head by head over the same tokens
+      (`check_same_tokens`).
+
+    A context manager: leaving it takes the hooks off both models and gives their encoders their own
+    attention back."""
 
     def __init__(self, loss: TeacherStudentDistill, teacher: torch.nn.Module, student: torch.nn.Module,
                  examples: Sequence, seed: int = 0):
         for role, model in (("teacher", teacher), ("student", student)):
             if encoder_reader(model) is None:
-                raise DistillError(f"the hidden-state term compares transformer layers: the {role} must be a "
-                                   f"teacher or a transformer student, not a {model.config.model} student")
+                raise DistillError(f"the hidden-state and attention terms compare transformer layers: the {role} "
+                                   f"must be a teacher or a transformer student, not a {model.config.model} student")
         if distributed.world_size() > 1:
-            raise DistillError("the hidden-state term runs as one process: start kd --hidden-weight without "
-                               "torchrun")
+            raise DistillError("the hidden-state and attention terms run as one process: start kd --hidden-weight "
+                               "or --attention-weight without torchrun")
+        if loss.attention_weight > 0:
+            check_same_tokens(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
         self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
         self.pairs = losses.uniform_layer_map(len(self.student_layers.outputs), len(self.teacher_layers.outputs))
@@ -244,14 +349,17 @@ class HiddenStateObjective(DistillObjective):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.projections = nn.ModuleList(nn.Linear(*widths) if widths[0] != widths[1] else nn.Identity()
-                                             for _ in self.pairs).to(teacher.device)
+                                             for _ in self.pairs if loss.hidden_weight > 0).to(teacher.device)
+        self.attention = [AttentionMaps(model) for model in (student, teacher)] if loss.attention_weight > 0 else []
 
-    def __enter__(self) -> "HiddenStateObjective":
+    def __enter__(self) -> "LayerObjective":
         return self
 
     def __exit__(self, *exc) -> None:
         self.student_layers.remove()
         self.teacher_layers.remove()
+        for maps in self.attention:
+            maps.remove()
 
     def parameters(self) -> list[nn.Parameter]:
         return list(self.projections.parameters())
@@ -262,9 +370,22 @@ class HiddenStateObjective(DistillObjective):
     def load_state_dict(self, state: dict) -> None:
         self.projections.load_state_dict(state)
 
-    def hidden_states(self, student: torch.nn.Module, batch: dict) -> HiddenStates:
-        """The mapped layers' states of the student's latest forward (this batch's) and of the teacher's."""
-        ours = [self.student_layers.outputs[i - 1] for i, _ in self.pairs]
-        theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.pairs]
-        return HiddenStates(aligned_states(student, ours, batch["inputs"]),
-                            aligned_states(self.teacher.teacher, theirs, self.teacher.inputs), self.projections)
+    def layer_states(self, student: torch.nn.Module, batch: dict) -> LayerStates:
+        """The mapped layers' states (and attention) of the student's latest forward (this batch's) and of
+        the teacher's."""
+        states = {}
+        if self.loss.hidden_weight > 0:
+            ours = [self.student_layers.outputs[i - 1] for i, _ in self.pairs]
+            theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.pairs]
+            states.update(student=aligned_states(student, ours, batch["inputs"]), projections=self.projections,
+                          teacher=aligned_states(self.teacher.teacher, theirs, self.teacher.inputs))
+        if self.attention:
+            tokens = batch["inputs"]["input_ids"]
+            if not torch.equal(tokens, self.teacher.inputs["input_ids"].to(tokens.device)):
+                raise DistillError("the attention term compares token by token, and the student and the teacher "
+                                   "read this batch as different tokens: set --attention-weight 0")
+            ours, theirs = (maps.outputs for maps in self.attention)
+            states.update(student_attention=[ours[i - 1] for i, _ in self.pairs],
+                          teacher_attention=[theirs[j - 1] for _, j in self.pairs],
+                          queries=batch["inputs"]["attention_mask"].bool())
+        return LayerStates(**states)

@@ -1,7 +1,8 @@
 """Pure loss functions: supervised NLL and the distillation terms. No state, no models.
 
 Every function takes logits and targets (plus an optional mask over real positions, for
-token-level losses) and returns a scalar; the hidden-state term takes layers' states instead.
+token-level losses) and returns a scalar; the hidden-state and attention terms take layers' states
+and attention distributions instead.
 Token-level inputs are (batch, time, classes) with a (batch, time) boolean mask; sequence-level
 inputs are (batch, classes) and take no mask.
 
@@ -198,6 +199,31 @@ def hidden_mse(student_states: Sequence[torch.Tensor], teacher_states: Sequence[
     with ``teacher_states[k]``, (batch[, positions], width) each, averaged over every entry of every
     pair at the positions `mask` marks."""
     return hidden_mse_sum(student_states, teacher_states, projections, mask).mean()
+
+
+def attention_kl_sum(student_log_probs: Sequence[torch.Tensor], teacher_log_probs: Sequence[torch.Tensor],
+                     mask: torch.Tensor | None = None) -> LossSum:
+    """`attention_kl` as a sum and the number of (example, head, query) rows compared."""
+    rows = []
+    for student, teacher in zip(student_log_probs, teacher_log_probs, strict=True):
+        if mask is not None:  # (batch, heads, queries, keys) -> (real queries, heads, keys)
+            student, teacher = student.transpose(1, 2)[mask], teacher.transpose(1, 2)[mask]
+        student, teacher = student.float(), teacher.float()
+        p_teacher = teacher.exp()
+        # keys neither side attends to (padding) have p = 0 and log p = -inf on both: they add nothing
+        kl = torch.where(p_teacher > 0, p_teacher * (teacher - student), torch.zeros_like(p_teacher)).sum(-1)
+        rows.append(kl.reshape(-1))
+    return LossSum.of(torch.cat(rows))
+
+
+def attention_kl(student_log_probs: Sequence[torch.Tensor], teacher_log_probs: Sequence[torch.Tensor],
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
+    """KL(teacher || student) between the attention distributions of mapped layer pairs (MiniLM's
+    self-attention term; TinyBERT matches the same maps by MSE): pair k compares the log-probabilities
+    ``student_log_probs[k]`` and ``teacher_log_probs[k]``, (batch, heads, queries, keys) each, head by
+    head and query by query, averaged over every head and real query (`mask`: (batch, queries)) of every
+    pair. Both must read the same tokens with as many heads."""
+    return attention_kl_sum(student_log_probs, teacher_log_probs, mask).mean()
 
 
 KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]

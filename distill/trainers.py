@@ -25,7 +25,7 @@ import torch
 
 from distill import distributed
 from distill.data import DataOptions, Examples, labelled_examples, unlabelled_examples
-from distill.distillation import (CachedTeacherLogits, DistillObjective, HiddenStateObjective,
+from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.io import tensors_sha256, write_json
@@ -350,8 +350,8 @@ class Distiller:
     embeddings started from the teacher's (a transformer student with ``encoder="teacher"``: the
     teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio` unlabelled
     examples per labelled one are used (a seeded sample; None: all). `class_weights` (``"inverse"`` or
-    one number per label) weight the student's NLL. A loss with a hidden-state term (``hidden_weight``)
-    runs the teacher on every batch, whatever `online_teacher` says. A multi-task teacher is distilled
+    one number per label) weight the student's NLL. A loss with a layer term (``hidden_weight``,
+    ``attention_weight``) runs the teacher on every batch, whatever `online_teacher` says. A multi-task teacher is distilled
     one head at a time: `head` names it (its logits are cached per head).
     """
 
@@ -420,8 +420,8 @@ class Distiller:
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
         loss = self._loss(model)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
-        if loss.hidden_weight > 0:  # the teacher's states as well as its logits: it runs on every batch
-            with HiddenStateObjective(loss, teacher, model, examples, settings.seed) as objective:
+        if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
+            with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
                 return _student_run(model, objective, transfer, dev, settings, run, env, summary)
         started = time.perf_counter()
         cache_info: dict = {}

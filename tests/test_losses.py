@@ -95,3 +95,22 @@ def test_hidden_mse_by_hand():
     tokens_s, tokens_t = torch.zeros(1, 3, 2), torch.tensor([[[1.0, 1.0], [5.0, 5.0], [2.0, 0.0]]])
     mask = torch.tensor([[True, False, True]])
     assert losses.hidden_mse([tokens_s], [tokens_t], mask=mask).item() == pytest.approx((1 + 1 + 4 + 0) / 4)
+
+
+def test_attention_kl_by_hand():
+    """Per head and real query: KL(teacher row || student row); padded keys (log p = -inf on both) add nothing."""
+    inf = float("inf")
+    # one pair, one example, two heads, two queries (the second is padding), three keys (the last is padding)
+    teacher = torch.tensor([[[[0.5, 0.5, 0.0], [0.2, 0.8, 0.0]], [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]]]).log()
+    student = torch.tensor([[[[0.25, 0.75, 0.0], [0.9, 0.1, 0.0]], [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]]]).log()
+    assert teacher[0, 1, 0, 1] == -inf and student[0, 0, 0, 2] == -inf
+    mask = torch.tensor([[True, False]])
+    head_1 = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    head_2 = 1.0 * math.log(1.0 / 0.5)
+    result = losses.attention_kl_sum([student], [teacher], mask)
+    assert result.denominator.item() == 2
+    assert result.mean().item() == pytest.approx((head_1 + head_2) / 2)
+    # two pairs average over all their rows; identical maps give 0, not NaN
+    assert losses.attention_kl([student, teacher], [teacher, teacher], mask).item() == pytest.approx(
+        (head_1 + head_2) / 4)
+    assert losses.attention_kl([teacher], [teacher]).item() == 0.0

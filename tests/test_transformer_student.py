@@ -42,12 +42,13 @@ def test_kept_layers_refuses(layer_map, layers, depth, message):
         kept_layers(layer_map, layers, depth)
 
 
-def copy_of_every_layer(teacher_dir: str) -> tuple:
-    """The teacher of `teacher_dir`, a transformer student of all its (two) layers, and examples of its task."""
+def copy_of_every_layer(teacher_dir: str, **settings) -> tuple:
+    """The teacher of `teacher_dir`, a transformer student of all its (two) layers (and `settings`), and
+    examples of its task."""
     teacher = load_model(teacher_dir)
     name = "transformer" if teacher.task == "classification" else "transformer-tagger"
     examples = TEXTS if teacher.task == "classification" else SENTENCES
-    student = new_student(student_config(name, layers=2), teacher.hierarchy, examples, 0, teacher)
+    student = new_student(student_config(name, layers=2, **settings), teacher.hierarchy, examples, 0, teacher)
     return teacher, student.eval(), examples
 
 
@@ -176,17 +177,92 @@ def test_listing_the_students_does_not_import_transformers():
 @pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
 def test_hidden_state_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
     """Every layer copied, same width: the student's mapped states are the teacher's, at sentence or word level."""
-    from distill.distillation import HiddenStateObjective, TeacherStudentDistill
+    from distill.distillation import LayerObjective, TeacherStudentDistill
     from distill.training import make_batch
     teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
     loss = TeacherStudentDistill(hidden_weight=1.0)
-    with HiddenStateObjective(loss, teacher, student, examples) as objective:
+    with LayerObjective(loss, teacher, student, examples) as objective:
         assert objective.pairs == [(1, 1), (2, 2)] and objective.parameters() == []
         batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
         terms = objective.terms(student, student(**batch["inputs"]), batch)
         assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-8)
         assert terms[2].denominator.item() == 2 * 32 * (len(examples) if teacher.task == "classification" else 8)
     assert not student.network.encoder.transformer.layer[0]._forward_hooks  # taken off on leaving
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_attention_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
+    """Every layer copied: the same attention head by head, over the real tokens; the recording attention
+    scores as the encoder's own, which each encoder gets back on leaving."""
+    from distill.distillation import LayerObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher = load_model(request.getfixturevalue(fixture))
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture),
+                                                     max_length=teacher.config.max_length)
+    batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
+    own = student(**batch["inputs"])
+    with LayerObjective(TeacherStudentDistill(attention_weight=1.0), teacher, student, examples) as objective:
+        assert student.encoder.config._attn_implementation == "distill-recording"
+        logits = student(**batch["inputs"])
+        terms = objective.terms(student, logits, batch)
+        assert torch.allclose(logits, own, atol=1e-5)
+        assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-6)
+        real_tokens = batch["inputs"]["attention_mask"].sum().item()
+        assert terms[2].denominator.item() == 2 * 2 * real_tokens  # pairs x heads x real query tokens
+    assert {model.encoder.config._attn_implementation for model in (teacher, student)} == {"sdpa"}
+
+
+def test_attention_term_trains_the_students_attention(tiny_classifier_teacher):
+    """One layer of two: its attention differs from the teacher's second layer's, and the term's gradient
+    reaches the student's queries and keys."""
+    from distill.distillation import LayerObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher = load_model(tiny_classifier_teacher)
+    student = new_student(student_config("transformer", layers=1, max_length=teacher.config.max_length),
+                          teacher.hierarchy, TEXTS, 0, teacher)
+    with LayerObjective(TeacherStudentDistill(attention_weight=1.0), teacher, student, TEXTS) as objective:
+        assert objective.pairs == [(1, 2)] and objective.parameters() == []
+        batch = make_batch(student, TEXTS, [None] * len(TEXTS), [0, 1, 2])
+        attention = objective.terms(student, student(**batch["inputs"]), batch)[2]
+        assert attention.mean().item() > 1e-4
+        attention.mean().backward()
+    query = student.encoder.transformer.layer[0].attention.q_lin.weight
+    assert query.grad is not None and query.grad.abs().sum() > 0
+
+
+def test_attention_term_refuses_other_heads_and_an_encoder_computing_attention_itself(tiny_classifier_teacher,
+                                                                                      tiny_encoder_dir):
+    from transformers import AutoTokenizer, MPNetConfig, MPNetModel
+
+    from distill.distillation import AttentionMaps, check_same_tokens
+    from distill.models.teacher import Teacher, TeacherConfig
+    teacher = load_model(tiny_classifier_teacher)
+    mpnet = Teacher(TeacherConfig(encoder=tiny_encoder_dir, max_length=64), teacher.hierarchy,
+                    MPNetModel(MPNetConfig(vocab_size=600, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                           intermediate_size=32)), AutoTokenizer.from_pretrained(tiny_encoder_dir))
+    with pytest.raises(DistillError, match="the student has 4 attention heads a layer, the teacher 2"):
+        check_same_tokens(mpnet, teacher)
+    with pytest.raises(DistillError, match="which MPNetModel does not use: set --attention-weight 0"):
+        AttentionMaps(mpnet)
+
+
+def test_kd_with_the_attention_term(tiny_classifier_teacher, tiny_other_encoder_dir, tmp_path, capsys):
+    """It trains and saves a student that loads in a fresh process (the recording attention is not saved);
+    where the tokens or heads cannot be compared it is refused in one line."""
+    ok(capsys, "kd", "--teacher", tiny_classifier_teacher, "--model", "transformer", "--layers", "1",
+       "--max-length", "64", "--attention-weight", "1", *SENTIMENT, *QUICK, "--output", tmp_path / "a")
+    summary = json.loads((tmp_path / "a" / "train_summary.json").read_text())
+    assert summary["kd"]["attention_weight"] == 1.0 and "hidden_weight" not in summary["kd"]
+    assert "distill-recording" not in (tmp_path / "a" / "encoder" / "config.json").read_text()
+    assert load_model(tmp_path / "a").encoder.config._attn_implementation == "sdpa"
+    for extra, message in [(("--encoder", tiny_other_encoder_dir), "the student's tokenizer is not the teacher's"),
+                           (("--max-length", "32"), "the student reads 32 sub-tokens, the teacher 64; set "
+                                                     "--max-length 64")]:
+        status, err = run_main(capsys, "kd", "--teacher", tiny_classifier_teacher, "--model", "transformer",
+                               "--layers", "1", "--attention-weight", "1", *extra, *SENTIMENT, *QUICK,
+                               "--output", tmp_path / "x")
+        assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
 
 
 def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
@@ -198,7 +274,7 @@ def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_
     assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
     status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
                            "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
-    assert status == 2 and "the hidden-state term compares transformer layers: the student must be" in err
+    assert status == 2 and "the hidden-state and attention terms compare transformer layers: the student must be" in err
 
 
 def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
@@ -216,7 +292,7 @@ def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, ti
 
 def test_hidden_state_term_averages_a_windowed_teachers_windows(tiny_encoder_dir):
     """A teacher that reads long texts in windows: its pooled states per text are the mean of its windows'."""
-    from distill.distillation import HiddenStateObjective, TeacherStudentDistill
+    from distill.distillation import LayerObjective, TeacherStudentDistill
     from distill.labels import LabelHierarchy
     from distill.models.teacher import Teacher, TeacherConfig
     from distill.training import make_batch
@@ -227,7 +303,7 @@ def test_hidden_state_term_averages_a_windowed_teachers_windows(tiny_encoder_dir
     examples = [" ".join(TEXTS * 3), "great"]
     assert teacher.prepare(examples)[0]["input_ids"].shape[0] > len(examples)  # several windows
     student = new_student(student_config("transformer", layers=2), teacher.hierarchy, examples, 0, teacher).eval()
-    with HiddenStateObjective(TeacherStudentDistill(hidden_weight=1.0), teacher, student, examples) as objective:
+    with LayerObjective(TeacherStudentDistill(hidden_weight=1.0), teacher, student, examples) as objective:
         batch = make_batch(student, examples, [None] * len(examples), [0, 1])
         terms = objective.terms(student, student(**batch["inputs"]), batch)
         assert terms[2].denominator.item() == 2 * 32 * len(examples)
