@@ -34,7 +34,7 @@ from distill.metrics import select_metric
 from distill.models import load_teacher
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
-from distill.models.students import StudentConfig, StudentModel
+from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
@@ -148,14 +148,15 @@ def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
 
 def _student_settings(settings: TrainSettings, student: LabelModel | StudentConfig | str, task: str,
                       hierarchy: LabelHierarchy) -> TrainSettings:
-    """`_selecting`, and the student's own default learning rate when `settings.lr` is None (2e-3 for
-    the LSTMs and CNNs, far less for pretrained transformer layers), so the run records the rate."""
+    """`_selecting`, and the student's own defaults where `settings` leaves the learning rate, the
+    epoch cap or the patience None (2e-3, 50 and 4 for the LSTMs and CNNs; a lower rate and shorter runs
+    for pretrained transformer layers), so the run records the values."""
     settings = _selecting(settings, task, hierarchy)
-    if settings.lr is not None:
-        return settings
     cls = type(student) if isinstance(student, LabelModel) else \
         student_entry(student if isinstance(student, str) else student.model).cls
-    return replace(settings, lr=getattr(cls, "default_lr", StudentModel.default_lr))
+    return replace(settings, **{name: student_default(cls, name) for name in ("lr", "epochs", "patience")
+                                if getattr(settings, name) is None})
+
 
 
 def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):

@@ -74,16 +74,17 @@ class SupervisedObjective(Objective):
 
 @dataclass
 class TrainSettings:
-    """How a student trains (what it is lives in its config): Adam at `lr` (None: the student's
-    `default_lr`, 2e-3 for LSTMs and CNNs, 5e-5 for a transformer), batches, early stopping
+    """How a student trains (what it is lives in its config): Adam at `lr`, batches, early stopping
     after `patience` epochs without dev improvement in `select_metric` (None: the task's default,
     `distill.metrics.default_metric`), and the seed. `epochs` is a safety cap: students train until
-    dev stops improving (docs/results.md, "How long students train")."""
+    dev stops improving (docs/results.md, "How long students train"). `lr`, `epochs` and `patience`
+    None are the student's own defaults: 2e-3, 50 and 4 for the LSTMs and CNNs; 5e-5 (8e-5 tagging),
+    10 and 2 for a transformer student."""
 
     lr: float | None = None
     batch_size: int = 32
-    epochs: int = 50
-    patience: int = 4
+    epochs: int | None = None
+    patience: int | None = None
     seed: int = 42
     select_metric: str | None = None
 

@@ -138,14 +138,14 @@ def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
     return click.option(declaration, spec.name, type=kind, default=None, help=text)
 
 
-def student_learning_rates() -> str:
-    """Each registered student's default learning rate, as `--lr`'s help names them."""
+def student_defaults(name: str) -> str:
+    """Each registered student's default `name` (lr, epochs, patience), as the options' help names them."""
     from distill.models.registry import students
-    from distill.models.students import StudentModel
-    rates: dict[float, list[str]] = {}
-    for name, entry in students().items():
-        rates.setdefault(getattr(entry.cls, "default_lr", StudentModel.default_lr), []).append(name)
-    return "; ".join(f"{rate:g} ({', '.join(names)})" for rate, names in rates.items())
+    from distill.models.students import student_default
+    values: dict[float, list[str]] = {}
+    for student, entry in students().items():
+        values.setdefault(student_default(entry.cls, name), []).append(student)
+    return "; ".join(f"{value:g} ({', '.join(names)})" for value, names in values.items())
 
 
 def student_options(func):
@@ -184,13 +184,15 @@ def student_options(func):
                            help=f"The student: {choices}; or a registered class of your own as module:Class.")(wrapper)
     for option in (seed_option,
                    select_metric_option,
-                   click.option("--patience", default=defaults.patience, show_default=True, type=POSITIVE_INT,
-                                help="Stop after this many epochs without dev improvement."),
+                   click.option("--patience", type=POSITIVE_INT,
+                                help=f"Stop after this many epochs without dev improvement [default: "
+                                     f"{student_defaults('patience')}]."),
                    click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
-                   click.option("--epochs", default=defaults.epochs, show_default=True, type=POSITIVE_INT,
-                                help="At most this many epochs: a safety cap, --patience normally stops first."),
+                   click.option("--epochs", type=POSITIVE_INT,
+                                help=f"At most this many epochs: a safety cap, --patience normally stops first "
+                                     f"[default: {student_defaults('epochs')}]."),
                    click.option("--lr", type=LEARNING_RATE,
-                                help=f"Adam learning rate [default: {student_learning_rates()}].")):
+                                help=f"Adam learning rate [default: {student_defaults('lr')}].")):
         wrapper = option(wrapper)
     return wrapper
 

@@ -91,6 +91,21 @@ def test_save_and_load_round_trip(tiny_classifier_teacher, tmp_path):
         load_model(tmp_path / "s")
 
 
+@pytest.mark.parametrize("name, given, expected", [
+    ("transformer", {}, (5e-5, 10, 2)), ("transformer-tagger", {}, (8e-5, 10, 2)), ("lstm", {}, (2e-3, 50, 4)),
+    ("transformer", {"lr": 1e-4, "epochs": 3, "patience": 5}, (1e-4, 3, 5))])
+def test_each_student_trains_by_its_own_defaults(name, given, expected):
+    """Pretrained layers: the teacher's rate and patience (they peak within the first epochs); the word
+    students' 50-epoch cap and patience 4 otherwise; a value the run gives is kept."""
+    from distill.labels import LabelHierarchy
+    from distill.trainers import _student_settings
+    from distill.training import TrainSettings
+    task = "tagging" if name.endswith("tagger") else "classification"
+    labels = LabelHierarchy(["O", "B-PER"] if task == "tagging" else ["negative", "positive"])
+    settings = _student_settings(TrainSettings(**given), name, task, labels)
+    assert (settings.lr, settings.epochs, settings.patience) == expected
+
+
 def test_classification_chain_teacher_transformer_bilstm(tiny_classifier_teacher, tmp_path, capsys):
     """teacher -> transformer student (kd, cached logits) -> BiLSTM (kd, the student as teacher) -> evaluate,
     predict, pseudo-label; each stage keys the logit cache by its own teacher's fingerprint."""
@@ -99,11 +114,13 @@ def test_classification_chain_teacher_transformer_bilstm(tiny_classifier_teacher
        *QUICK, *cache, "--output", tmp_path / "ta")
     summary = json.loads((tmp_path / "ta" / "train_summary.json").read_text())
     assert summary["model"] == "transformer" and summary["settings"]["lr"] == 5e-5
+    assert summary["settings"]["patience"] == 2
     assessor = load_model(tmp_path / "ta")
     assert assessor.encoder.config.num_hidden_layers == 1
     ok(capsys, "kd", "--teacher", tmp_path / "ta", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "6",
        *SENTIMENT, *QUICK, *cache, "--output", tmp_path / "bilstm")
     assert json.loads((tmp_path / "bilstm" / "train_summary.json").read_text())["settings"]["lr"] == 2e-3
+    assert json.loads((tmp_path / "bilstm" / "train_summary.json").read_text())["settings"]["patience"] == 4
     assert (tmp_path / "cache" / assessor.fingerprint()).is_dir()
     assert (tmp_path / "cache" / load_model(tiny_classifier_teacher).fingerprint()).is_dir()
     ok(capsys, "evaluate", tmp_path / "ta", SAMPLES / "sentiment_test.csv")

@@ -242,7 +242,11 @@ class StudentModel(StudentFiles, LabelModel):
 
     config_class: type[StudentConfig] = WordStudentConfig
     kind = "student"
-    default_lr = 2e-3  # Adam's learning rate when the run sets none (`distill.training.TrainSettings.lr`)
+    # what a run that sets none uses (`distill.training.TrainSettings`): Adam's rate, the epoch cap (a safety
+    # net) and the patience that ends the run (docs/results.md, "How long students train")
+    default_lr = 2e-3
+    default_epochs = 50
+    default_patience = 4
     task = "classification"
     uses_chars = False  # taggers read characters too: `build` then makes a character vocabulary
     required_files = (WEIGHTS, CONFIG, VOCAB)
@@ -483,3 +487,9 @@ def build_student(config: StudentConfig, hierarchy: LabelHierarchy, examples: Se
     """A fresh student of the registered kind `config.model`, vocabularies built from `examples`."""
     from distill.models.registry import student_entry
     return student_entry(config.model).cls.build(config, hierarchy, examples)
+
+
+def student_default(cls: type, name: str) -> Any:
+    """A student class's default `name` (lr, epochs, patience) for a run that sets none; a class of
+    its own that declares none gets the word students'."""
+    return getattr(cls, f"default_{name}", getattr(StudentModel, f"default_{name}"))
