@@ -17,7 +17,11 @@ VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled"
 KD_SUFFIXES = VARIANT_SUFFIXES[2:]
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
-           "inference_ratio": 3.0}
+           "inference_ratio": 3.0, "transformer_retention": 0.98, "transformer_speedup_b32": 1.8}
+# Students cut from the teacher's layers (docs/models/transformer-student.md): they have targets of their
+# own, between the teacher and the small students; the KD-gain, retention and speed targets are the
+# small students'.
+TRANSFORMER_STUDENTS = ("transformer", "transformer-tagger")
 PLOTS = {"quality_vs_speed": "img/bench-quality-vs-speed.png", "kd_gain": "img/bench-kd-gain.png"}
 # The section scripts/bench_export.py writes into a report: a re-render keeps it as it is.
 EXPORT_BEGIN, EXPORT_END = "<!-- bench_export.py: begin -->", "<!-- bench_export.py: end -->"
@@ -26,6 +30,8 @@ EXPORT_BEGIN, EXPORT_END = "<!-- bench_export.py: begin -->", "<!-- bench_export
 LEGEND = [
     "Models: `teacher` is the fine-tuned encoder + Linear; `S` is student S trained alone on gold labels from "
     "random embeddings; `S+teacher-emb` the same with word embeddings started from the teacher's (PCA-reduced); "
+    "for `transformer` (3 of the encoder's 6 layers), `S` starts from the pretrained encoder's layers and "
+    "`S+teacher-emb` from the fine-tuned teacher's, as its kd runs do; "
     f"`S+kd-kl` / `S+kd-mse` are `nlp-train kd` runs (teacher embeddings, loss {DEFAULT_STUDENT_WEIGHT:g} x NLL + "
     f"{DEFAULT_DISTILL_WEIGHT:g} x KL at T={DEFAULT_TEMPERATURE:g}, or x MSE between logits, teacher logits from "
     "the cache); `S+kd-kl+unlabelled` adds in-domain unlabelled text (at most one line per labelled example) "
@@ -121,12 +127,14 @@ def targets(task: dict) -> list[dict]:
     KD gain and the best student are judged only once every model of the task has been scored."""
     models, checks = task["models"] if task["models_complete"] else {}, []
     gains = [(gain["points"], f"{student}{suffix}") for student, variants in task["kd_gain"].items()
-             for suffix, gain in variants.items()] if task["models_complete"] else []
+             for suffix, gain in variants.items() if student not in TRANSFORMER_STUDENTS] \
+        if task["models_complete"] else []
     best_gain = max(gains, default=None)
     checks.append({"target": f"KD gain >= {TARGETS['kd_gain_points']:g} points over the same student alone",
                    "measured": f"{best_gain[0]:+.1f} points ({best_gain[1]})" if best_gain else None,
                    "met": best_gain[0] >= TARGETS["kd_gain_points"] if best_gain else None})
-    distilled = {name: row for name, row in models.items() if name.endswith(KD_SUFFIXES)}
+    distilled = {name: row for name, row in models.items() if name.endswith(KD_SUFFIXES)
+                 and not name.startswith(TRANSFORMER_STUDENTS)}
     best_name = max(distilled, key=lambda name: distilled[name]["score"], default=None)
     best = distilled.get(best_name)
     keeps = best is not None and best["retention"] is not None
@@ -137,6 +145,14 @@ def targets(task: dict) -> list[dict]:
     checks.append({"target": f"... and is >= {TARGETS['speedup_b32']:g}x the teacher's batch-32 throughput",
                    "measured": f"{best['speedup_b32']:.1f}x ({best_name})" if fast else None,
                    "met": best["speedup_b32"] >= TARGETS["speedup_b32"] if fast else None})
+    for student in (s for s in task["students"] if s in TRANSFORMER_STUDENTS):
+        row = task["models"].get(student + "+kd-kl")
+        timed = row is not None and row.get("speedup_b32") is not None
+        checks.append({"target": f"{student}+kd-kl keeps >= {TARGETS['transformer_retention']:.0%} of the teacher's "
+                                 f"score at >= {TARGETS['transformer_speedup_b32']:g}x its batch-32 throughput",
+                       "measured": f"{row['retention']:.1%} at {row['speedup_b32']:.1f}x" if timed else None,
+                       "met": row["retention"] >= TARGETS["transformer_retention"]
+                       and row["speedup_b32"] >= TARGETS["transformer_speedup_b32"] if timed else None})
     cost = task["training_cost"]
     checks.append({"target": f"cached KD epoch <= {TARGETS['cached_epoch_ratio']:g}x a plain student epoch",
                    "measured": f"{cost['cached_over_plain']:.2f}x" if cost else None,
@@ -281,8 +297,20 @@ def needed_peak(inference: dict) -> str:
             f"{TARGETS['inference_ratio'] * share:.0%} of the fp32 matmul peak on real tokens.")
 
 
+def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The Pareto-optimal names of (speed, score) `points`, fastest first: no other point is at least as
+    fast and scores higher."""
+    kept, best = [], float("-inf")
+    for name, (_, score) in sorted(points.items(), key=lambda item: (-item[1][0], -item[1][1])):
+        if score > best:
+            kept.append(name)
+            best = score
+    return kept
+
+
 def plot(results: dict, folder: Path) -> dict:
-    """PNG plots next to the report: score vs batch-32 throughput, and KD gain per task; returns their paths."""
+    """PNG plots next to the report: score vs batch-32 throughput with the frontier of the models no other
+    is both faster and better than, and KD gain per task; returns their paths."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -301,6 +329,10 @@ def plot(results: dict, folder: Path) -> dict:
                              label=kind)
                 axis.annotate(name, (row["examples_per_second_b32"], row["score"]), fontsize=7,
                               xytext=(4, 2), textcoords="offset points")
+            points = {name: (row["examples_per_second_b32"], row["score"]) for name, row in task["models"].items()
+                      if row.get("examples_per_second_b32") is not None}
+            best = [points[name] for name in frontier(points)]
+            axis.plot(*zip(*best), color="tab:green", linewidth=1, zorder=0, label="frontier (Pareto-optimal)")
             if task["tfidf"]:
                 axis.axhline(task["tfidf"][task["metric"]], color="tab:gray", linestyle=":",
                              label="TF-IDF + logistic regression")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
-from bench_report import VARIANT_SUFFIXES, collect, write_report  # noqa: E402
+from bench_report import TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, write_report  # noqa: E402
 from distill.io import write_json  # noqa: E402
 
 if TYPE_CHECKING:
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 TASKS = {
     "rt": {"name": "Rotten Tomatoes sentiment", "task": "classification", "metric": "accuracy",
            "train": "rotten_tomatoes/train.csv", "dev": "rotten_tomatoes/dev.csv", "test": "rotten_tomatoes/test.csv",
-           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn"]},
+           "unlabeled": "unlabeled/movies.txt", "students": ["lstm", "cnn", "transformer"]},
     "conll": {"name": "CoNLL-2003 NER", "task": "tagging", "metric": "f1",
               "train": "conll2003/train.txt", "dev": "conll2003/valid.txt", "test": "conll2003/test.txt",
-              "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger"]},
+              "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger", "transformer-tagger"]},
 }
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 
@@ -189,10 +189,12 @@ class Bench:
 
     def variants(self, key: str, student: str, teacher: Path) -> dict[str, tuple[str, dict]]:
         """The student runs of one architecture, keyed by name (student + a VARIANT_SUFFIXES entry): the
-        command and the options that set it apart."""
+        command and the options that set it apart. A transformer student alone starts from the layers of
+        the teacher's pretrained encoder, with a teacher (kd, +teacher-emb) from the teacher's own."""
         kd = {"teacher": teacher, "cache_dir": self.cache}
         unlabelled = {"unlabeled": self.data(key, "unlabeled"), "unlabeled_ratio": self.args.unlabeled_ratio}
-        heads = [("student", {}), ("student", {"embeddings_from_teacher": teacher}),
+        alone = {"encoder": self.args.encoder} if student in TRANSFORMER_STUDENTS else {}
+        heads = [("student", alone), ("student", {"embeddings_from_teacher": teacher}),
                  ("kd", {**kd, "kd_loss": "kl"}), ("kd", {**kd, "kd_loss": "mse"}),
                  ("kd", {**kd, "kd_loss": "kl", **unlabelled})]
         return {student + suffix: head for suffix, head in zip(VARIANT_SUFFIXES, heads)}
@@ -211,7 +213,8 @@ class Bench:
         for student in self.students(key):
             common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
                       **({"epochs": args.student_epochs} if args.student_epochs else {}),
-                      **({"crf": True} if student == "lstm-tagger" and args.crf else {})}
+                      **({"crf": True} if student == "lstm-tagger" and args.crf else {}),
+                      **({"layers": args.transformer_layers} if student in TRANSFORMER_STUDENTS else {})}
             for name, (command, head) in self.variants(key, student, teacher).items():
                 output = base / name
                 self.model_stage(Stage(command, {**head, **common, "output": output}))
@@ -409,6 +412,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Cap on student epochs (default: nlp-train's; training stops after 4 epochs "
                              "without dev gain).")
     parser.add_argument("--crf", action="store_true", help="lstm-tagger with a CRF layer.")
+    parser.add_argument("--transformer-layers", type=int, default=3,
+                        help="Encoder layers a transformer student keeps (of the teacher's 6).")
     parser.add_argument("--unlabeled-ratio", type=float, default=1.0,
                         help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--seed", type=int, default=42)

@@ -37,10 +37,11 @@ def bench_data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def quick_run(tiny_encoder_dir, bench_data, tmp_path_factory):
-    """One quick benchmark of one student per task; returns (arguments, output folder, report)."""
+    """One quick benchmark of one small student per task and a transformer student for RT; returns
+    (arguments, output folder, report)."""
     folder = tmp_path_factory.mktemp("bench")
     args = ["--quick", "--quick-size", "80", "--encoder", tiny_encoder_dir, "--encoder-lr", "1e-3",
-            "--data", str(bench_data), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger",
+            "--data", str(bench_data), "--out", str(folder / "out"), "--students", "lstm", "lstm-tagger", "transformer", "--transformer-layers", "1",
             "--student-epochs", "1", "--threads", "1", "--train-threads", "1", "--speed-examples", "32",
             "--latency-examples", "5", "--pipeline-examples", "40", "--export-threads", "1",
             "--report", str(folder / "report" / "b.md")]
@@ -67,9 +68,15 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert len(inference["pipeline_runs_seconds"]) == len(inference["pseudo_label_runs_seconds"]) == 2
         bf16 = inference["bf16"]  # measured where the CPU has bf16, and then a sixth target row
         assert bf16 is None or (len(bf16["runs_seconds"]) == 2 and bf16["labels_compared"] >= 40)
-        assert [t["met"] is not None for t in task["targets"]] == [True] * (5 + (bf16 is not None))
+        transformer_rows = 1 if key == "rt" else 0  # transformer+kd-kl: >= 98% at >= 1.8x
+        assert [t["met"] is not None for t in task["targets"]] == [True] * (5 + transformer_rows + (bf16 is not None))
     assert results["tasks"]["rt"]["teacher_inference"]["label_agreement"] == 1.0
-    for key, exported in (("rt", ["teacher", "lstm+kd-kl"]), ("conll", ["teacher", "lstm-tagger+kd-kl"])):
+    rt = results["tasks"]["rt"]
+    assert "transformer+kd-kl" in rt["targets"][2 + 1]["target"]  # its own row, after the small students'
+    assert all(not target["measured"] or "transformer" not in target["measured"] for target in rt["targets"][:3])
+    assert rt["models"]["transformer+kd-kl"]["speedup_b32"] > 0 and "transformer" in rt["kd_gain"]
+    for key, exported in (("rt", ["teacher", "lstm+kd-kl", "transformer+kd-kl"]),
+                          ("conll", ["teacher", "lstm-tagger+kd-kl"])):
         rows = results["tasks"][key]["export"]["models"]
         assert [Path(row["model"]).name for row in rows] == exported
         assert all(row["agreement"]["onnx-fp32"]["labels_changed"] == 0 for row in rows)
@@ -126,6 +133,13 @@ def test_benchmark_trains_with_the_commands_defaults(bench_data, tmp_path):
     assert "--encoder minilm-l6" in (ROOT / "docs" / "models" / "teacher.md").read_text()
     students = [stage for stage in bench.model_stages if stage.command in ("student", "kd")]
     assert students and not any("epochs" in stage.options for stage in students)
+
+
+def test_frontier_keeps_the_models_no_other_is_both_faster_and_better_than():
+    from bench_report import frontier
+    points = {"teacher": (100.0, 0.82), "ta": (200.0, 0.81), "worse-and-slower": (150.0, 0.80),
+              "lstm": (2000.0, 0.80), "cnn": (8000.0, 0.76), "tie-but-slower": (1500.0, 0.80)}
+    assert frontier(points) == ["cnn", "lstm", "ta", "teacher"]
 
 
 def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
