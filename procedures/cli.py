@@ -113,11 +113,11 @@ def parse_int_list(value: str | None, minimum: int) -> list[int] | None:
 def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
     """A click option for a config field, its help naming the students that read it and their defaults."""
     meta = spec.metadata
-    values = {json.dumps(v) for v in defaults.values()}
-    default_text = next(iter(defaults.values())) if len(values) == 1 else \
-        ", ".join(f"{v} ({m})" for m, v in defaults.items())
-    if isinstance(default_text, list):
-        default_text = ",".join(map(str, default_text))
+    models_of: dict[str, list[str]] = {}  # each default value, with the students that have it
+    for model, value in defaults.items():
+        models_of.setdefault(",".join(map(str, value)) if isinstance(value, list) else str(value), []).append(model)
+    default_text = next(iter(models_of)) if len(models_of) == 1 else \
+        "; ".join(f"{value} ({', '.join(models)})" for value, models in models_of.items())
     text = f"{meta['help']} [{', '.join(defaults)}; default: {default_text}]"
     declaration = meta.get("flag") or "--" + spec.name.replace("_", "-")
     sample = next(iter(defaults.values()))

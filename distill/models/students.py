@@ -60,7 +60,8 @@ class WordStudentConfig(StudentConfig):
     """A student that reads words (`StudentModel`): embedding width, dropout and its word vocabulary."""
 
     embedding_dim: int = option(100, "Word embedding width.", min=1)
-    dropout: float = option(0.5, "Dropout on embeddings and features.", min=0.0, max=1.0, max_open=True)
+    dropout: float = option(0.5, "Dropout: on embeddings and features (word students); before the Linear layer "
+                                 "(transformer students).", min=0.0, max=1.0, max_open=True)
     lowercase: bool = option(True, "Lowercase words in the vocabulary (characters keep case anyway).",
                              flag="--lowercase/--cased")
     min_freq: int = option(1, "Vocabulary minimum count.", min=1)

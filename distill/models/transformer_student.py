@@ -57,7 +57,8 @@ class TransformerStudentConfig(StudentConfig):
     layers: int = option(3, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
     layer_map: str = option("uniform", "Which encoder layers a transformer student keeps: uniform (layer i*n/k of n, "
                                        "DistilBERT's 0,2,4 of 6), first, last, or numbers such as 0,2,5.")
-    dropout: float = option(0.1, "Dropout on embeddings and features.", min=0.0, max=1.0, max_open=True)
+    dropout: float = option(0.1, "Dropout before the Linear layer (the encoder keeps its own).", min=0.0, max=1.0,
+                            max_open=True)
     max_length: int = option(128, "Sub-word tokens a transformer student reads (tagging: per window of words).",
                              min=8)
     # Not options: copied from the teacher with its weights (else the encoder's own pooling, "auto").
