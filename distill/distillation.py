@@ -6,8 +6,9 @@ student_loss is the student's class-weighted NLL (or CRF NLL) against gold label
 unlabelled examples, against the teacher's argmax (pseudo-labels). distill_loss is
 T^2 * KL(softmax(t/T) || softmax(s/T)) or the MSE between raw logits (Tang et al. 2019),
 token-level for taggers over the words both sides scored. With a transformer teacher and student,
-``w_h * hidden_term`` (the MSE between mapped layers' states) and ``w_a * attention_term`` (the KL
-between their attention distributions) can join them (`LayerObjective`).
+``w_h * hidden_term`` (the MSE between mapped layers' states), ``w_a * attention_term`` (the KL
+between their attention distributions) and ``w_c * cosine_term`` (the cosine distance between the last
+layers' states) can join them (`LayerObjective`).
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ class OnlineTeacherLogits:
 
 class LayerStates(NamedTuple):
     """What the layer terms compare, per mapped layer pair. The hidden-state term: the student's states,
-    the teacher's, and the maps from the student's width to the teacher's. The attention term: both
-    sides' attention log-probabilities and the real query tokens, (batch, tokens). A term that is off
-    leaves its fields empty."""
+    the teacher's, and the maps from the student's width to the teacher's (the cosine term: the last
+    pair's, which are the only ones without the hidden-state term). The attention term: both sides'
+    attention log-probabilities and the real query tokens, (batch, tokens). A term that is off leaves
+    its fields empty."""
 
     student: Sequence[torch.Tensor] = ()
     teacher: Sequence[torch.Tensor] = ()
@@ -80,7 +82,7 @@ class LayerStates(NamedTuple):
 class TeacherStudentDistill:
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
-    (+ w_h * the hidden-state term and w_a * the attention term, given the layers' states: `LayerObjective`).
+    (+ w_h, w_a, w_c * the hidden-state, attention and cosine terms, given the layers' states: `LayerObjective`).
 
     A plain loss, usable in any training loop::
 
@@ -93,7 +95,7 @@ class TeacherStudentDistill:
     def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float = DEFAULT_TEMPERATURE,
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
-                 hidden_weight: float = 0.0, attention_weight: float = 0.0):
+                 hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if temperature <= 0:
@@ -102,10 +104,10 @@ class TeacherStudentDistill:
             raise DistillError("loss weights must be >= 0 and not both 0")
         if not 0.0 <= min_confidence <= 1.0:
             raise DistillError(f"min confidence must be within [0, 1], got {min_confidence}")
-        for name, weight in (("hidden", hidden_weight), ("attention", attention_weight)):
+        for name, weight in (("hidden", hidden_weight), ("attention", attention_weight), ("cosine", cosine_weight)):
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
-        self.hidden_weight, self.attention_weight = hidden_weight, attention_weight
+        self.hidden_weight, self.attention_weight, self.cosine_weight = hidden_weight, attention_weight, cosine_weight
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
@@ -118,12 +120,13 @@ class TeacherStudentDistill:
                 "class_weights": None if self.class_weights is None else self.class_weights.tolist(),
                 # only when on: the runs (and resume signatures) of before the terms stay as they were
                 **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {}),
-                **({"attention_weight": self.attention_weight} if self.attention_weight else {})}
+                **({"attention_weight": self.attention_weight} if self.attention_weight else {}),
+                **({"cosine_weight": self.cosine_weight} if self.cosine_weight else {})}
 
     @property
     def uses_layers(self) -> bool:
-        """Whether a term compares the layers inside (hidden states, attention), not only the logits."""
-        return self.hidden_weight > 0 or self.attention_weight > 0
+        """Whether a term compares the layers inside (states, attention), not only the logits."""
+        return self.hidden_weight > 0 or self.attention_weight > 0 or self.cosine_weight > 0
 
     def pseudo_targets(self, teacher_logits: torch.Tensor, targets: torch.Tensor, labelled: torch.Tensor,
                        scored: torch.Tensor | None) -> torch.Tensor:
@@ -142,8 +145,9 @@ class TeacherStudentDistill:
               supervised_loss: SupervisedLoss = losses.supervised_nll_sum,
               student_mask: torch.Tensor | None = None, layers: LayerStates | None = None) -> list[losses.LossSum]:
         """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator;
-        w_h * the hidden-state term (`losses.hidden_mse_sum` over `layers`, at `mask`) when w_h > 0, and
-        w_a * the attention term (`losses.attention_kl_sum`, at `layers.queries`) when w_a > 0.
+        w_h * the hidden-state term (`losses.hidden_mse_sum` over `layers`, at `mask`) when w_h > 0,
+        w_a * the attention term (`losses.attention_kl_sum`, at `layers.queries`) when w_a > 0, and
+        w_c * the cosine term (`losses.cosine_distance_sum`, the last pair's states at `mask`) when w_c > 0.
 
         `supervised_loss` is the student's own (a CRF tagger's path NLL); it sees `student_mask`
         (default: `mask`), the words the student reads, while the distillation term and the
@@ -159,14 +163,18 @@ class TeacherStudentDistill:
         distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
         terms = [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
         if self.uses_layers and layers is None:
-            raise DistillError("the hidden-state and attention terms need the layers' states: train through a "
-                               "LayerObjective (kd --hidden-weight, --attention-weight), or pass layers=LayerStates(...)")
+            raise DistillError("the layer terms need the layers' states: train through a LayerObjective (kd "
+                               "--hidden-weight, --attention-weight, --cosine-weight), or pass layers=LayerStates(...)")
         if self.hidden_weight > 0:
             hidden_loss = losses.hidden_mse_sum(layers.student, layers.teacher, layers.projections, mask)
             terms.append(hidden_loss.scaled(self.hidden_weight))
         if self.attention_weight > 0:
             attention_loss = losses.attention_kl_sum(layers.student_attention, layers.teacher_attention, layers.queries)
             terms.append(attention_loss.scaled(self.attention_weight))
+        if self.cosine_weight > 0:
+            cosine_loss = losses.cosine_distance_sum(layers.student[-1], layers.teacher[-1], layers.projections[-1],
+                                                     mask)
+            terms.append(cosine_loss.scaled(self.cosine_weight))
         return terms
 
     def __call__(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
@@ -327,6 +335,8 @@ class LayerObjective(DistillObjective):
       run's resume state, not in the student; `seed` starts them.
     * attention (MiniLM's): the two layers' attention distributions, head by head over the same tokens
       (`check_same_tokens`).
+    * cosine (DistilBERT's): the direction of the last pair's states, where the hidden-state term compares
+      them, through the same map.
 
     A context manager: leaving it takes the hooks off both models and gives their encoders their own
     attention back."""
@@ -335,21 +345,24 @@ class LayerObjective(DistillObjective):
                  examples: Sequence, seed: int = 0):
         for role, model in (("teacher", teacher), ("student", student)):
             if encoder_reader(model) is None:
-                raise DistillError(f"the hidden-state and attention terms compare transformer layers: the {role} "
-                                   f"must be a teacher or a transformer student, not a {model.config.model} student")
+                raise DistillError(f"the layer terms (--hidden-weight, --attention-weight, --cosine-weight) compare "
+                                   f"transformer layers: the {role} must be a teacher or a transformer student, not "
+                                   f"a {model.config.model} student")
         if distributed.world_size() > 1:
-            raise DistillError("the hidden-state and attention terms run as one process: start kd --hidden-weight "
-                               "or --attention-weight without torchrun")
+            raise DistillError("the layer terms (--hidden-weight, --attention-weight, --cosine-weight) run as one "
+                               "process: start kd without torchrun")
         if loss.attention_weight > 0:
             check_same_tokens(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
         self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
         self.pairs = losses.uniform_layer_map(len(self.student_layers.outputs), len(self.teacher_layers.outputs))
+        # the pairs whose states are compared: all for the hidden-state term, the last for the cosine term
+        self.state_pairs = self.pairs if loss.hidden_weight > 0 else self.pairs[-1:] if loss.cosine_weight > 0 else []
         widths = [encoder_reader(model).encoder.config.hidden_size for model in (student, teacher)]
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.projections = nn.ModuleList(nn.Linear(*widths) if widths[0] != widths[1] else nn.Identity()
-                                             for _ in self.pairs if loss.hidden_weight > 0).to(teacher.device)
+                                             for _ in self.state_pairs).to(teacher.device)
         self.attention = [AttentionMaps(model) for model in (student, teacher)] if loss.attention_weight > 0 else []
 
     def __enter__(self) -> "LayerObjective":
@@ -374,9 +387,9 @@ class LayerObjective(DistillObjective):
         """The mapped layers' states (and attention) of the student's latest forward (this batch's) and of
         the teacher's."""
         states = {}
-        if self.loss.hidden_weight > 0:
-            ours = [self.student_layers.outputs[i - 1] for i, _ in self.pairs]
-            theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.pairs]
+        if self.state_pairs:
+            ours = [self.student_layers.outputs[i - 1] for i, _ in self.state_pairs]
+            theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.state_pairs]
             states.update(student=aligned_states(student, ours, batch["inputs"]), projections=self.projections,
                           teacher=aligned_states(self.teacher.teacher, theirs, self.teacher.inputs))
         if self.attention:

@@ -226,6 +226,25 @@ def attention_kl(student_log_probs: Sequence[torch.Tensor], teacher_log_probs: S
     return attention_kl_sum(student_log_probs, teacher_log_probs, mask).mean()
 
 
+def cosine_distance_sum(student: torch.Tensor, teacher: torch.Tensor,
+                        projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                        mask: torch.Tensor | None = None) -> LossSum:
+    """`cosine_distance` as a sum and the number of rows (sentences, or masked words) compared."""
+    student, teacher = _flatten(student, mask, teacher)
+    if projection is not None:
+        student = projection(student)
+    return LossSum.of(1 - F.cosine_similarity(student.float(), teacher.float(), dim=-1))
+
+
+def cosine_distance(student: torch.Tensor, teacher: torch.Tensor,
+                    projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+    """1 - cos(student, teacher) per row, averaged (DistilBERT's cosine embedding loss): the direction of
+    a representation, not its scale, (batch[, positions], width) each, through `projection` (a learned
+    map to the teacher's width) where the widths differ, at the positions `mask` marks."""
+    return cosine_distance_sum(student, teacher, projection, mask).mean()
+
+
 KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]
 KD_LOSSES: dict[str, KDLoss] = {}
 

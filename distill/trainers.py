@@ -352,8 +352,9 @@ class Distiller:
     teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio` unlabelled
     examples per labelled one are used (a seeded sample; None: all). `class_weights` (``"inverse"`` or
     one number per label) weight the student's NLL. A loss with a layer term (``hidden_weight``,
-    ``attention_weight``) runs the teacher on every batch, whatever `online_teacher` says. A multi-task teacher is distilled
-    one head at a time: `head` names it (its logits are cached per head).
+    ``attention_weight``, ``cosine_weight``) runs the teacher on every batch, whatever `online_teacher`
+    says. A multi-task teacher is distilled one head at a time: `head` names it (its logits are cached
+    per head).
     """
 
     def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,

@@ -475,6 +475,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="w_a: weight of the attention term, the KL between mapped layers' attention distributions, for a "
                    "transformer student reading the teacher's tokens (cut from it) with as many heads (0: off; on, "
                    "the teacher runs every batch).")
+@click.option("--cosine-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_c: weight of the cosine term, 1 - cos between the last layers' states (sentence or word) of a "
+                   "transformer teacher and student (0: off; on, the teacher runs every batch).")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
@@ -497,8 +500,9 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, hidden_weight, attention_weight, min_confidence, unlabeled_ratio, online_teacher, cache_dir,
-       teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config, train_settings, data, device):
+       distill_weight, hidden_weight, attention_weight, cosine_weight, min_confidence, unlabeled_ratio, online_teacher,
+       cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config, train_settings,
+       data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
@@ -511,7 +515,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
     loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence,
-                                 hidden_weight=hidden_weight, attention_weight=attention_weight)
+                                 hidden_weight=hidden_weight, attention_weight=attention_weight,
+                                 cosine_weight=cosine_weight)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary

@@ -97,6 +97,17 @@ def test_hidden_mse_by_hand():
     assert losses.hidden_mse([tokens_s], [tokens_t], mask=mask).item() == pytest.approx((1 + 1 + 4 + 0) / 4)
 
 
+def test_cosine_distance_by_hand():
+    """1 - cos per row: orthogonal rows 1, parallel rows 0 whatever their scale; masked and projected."""
+    student, teacher = torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[0.0, 1.0], [2.0, 2.0]])
+    assert losses.cosine_distance(student, teacher).item() == pytest.approx(0.5)
+    tokens_s, tokens_t = torch.tensor([[[1.0], [3.0]]]), torch.tensor([[[1.0, 1.0], [1.0, -1.0]]])
+    double = lambda x: torch.cat([x, x], -1)  # noqa: E731  (a map to the teacher's width)
+    assert losses.cosine_distance(tokens_s, tokens_t, double, torch.tensor([[True, True]])).item() == pytest.approx(0.5)
+    first_only = torch.tensor([[True, False]])
+    assert losses.cosine_distance(tokens_s, tokens_t, double, first_only).item() == pytest.approx(0.0, abs=1e-6)
+
+
 def test_attention_kl_by_hand():
     """Per head and real query: KL(teacher row || student row); padded keys (log p = -inf on both) add nothing."""
     inf = float("inf")

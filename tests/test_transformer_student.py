@@ -282,16 +282,39 @@ def test_kd_with_the_attention_term(tiny_classifier_teacher, tiny_other_encoder_
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_cosine_term_compares_the_last_layers(request, fixture):
+    """Every layer copied: the last states point the same way (0); a student of one layer is compared on
+    its last layer against the teacher's last, per sentence or per word, with no map at the same width."""
+    from distill.distillation import LayerObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
+    batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
+    with LayerObjective(TeacherStudentDistill(cosine_weight=1.0), teacher, student, examples) as objective:
+        assert objective.state_pairs == [(2, 2)] and objective.parameters() == []
+        terms = objective.terms(student, student(**batch["inputs"]), batch)
+        assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-6)
+        rows = len(examples) if teacher.task == "classification" else 8  # sentences, or the words both scored
+        assert terms[2].denominator.item() == rows
+    one = new_student(student_config(student.config.model, layers=1), teacher.hierarchy, examples, 0, teacher)
+    with LayerObjective(TeacherStudentDistill(cosine_weight=1.0), teacher, one, examples) as objective:
+        assert objective.state_pairs == [(1, 2)]
+        assert objective.terms(one, one(**batch["inputs"]), batch)[2].mean().item() > 1e-4
+
+
 def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
     """Widths 24 and 32 differ: learned maps, trained beside the student and kept out of it."""
     ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
        tiny_other_encoder_dir, "--layers", "2", "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "h")
     summary = json.loads((tmp_path / "h" / "train_summary.json").read_text())
     assert summary["kd"]["hidden_weight"] == 1.0 and "cache_dir" not in summary
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+       tiny_other_encoder_dir, "--layers", "2", "--cosine-weight", "1", *NER, *QUICK, "--output", tmp_path / "c")
+    assert json.loads((tmp_path / "c" / "train_summary.json").read_text())["kd"]["cosine_weight"] == 1.0
     assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
     status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
                            "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
-    assert status == 2 and "the hidden-state and attention terms compare transformer layers: the student must be" in err
+    assert status == 2 and "compare transformer layers: the student must be a teacher or a transformer student" in err
 
 
 def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
