@@ -66,10 +66,10 @@ class OnlineTeacherLogits:
 
 class LayerStates(NamedTuple):
     """What the layer terms compare, per mapped layer pair. The hidden-state term: the student's states,
-    the teacher's, and the maps from the student's width to the teacher's (the cosine term: the last
-    pair's, which are the only ones without the hidden-state term). The attention term: both sides'
-    attention log-probabilities and the real query tokens, (batch, tokens). A term that is off leaves
-    its fields empty."""
+    the teacher's, and the maps from the student's width to the teacher's; the cosine term reads the
+    last of them (without the hidden-state term, they hold the last pair alone). The attention term:
+    both sides' attention log-probabilities and the real query tokens, (batch, tokens). A term that is
+    off leaves its fields empty."""
 
     student: Sequence[torch.Tensor] = ()
     teacher: Sequence[torch.Tensor] = ()
@@ -272,7 +272,8 @@ def recording_attention(module: nn.Module, query: torch.Tensor, key: torch.Tenso
 class AttentionMaps:
     """The attention log-probabilities (batch, heads, queries, keys) of a transformer's encoder layers in
     its latest forward pass: while on, the encoder attends through `recording_attention` (the same
-    numbers as its own attention); `remove` gives it its own back."""
+    numbers as its own attention); `remove` gives it its own back. The encoder must compute attention
+    through transformers' attention interface (`check_attention_term`)."""
 
     def __init__(self, model: torch.nn.Module):
         from transformers import AttentionInterface
@@ -280,9 +281,6 @@ class AttentionMaps:
 
         from distill.models.transformer_student import layer_stack
         self.encoder = encoder_reader(model).encoder
-        if not self.encoder._can_set_attn_implementation():
-            raise DistillError(f"the attention term reads attention through transformers' attention interface, "
-                               f"which {type(self.encoder).__name__} does not use: set --attention-weight 0")
         AttentionInterface.register(RECORDING_ATTENTION, recording_attention)
         ALL_MASK_ATTENTION_FUNCTIONS.register(RECORDING_ATTENTION, eager_mask)
         self.own = self.encoder.config._attn_implementation
@@ -306,10 +304,15 @@ class AttentionMaps:
         self.encoder.set_attn_implementation(self.own)
 
 
-def check_same_tokens(student: torch.nn.Module, teacher: torch.nn.Module) -> None:
+def check_attention_term(student: torch.nn.Module, teacher: torch.nn.Module) -> None:
     """Refuse the attention term where student and teacher do not attend over the same tokens with as
-    many heads: it compares their attention head by head, query token by query token."""
+    many heads (it compares their attention head by head, query token by query token), or where an
+    encoder computes attention in its own code, out of `AttentionMaps`'s reach."""
     ours, theirs = encoder_reader(student), encoder_reader(teacher)
+    for reader in (ours, theirs):
+        if not reader.encoder._can_set_attn_implementation():
+            raise DistillError(f"the attention term reads attention through transformers' attention interface, "
+                               f"which {type(reader.encoder).__name__} does not use: set --attention-weight 0")
     heads = [reader.encoder.config.num_attention_heads for reader in (ours, theirs)]
     if heads[0] != heads[1]:
         raise DistillError(f"the attention term compares head by head: the student has {heads[0]} attention "
@@ -334,7 +337,7 @@ class LayerObjective(DistillObjective):
       learned Linear map where the widths differ. The maps train with the student and are kept in the
       run's resume state, not in the student; `seed` starts them.
     * attention (MiniLM's): the two layers' attention distributions, head by head over the same tokens
-      (`check_same_tokens`).
+      (`check_attention_term`).
     * cosine (DistilBERT's): the direction of the last pair's states, where the hidden-state term compares
       them, through the same map.
 
@@ -352,7 +355,7 @@ class LayerObjective(DistillObjective):
             raise DistillError("the layer terms (--hidden-weight, --attention-weight, --cosine-weight) run as one "
                                "process: start kd without torchrun")
         if loss.attention_weight > 0:
-            check_same_tokens(student, teacher)
+            check_attention_term(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
         self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
         self.pairs = losses.uniform_layer_map(len(self.student_layers.outputs), len(self.teacher_layers.outputs))

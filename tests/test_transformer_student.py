@@ -249,18 +249,23 @@ def test_attention_term_trains_the_students_attention(tiny_classifier_teacher):
 
 def test_attention_term_refuses_other_heads_and_an_encoder_computing_attention_itself(tiny_classifier_teacher,
                                                                                       tiny_encoder_dir):
-    from transformers import AutoTokenizer, MPNetConfig, MPNetModel
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel
 
-    from distill.distillation import AttentionMaps, check_same_tokens
+    from distill.distillation import check_attention_term
     from distill.models.teacher import Teacher, TeacherConfig
     teacher = load_model(tiny_classifier_teacher)
-    mpnet = Teacher(TeacherConfig(encoder=tiny_encoder_dir, max_length=64), teacher.hierarchy,
-                    MPNetModel(MPNetConfig(vocab_size=600, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                           intermediate_size=32)), AutoTokenizer.from_pretrained(tiny_encoder_dir))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+
+    def reading(encoder) -> Teacher:
+        return Teacher(TeacherConfig(encoder=tiny_encoder_dir, max_length=64), teacher.hierarchy, encoder, tokenizer)
+    four_heads = reading(DistilBertModel(DistilBertConfig(vocab_size=600, dim=32, n_layers=1, n_heads=4,
+                                                          hidden_dim=32)))
     with pytest.raises(DistillError, match="the student has 4 attention heads a layer, the teacher 2"):
-        check_same_tokens(mpnet, teacher)
+        check_attention_term(four_heads, teacher)
+    mpnet = reading(MPNetModel(MPNetConfig(vocab_size=600, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                           intermediate_size=32)))
     with pytest.raises(DistillError, match="which MPNetModel does not use: set --attention-weight 0"):
-        AttentionMaps(mpnet)
+        check_attention_term(teacher, mpnet)
 
 
 def test_kd_with_the_attention_term(tiny_classifier_teacher, tiny_other_encoder_dir, tmp_path, capsys):
