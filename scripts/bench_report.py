@@ -145,6 +145,12 @@ def targets(task: dict) -> list[dict]:
     checks.append({"target": f"... and is >= {TARGETS['speedup_b32']:g}x the teacher's batch-32 throughput",
                    "measured": f"{best['speedup_b32']:.1f}x ({best_name})" if fast else None,
                    "met": best["speedup_b32"] >= TARGETS["speedup_b32"] if fast else None})
+    if task["task"] == "classification":
+        baseline = task["tfidf"][task["metric"]] if task["tfidf"] else None
+        known = best is not None and baseline is not None
+        checks.append({"target": "... and beats TF-IDF + logistic regression",
+                       "measured": f"{best['score']:.4f} against {baseline:.4f} ({best_name})" if known else None,
+                       "met": best["score"] > baseline if known else None})
     for student in (s for s in task["students"] if s in TRANSFORMER_STUDENTS):
         row = task["models"].get(student + "+kd-kl")
         timed = row is not None and row.get("speedup_b32") is not None

