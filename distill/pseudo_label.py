@@ -34,7 +34,7 @@ from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_rec
 from distill.outputs import file_output
 from distill.progress import progress_bar
 from distill.training import changed_settings, input_fingerprints, runtime_settings
-from distill.truncation import Truncation, classification_teacher, count_truncation, warn_truncation
+from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
 
 def recover_partial(part: Path) -> int:
@@ -218,7 +218,7 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         check_resumable(output, signature)
     done = recover_partial(part) if resume else 0
     total = already = 0
-    reader, counted = classification_teacher(teacher), Truncation()
+    reader, counted = classification_reader(teacher), Truncation()
     # the whole file up front: validated, what is done counted, what the teacher cuts measured
     for chunk in chunks(rank_examples(input_path, teacher.task, chunk_size), chunk_size):
         total, already = total + len(chunk), already + sum(number <= done for number, _ in chunk)

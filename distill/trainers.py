@@ -293,6 +293,7 @@ def _student_task(student: LabelModel | StudentConfig | str) -> str:
 def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples,
                  settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
+    warn_if_truncated(model, train.inputs, train.source)  # a transformer student cuts long texts too
     model.to(pick_device(env.device))
     optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,

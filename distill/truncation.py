@@ -1,10 +1,11 @@
-"""How much of its texts a classification teacher cuts, reported once per run as one warning.
+"""How much of its texts a classification transformer cuts, reported once per run as one warning.
 
 A teacher reads `max_length` sub-tokens of a text (or `max_windows` overlapping windows of them,
-`TeacherConfig.long_inputs`); the rest of a longer text never reaches it, which would otherwise go
-unnoticed. Teacher training, `evaluate`, `predict`, `pseudo-label` and `kd` (over its transfer set)
-count the texts that are cut and the sub-tokens they lose before any batch runs, and warn on the
-main process. Tagging cuts nothing: a long sentence is read in windows at word boundaries
+`TeacherConfig.long_inputs`), and a transformer student its `max_length`; the rest of a longer text
+never reaches it, which would otherwise go unnoticed. Teacher and student training, `evaluate`,
+`predict`, `pseudo-label` and `kd` (over its transfer set, for the teacher and the student) count the
+texts that are cut and the sub-tokens they lose before any batch runs, and warn on the main process.
+Tagging cuts nothing: a long sentence is read in windows at word boundaries
 (`distill.features.encode_words`).
 """
 
@@ -35,14 +36,21 @@ class Truncation:
                           self.cut_sub_tokens + other.cut_sub_tokens, self.lost_sub_tokens + other.lost_sub_tokens)
 
 
-def classification_teacher(model) -> Teacher | None:
-    """The classification teacher that reads `model`'s text (a teacher, or its ONNX export, or a
-    multi-task teacher whose heads all classify: they read the text alike), else None."""
-    teacher = getattr(model, "source", model)  # an OnnxModel prepares text with its source teacher
+def classification_reader(model) -> Teacher | None:
+    """The `Teacher` module that reads `model`'s text to classify: a teacher (or its ONNX export), a
+    multi-task teacher whose heads all classify (they read the text alike), or a transformer student
+    (one reads inside it); None for any other model."""
+    reader = getattr(model, "source", model)  # an OnnxModel prepares text with its source model
     from distill.models.multitask import MultiTaskTeacher
-    if isinstance(teacher, MultiTaskTeacher):
-        teacher = teacher.head(teacher.names[0]) if teacher.task == "classification" else None
-    return teacher if isinstance(teacher, Teacher) and teacher.task == "classification" else None
+    if isinstance(reader, MultiTaskTeacher):
+        reader = reader.head(reader.names[0]) if reader.task == "classification" else None
+    reader = getattr(reader, "network", reader)  # a transformer student's
+    return reader if isinstance(reader, Teacher) and reader.task == "classification" else None
+
+
+def is_student(model) -> bool:
+    """Whether `model` (or the model an ONNX export was made from) is a student, not a teacher."""
+    return getattr(getattr(model, "source", model), "kind", None) == "student"
 
 
 def reach(teacher: Teacher) -> int:
@@ -60,33 +68,38 @@ def count_truncation(teacher: Teacher, texts: Sequence[str]) -> Truncation:
     return Truncation(len(lengths), len(cut), sum(cut), sum(n - limit for n in cut))
 
 
-def truncation_message(teacher: Teacher, counted: Truncation, source: str) -> str | None:
-    """The warning for `counted` (None when nothing is cut): the share cut, the loss, what reads it all."""
+def truncation_message(teacher: Teacher, counted: Truncation, source: str, student: bool = False) -> str | None:
+    """The warning for `counted` (None when nothing is cut): the share cut, the loss, what reads more of it
+    (`student`: `teacher` reads inside a transformer student)."""
     if not counted.cut:
         return None
     config = teacher.config
-    if config.long_inputs == "windows":
+    if student:
+        limit = f"--max-length {config.max_length}"
+        remedy = "a transformer student with a larger --max-length reads more of them, or a word student all"
+    elif config.long_inputs == "windows":
         limit = f"--max-windows {config.max_windows} of --max-length {config.max_length}"
         remedy = "a teacher trained with a larger --max-windows reads them whole"
     else:
         limit = f"--max-length {config.max_length}"
         remedy = "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole"
     return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({counted.cut / counted.texts:.1%}) "
-            f"are longer than the {reach(teacher):,} sub-tokens the teacher reads ({limit}) and lose "
+            f"are longer than the {reach(teacher):,} sub-tokens the {'student' if student else 'teacher'} reads "
+            f"({limit}) and lose "
             f"{counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
             f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.0%} of their sub-tokens); {remedy}")
 
 
 def warn_truncation(model, counted: Truncation, source: str) -> None:
     """Log the warning for `counted` on the main process."""
-    teacher = classification_teacher(model)
-    message = None if teacher is None else truncation_message(teacher, counted, source)
+    teacher = classification_reader(model)
+    message = None if teacher is None else truncation_message(teacher, counted, source, is_student(model))
     if message and distributed.is_main():
         logger.warning(message)
 
 
 def warn_if_truncated(model, texts: Sequence, source: str) -> None:
-    """Warn once if `model` is a classification teacher that cuts some of `texts` (read from `source`)."""
-    teacher = classification_teacher(model)
+    """Warn once if `model` is a classification transformer that cuts some of `texts` (read from `source`)."""
+    teacher = classification_reader(model)
     if teacher is not None:
-        warn_truncation(teacher, count_truncation(teacher, texts), source)
+        warn_truncation(model, count_truncation(teacher, texts), source)

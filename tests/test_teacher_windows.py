@@ -246,6 +246,26 @@ def test_evaluate_predict_pseudo_label_and_kd_warn_once_with_the_share_cut(tiny_
     assert f": 4 of 8 {message}" in warned[3]  # kd's transfer set: the labelled texts and the same ones unlabelled
 
 
+def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, long_test_file, tokenizer, tmp_path,
+                                                      caplog):
+    """It reads --max-length sub-tokens: its kd run warns for it as well as for the teacher, and so do
+    evaluate and pseudo-label with it (a chain's teacher); a word student reads every word, and says nothing."""
+    cut, lost = expected_warning(tokenizer, long_test_file, 30)
+    cli("kd", "--teacher", tiny_classifier_teacher, "--model", "transformer", "--layers", "1", "--max-length", "32",
+        "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "ta",
+        "--cache-dir", tmp_path / "cache", "--epochs", "1", "--quiet")
+    cli("evaluate", tmp_path / "ta", long_test_file, "--output", tmp_path / "eval.json", "--quiet")
+    warned = warnings_of(caplog)
+    students = [w for w in warned if "the student reads" in w]
+    assert len(students) == 2 and len(warned) == 3  # the kd run's teacher warning, and the student's two
+    assert all(f"{cut} of 4 texts" in w and f"longer than the 30 sub-tokens the student reads (--max-length 32) "
+               f"and lose {lost} sub-tokens each" in w and "a larger --max-length" in w for w in students)
+    caplog.clear()
+    cli("student", "--model", "lstm", "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv",
+        "--output", tmp_path / "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1", "--quiet")
+    assert warnings_of(caplog) == []
+
+
 def test_training_warns_once_and_windows_read_what_truncation_cuts(tiny_encoder_dir, long_test_file, tmp_path,
                                                                    caplog):
     train = write_csv(tmp_path / "train.csv", [(SHORT[0], "positive"), (SHORT[1], "negative")] * 4
