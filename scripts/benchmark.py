@@ -3,7 +3,8 @@
 
 Every model stage (train, evaluate) is a call of the Python API, described once as a `Stage` that
 also renders the `nlp-train` command doing the same for the report; every other stage writes one
-JSON file. A stage whose output exists is skipped, so an interrupted run continues where it stopped.
+JSON file. A stage whose output exists is skipped, so an interrupted run continues where it stopped;
+the speed and export stages run again when the run has models their stored results lack.
 The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
 are marked as such.
 
@@ -25,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,7 +36,7 @@ from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, write_report  # noqa: E402
-from distill.io import write_json  # noqa: E402
+from distill.io import read_json, write_json  # noqa: E402
 
 if TYPE_CHECKING:
     from distill import Runtime
@@ -162,11 +163,16 @@ class Bench:
         log(f"run: nlp-train {stage.command}{' (resumed)' if resume else ''} -> {shown(output)}")
         stage.run(self.env, resume=resume, overwrite=partial and not resume)
 
-    def stage(self, path: Path, compute) -> None:
-        """Run `compute` and store its JSON at `path`, unless a finished run left it there."""
-        if not self.pending(path):
+    def stage(self, path: Path, compute, covers: Callable[[dict], bool] | None = None) -> None:
+        """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
+        also when the stored result does not cover this run's models (students added since it ran: every
+        model is measured again, side by side)."""
+        if self.execute and path.exists() and covers is not None and not covers(read_json(path)):
+            log(f"rerun (models added since it ran): {shown(path)}")
+        elif not self.pending(path):
             return
-        log(f"run: {path.stem} -> {shown(path)}")
+        else:
+            log(f"run: {path.stem} -> {shown(path)}")
         write_json(path, compute())
 
     def data(self, key: str, split: str) -> Path:
@@ -229,9 +235,11 @@ class Bench:
             self.model_stage(Stage("evaluate", {"output": metrics_file}, (output, test)))
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
-        self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]))
+        self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]),
+                   covers=lambda stored: set(runs) <= set(stored["models"]))
         exported = [teacher, *(runs[student + "+kd-kl"] for student in self.students(key))]
-        self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"))
+        self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"),
+                   covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name for m in stored["models"]})
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
 

@@ -147,6 +147,21 @@ def test_frontier_keeps_the_models_no_other_is_both_faster_and_better_than():
     assert frontier(points) == ["cnn", "lstm", "ta", "teacher"]
 
 
+def test_speed_and_export_run_again_for_students_added_since(quick_run):
+    """speed.json and export.json hold what was measured when they ran: a run with more models re-times
+    every model side by side (and exports the new kd-kl student) instead of skipping the stage."""
+    from distill.io import write_json
+    args, out, _ = quick_run
+    speed, export = read_json(out / "rt" / "speed.json"), read_json(out / "rt" / "export.json")
+    del speed["models"]["transformer+kd-kl"]
+    export["models"] = [m for m in export["models"] if not m["model"].endswith("transformer+kd-kl")]
+    write_json(out / "rt" / "speed.json", speed)
+    write_json(out / "rt" / "export.json", export)
+    benchmark.main(args + ["--tasks", "rt"])
+    assert "transformer+kd-kl" in read_json(out / "rt" / "speed.json")["models"]
+    assert [Path(m["model"]).name for m in read_json(out / "rt" / "export.json")["models"]][-1] == "transformer+kd-kl"
+
+
 def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     args, out, report = quick_run
     (out / "conll" / "training_cost.json").unlink()
