@@ -79,7 +79,7 @@ class TrainSettings:
     `distill.metrics.default_metric`), and the seed. `epochs` is a safety cap: students train until
     dev stops improving (docs/results.md, "How long students train"). `lr`, `epochs` and `patience`
     None are the student's own defaults: 2e-3, 50 and 4 for the LSTMs and CNNs; 5e-5 (8e-5 tagging),
-    10 and 2 for a transformer student."""
+    20 and 2 for a transformer student."""
 
     lr: float | None = None
     batch_size: int = 32

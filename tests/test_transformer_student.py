@@ -92,7 +92,7 @@ def test_save_and_load_round_trip(tiny_classifier_teacher, tmp_path):
 
 
 @pytest.mark.parametrize("name, given, expected", [
-    ("transformer", {}, (5e-5, 10, 2)), ("transformer-tagger", {}, (8e-5, 10, 2)), ("lstm", {}, (2e-3, 50, 4)),
+    ("transformer", {}, (5e-5, 20, 2)), ("transformer-tagger", {}, (8e-5, 20, 2)), ("lstm", {}, (2e-3, 50, 4)),
     ("transformer", {"lr": 1e-4, "epochs": 3, "patience": 5}, (1e-4, 3, 5))])
 def test_each_student_trains_by_its_own_defaults(name, given, expected):
     """Pretrained layers: the teacher's rate and patience (they peak within the first epochs); the word
