@@ -158,7 +158,6 @@ def _student_settings(settings: TrainSettings, student: LabelModel | StudentConf
                                 if getattr(settings, name) is None})
 
 
-
 def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):
     """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
     from transformers import get_linear_schedule_with_warmup

@@ -85,8 +85,7 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
         remedy = "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole"
     return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({counted.cut / counted.texts:.1%}) "
             f"are longer than the {reach(teacher):,} sub-tokens the {'student' if student else 'teacher'} reads "
-            f"({limit}) and lose "
-            f"{counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
+            f"({limit}) and lose {counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
             f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.0%} of their sub-tokens); {remedy}")
 
 

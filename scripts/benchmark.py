@@ -167,12 +167,10 @@ class Bench:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
         also when the stored result does not cover this run's models (students added since it ran: every
         model is measured again, side by side)."""
-        if self.execute and path.exists() and covers is not None and not covers(read_json(path)):
-            log(f"rerun (models added since it ran): {shown(path)}")
-        elif not self.pending(path):
+        stale = self.execute and path.exists() and covers is not None and not covers(read_json(path))
+        if not stale and not self.pending(path):
             return
-        else:
-            log(f"run: {path.stem} -> {shown(path)}")
+        log(f"rerun (models added since it ran): {shown(path)}" if stale else f"run: {path.stem} -> {shown(path)}")
         write_json(path, compute())
 
     def data(self, key: str, split: str) -> Path:
