@@ -326,17 +326,17 @@ def plot(results: dict, folder: Path) -> dict:
     if timed:
         figure, axes = plt.subplots(1, len(timed), figsize=(6.5 * len(timed), 4.8), squeeze=False)
         for axis, task in zip(axes[0], timed):
+            points = {}  # name -> (speed, score) of every timed model
             for name, row in task["models"].items():
                 if row.get("examples_per_second_b32") is None:
                     continue
+                points[name] = (row["examples_per_second_b32"], row["score"])
                 kind = "teacher" if name == "teacher" else "KD" if name.endswith(KD_SUFFIXES) else "student alone"
                 style = {"teacher": ("k", "s"), "KD": ("tab:blue", "o"), "student alone": ("tab:orange", "^")}[kind]
                 axis.scatter(row["examples_per_second_b32"], row["score"], c=style[0], marker=style[1],
                              label=kind)
                 axis.annotate(name, (row["examples_per_second_b32"], row["score"]), fontsize=7,
                               xytext=(4, 2), textcoords="offset points")
-            points = {name: (row["examples_per_second_b32"], row["score"]) for name, row in task["models"].items()
-                      if row.get("examples_per_second_b32") is not None}
             best = [points[name] for name in frontier(points)]
             axis.plot(*zip(*best), color="tab:green", linewidth=1, zorder=0, label="frontier (Pareto-optimal)")
             if task["tfidf"]:

@@ -24,6 +24,7 @@ from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
+from distill.models.students import masked_mean
 
 CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
@@ -117,8 +118,7 @@ def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase)
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """Sentence features: the first token's state, or the mean over real (unpadded) tokens."""
     if pooling == "mean":
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        return masked_mean(hidden, attention_mask)
     return hidden[:, 0]
 
 
