@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -297,3 +299,39 @@ def test_multitask_benchmark_compares_heads_students_and_labelling_time(tiny_enc
     assert result["parameters"]["joint"] < result["parameters"]["sentiment"] + result["parameters"]["ner"]
     again = bench_multitask.main(args + ["--single", f"ner={tmp_path / 'mt' / 'ner'}"])
     assert again["seconds"] == {} and again["test"]["ner"]["single"] == scores["single"]
+
+
+def test_teacher_assistant_script_runs_valid_commands_once_and_chains_its_students(tmp_path):
+    """scripts/teacher_assistant.sh, with a recorder in place of nlp-train: every command it runs parses
+    as the CLI's own, the BiLSTM's assistant is the student that MPNet taught, and a second run skips
+    every finished model."""
+    from procedures.cli import cli
+    log = tmp_path / "calls.jsonl"
+    recorder = tmp_path / "nlp-train"
+    recorder.write_text(f"""#!{sys.executable}
+import json, pathlib, sys
+argv = sys.argv[1:]
+with open({str(log)!r}, "a") as calls:
+    calls.write(json.dumps(argv) + "\\n")
+if "--output" in argv:
+    output = pathlib.Path(argv[argv.index("--output") + 1])
+    output.write_text("{{}}") if "evaluate" in argv else output.mkdir(parents=True)
+""")
+    recorder.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "NLP": str(recorder), "DATA": str(tmp_path / "data"), "RUNS": str(tmp_path / "runs")}
+    script = ROOT / "scripts" / "teacher_assistant.sh"
+    subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
+    runs: dict[str, dict] = {}
+    for line in log.read_text().splitlines():
+        argv = json.loads(line)
+        name = next(arg for arg in argv if arg in cli.commands)
+        params = cli.commands[name].make_context(name, argv[argv.index(name) + 1:]).params  # a typo raises
+        if name in ("teacher", "student", "kd"):
+            runs[Path(params["output"]).name] = {"command": name, **params}
+    assert runs["mpnet-teacher"]["encoder"] == "mpnet-base"
+    assert runs["minilm+kd-mpnet"]["teacher_dir"] == str(tmp_path / "runs" / "mpnet-teacher")
+    assert runs["lstm+kd-assistant"]["teacher_dir"] == str(tmp_path / "runs" / "minilm+kd-mpnet")
+    assert {run["seed"] for run in runs.values()} == {42} and len(runs) == 8
+    calls = len(log.read_text().splitlines())
+    subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
+    assert len(log.read_text().splitlines()) == calls + 1  # the comparison alone
