@@ -416,10 +416,11 @@ class Distiller:
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
-        warn_if_truncated(teacher, examples, train.source + (f" and {extra.source}" if extra else ""))
+        sources = train.source + (f" and {extra.source}" if extra else "")
+        warn_if_truncated(teacher, examples, sources)
         model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
-        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), train.source)
+        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)
         loss = self._loss(model)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch

@@ -248,18 +248,23 @@ def test_evaluate_predict_pseudo_label_and_kd_warn_once_with_the_share_cut(tiny_
 
 def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, long_test_file, tokenizer, tmp_path,
                                                       caplog):
-    """It reads --max-length sub-tokens: its kd run warns for it as well as for the teacher, and so do
-    evaluate and pseudo-label with it (a chain's teacher); a word student reads every word, and says nothing."""
+    """It reads --max-length sub-tokens: its kd run warns for it as well as for the teacher, over the
+    labelled and unlabelled texts it trains on and naming both, and so do evaluate and pseudo-label with
+    it (a chain's teacher); a word student reads every word, and says nothing."""
     cut, lost = expected_warning(tokenizer, long_test_file, 30)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(row["text"] for row in csv.DictReader(open(long_test_file))) + "\n")
     cli("kd", "--teacher", tiny_classifier_teacher, "--model", "transformer", "--layers", "1", "--max-length", "32",
-        "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "ta",
-        "--cache-dir", tmp_path / "cache", "--epochs", "1", "--quiet")
+        "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", texts,
+        "--output", tmp_path / "ta", "--cache-dir", tmp_path / "cache", "--epochs", "1", "--quiet")
     cli("evaluate", tmp_path / "ta", long_test_file, "--output", tmp_path / "eval.json", "--quiet")
     warned = warnings_of(caplog)
     students = [w for w in warned if "the student reads" in w]
     assert len(students) == 2 and len(warned) == 3  # the kd run's teacher warning, and the student's two
-    assert all(f"{cut} of 4 texts" in w and f"longer than the 30 sub-tokens the student reads (--max-length 32) "
-               f"and lose {lost} sub-tokens each" in w and "a larger --max-length" in w for w in students)
+    assert all(f"longer than the 30 sub-tokens the student reads (--max-length 32) and lose {lost} sub-tokens each"
+               in w and "a larger --max-length" in w for w in students)
+    assert f"{long_test_file} and {texts}: {2 * cut} of 8 texts" in students[0]  # kd: labelled and unlabelled
+    assert f"{long_test_file}: {cut} of 4 texts" in students[1]  # evaluate
     caplog.clear()
     cli("student", "--model", "lstm", "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv",
         "--output", tmp_path / "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1", "--quiet")
