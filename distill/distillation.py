@@ -82,7 +82,8 @@ class LayerStates(NamedTuple):
 class TeacherStudentDistill:
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
-    (+ w_h, w_a, w_c * the hidden-state, attention and cosine terms, given the layers' states: `LayerObjective`).
+    (+ w_h, w_a, w_c * the hidden-state, attention and cosine terms, given the layers' states: `LayerObjective`,
+    between the layers `teacher_layers` pairs: `layer_pairs`).
 
     A plain loss, usable in any training loop::
 
@@ -95,7 +96,8 @@ class TeacherStudentDistill:
     def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float = DEFAULT_TEMPERATURE,
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
-                 hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0):
+                 hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0,
+                 teacher_layers: str = "uniform"):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if temperature <= 0:
@@ -108,6 +110,8 @@ class TeacherStudentDistill:
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
         self.hidden_weight, self.attention_weight, self.cosine_weight = hidden_weight, attention_weight, cosine_weight
+        parse_teacher_layers(teacher_layers)  # its form now; its length and range once the layers are known
+        self.teacher_layers = teacher_layers
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
@@ -121,7 +125,8 @@ class TeacherStudentDistill:
                 # only when on: the runs (and resume signatures) of before the terms stay as they were
                 **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {}),
                 **({"attention_weight": self.attention_weight} if self.attention_weight else {}),
-                **({"cosine_weight": self.cosine_weight} if self.cosine_weight else {})}
+                **({"cosine_weight": self.cosine_weight} if self.cosine_weight else {}),
+                **({"teacher_layers": self.teacher_layers} if self.teacher_layers != "uniform" else {})}
 
     @property
     def uses_layers(self) -> bool:
@@ -329,9 +334,39 @@ def check_attention_term(student: torch.nn.Module, teacher: torch.nn.Module) -> 
                            f"{theirs.config.max_length}")
 
 
+def parse_teacher_layers(teacher_layers: str) -> list[int] | None:
+    """The teacher layer numbers `teacher_layers` lists, one per student layer (None for "uniform")."""
+    if teacher_layers == "uniform":
+        return None
+    try:
+        chosen = [int(value) for value in teacher_layers.split(",")]
+    except ValueError:
+        chosen = []
+    if not chosen or min(chosen) < 0:
+        raise DistillError(f"teacher layers {teacher_layers!r}: use uniform or one teacher layer number per student "
+                           f"layer, counted from 0, such as 0,2,4")
+    return chosen
+
+
+def layer_pairs(teacher_layers: str, student_depth: int, teacher_depth: int) -> list[tuple[int, int]]:
+    """(student layer, teacher layer) pairs, counted from 0, that the layer terms compare: `teacher_layers`
+    is "uniform" (`losses.uniform_layer_map`) or one teacher layer per student layer, e.g. "0,2,4" for a
+    student cut from the teacher's layers 0, 2 and 4 (`--layer-map 0,2,4`)."""
+    chosen = parse_teacher_layers(teacher_layers)
+    if chosen is None:
+        return losses.uniform_layer_map(student_depth, teacher_depth)
+    if len(chosen) != student_depth:
+        raise DistillError(f"teacher layers {teacher_layers} name {len(chosen)} layers for a student of "
+                           f"{student_depth}: give one per student layer")
+    if max(chosen) >= teacher_depth:
+        raise DistillError(f"teacher layers {teacher_layers}: the teacher has layers 0 to {teacher_depth - 1}")
+    return list(enumerate(chosen))
+
+
 class LayerObjective(DistillObjective):
-    """`DistillObjective` plus the layer terms, student layer i of k against teacher layer i*n//k of n
-    (`losses.uniform_layer_map`); the teacher runs on every batch (the logit cache holds no states).
+    """`DistillObjective` plus the layer terms, each student layer against the teacher layer the loss's
+    `teacher_layers` pairs it with (`layer_pairs`; by default student layer i of k against teacher layer
+    (i+1)*n//k - 1 of n); the teacher runs on every batch (the logit cache holds no states).
 
     * hidden states (TinyBERT's): compared where both read the same thing (`aligned_states`), through a
       learned Linear map where the widths differ. The maps train with the student and are kept in the
@@ -358,7 +393,7 @@ class LayerObjective(DistillObjective):
             check_attention_term(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
         self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
-        self.pairs = losses.uniform_layer_map(len(self.student_layers.outputs), len(self.teacher_layers.outputs))
+        self.pairs = layer_pairs(loss.teacher_layers, len(self.student_layers.outputs), len(self.teacher_layers.outputs))
         # the pairs whose states are compared: all for the hidden-state term, the last for the cosine term
         self.state_pairs = self.pairs if loss.hidden_weight > 0 else self.pairs[-1:] if loss.cosine_weight > 0 else []
         widths = [encoder_reader(model).encoder.config.hidden_size for model in (student, teacher)]
@@ -391,8 +426,8 @@ class LayerObjective(DistillObjective):
         the teacher's."""
         states = {}
         if self.state_pairs:
-            ours = [self.student_layers.outputs[i - 1] for i, _ in self.state_pairs]
-            theirs = [self.teacher_layers.outputs[j - 1] for _, j in self.state_pairs]
+            ours = [self.student_layers.outputs[i] for i, _ in self.state_pairs]
+            theirs = [self.teacher_layers.outputs[j] for _, j in self.state_pairs]
             states.update(student=aligned_states(student, ours, batch["inputs"]), projections=self.projections,
                           teacher=aligned_states(self.teacher.teacher, theirs, self.teacher.inputs))
         if self.attention:
@@ -401,7 +436,7 @@ class LayerObjective(DistillObjective):
                 raise DistillError("the attention term compares token by token, and the student and the teacher "
                                    "read this batch as different tokens: set --attention-weight 0")
             ours, theirs = (maps.outputs for maps in self.attention)
-            states.update(student_attention=[ours[i - 1] for i, _ in self.pairs],
-                          teacher_attention=[theirs[j - 1] for _, j in self.pairs],
+            states.update(student_attention=[ours[i] for i, _ in self.pairs],
+                          teacher_attention=[theirs[j] for _, j in self.pairs],
                           queries=batch["inputs"]["attention_mask"].bool())
         return LayerStates(**states)

@@ -173,9 +173,10 @@ def binary_mse_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor
 
 
 def uniform_layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
-    """Which teacher layer each student layer learns from (layers counted from 1): student layer i of
-    k from teacher layer i*n//k of n, so the last learns from the last (TinyBERT's uniform mapping)."""
-    return [(i, i * teacher_layers // student_layers) for i in range(1, student_layers + 1)]
+    """Which teacher layer each student layer learns from, counted from 0 as `--layer-map` counts: student
+    layer i of k from teacher layer (i+1)*n//k - 1 of n, so the last learns from the last (TinyBERT's
+    uniform mapping)."""
+    return [(i, (i + 1) * teacher_layers // student_layers - 1) for i in range(student_layers)]
 
 
 def hidden_mse_sum(student_states: Sequence[torch.Tensor], teacher_states: Sequence[torch.Tensor],

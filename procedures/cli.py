@@ -478,6 +478,11 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.option("--cosine-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
               help="w_c: weight of the cosine term, 1 - cos between the last layers' states (sentence or word) of a "
                    "transformer teacher and student (0: off; on, the teacher runs every batch).")
+@click.option("--teacher-layers", default="uniform", show_default=True, metavar="uniform|N,N,...",
+              help="With a layer term: the teacher layer each student layer learns from, counted from 0 as "
+                   "--layer-map counts. uniform: student layer i of k from teacher layer (i+1)*n/k - 1 of n, the "
+                   "last from the last; or one number per student layer, e.g. 0,2,4 for a student cut from the "
+                   "teacher's layers 0,2,4.")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
@@ -500,7 +505,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, hidden_weight, attention_weight, cosine_weight, min_confidence, unlabeled_ratio, online_teacher,
+       distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
+       online_teacher,
        cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config, train_settings,
        data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
@@ -514,9 +520,12 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
+    if given(context, "teacher_layers") and not hidden_weight + attention_weight + cosine_weight:
+        raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
+                                 "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
     loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence,
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
-                                 cosine_weight=cosine_weight)
+                                 cosine_weight=cosine_weight, teacher_layers=teacher_layers)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary

@@ -77,9 +77,9 @@ def test_masked_token_level_kl_uses_only_real_positions():
 
 
 def test_uniform_layer_map_ends_on_the_last_layer():
-    assert losses.uniform_layer_map(3, 6) == [(1, 2), (2, 4), (3, 6)]
-    assert losses.uniform_layer_map(2, 2) == [(1, 1), (2, 2)]
-    assert losses.uniform_layer_map(2, 3) == [(1, 1), (2, 3)]
+    assert losses.uniform_layer_map(3, 6) == [(0, 1), (1, 3), (2, 5)]
+    assert losses.uniform_layer_map(2, 2) == [(0, 0), (1, 1)]
+    assert losses.uniform_layer_map(2, 3) == [(0, 0), (1, 2)]
 
 
 def test_hidden_mse_by_hand():

@@ -1,6 +1,7 @@
 """Transformer students: layers cut from the teacher or another encoder, teacher-assistant chains."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -199,7 +200,7 @@ def test_hidden_state_term_is_zero_for_a_copy_of_the_teacher(request, fixture):
     teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
     loss = TeacherStudentDistill(hidden_weight=1.0)
     with LayerObjective(loss, teacher, student, examples) as objective:
-        assert objective.pairs == [(1, 1), (2, 2)] and objective.parameters() == []
+        assert objective.pairs == [(0, 0), (1, 1)] and objective.parameters() == []
         batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
         terms = objective.terms(student, student(**batch["inputs"]), batch)
         assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-8)
@@ -238,7 +239,7 @@ def test_attention_term_trains_the_students_attention(tiny_classifier_teacher):
     student = new_student(student_config("transformer", layers=1, max_length=teacher.config.max_length),
                           teacher.hierarchy, TEXTS, 0, teacher)
     with LayerObjective(TeacherStudentDistill(attention_weight=1.0), teacher, student, TEXTS) as objective:
-        assert objective.pairs == [(1, 2)] and objective.parameters() == []
+        assert objective.pairs == [(0, 1)] and objective.parameters() == []
         batch = make_batch(student, TEXTS, [None] * len(TEXTS), [0, 1, 2])
         attention = objective.terms(student, student(**batch["inputs"]), batch)[2]
         assert attention.mean().item() > 1e-4
@@ -296,15 +297,50 @@ def test_cosine_term_compares_the_last_layers(request, fixture):
     teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
     batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
     with LayerObjective(TeacherStudentDistill(cosine_weight=1.0), teacher, student, examples) as objective:
-        assert objective.state_pairs == [(2, 2)] and objective.parameters() == []
+        assert objective.state_pairs == [(1, 1)] and objective.parameters() == []
         terms = objective.terms(student, student(**batch["inputs"]), batch)
         assert len(terms) == 3 and terms[2].mean().item() == pytest.approx(0.0, abs=1e-6)
         rows = len(examples) if teacher.task == "classification" else 8  # sentences, or the words both scored
         assert terms[2].denominator.item() == rows
     one = new_student(student_config(student.config.model, layers=1), teacher.hierarchy, examples, 0, teacher)
     with LayerObjective(TeacherStudentDistill(cosine_weight=1.0), teacher, one, examples) as objective:
-        assert objective.state_pairs == [(1, 2)]
+        assert objective.state_pairs == [(0, 1)]
         assert objective.terms(one, one(**batch["inputs"]), batch)[2].mean().item() > 1e-4
+
+
+def test_layer_pairs_uniform_or_as_listed():
+    from distill.distillation import layer_pairs
+    assert layer_pairs("uniform", 3, 6) == [(0, 1), (1, 3), (2, 5)]
+    assert layer_pairs("0,2,4", 3, 6) == [(0, 0), (1, 2), (2, 4)]
+    assert layer_pairs("5,5", 2, 6) == [(0, 5), (1, 5)]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("0,2", "teacher layers 0,2 name 2 layers for a student of 3: give one per student layer"),
+    ("0,2,6", "teacher layers 0,2,6: the teacher has layers 0 to 5"),
+    ("0,-2,4", "teacher layers '0,-2,4': use uniform or one teacher layer number per student layer"),
+    ("even", "teacher layers 'even': use uniform or one teacher layer number per student layer")])
+def test_layer_pairs_refuses(spec, message):
+    from distill.distillation import TeacherStudentDistill, layer_pairs
+    with pytest.raises(DistillError, match=re.escape(message)):
+        TeacherStudentDistill(hidden_weight=1.0, teacher_layers=spec)
+        layer_pairs(spec, 3, 6)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])
+def test_the_layer_terms_compare_the_listed_teacher_layers(request, fixture):
+    """Every layer copied: each student layer against the teacher layer it was copied from adds nothing,
+    against the other layer it does."""
+    from distill.distillation import LayerObjective, TeacherStudentDistill
+    from distill.training import make_batch
+    teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
+    batch = make_batch(student, examples, [None] * len(examples), list(range(len(examples))))
+    for spec, zero in (("0,1", True), ("1,0", False)):
+        with LayerObjective(TeacherStudentDistill(hidden_weight=1.0, teacher_layers=spec), teacher, student,
+                            examples) as objective:
+            assert objective.pairs == [(0, int(spec[0])), (1, int(spec[2]))]
+            hidden = objective.terms(student, student(**batch["inputs"]), batch)[2].mean().item()
+            assert (hidden == pytest.approx(0.0, abs=1e-8)) == zero
 
 
 def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path, capsys):
@@ -316,6 +352,16 @@ def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_
     ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
        tiny_other_encoder_dir, "--layers", "2", "--cosine-weight", "1", *NER, *QUICK, "--output", tmp_path / "c")
     assert json.loads((tmp_path / "c" / "train_summary.json").read_text())["kd"]["cosine_weight"] == 1.0
+    ok(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
+       tiny_other_encoder_dir, "--layers", "2", "--hidden-weight", "1", "--teacher-layers", "0,0", *NER, *QUICK,
+       "--output", tmp_path / "p")
+    assert json.loads((tmp_path / "p" / "train_summary.json").read_text())["kd"]["teacher_layers"] == "0,0"
+    assert "teacher_layers" not in summary["kd"]  # uniform, the default, as runs before the option
+    for option, message in ((["--teacher-layers", "0,1"], "--teacher-layers pairs the layers that --hidden-weight"),
+                            (["--hidden-weight", "1", "--teacher-layers", "0,9"], "the teacher has layers 0 to 1")):
+        status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger",
+                               "--layers", "2", *option, *NER, *QUICK, "--output", tmp_path / "bad")
+        assert status == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
     status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
                            "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
