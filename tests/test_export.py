@@ -31,6 +31,7 @@ KINDS = {
     "lstm-max-binary": ({"model": "lstm", "pooling": "max", "binary": True}, "classification"),
     "cnn": ({"model": "cnn"}, "classification"),
     "cnn-max-mean": ({"model": "cnn", "pooling": "max-mean"}, "classification"),
+    "ngram": ({"model": "ngram", "ngrams": 3, "buckets": 512}, "classification"),
     "lstm-mean": ({"model": "lstm", "pooling": "mean"}, "classification"),
     "lstm-tagger": ({"model": "lstm-tagger"}, "tagging"),
     "lstm-tagger-crf": ({"model": "lstm-tagger", "crf": True}, "tagging"),
@@ -98,6 +99,17 @@ def test_onnx_export_gives_pytorch_logits_and_labels(model_dir, tmp_path):
     assert card["export"]["source_card_sha256"] == file_sha256(Path(model_dir) / MODEL_CARD)
     assert card["agreement"]["identical_labels"] == 1.0 and card["agreement"]["max_abs_logit_diff"] <= 1e-4
     assert card["agreement"]["points_lost"] == 0.0
+
+
+@pytest.mark.parametrize("model_dir", ["ngram"], indirect=True)
+def test_exported_ngram_student_reads_texts_shorter_than_its_ngrams(model_dir, tmp_path):
+    """Its n-grams are hashed without a branch on the length, so the graph traced on longer texts gives a
+    text of one or two words (no trigram) the same scores."""
+    cli("export", model_dir, "--output", tmp_path / "onnx")
+    source, exported = load_model(model_dir), load_model(tmp_path / "onnx")
+    for texts in (["great"], ["so good", "bad"], ["great", "a slow , dull film about nothing"]):
+        ours, theirs = predict_logits(source, texts), predict_logits(exported, texts)
+        assert (ours.logits - theirs.logits).abs().max() <= 1e-5, texts
 
 
 @pytest.mark.parametrize("model_dir", ["teacher-classifier", "teacher-tagger", "lstm", "lstm-tagger-crf",

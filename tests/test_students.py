@@ -85,7 +85,8 @@ def test_cnn_refuses_last_state_pooling(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, extra", [("lstm", {}), ("lstm", {"pooling": "max", "binary": True}),
-                                         ("cnn", {}), ("lstm-tagger", {"crf": True}), ("idcnn-tagger", {})])
+                                         ("cnn", {}), ("ngram", {"ngrams": 3, "buckets": 64}),
+                                         ("lstm-tagger", {"crf": True}), ("idcnn-tagger", {})])
 def test_save_and_load_round_trip(tmp_path, name, extra):
     tagger = name.endswith("tagger")
     examples = [t.split() for t in TEXTS] if tagger else TEXTS
@@ -98,6 +99,31 @@ def test_save_and_load_round_trip(tmp_path, name, extra):
     inputs, mask = model.prepare(examples)
     assert torch.equal(model(**inputs), loaded(**loaded.prepare(examples)[0]))
     assert model.decode(model(**inputs), mask) == loaded.decode(loaded(**inputs), mask)
+
+
+def test_ngram_ids_hash_each_complete_ngram_and_pad_the_rest():
+    from distill.models.ngram import HASH_PRIME, ngram_ids
+    words = torch.tensor([[5, 6, 7, 8], [9, 3, 0, 0]])
+    pair = lambda a, b: (a * HASH_PRIME + b) % 50 + 1  # noqa: E731
+    assert ngram_ids(words, 2, 50).tolist() == [[pair(5, 6), pair(6, 7), pair(7, 8), 0], [pair(9, 3), 0, 0, 0]]
+    triple = ((5 * HASH_PRIME + 6) * HASH_PRIME + 7) % 50 + 1  # the same hash, whether reduced at each step or not
+    assert ngram_ids(words, 3, 50)[0, 0].item() == triple and ngram_ids(words, 3, 50)[1].tolist() == [0] * 4
+    assert ngram_ids(words[:, :2], 4, 50).tolist() == [[0, 0], [0, 0]]  # shorter than n: no n-gram
+
+
+def test_ngram_student_classifies_the_mean_of_its_words_and_ngrams():
+    """Logits = Linear(mean of the word and the n-gram embeddings), padding in neither the sum nor the count."""
+    from distill.models.ngram import ngram_ids
+    model = build_student(config_for("ngram", embedding_dim=4, ngrams=3, buckets=16), LabelHierarchy(["a", "b"]),
+                          TEXTS).eval()
+    inputs, _ = model.prepare(TEXTS)
+    words = inputs["word_ids"]
+    for row, text in enumerate(TEXTS):
+        ids = words[row, : len(text.split())].unsqueeze(0)
+        grams = [ngram_ids(ids, n, 16)[0] for n in (2, 3)]
+        vectors = [model.embedding(ids)[0]] + [model.ngram_embedding(g[g != 0]) for g in grams]
+        expected = model.classifier(torch.cat(vectors).mean(0))
+        assert torch.allclose(model(**inputs)[row], expected, atol=1e-6), text
 
 
 def test_bad_student_inputs():

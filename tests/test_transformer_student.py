@@ -180,6 +180,19 @@ def test_a_word_student_teacher_refuses_what_it_cannot_give(tmp_path, capsys):
     assert status == 2 and "no sub-word embeddings to start word embeddings from: use --random-embeddings" in err
 
 
+def test_students_are_listed_in_the_same_order_whatever_was_imported_first():
+    """The order shows in --help and in errors: the built-in modules' order, not the import order."""
+    from tests.test_api import run_python
+    done = run_python("""
+        import distill.models.transformer_student, distill.models.ngram
+        from distill.models.registry import students
+        print(list(students()))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(["lstm", "cnn", "lstm-tagger", "idcnn-tagger", "ngram", "transformer",
+                                       "transformer-tagger"])
+
+
 def test_listing_the_students_does_not_import_transformers():
     """Loading a BiLSTM reads the registry, which lists the transformer students: that must stay light."""
     from tests.test_api import run_python

@@ -26,7 +26,7 @@ from distill.errors import DistillError
 
 TASKS = ("classification", "tagging")
 ENTRY_POINT_GROUP = "distill.students"
-BUILT_IN = ("distill.models.students", "distill.models.transformer_student")
+BUILT_IN = ("distill.models.students", "distill.models.ngram", "distill.models.transformer_student")
 
 Model = TypeVar("Model", bound=type)
 
@@ -92,9 +92,12 @@ def load_plugins() -> None:
 
 
 def students() -> dict[str, StudentEntry]:
-    """Every registered student by name."""
+    """Every registered student by name: the built-in ones in `BUILT_IN`'s order of modules (whichever was
+    imported first), then the others as they registered, so listings read the same in every process."""
     load_plugins()
-    return dict(_STUDENTS)
+    rank = {module: index for index, module in enumerate(BUILT_IN)}
+    ordered = sorted(_STUDENTS.values(), key=lambda entry: rank.get(entry.cls.__module__, len(BUILT_IN)))
+    return {entry.name: entry for entry in ordered}
 
 
 def student_entry(name: str) -> StudentEntry:
