@@ -392,8 +392,9 @@ class LayerObjective(DistillObjective):
         if loss.attention_weight > 0:
             check_attention_term(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
-        self.student_layers, self.teacher_layers = LayerOutputs(student), LayerOutputs(teacher)
-        self.pairs = layer_pairs(loss.teacher_layers, len(self.student_layers.outputs), len(self.teacher_layers.outputs))
+        self.student_outputs, self.teacher_outputs = LayerOutputs(student), LayerOutputs(teacher)
+        depths = len(self.student_outputs.outputs), len(self.teacher_outputs.outputs)
+        self.pairs = layer_pairs(loss.teacher_layers, *depths)
         # the pairs whose states are compared: all for the hidden-state term, the last for the cosine term
         self.state_pairs = self.pairs if loss.hidden_weight > 0 else self.pairs[-1:] if loss.cosine_weight > 0 else []
         widths = [encoder_reader(model).encoder.config.hidden_size for model in (student, teacher)]
@@ -407,8 +408,8 @@ class LayerObjective(DistillObjective):
         return self
 
     def __exit__(self, *exc) -> None:
-        self.student_layers.remove()
-        self.teacher_layers.remove()
+        self.student_outputs.remove()
+        self.teacher_outputs.remove()
         for maps in self.attention:
             maps.remove()
 
@@ -426,8 +427,8 @@ class LayerObjective(DistillObjective):
         the teacher's."""
         states = {}
         if self.state_pairs:
-            ours = [self.student_layers.outputs[i] for i, _ in self.state_pairs]
-            theirs = [self.teacher_layers.outputs[j] for _, j in self.state_pairs]
+            ours = [self.student_outputs.outputs[i] for i, _ in self.state_pairs]
+            theirs = [self.teacher_outputs.outputs[j] for _, j in self.state_pairs]
             states.update(student=aligned_states(student, ours, batch["inputs"]), projections=self.projections,
                           teacher=aligned_states(self.teacher.teacher, theirs, self.teacher.inputs))
         if self.attention:

@@ -506,9 +506,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
-       online_teacher,
-       cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config, train_settings,
-       data, device):
+       online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config,
+       train_settings, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
