@@ -320,6 +320,7 @@ def plot(results: dict, folder: Path) -> dict:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
     tasks = list(results["tasks"].values())
     written = {}
     timed = [t for t in tasks if any(r.get("examples_per_second_b32") for r in t["models"].values())]
@@ -346,6 +347,7 @@ def plot(results: dict, folder: Path) -> dict:
             axis.legend(handles.values(), handles.keys(), fontsize=8, loc="lower left")
             axis.set(xscale="log", xlabel="examples/s, batch 32, CPU (log)", ylabel=f"test {task['metric']}",
                      title=task["name"])
+            axis.xaxis.set_minor_formatter(NullFormatter())  # a narrow range labels them all
             axis.grid(alpha=0.3)
         written["quality_vs_speed"] = save(figure, folder, PLOTS["quality_vs_speed"])
     gained = [t for t in tasks if t["kd_gain"]]
