@@ -159,11 +159,12 @@ def _student_settings(settings: TrainSettings, student: LabelModel | StudentConf
 
 
 def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):
-    """AdamW with two learning rates (encoder, head) and a linear warm-up then decay."""
+    """AdamW with two learning rates (encoder, head) and a linear warm-up then decay. The encoder's
+    group is ``shared``: a multi-task head's steps scale its rate (`distill.training.shared_rate`)."""
     from transformers import get_linear_schedule_with_warmup
     head = {id(p) for p in model.head_parameters()}
     groups = [
-        {"params": [p for p in model.parameters() if id(p) not in head], "lr": training.encoder_lr},
+        {"params": [p for p in model.parameters() if id(p) not in head], "lr": training.encoder_lr, "shared": True},
         {"params": model.head_parameters(), "lr": training.classifier_lr},
     ]
     optimizer = torch.optim.AdamW(groups, weight_decay=training.weight_decay)
@@ -208,6 +209,7 @@ class TaskData:
     pooling: str | None = None
     class_weights: Any = None
     select_metric: str | None = None
+    encoder_lr: float | None = None
 
 
 def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = TeacherConfig(),
@@ -218,13 +220,12 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
     as `sampling` says; the best epoch by the heads' dev scores (their mean by default) wins.
 
     `config` and `training` hold the shared settings (`config.task` is each task's own), which a
-    `TaskData` may override for its head."""
+    `TaskData` may override for its head. Each head's batches move the shared encoder at the head's
+    own rate: its `encoder_lr`, else `training.encoder_lr`, else its task's default (docs/multitask.md)."""
     if distributed.launched():
         raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
     check_head_names([spec.name for spec in tasks])
     sampling.check([spec.name for spec in tasks])
-    if training.encoder_lr is None:  # one encoder, one rate: the highest task default (docs/multitask.md, measured)
-        training = replace(training, encoder_lr=max(training.for_task(spec.task).encoder_lr for spec in tasks))
     with runtime(env.precision, env.threads):
         heads, train_sets, dev_sets = {}, {}, {}
         for spec in tasks:
@@ -233,7 +234,9 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                                   pre_classifier=config.pre_classifier if spec.pre_classifier is None
                                   else spec.pre_classifier).resolved()
             head = replace(training, class_weights=training.class_weights if spec.class_weights is None
-                           else spec.class_weights, select_metric=spec.select_metric or training.select_metric)
+                           else spec.class_weights, select_metric=spec.select_metric or training.select_metric,
+                           encoder_lr=training.for_task(spec.task).encoder_lr if spec.encoder_lr is None
+                           else spec.encoder_lr)
             heads[spec.name] = (head_config, hierarchy, _selecting(head, spec.task, hierarchy))
         inputs = {f"{part}:{name}": sets[name].source for name in heads
                   for part, sets in (("train", train_sets), ("dev", dev_sets))}
@@ -245,12 +248,13 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
             for name in heads:  # what a classification head cuts of its training texts, as train_teacher warns
                 warn_if_truncated(model.head(name), train_sets[name].inputs, train_sets[name].source)
             weights = sampling.weights({name: len(train_sets[name]) for name in heads})
+            top_rate = max(t.encoder_lr for _, _, t in heads.values())
             by_task = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
                                      train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,
-                                     dev_sets[name].labels, t.select_metric, weights[name])
+                                     dev_sets[name].labels, t.select_metric, weights[name], t.encoder_lr / top_rate)
                        for name, (_, hierarchy, t) in heads.items()}
             steps = sum(-(-len(s) // training.batch_size) for s in train_sets.values()) * training.epochs
-            optimizer, scheduler = teacher_optimizer(model, training, steps)
+            optimizer, scheduler = teacher_optimizer(model, replace(training, encoder_lr=top_rate), steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
                                    sampling.select, progress=env.progress)
             labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}

@@ -249,7 +249,8 @@ def training_batches(examples: Sequence, batch_size: int, generator: torch.Gener
 @dataclass
 class FitTask:
     """One task of a run: the model that scores it (a multi-task teacher's head), its loss, its data,
-    the dev metric that scores it, and its sampling weight (relative; see `epoch_batches`)."""
+    the dev metric that scores it, its sampling weight (relative; see `epoch_batches`), and the
+    factor on the shared parameters' learning rate for its steps (see `shared_rate`)."""
 
     model: torch.nn.Module
     objective: Objective
@@ -259,6 +260,23 @@ class FitTask:
     dev_labels: Sequence
     select_metric: str
     weight: float = 1.0
+    shared_lr_scale: float = 1.0
+
+
+@contextlib.contextmanager
+def shared_rate(optimizer: torch.optim.Optimizer, scale: float) -> Iterator[None]:
+    """The learning rate of the optimizer's ``shared`` parameter groups times `scale` for one step:
+    each head of a multi-task teacher moves the shared encoder at its own rate. The scheduled rate
+    is restored afterwards, so the schedule and a resumed run's state are untouched."""
+    shared = [group for group in optimizer.param_groups if group.get("shared")]
+    rates = [group["lr"] for group in shared]
+    for group in shared:
+        group["lr"] *= scale
+    try:
+        yield
+    finally:
+        for group, rate in zip(shared, rates):
+            group["lr"] = rate
 
 
 def epoch_batches(tasks: dict[str, FitTask], batch_size: int, generator: torch.Generator) -> list[tuple[str, list[int]]]:
@@ -367,7 +385,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
             (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
             torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
                                            settings.max_grad_norm)
-            optimizer.step()
+            with shared_rate(optimizer, task.shared_lr_scale):
+                optimizer.step()
             if scheduler is not None:
                 scheduler.step()
             total_loss, steps = total_loss + loss.item(), steps + 1

@@ -297,8 +297,13 @@ def report(message: str) -> None:
         click.echo(message)
 
 
-TASK_SPEC_SETTINGS = {"pre_classifier": "true or false", "pooling": "auto, first or mean",
-                      "class_weights": "none, inverse or numbers joined by ,", "select_metric": ", ".join(SELECTABLE)}
+TASK_SPEC_SETTINGS = {  # setting: (what it takes, its parser, which raises KeyError or BadParameter on bad text)
+    "pre_classifier": ("true or false", {"true": True, "false": False}.__getitem__),
+    "pooling": ("auto, first or mean", {p: p for p in ("auto", "first", "mean")}.__getitem__),
+    "class_weights": ("none, inverse or numbers joined by ,", parse_class_weights),
+    "select_metric": (", ".join(SELECTABLE), {m: m for m in SELECTABLE}.__getitem__),
+    "encoder_lr": ("a learning rate in (0, 1]", lambda text: LEARNING_RATE.convert(text, None, None)),
+}
 
 
 def parse_task_spec(value: str):
@@ -316,11 +321,11 @@ def parse_task_spec(value: str):
         if key not in TASK_SPEC_SETTINGS:
             raise click.BadParameter(f"{value!r}: unknown setting {key!r}; a task takes "
                                      f"{', '.join(TASK_SPEC_SETTINGS)}", param_hint="'--task-spec'")
-        choices = {"pre_classifier": {"true": True, "false": False}, "pooling": {p: p for p in ("auto", "first", "mean")},
-                   "select_metric": {m: m for m in SELECTABLE}}.get(key)
-        if choices is not None and text not in choices:
-            raise click.BadParameter(f"{value!r}: {key} is {TASK_SPEC_SETTINGS[key]}", param_hint="'--task-spec'")
-        setattr(spec, key, parse_class_weights(text) if key == "class_weights" else choices[text])
+        takes, parse = TASK_SPEC_SETTINGS[key]
+        try:
+            setattr(spec, key, parse(text))
+        except (KeyError, click.BadParameter):
+            raise click.BadParameter(f"{value!r}: {key} is {takes}", param_hint="'--task-spec'") from None
     return spec
 
 
@@ -333,7 +338,7 @@ def parse_task_spec(value: str):
               callback=lambda c, p, v: [parse_task_spec(spec) for spec in v],
               help="Instead of --task/--train/--dev, repeated: a multi-task teacher with one head per task "
                    "(TASK: classification or tagging; SETTING: pre_classifier, pooling, class_weights, "
-                   "select_metric, overriding the shared option for that head). See docs/multitask.md.")
+                   "select_metric, encoder_lr, overriding the shared option for that head). See docs/multitask.md.")
 @click.option("--task-sampling", type=click.Choice(["proportional", "temperature", "uniform"]),
               default="proportional", show_default=True,
               help="Multi-task: each batch's task drawn in proportion to its training examples, to their number "
@@ -362,7 +367,8 @@ def parse_task_spec(value: str):
                    "what lies beyond is cut, and reported.")
 @click.option("--encoder-lr", type=LEARNING_RATE,
               help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
-                   "measured recipes; a multi-task teacher: the highest of its heads'].")
+                   "measured recipes; a multi-task teacher: each head's batches move the encoder at its own task's "
+                   "default, or its encoder_lr setting]. Given, it is every head's rate unless a head sets its own.")
 @click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
 @click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
 @click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,

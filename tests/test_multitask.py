@@ -4,6 +4,7 @@ or all heads in one encoder pass."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 
@@ -223,6 +224,9 @@ def test_task_spec_mistakes_are_refused_before_training(tiny_encoder_dir, tmp_pa
     for extra, message in [(["--train", SAMPLES / "sentiment_train.csv"], "--train is for a single-task teacher"),
                            (["--task-spec", "other:classification:a:b:c"], "use NAME:classification|tagging"),
                            (["--task-spec", f"{SENTIMENT}:colour=red"], "unknown setting 'colour'"),
+                           (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=fast"], "encoder_lr is a learning rate"),
+                           (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=0"], "encoder_lr is a learning rate"),
+                           (["--task-spec", f"other{SENTIMENT[9:]}:pooling=max"], "pooling is auto, first or mean"),
                            (["--task-spec", SENTIMENT], "task name 'sentiment' is given twice")]:
         status, error = run_cli(*train_args(tiny_encoder_dir, tmp_path / "t"), *extra)
         assert status == 2 and message in error, error
@@ -306,8 +310,6 @@ def test_a_classification_multitask_teacher_warns_what_it_cuts(tiny_encoder_dir,
 
 def test_shared_window_settings_do_not_depend_on_the_order_of_the_heads(tiny_encoder_dir):
     """--long-inputs windows is for the classification heads; a tagging head listed first does not refuse it."""
-    from dataclasses import replace
-
     from distill.labels import LabelHierarchy
     from distill.models.teacher import TeacherConfig, TeacherTraining
     config = TeacherConfig(encoder=tiny_encoder_dir, max_length=16, long_inputs="windows", window_overlap=4)
@@ -319,17 +321,52 @@ def test_shared_window_settings_do_not_depend_on_the_order_of_the_heads(tiny_enc
         MultiTaskTeacher.from_encoder({"ner": tagging, "other": tagging})
 
 
-def test_the_shared_encoder_rate_defaults_to_the_highest_task_default(tiny_encoder_dir):
-    """One encoder, one rate: a tagging head's 8e-5 over a classification head's 5e-5 (measured on
-    RT + CoNLL-2003, docs/multitask.md); an explicit rate is kept."""
+def test_each_head_moves_the_shared_encoder_at_its_own_rate(tiny_encoder_dir, monkeypatch):
+    """A head's batches step the encoder at its task's default rate (5e-5 classification, 8e-5
+    tagging: the single teachers' measured recipes, docs/multitask.md), or at --encoder-lr, or at
+    its own encoder_lr setting; the optimizer's rate is the highest and each head's steps scale it."""
+    import contextlib
+
     from distill import Runtime, TaskData, TeacherConfig, TeacherTraining, train_multitask_teacher
+    from distill import training as training_module
     from distill.models.teacher import DEFAULT_ENCODER_LR
-    tasks = [TaskData("sentiment", "classification", str(SAMPLES / "sentiment_train.csv"),
-                      str(SAMPLES / "sentiment_dev.csv")),
-             TaskData("ner", "tagging", str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll"))]
+    scales = []
+    real_rate = training_module.shared_rate
+
+    @contextlib.contextmanager
+    def recording(optimizer, scale):
+        scales.append((round(scale, 6), [g["lr"] for g in optimizer.param_groups if g.get("shared")]))
+        with real_rate(optimizer, scale):
+            yield
+
+    monkeypatch.setattr(training_module, "shared_rate", recording)
+    sentiment = TaskData("sentiment", "classification", str(SAMPLES / "sentiment_train.csv"),
+                         str(SAMPLES / "sentiment_dev.csv"))
+    ner = TaskData("ner", "tagging", str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll"))
     quiet, config = Runtime(threads=1, progress=False), TeacherConfig(encoder=tiny_encoder_dir, max_length=32)
-    for training, expected in ((TeacherTraining(epochs=1), DEFAULT_ENCODER_LR["tagging"]),
-                               (TeacherTraining(epochs=1, encoder_lr=1e-3), 1e-3)):
-        heads = train_multitask_teacher(tasks, config, training, env=quiet).model.checkpoint()["config"]["heads"]
-        assert {head["encoder_lr"] for head in heads.values()} == {expected}
-    assert DEFAULT_ENCODER_LR["tagging"] > DEFAULT_ENCODER_LR["classification"]
+    classify, tag = DEFAULT_ENCODER_LR["classification"], DEFAULT_ENCODER_LR["tagging"]
+    assert tag > classify
+    for tasks, training, expected in (
+            ([sentiment, ner], TeacherTraining(epochs=1), {"sentiment": classify, "ner": tag}),
+            ([sentiment, ner], TeacherTraining(epochs=1, encoder_lr=1e-3), {"sentiment": 1e-3, "ner": 1e-3}),
+            ([replace(sentiment, encoder_lr=2e-4), ner], TeacherTraining(epochs=1, encoder_lr=1e-4),
+             {"sentiment": 2e-4, "ner": 1e-4})):
+        scales.clear()
+        result = train_multitask_teacher(tasks, config, training, env=quiet)
+        heads = result.model.checkpoint()["config"]["heads"]
+        assert {name: head["encoder_lr"] for name, head in heads.items()} == expected
+        top = max(expected.values())
+        assert {scale for scale, _ in scales} == {round(rate / top, 6) for rate in expected.values()}
+        assert len(scales) == sum(result.history[0]["task_batches"].values())
+        assert all(len(rates) == 1 for _, rates in scales)  # one shared group: the encoder
+
+
+def test_shared_rate_scales_the_shared_groups_for_one_step_only():
+    from distill.training import shared_rate
+    shared, own = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([{"params": [shared], "lr": 0.1, "shared": True}, {"params": [own], "lr": 0.1}])
+    shared.grad, own.grad = torch.ones(2), torch.ones(2)
+    with shared_rate(optimizer, 0.25):
+        optimizer.step()
+    assert torch.allclose(shared, torch.full((2,), 1 - 0.025)) and torch.allclose(own, torch.full((2,), 0.9))
+    assert [group["lr"] for group in optimizer.param_groups] == [0.1, 0.1]
