@@ -13,6 +13,7 @@ layers' states) can join them (`LayerObjective`).
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Callable, NamedTuple, Protocol, Sequence
 
@@ -97,7 +98,7 @@ class TeacherStudentDistill:
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0,
-                 teacher_layers: str = "uniform"):
+                 teacher_layers: str | Sequence[int] = "uniform"):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if temperature <= 0:
@@ -110,8 +111,8 @@ class TeacherStudentDistill:
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
         self.hidden_weight, self.attention_weight, self.cosine_weight = hidden_weight, attention_weight, cosine_weight
-        parse_teacher_layers(teacher_layers)  # its form now; its length and range once the layers are known
-        self.teacher_layers = teacher_layers
+        chosen = parse_teacher_layers(teacher_layers)  # its form now; its length and range once the layers are known
+        self.teacher_layers = "uniform" if chosen is None else ",".join(map(str, chosen))  # one spelling per choice
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
@@ -334,13 +335,17 @@ def check_attention_term(student: torch.nn.Module, teacher: torch.nn.Module) -> 
                            f"{theirs.config.max_length}")
 
 
-def parse_teacher_layers(teacher_layers: str) -> list[int] | None:
-    """The teacher layer numbers `teacher_layers` lists, one per student layer (None for "uniform")."""
+def parse_teacher_layers(teacher_layers: str | Sequence[int]) -> list[int] | None:
+    """The teacher layer numbers `teacher_layers` lists, one per student layer (None for "uniform"): a
+    text of plain digits and commas such as "0,2,4", or the numbers themselves."""
     if teacher_layers == "uniform":
         return None
-    try:
-        chosen = [int(value) for value in teacher_layers.split(",")]
-    except ValueError:
+    if isinstance(teacher_layers, str):
+        plain = re.fullmatch(r"[0-9]+(,[0-9]+)*", teacher_layers)  # not int()'s " 1", "+1", "1_0" or "１"
+        chosen = [int(value) for value in teacher_layers.split(",")] if plain else []
+    elif isinstance(teacher_layers, (list, tuple)) and all(type(value) is int for value in teacher_layers):
+        chosen = list(teacher_layers)
+    else:
         chosen = []
     if not chosen or min(chosen) < 0:
         raise DistillError(f"teacher layers {teacher_layers!r}: use uniform or one teacher layer number per student "

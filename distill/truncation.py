@@ -86,7 +86,7 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
     return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({counted.cut / counted.texts:.1%}) "
             f"are longer than the {reach(teacher):,} sub-tokens the {'student' if student else 'teacher'} reads "
             f"({limit}) and lose {counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
-            f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.0%} of their sub-tokens); {remedy}")
+            f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.1%} of their sub-tokens); {remedy}")
 
 
 def warn_truncation(model, counted: Truncation, source: str) -> None:

@@ -316,11 +316,15 @@ def parse_task_spec(value: str):
         raise click.BadParameter(f"{value!r}: use NAME:classification|tagging:TRAIN:DEV[:SETTING=VALUE...] "
                                  "(files whose names hold no ':')", param_hint="'--task-spec'")
     spec = TaskData(parts[0], parts[1], *paths)
+    keys = [setting.partition("=")[0] for setting in settings]
     for setting in settings:
         key, _, text = setting.partition("=")
         if key not in TASK_SPEC_SETTINGS:
             raise click.BadParameter(f"{value!r}: unknown setting {key!r}; a task takes "
                                      f"{', '.join(TASK_SPEC_SETTINGS)}", param_hint="'--task-spec'")
+        if keys.count(key) > 1:
+            raise click.BadParameter(f"{value!r}: {key} is given {keys.count(key)} times; give it once",
+                                     param_hint="'--task-spec'")
         takes, parse = TASK_SPEC_SETTINGS[key]
         try:
             setattr(spec, key, parse(text))

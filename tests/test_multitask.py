@@ -227,6 +227,8 @@ def test_task_spec_mistakes_are_refused_before_training(tiny_encoder_dir, tmp_pa
                            (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=fast"], "encoder_lr is a learning rate"),
                            (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=0"], "encoder_lr is a learning rate"),
                            (["--task-spec", f"other{SENTIMENT[9:]}:pooling=max"], "pooling is auto, first or mean"),
+                           (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=1e-3:encoder_lr=0.5"],
+                            "encoder_lr is given 2 times; give it once"),
                            (["--task-spec", SENTIMENT], "task name 'sentiment' is given twice")]:
         status, error = run_cli(*train_args(tiny_encoder_dir, tmp_path / "t"), *extra)
         assert status == 2 and message in error, error

@@ -126,6 +126,21 @@ def test_ngram_student_classifies_the_mean_of_its_words_and_ngrams():
         assert torch.allclose(model(**inputs)[row], expected, atol=1e-6), text
 
 
+@pytest.mark.parametrize("name, setting, message", [
+    ("ngram", {"ngrams": 1000}, "ngrams must be within [1, 8], got 1000"),  # would never finish an epoch
+    ("ngram", {"buckets": 0}, "buckets must be within [1, 16777216], got 0"),
+    ("lstm", {"dropout": 1.0}, "dropout must be within [0.0, 1.0), got 1.0"),
+    ("lstm", {"dropout": float("nan")}, "dropout must be within [0.0, 1.0), got nan"),
+    ("cnn", {"filter_widths": [3, 0]}, "filter_widths must be >= 1, got [3, 0]"),
+    ("lstm", {"pooling": "avg"}, "pooling must be one of last, max, mean, max-mean, got 'avg'"),
+    ("transformer", {"layers": 0}, "layers must be >= 1, got 0")])
+def test_student_configs_refuse_what_their_cli_options_refuse(name, setting, message):
+    """The API and hand-edited config.json files meet the limits `--help` shows, not a hang or a traceback."""
+    import re
+    with pytest.raises(DistillError, match=re.escape(message)):
+        config_for(name, **setting)
+
+
 def test_bad_student_inputs():
     with pytest.raises(DistillError, match="unknown student model 'gru'"):
         build_student(config_for("gru"), LabelHierarchy(["a", "b"]), TEXTS)

@@ -332,12 +332,23 @@ def test_layer_pairs_uniform_or_as_listed():
     ("0,2", "teacher layers 0,2 name 2 layers for a student of 3: give one per student layer"),
     ("0,2,6", "teacher layers 0,2,6: the teacher has layers 0 to 5"),
     ("0,-2,4", "teacher layers '0,-2,4': use uniform or one teacher layer number per student layer"),
-    ("even", "teacher layers 'even': use uniform or one teacher layer number per student layer")])
+    ("even", "teacher layers 'even': use uniform or one teacher layer number per student layer"),
+    *[(spec, f"teacher layers {spec!r}: use uniform") for spec in (" 0,1,2", "+0,1,2", "0,1_0,2", "\uff11,0,2", "0,,2")]])
 def test_layer_pairs_refuses(spec, message):
     from distill.distillation import TeacherStudentDistill, layer_pairs
     with pytest.raises(DistillError, match=re.escape(message)):
         TeacherStudentDistill(hidden_weight=1.0, teacher_layers=spec)
         layer_pairs(spec, 3, 6)
+
+
+def test_teacher_layers_have_one_spelling():
+    """A choice of layers is recorded (summary, resume signature) in one form, whoever spelt it."""
+    from distill.distillation import TeacherStudentDistill
+    for spec in ([0, 2, 4], (0, 2, 4), "00,2,4", "0,2,4"):
+        assert TeacherStudentDistill(hidden_weight=1.0, teacher_layers=spec).teacher_layers == "0,2,4"
+    for spec in (None, 3, [0, True], [0.0, 1], []):
+        with pytest.raises(DistillError, match="use uniform or one teacher layer number per student layer"):
+            TeacherStudentDistill(hidden_weight=1.0, teacher_layers=spec)
 
 
 @pytest.mark.parametrize("fixture", ["tiny_classifier_teacher", "tiny_tagging_teacher"])

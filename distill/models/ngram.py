@@ -23,7 +23,8 @@ HASH_PRIME = 1_000_003  # rolling hash of word ids; any large odd number spreads
 class NgramClassifierConfig(ClassifierConfig):
     model: str = "ngram"
     embedding_dim: int = option(64, "Word embedding width.", min=1)  # narrower: the n-gram table has as many columns
-    ngrams: int = option(2, "Longest word n-gram embedded besides the words (1: the words alone).", min=1)
+    # each n costs a hashing pass of n steps over every text: beyond a few words an n-gram is too rare to learn
+    ngrams: int = option(2, "Longest word n-gram embedded besides the words (1: the words alone).", min=1, max=8)
     buckets: int = option(131072, "Rows of the hashed n-gram table: n-grams that hash alike share one.", min=1,
                           max=2**24)
 

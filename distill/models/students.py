@@ -6,6 +6,7 @@ weights are saved as safetensors beside JSON. None of them knows about distillat
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -43,6 +44,22 @@ class StudentConfig:
     NEW_SINCE_FORMAT_1: ClassVar[tuple[str, ...]] = ()  # fields whose name meant another model's setting then
 
     model: str = "lstm"
+
+    def __post_init__(self):
+        """Each option within what its CLI option takes (choices, limits), from the API and saved
+        configs alike: a value the CLI refuses must not train silently (or never end) from Python."""
+        for spec in fields(self):
+            meta, value = spec.metadata, getattr(self, spec.name)
+            if "choices" in meta and value not in meta["choices"]:
+                raise DistillError(f"{spec.name} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+            low, high = meta.get("min"), meta.get("max")
+            for number in value if isinstance(value, list) else [value]:
+                if not isinstance(number, (int, float)) or isinstance(number, bool) or (low is None and high is None):
+                    continue
+                if not (math.isfinite(number) and (low is None or number >= low) and (
+                        high is None or (number < high if meta.get("max_open") else number <= high))):
+                    bounds = f">= {low}" if high is None else f"within [{low}, {high}{')' if meta.get('max_open') else ']'}"
+                    raise DistillError(f"{spec.name} must be {bounds}, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "student config") -> "StudentConfig":
@@ -86,9 +103,6 @@ class PoolingClassifierConfig(ClassifierConfig):
 
     pooling: str = option("last", POOLING_HELP, choices=POOLINGS)
 
-    def __post_init__(self):
-        if self.pooling not in POOLINGS:
-            raise DistillError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
 
 
 @dataclass

@@ -66,6 +66,7 @@ class TransformerStudentConfig(StudentConfig):
     pre_classifier: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.sentence_pooling not in POOLINGS:
             raise DistillError(f"transformer student sentence_pooling {self.sentence_pooling!r}: choose one of "
                                f"{', '.join(POOLINGS)}")
