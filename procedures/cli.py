@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import sys
 
 import click
@@ -674,9 +675,20 @@ def out_of_memory(err: BaseException) -> bool:
         "can't allocate memory" in text or "CUDA out of memory" in text
 
 
+class Terminated(BaseException):
+    """SIGTERM (`kill`, `timeout`, a job scheduler, torchrun stopping its workers), raised where the
+    process is, so a run cleans up as after Ctrl-C: what it made is removed, or kept with its resume
+    state, and a model that --overwrite moved aside is put back."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
     except click.exceptions.Abort:
@@ -693,6 +705,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Terminated:
+        click.echo("terminated", err=True)
+        sys.exit(128 + signal.SIGTERM)
     except (MemoryError, RuntimeError) as err:
         if not out_of_memory(err):
             raise
@@ -703,6 +718,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
         sys.exit(2)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         distributed.teardown()
     sys.exit(0)
 

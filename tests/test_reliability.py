@@ -228,6 +228,29 @@ def test_teacher_killed_mid_epoch_resumes_to_the_same_result(tiny_encoder_dir, t
     assert all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
 
 
+def test_sigterm_cleans_up_as_ctrl_c_does_and_puts_an_overwritten_model_back(tmp_path):
+    """`kill`, `timeout` and job schedulers stop a run with SIGTERM: a fresh run's output goes, and a
+    model that --overwrite moved aside comes back whole, as after Ctrl-C."""
+    args = ["student", *SMALL_LSTM, "--batch-size", "2", "--train", TRAIN, "--dev", DEV]
+    model = tmp_path / "model"
+    cli(*args, "--epochs", "1", "--output", model)
+    before = {f.name: f.read_bytes() for f in model.iterdir()}
+    for output, extra, ready in ((model, ["--overwrite"], lambda: (tmp_path / ".model.replaced").exists()),
+                                 (tmp_path / "fresh", [], lambda: (tmp_path / "fresh").exists())):
+        process = nlp_train(*args, "--epochs", "200", "--patience", "200", "--output", output, *extra)
+        deadline = time.monotonic() + 120
+        while not ready():
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+            time.sleep(0.01)
+        time.sleep(0.5)
+        process.terminate()
+        assert process.wait(timeout=120) == 128 + signal.SIGTERM
+        assert process.stderr.read().decode().strip().splitlines()[-1] == "terminated"
+    assert {f.name: f.read_bytes() for f in model.iterdir()} == before
+    assert not (tmp_path / ".model.replaced").exists()
+    assert not (tmp_path / "fresh").exists() or (tmp_path / "fresh" / "resume.pt").exists()
+
+
 def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
     """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
     state after epoch 1; returns ARGS."""
