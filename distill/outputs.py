@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -25,8 +26,10 @@ from distill.errors import DistillError
 from distill.io import writing
 from distill.models.card import MODEL_CARD, model_files
 
+logger = logging.getLogger("distill")
 RESUME_FILE = "resume.pt"
-RUN_MARKERS = (MODEL_CARD, "train_summary.json", "metrics.jsonl")
+SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
+RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
 
 
 def check_writable(output: str | os.PathLike) -> None:
@@ -166,6 +169,29 @@ def _agreed(check: Callable[[], None]) -> None:
         raise error
 
 
+def moved_aside(path: Path) -> Path:
+    """Where a run with --overwrite keeps the model it replaces until it has finished."""
+    absolute = path.absolute()
+    return absolute.parent / f".{absolute.name}.replaced"
+
+
+def _put_back(path: Path) -> None:
+    """Put back a model that a run with --overwrite had moved aside when that run was killed with no
+    time to clean up (SIGKILL, the kernel out of memory): unless it left resume state or finished,
+    what it wrote is partial and the model is the user's."""
+    backup = moved_aside(path)
+    if not backup.is_dir():
+        return
+    if path.is_dir():
+        names = _visible(path)
+        if RESUME_FILE in names or SUMMARY_FILE in names:
+            return
+        shutil.rmtree(path)
+    os.replace(backup, path)
+    logger.warning(f"warning: {path}: put back the model that a killed --overwrite run had moved aside "
+                f"(to {backup.name}); the killed run's partial output is gone")
+
+
 @contextlib.contextmanager
 def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                  overwrite: bool = False, resume: bool = False) -> Iterator[Path]:
@@ -177,12 +203,16 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
     """
     path = Path(output)
     inputs = list(inputs)
+    backup = moved_aside(path)
 
     def check() -> None:
         check_writable(path)
         check_directory_output(path, inputs)
+        if not path.is_dir() and backup.is_dir():
+            _put_back(path)  # killed between moving the model aside and making its own folder
         if path.is_dir():
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
+                _put_back(path)
                 _refuse_unless(path, overwrite, resume)
 
     _agreed(check)
@@ -194,8 +224,6 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         if existed:
             stack.enter_context(_lock(path))
         replace = existed and _refuse_unless(path, overwrite, resume)
-        absolute = path.absolute()
-        backup = absolute.parent / f".{absolute.name}.replaced"
         made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
         with writing(path):
             if replace:

@@ -37,11 +37,11 @@ from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
+from distill.outputs import SUMMARY_FILE
 from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
                               fit_tasks, runtime, training_run)
 from distill.truncation import warn_if_truncated
 
-SUMMARY_FILE = "train_summary.json"
 LOG_FILE = "metrics.jsonl"
 
 

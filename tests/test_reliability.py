@@ -251,6 +251,29 @@ def test_sigterm_cleans_up_as_ctrl_c_does_and_puts_an_overwritten_model_back(tmp
     assert not (tmp_path / "fresh").exists() or (tmp_path / "fresh" / "resume.pt").exists()
 
 
+@pytest.mark.parametrize("left", ["partial files", "no folder"])
+def test_a_model_that_a_killed_overwrite_run_moved_aside_is_put_back(left, tmp_path, capsys, caplog):
+    """SIGKILL (or the kernel out of memory) gives an --overwrite run no time to put the old model
+    back: the next run on that output does, before anything else, unless there is a run to resume."""
+    args = ["student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", tmp_path / "model"]
+    cli(*args)
+    before = {f.name: f.read_bytes() for f in (tmp_path / "model").iterdir()}
+    os.replace(tmp_path / "model", tmp_path / ".model.replaced")  # what a killed --overwrite run leaves
+    if left == "partial files":
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "vocab.json").write_text("{")
+    status, error = run_main(capsys, *args)
+    assert status == 2 and "already holds a student model" in error
+    assert {f.name: f.read_bytes() for f in (tmp_path / "model").iterdir()} == before
+    assert not (tmp_path / ".model.replaced").exists()
+    assert "put back the model that a killed --overwrite run had moved aside" in caplog.text
+    os.replace(tmp_path / "model", tmp_path / ".model.replaced")  # killed after an epoch: resumable, left alone
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "resume.pt").write_bytes(b"")
+    assert run_main(capsys, *args)[0] == 2
+    assert (tmp_path / ".model.replaced").is_dir() and (tmp_path / "model" / "resume.pt").exists()
+
+
 def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
     """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
     state after epoch 1; returns ARGS."""
