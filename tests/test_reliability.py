@@ -676,7 +676,41 @@ def _edit_json(path: Path) -> None:
     path.write_text(json.dumps(data))
 
 
+def _sealed_edit(path: Path, edit) -> None:
+    """Edit a model file by hand and record its new checksum in the card, as a careful vandal would."""
+    from distill.io import file_sha256
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    model = next(p for p in path.parents if (p / "distill.json").exists())
+    card = json.loads((model / "distill.json").read_text())
+    card["sha256"][str(path.relative_to(model))] = file_sha256(path)
+    (model / "distill.json").write_text(json.dumps(card))
+
+
+def _edit_card(model: Path, edit) -> None:
+    card = json.loads((model / "distill.json").read_text())
+    edit(card)
+    (model / "distill.json").write_text(json.dumps(card))
+
+
 MODEL_DAMAGE = [
+    ("student-card-checksums-removed", "student", lambda d: _edit_card(d, lambda c: c.pop("sha256")),
+     "records no checksum of config.json, so the model cannot be verified"),
+    ("student-weights-unlisted", "student", lambda d: _edit_card(d, lambda c: c["sha256"].pop("model.safetensors")),
+     "records no checksum of model.safetensors"),
+    ("teacher-encoder-unlisted", "teacher", lambda d: _edit_card(
+        d, lambda c: [c["sha256"].pop(n) for n in list(c["sha256"]) if n.startswith("encoder/")]),
+     "encoder/config.json: not part of the model as saved"),
+    ("student-card-lists-a-file-outside", "student", lambda d: _edit_card(d, lambda c: c["sha256"].update(
+        {"../elsewhere.json": "0" * 64})), "outside the model directory"),
+    ("student-config-size-a-string", "student", lambda d: _sealed_edit(d / "config.json", lambda c: c["config"].update(
+        hidden_dim="16")), "hidden_dim must be a whole number, got '16'"),
+    ("student-config-flag-a-string", "student", lambda d: _sealed_edit(d / "config.json", lambda c: c["config"].update(
+        lowercase="no")), "lowercase must be true or false, got 'no'"),
+    ("teacher-encoder-config-wrong-type", "teacher", lambda d: _sealed_edit(d / "encoder" / "config.json",
+                                                                           lambda c: c.update(dim="32")),
+     "its files do not make a model"),
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
     ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
     ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),

@@ -133,9 +133,15 @@ def test_ngram_student_classifies_the_mean_of_its_words_and_ngrams():
     ("lstm", {"dropout": float("nan")}, "dropout must be within [0.0, 1.0), got nan"),
     ("cnn", {"filter_widths": [3, 0]}, "filter_widths must be >= 1, got [3, 0]"),
     ("lstm", {"pooling": "avg"}, "pooling must be one of last, max, mean, max-mean, got 'avg'"),
-    ("transformer", {"layers": 0}, "layers must be >= 1, got 0")])
+    ("transformer", {"layers": 0}, "layers must be >= 1, got 0"),
+    ("lstm", {"hidden_dim": "16"}, "hidden_dim must be a whole number, got '16'"),
+    ("lstm", {"hidden_dim": 16.5}, "hidden_dim must be a whole number, got 16.5"),
+    ("lstm", {"dropout": True}, "dropout must be a number, got True"),
+    ("lstm", {"lowercase": "no"}, "lowercase must be true or false, got 'no'"),
+    ("cnn", {"filter_widths": [3, True]}, "filter_widths must be a list of whole numbers, got [3, True]")])
 def test_student_configs_refuse_what_their_cli_options_refuse(name, setting, message):
-    """The API and hand-edited config.json files meet the limits `--help` shows, not a hang or a traceback."""
+    """The API and hand-edited config.json files meet the types and limits `--help` shows, not a hang or a
+    traceback."""
     import re
     with pytest.raises(DistillError, match=re.escape(message)):
         config_for(name, **setting)

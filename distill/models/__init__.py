@@ -33,7 +33,16 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
         raise DistillError(f"{directory}: is an exported ONNX model, which predict, evaluate and compare run; "
                            f"give the PyTorch {expect or 'model'} directory it was exported from")
     verify_model_files(directory, card)
-    return model_from_card(directory, card)
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # transformers' config checks (recent versions)
+    except ImportError:
+        StrictDataclassError = TypeError
+    try:
+        return model_from_card(directory, card)
+    except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        raise DistillError(f"{directory}: its files do not make a model ({detail}); they were edited after it was "
+                           "saved: restore it from a good copy or retrain") from None
 
 
 def model_from_card(directory: str | Path, card: dict) -> LabelModel:

@@ -20,6 +20,9 @@ CARD_VERSION = 2
 KINDS = ("teacher", "multitask-teacher", "student")
 # Folders whose whole content belongs to the model: nothing unlisted may appear there.
 SEALED_FOLDERS = ("encoder",)
+# Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
+LOADED_FILES = ("config.json", "model.safetensors", "vocab.json", "crf.safetensors", "checkpoint.pt",
+                "checkpoint.json", "checkpoint.safetensors", "model.onnx")
 
 __all__ = ["CARD_VERSION", "MODEL_CARD", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
            "write_model_card"]
@@ -76,7 +79,16 @@ def verify_model_files(directory: str | Path, card: dict) -> None:
     """Refuse a model whose files differ from the card's record (missing, edited, truncated, added)."""
     directory = Path(directory)
     recorded = card.get("sha256", {})
+    if card_version(card) >= 2:  # every file a loader reads is listed (older cards listed fewer)
+        unlisted = [name for name in LOADED_FILES if (directory / name).exists() and name not in recorded]
+        if unlisted or not recorded:
+            raise DistillError(f"{directory / MODEL_CARD}: records no checksum of "
+                               f"{unlisted[0] if unlisted else 'any file'}, so the model cannot be verified; "
+                               "restore the card from a good copy or retrain")
     for name, expected in recorded.items():
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise DistillError(f"{directory / MODEL_CARD}: lists {name}, outside the model directory; "
+                               "restore the card from a good copy or retrain")
         path = directory / name
         if not path.is_file():
             raise DistillError(f"{directory}: missing {name}; the model is incomplete: restore it from a good copy "
@@ -85,7 +97,7 @@ def verify_model_files(directory: str | Path, card: dict) -> None:
             raise DistillError(f"{path}: corrupted or truncated (sha256 differs from {MODEL_CARD}); "
                                "restore it from a good copy or retrain")
     for folder in SEALED_FOLDERS:
-        if not any(name.startswith(f"{folder}/") for name in recorded):
+        if card_version(card) < 2 and not any(name.startswith(f"{folder}/") for name in recorded):
             continue  # a card from before every file was recorded: nothing to compare with
         extra = [name for name in folder_files(directory, folder) if name not in recorded]
         if extra:

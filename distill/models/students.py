@@ -36,6 +36,22 @@ def option(default, help: str, **cli) -> Any:
     return field(default=default, metadata={"help": help, **cli})
 
 
+TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
+              "list": "a list of whole numbers"}
+
+
+def has_type(value: Any, annotation: str) -> bool:
+    """Whether `value` (from the API or a config.json) fits a config field annotated `annotation`;
+    JSON's true is no number and 1 is no boolean. Other annotations are not checked."""
+    if annotation not in TYPE_NAMES:
+        return True
+    if annotation == "bool" or isinstance(value, bool):
+        return annotation == "bool" and isinstance(value, bool)
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    return {"int": whole(value), "float": isinstance(value, (int, float)), "str": isinstance(value, str),
+            "list": isinstance(value, list) and all(whole(v) for v in value)}[annotation]
+
+
 @dataclass
 class StudentConfig:
     """What a student is, never how it was trained: a run's settings live in
@@ -50,6 +66,8 @@ class StudentConfig:
         configs alike: a value the CLI refuses must not train silently (or never end) from Python."""
         for spec in fields(self):
             meta, value = spec.metadata, getattr(self, spec.name)
+            if not has_type(value, str(spec.type)):
+                raise DistillError(f"{spec.name} must be {TYPE_NAMES[str(spec.type)]}, got {value!r}")
             if "choices" in meta and value not in meta["choices"]:
                 raise DistillError(f"{spec.name} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
             low, high = meta.get("min"), meta.get("max")
