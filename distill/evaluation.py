@@ -9,7 +9,7 @@ from typing import TextIO
 
 from distill import distributed
 from distill.data import DataOptions, read_split, read_unlabelled
-from distill.errors import DistillError
+from distill.errors import DataError, DistillError
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
@@ -52,6 +52,19 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         return result
 
 
+def stdin_text() -> str:
+    """All of stdin, as strictly UTF-8 as a file is read: a stray byte is an error, never a silent U+FFFD."""
+    binary = getattr(sys.stdin, "buffer", None)
+    if binary is None:  # a text stream put in place of stdin (tests, notebooks)
+        return sys.stdin.read()
+    raw = binary.read()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise DataError("stdin", f"not UTF-8 text (byte {raw[error.start]:#04x})",
+                        raw[:error.start].count(b"\n") + 1) from None
+
+
 def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,
                  batch_size: int = 64, with_logits: bool = False, device: str = "auto",
                  head: str | None = None) -> int:
@@ -59,7 +72,7 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
     model = with_head(load_model(model_dir, device=device), head, model_dir)
     if input_path is None or input_path == "-":
-        lines = [line.strip() for line in sys.stdin if line.strip()]
+        lines = [line.strip() for line in stdin_text().splitlines() if line.strip()]
         if not lines:
             raise DistillError("stdin: no input lines")
         examples = lines if model.task == "classification" else [line.split() for line in lines]

@@ -668,6 +668,19 @@ def test_pseudo_label_resume_refuses_a_changed_run(change, fragment, tiny_classi
     assert part.read_bytes() == before and not out.exists()
 
 
+def test_stdin_is_read_as_strictly_as_a_file(tiny_student):
+    """A Latin-1 byte on stdin is refused with its line, as in a file; it is never predicted as U+FFFD."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    run = lambda data: subprocess.run([sys.executable, "-m", "procedures.cli", "--threads", "1", "predict",  # noqa: E731
+                                       str(tiny_student)], input=data, capture_output=True, env=env, cwd=ROOT)
+    bad = run(b"a fine film\ncaf\xe9 noir\n")
+    assert bad.returncode == 2 and bad.stdout == b""
+    assert bad.stderr.decode().strip() == "error: stdin:2: not UTF-8 text (byte 0xe9)"
+    good = run("\ufeffa fine film\r\ncaf\u00e9 noir\n".encode())  # BOM and CRLF are fine
+    assert good.returncode == 0, good.stderr.decode()
+    assert [json.loads(line)["text"] for line in good.stdout.decode().splitlines()] == ["a fine film", "caf\u00e9 noir"]
+
+
 # --- model directories are verified whole -----------------------------------------------------------------------
 
 def _edit_json(path: Path) -> None:
