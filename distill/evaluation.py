@@ -19,14 +19,16 @@ from distill.outputs import file_output
 from distill.truncation import warn_if_truncated
 
 
-def is_metrics_file(path: Path) -> bool:
-    """Whether `path` is an earlier `evaluate` result (so a rerun may replace it without --overwrite)."""
+def is_metrics_file(path: Path, model_dir: str | Path) -> bool:
+    """Whether `path` is an earlier `evaluate` result of the model in `model_dir` (so a rerun may
+    replace it without --overwrite; another model's result is not this run's to replace)."""
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is not one
     except (OSError, UnicodeDecodeError, ValueError):
         return False
-    return isinstance(record, dict) and {"model", "data", "examples"} <= set(record)
+    return isinstance(record, dict) and {"model", "data", "examples"} <= set(record) \
+        and isinstance(record["model"], str) and Path(record["model"]).resolve() == Path(model_dir).resolve()
 
 
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
@@ -39,7 +41,8 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give --head, one of {', '.join(card.get('heads', {}))}")
     output = output or Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
-    with file_output(output, [model_dir, data_path], overwrite, is_metrics_file, "an evaluate result") as path:
+    with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir),
+                     f"an evaluate result of {model_dir}") as path:
         model = with_head(load_model(model_dir, device=device), head, model_dir)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)

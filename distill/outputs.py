@@ -90,7 +90,7 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     if out.parent != model:
         raise DistillError(f"{output}: lies in a folder of the model {model} (a file there changes the model); "
                            "write beside the model's own files or elsewhere")
-    if out in {_resolved(f) for f in model_files(model)}:
+    if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
 
 

@@ -454,6 +454,21 @@ def _data_loss_cases():
         other = write(t / "settings.json", '{"keep": "me"}')
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other], other
 
+    def evaluate_over_another_models_result(t, te, st):
+        other = copy_of(st, t, "other-student")
+        cli("evaluate", other, SAMPLES / "sentiment_test.csv", "--quiet")
+        return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "eval_metrics.json"], other
+
+    def evaluate_over_a_training_record(t, te, st):
+        other = copy_of(st, t, "other-student")
+        return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "train_summary.json",
+                "--overwrite"], other
+
+    def pseudo_label_over_a_training_log(t, te, st):
+        other = copy_of(st, t, "other-student")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                other / "metrics.jsonl", "--overwrite"], other
+
     return [
         ("kd-output-is-the-teacher", kd_into_teacher, "is an input of this command"),
         ("kd-output-inside-the-teacher", kd_inside_teacher, "lies inside"),
@@ -473,6 +488,10 @@ def _data_loss_cases():
          "lies in a folder of the model"),
         ("student-output-inside-another-model", student_inside_another_model, "lies inside the model directory"),
         ("evaluate-output-is-another-models-weights", evaluate_over_another_models_weights, "is a file of the model"),
+        ("evaluate-output-is-another-models-result", evaluate_over_another_models_result,
+         "exists and is not an evaluate result of"),
+        ("evaluate-overwrite-of-a-training-record", evaluate_over_a_training_record, "is a file of the model"),
+        ("pseudo-label-overwrite-of-a-training-log", pseudo_label_over_a_training_log, "is a file of the model"),
     ]
 
 
