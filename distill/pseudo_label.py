@@ -37,18 +37,19 @@ from distill.training import changed_settings, input_fingerprints, runtime_setti
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
 
-def recover_partial(part: Path) -> int:
-    """Truncate `part` after its last complete record; return that record's input line (0 if none).
+def recover_partial(part: Path) -> tuple[int, int]:
+    """Truncate `part` after its last complete record; return that record's input line (0 if none)
+    and how many complete records it holds.
 
     Every complete record is checked (JSON, input lines rising), so a damaged or foreign file is
     refused rather than merged into the output.
     """
     if not part.exists():
-        return 0
+        return 0, 0
     data = part.read_bytes()
     end = data.rfind(b"\n") + 1
-    last_line = 0
-    for record in data[:end].splitlines():
+    last_line, records = 0, data[:end].splitlines()
+    for record in records:
         try:
             line = json.loads(record)["line"]
         except (ValueError, KeyError, TypeError):
@@ -58,7 +59,7 @@ def recover_partial(part: Path) -> int:
         last_line = line
     with open(part, "r+b") as handle:
         handle.truncate(end)
-    return last_line
+    return last_line, len(records)
 
 
 def is_pseudo_label_output(path: Path) -> bool:
@@ -216,7 +217,7 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     resume = resume and any(part_path(output, r, world).exists() for r in range(world))
     if resume:
         check_resumable(output, signature)
-    done = recover_partial(part) if resume else 0
+    done, kept = recover_partial(part) if resume else (0, 0)
     total = already = 0
     reader, counted = classification_reader(teacher), Truncation()
     # the whole file up front: validated, what is done counted, what the teacher cuts measured
@@ -224,6 +225,9 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         total, already = total + len(chunk), already + sum(number <= done for number, _ in chunk)
         if reader is not None:
             counted += count_truncation(reader, [example for _, example in chunk])
+    if kept != already and not min_confidence:  # without a confidence filter every line done has its record
+        raise DistillError(f"{part}: cannot resume: the partial output holds {kept:,} records for the {already:,} "
+                           "input lines it covers (records were removed or added); run without --resume")
     warn_truncation(teacher, sum(distributed.all_gather_objects(counted), Truncation()), input_path)
     if not resume:
         for stale in [part, *foreign]:
