@@ -172,6 +172,9 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
+    if input_path == "-":
+        raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
+                           "save the text to a file and give that")
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,

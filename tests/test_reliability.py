@@ -690,6 +690,12 @@ def test_pseudo_label_resume_refuses_a_changed_run(change, fragment, tiny_classi
     assert part.read_bytes() == before and not out.exists()
 
 
+def test_pseudo_label_says_it_does_not_read_stdin(tiny_student, tmp_path, capsys):
+    status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_student, "--input", "-", "--output",
+                           tmp_path / "p.jsonl")
+    assert status == 2 and "pseudo-label reads a file, not stdin" in err and not (tmp_path / "p.jsonl").exists()
+
+
 def test_stdin_is_read_as_strictly_as_a_file(tiny_student):
     """A Latin-1 byte on stdin is refused with its line, as in a file; it is never predicted as U+FFFD."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
@@ -746,6 +752,8 @@ MODEL_DAMAGE = [
     ("teacher-encoder-config-wrong-type", "teacher", lambda d: _sealed_edit(d / "encoder" / "config.json",
                                                                            lambda c: c.update(dim="32")),
      "its files do not make a model"),
+    *[(f"student-card-version-{version!r}", "student", lambda d, v=version: _edit_card(d, lambda c: c.update(
+        format_version=v)), "is not a version (1, 2, ...)") for version in ("2", 2.0, None, True, -7)],
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
     ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
     ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),

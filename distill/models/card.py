@@ -57,7 +57,10 @@ def read_model_card(directory: str | Path) -> dict:
             or not isinstance(card.get("sha256", {}), dict):
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
     version = card_version(card)
-    if not isinstance(version, int) or version > CARD_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise DistillError(f"{directory / MODEL_CARD}: format version {version!r} is not a version (1, 2, ...); "
+                           "restore the card from a good copy or retrain")
+    if version > CARD_VERSION:
         raise DistillError(f"{directory / MODEL_CARD}: format version {version} is newer than this distill reads "
                            f"({CARD_VERSION}); upgrade distill")
     return card
