@@ -189,7 +189,7 @@ def _put_back(path: Path) -> None:
         shutil.rmtree(path)
     os.replace(backup, path)
     logger.warning(f"warning: {path}: put back the model that a killed --overwrite run had moved aside "
-                f"(to {backup.name}); the killed run's partial output is gone")
+                   f"(to {backup.name}); the killed run's partial output is gone")
 
 
 @contextlib.contextmanager

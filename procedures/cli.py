@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -688,7 +689,8 @@ def _raise_terminated(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set a signal handler
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
     except click.exceptions.Abort:
@@ -718,7 +720,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
         sys.exit(2)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         distributed.teardown()
     sys.exit(0)
 

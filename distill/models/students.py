@@ -74,9 +74,10 @@ class StudentConfig:
             for number in value if isinstance(value, list) else [value]:
                 if not isinstance(number, (int, float)) or isinstance(number, bool) or (low is None and high is None):
                     continue
+                open_top = meta.get("max_open", False)
                 if not (math.isfinite(number) and (low is None or number >= low) and (
-                        high is None or (number < high if meta.get("max_open") else number <= high))):
-                    bounds = f">= {low}" if high is None else f"within [{low}, {high}{')' if meta.get('max_open') else ']'}"
+                        high is None or (number < high if open_top else number <= high))):
+                    bounds = f">= {low}" if high is None else f"within [{low}, {high}{')' if open_top else ']'}"
                     raise DistillError(f"{spec.name} must be {bounds}, got {value!r}")
 
     @classmethod
@@ -120,7 +121,6 @@ class PoolingClassifierConfig(ClassifierConfig):
     """A classifier that pools a text's states over time into one vector."""
 
     pooling: str = option("last", POOLING_HELP, choices=POOLINGS)
-
 
 
 @dataclass
