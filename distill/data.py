@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from distill.errors import DataError, DistillError
 from distill.labels import split_tag
+
+logger = logging.getLogger("distill")
 
 if TYPE_CHECKING:
     import datasets
@@ -574,3 +577,22 @@ def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions
                            f"not {type(data).__name__}")
     inputs = _checked_inputs(name, task, inputs)
     return Examples(inputs, None, memory_source(inputs))
+
+
+HELD_OUT_REFUSED = 0.5  # a dev set this much made of training examples picks epochs on what the model learns
+HELD_OUT_WARNED = 0.2  # natural splits share a few short examples (CoNLL-2003: 6% of valid's sentences)
+
+
+def check_held_out(train: Examples, dev: Examples) -> None:
+    """Refuse a dev set that is (mostly) the training data: its score would pick the epoch that fits the
+    training set best and early stopping would never stop, with nothing to tell the user. Exact copies
+    of an example (its text, or its token list) count; a smaller share gets a warning."""
+    seen = {json.dumps(example, ensure_ascii=False) for example in train.inputs}
+    shared = sum(json.dumps(example, ensure_ascii=False) in seen for example in dev.inputs) / max(len(dev.inputs), 1)
+    where = "the dev data" if dev.source.startswith("memory:") else dev.source
+    if shared >= HELD_OUT_REFUSED:
+        raise DataError(where, f"{shared:.0%} of its examples are also in the training data, so the best epoch "
+                               "would be picked on examples the model learns from: give a held-out dev set")
+    if shared >= HELD_OUT_WARNED:
+        logger.warning(f"warning: {where}: {shared:.0%} of its examples are also in the training data; "
+                       "its scores will read high")

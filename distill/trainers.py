@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from distill import distributed
-from distill.data import DataOptions, Examples, labelled_examples, unlabelled_examples
+from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabelled_examples
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError
@@ -135,6 +135,7 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
 def _labelled(train: Any, dev: Any, task: str, data: DataOptions) -> tuple[LabelHierarchy, Examples, Examples]:
     train_set = labelled_examples(train, task, data, "train")
     dev_set = labelled_examples(dev, task, data, "dev")
+    check_held_out(train_set, dev_set)
     hierarchy = build_hierarchy(task, train_set.labels, data.separator, train_set.source)
     check_labels_known(dev_set.source, hierarchy, task, dev_set.labels)
     return hierarchy, train_set, dev_set

@@ -50,7 +50,7 @@ def long_files(tmp_path_factory):
 def test_tagger_trains_evaluates_and_predicts_every_word(long_files, tmp_path, capsys, model, extra):
     folder, tokens = long_files
     out = tmp_path / model
-    cli("student", "--model", model, *extra, "--train", folder / "train.conll", "--dev", folder / "long.conll",
+    cli("student", "--model", model, *extra, "--train", folder / "train.conll", "--dev", SAMPLES / "ner_dev.conll",
         "--output", out, *TINY)
     cli("evaluate", out, folder / "long.conll", "--quiet")
     assert json.loads((out / "eval_metrics.json").read_text())["examples"] == 1
@@ -82,7 +82,7 @@ def test_kd_distils_every_word_of_a_long_sentence(tiny_tagging_teacher, long_fil
     expected = kl_distill(logits[mask], teacher_grid[mask], loss.temperature)
     assert distiller(student, logits, batch).item() == pytest.approx(expected.item(), rel=1e-6)
     cli("kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--crf", "--train", folder / "train.conll",
-        "--dev", folder / "long.conll", "--unlabeled", folder / "long.txt", "--cache-dir", tmp_path / "cache",
+        "--dev", SAMPLES / "ner_dev.conll", "--unlabeled", folder / "long.txt", "--cache-dir", tmp_path / "cache",
         "--output", tmp_path / "kd", "--hidden-dim", "8", *TINY)
     cli("evaluate", tmp_path / "kd", folder / "long.conll", "--quiet")
 

@@ -955,3 +955,29 @@ def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher
     summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
     assert summary["cached_examples"] == 0
     assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
+
+
+@pytest.mark.parametrize("dev", ["train", "copy", "rows"])
+def test_a_dev_set_made_of_training_examples_is_refused(tmp_path, capsys, dev):
+    """The same file, a copy of it, or a dev set most of whose rows are training rows: the best epoch
+    would be picked on what the model learns from. Nothing is written."""
+    rows = TRAIN.read_text().splitlines()
+    paths = {"train": TRAIN, "copy": tmp_path / "copy.csv", "rows": tmp_path / "rows.csv"}
+    paths["copy"].write_text(TRAIN.read_text())
+    held_out = DEV.read_text().splitlines()[1:]
+    paths["rows"].write_text("\n".join([rows[0], *rows[1:7], *held_out[:4]]) + "\n")  # 6 of 10 from train
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", paths[dev],
+                           "--output", tmp_path / "out")
+    assert status == 2 and "of its examples are also in the training data" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dev_set_sharing_some_training_examples_is_warned_of_or_accepted(caplog):
+    from distill.data import Examples, check_held_out
+    train = Examples([f"text {i}" for i in range(100)], ["a"] * 100, "memory:train")
+    for shared, warned in [(0, False), (1, False), (3, True)]:  # of 10 dev examples
+        dev = Examples([f"text {i}" for i in range(shared)] + [f"new {i}" for i in range(10 - shared)], ["a"] * 10,
+                       "memory:dev")
+        caplog.clear()
+        check_held_out(train, dev)
+        assert ("30% of its examples are also in the training data" in caplog.text) == warned
