@@ -173,10 +173,18 @@ def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraini
     return optimizer, scheduler
 
 
+def check_pooling(task: str, pooling: str, what: str) -> None:
+    """Refuse a pooling choice for a tagger, which would be stored and never used."""
+    if task == "tagging" and pooling != "auto":
+        raise DistillError(f"{what} is for classification: a tagger scores each word from its first sub-token, "
+                           "and pools nothing")
+
+
 def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                   training: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
+    check_pooling(config.task, config.pooling, "--pooling")
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()
@@ -226,6 +234,8 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
     if distributed.launched():
         raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
     check_head_names([spec.name for spec in tasks])
+    for spec in tasks:
+        check_pooling(spec.task, spec.pooling or "auto", f"head {spec.name}'s pooling")
     sampling.check([spec.name for spec in tasks])
     with runtime(env.precision, env.threads):
         heads, train_sets, dev_sets = {}, {}, {}

@@ -382,7 +382,7 @@ def parse_task_spec(value: str):
 @click.option("--pooling", type=click.Choice(["auto", "first", "mean"]), default="auto", show_default=True,
               help="Classification features: the first token's state, or the mean over tokens; auto: mean for "
                    "encoders trained with mean pooling (minilm-l6, mpnet-base, sentence-transformers folders), "
-                   "else first.")
+                   "else first. Not for tagging, which scores each word's first sub-token.")
 @click.option("--warmup", default=0.1, show_default=True, type=PROBABILITY,
               help="Fraction of steps with linear learning-rate warm-up.")
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,

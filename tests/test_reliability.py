@@ -981,3 +981,14 @@ def test_a_dev_set_sharing_some_training_examples_is_warned_of_or_accepted(caplo
         caplog.clear()
         check_held_out(train, dev)
         assert ("30% of its examples are also in the training data" in caplog.text) == warned
+
+
+@pytest.mark.parametrize("args", [
+    ["--task", "tagging", "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--pooling", "mean"],
+    ["--task-spec", f"sentiment:classification:{TRAIN}:{DEV}",
+     "--task-spec", f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}:pooling=first"]])
+def test_a_pooling_choice_for_a_tagger_is_refused(tmp_path, capsys, args):
+    """A tagger scores each word from its first sub-token: a pooling choice would be stored and never used."""
+    status, err = run_main(capsys, "teacher", *args, "--output", tmp_path / "out", "--quiet")
+    assert status == 2 and "is for classification: a tagger scores each word" in err
+    assert not (tmp_path / "out").exists()
