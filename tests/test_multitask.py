@@ -229,7 +229,11 @@ def test_task_spec_mistakes_are_refused_before_training(tiny_encoder_dir, tmp_pa
                            (["--task-spec", f"other{SENTIMENT[9:]}:pooling=max"], "pooling is auto, first or mean"),
                            (["--task-spec", f"other{SENTIMENT[9:]}:encoder_lr=1e-3:encoder_lr=0.5"],
                             "encoder_lr is given 2 times; give it once"),
-                           (["--task-spec", SENTIMENT], "task name 'sentiment' is given twice")]:
+                           (["--task-spec", SENTIMENT], "task name 'sentiment' is given twice"),
+                           (["--task-spec", f"Sentiment{SENTIMENT[9:]}"],
+                            "task names 'sentiment' and 'Sentiment' differ only in case"),
+                           (["--task-spec", f"caf\u00e9{SENTIMENT[9:]}"], "use ASCII letters, digits, - and _"),
+                           (["--task-spec", f"Mean{SENTIMENT[9:]}"], "(and not 'mean')")]:
         status, error = run_cli(*train_args(tiny_encoder_dir, tmp_path / "t"), *extra)
         assert status == 2 and message in error, error
         assert not (tmp_path / "t").exists()

@@ -75,8 +75,15 @@ def check_head_names(names: Sequence[str]) -> None:
     if duplicate is not None:
         raise DistillError(f"task name {duplicate!r} is given twice; each head needs its own name")
     for name in names:
-        if not name or not all(c.isalnum() or c in "-_" for c in name) or name == "mean":
-            raise DistillError(f"task name {name!r}: use letters, digits, - and _ (and not 'mean')")
+        # ASCII: a name is part of file names (eval_metrics.NAME.json), where Unicode has two spellings of é
+        if not name or not all(c.isascii() and (c.isalnum() or c in "-_") for c in name) or name.lower() == "mean":
+            raise DistillError(f"task name {name!r}: use ASCII letters, digits, - and _ (and not 'mean')")
+    folded = [name.lower() for name in names]
+    twin = next((n for n, f in zip(names, folded) if folded.count(f) > 1), None)
+    if twin is not None:
+        others = [n for n, f in zip(names, folded) if f == twin.lower() and n != twin]
+        raise DistillError(f"task names {twin!r} and {others[0]!r} differ only in case: they name files, which "
+                           "some file systems do not tell apart")
 
 
 class MultiTaskTeacher(LabelModel):
