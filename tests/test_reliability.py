@@ -992,3 +992,10 @@ def test_a_pooling_choice_for_a_tagger_is_refused(tmp_path, capsys, args):
     status, err = run_main(capsys, "teacher", *args, "--output", tmp_path / "out", "--quiet")
     assert status == 2 and "is for classification: a tagger scores each word" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tagging_teacher_records_no_pooling(tiny_tagging_teacher, tiny_classifier_teacher):
+    """A tagger pools nothing, so its stored config keeps "auto" (a classifier's is made concrete)."""
+    from distill.models import load_model
+    assert load_model(tiny_tagging_teacher).config.pooling == "auto"
+    assert load_model(tiny_classifier_teacher).config.pooling in ("first", "mean")

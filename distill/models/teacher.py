@@ -56,8 +56,11 @@ class TeacherConfig:
 
     def resolved(self) -> "TeacherConfig":
         """This config with "auto" pooling made concrete: mean pooling for encoders trained to give mean-pooled
-        sentence embeddings (measured best for MiniLM on Rotten Tomatoes), the first token's state otherwise."""
-        return self if self.pooling != "auto" else replace(self, pooling=native_pooling(self.encoder))
+        sentence embeddings (measured best for MiniLM on Rotten Tomatoes), the first token's state otherwise.
+        A tagger pools nothing: its "auto" stays, so its config records no pooling it never used."""
+        if self.pooling != "auto" or self.task == "tagging":
+            return self
+        return replace(self, pooling=native_pooling(self.encoder))
 
 
 LONG_INPUTS = ("truncate", "windows")
