@@ -201,7 +201,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                                    training.select_metric, progress=env.progress)
             objective = SupervisedObjective(hierarchy.class_weights(training.class_weights))
             return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
-                        lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
+                        lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
                         {"kind": "teacher", "labels": hierarchy.labels})
 
 
@@ -270,7 +270,7 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                                    sampling.select, progress=env.progress)
             labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}
             return _fit_tasks(model, by_task, optimizer, scheduler, settings, run,
-                              lambda d: model.save_pretrained(d, overwrite=True, optimizer_state=optimizer.state_dict()),
+                              lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
                               {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights})
 
 
@@ -314,7 +314,7 @@ def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: 
                                settings.select_metric, progress=env.progress)
     summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
-                lambda d: model.save_pretrained(d, overwrite=True), summary)
+                lambda d: model.write_model(d), summary)
 
 
 def model_size_bytes(directory: str | Path) -> int:
@@ -392,6 +392,9 @@ class Distiller:
         self.env = env
         if unlabeled_ratio is not None and not unlabeled_ratio > 0:
             raise DistillError(f"unlabeled_ratio must be > 0, got {unlabeled_ratio}")
+        if cache_dir is not None and not online_teacher:
+            from distill.cache import check_cache_dir
+            check_cache_dir(cache_dir)
 
     def options(self) -> dict:
         """The distillation settings as a run's signature and summary record them."""

@@ -18,7 +18,7 @@ from distill.io import load_tensors
 from distill.labels import LabelHierarchy
 from distill.models.students import build_student
 from distill.trainers import new_student
-from tests.conftest import ROOT, SAMPLES, cli
+from tests.conftest import ROOT, SAMPLES, cli, config_for
 
 QUIET = Runtime(device="cpu", threads=1, progress=False)
 TINY = {"embedding_dim": 16, "hidden_dim": 16, "dropout": 0.0}
@@ -180,3 +180,41 @@ def test_a_plugin_student_from_an_entry_point_trains_and_loads_through_the_cli(t
                                capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
     assert predicted.returncode == 0, predicted.stderr
     assert json.loads(predicted.stdout)["label"] in ("negative", "positive")
+
+
+def test_save_pretrained_keeps_to_the_output_rules(tmp_path, tiny_classifier_teacher):
+    """`save_pretrained` refuses what `nlp-train` refuses: a teacher's encoder folder (inside a model), a
+    folder of the user's files, a model without overwrite; with overwrite the old model comes back if
+    writing fails."""
+    import shutil
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film", "bad film"])
+    teacher = tmp_path / "teacher"
+    shutil.copytree(tiny_classifier_teacher, teacher)
+    encoder_config = (teacher / "encoder" / "config.json").read_bytes()
+    with pytest.raises(DistillError, match="lies inside the model directory"):
+        student.save_pretrained(teacher / "encoder")
+    assert (teacher / "encoder" / "config.json").read_bytes() == encoder_config
+    Teacher.from_pretrained(teacher)  # still whole
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("my settings")
+    with pytest.raises(DistillError, match="is not empty and holds no distill model"):
+        student.save_pretrained(mine)
+    assert (mine / "config.json").read_text() == "my settings"
+    saved = student.save_pretrained(tmp_path / "s")
+    with pytest.raises(DistillError, match="already holds a student model"):
+        student.save_pretrained(saved)
+    before = {p.name: p.read_bytes() for p in saved.iterdir()}
+
+    def broken(directory, **extra):
+        raise OSError("disk full")
+    other = build_student(config_for("lstm", embedding_dim=8, hidden_dim=4), LabelHierarchy(["neg", "pos"]),
+                          ["good film"])
+    other.write_files = broken
+    with pytest.raises(OSError):
+        other.save_pretrained(saved, overwrite=True)
+    assert {p.name: p.read_bytes() for p in saved.iterdir()} == before
+    del other.write_files
+    other.save_pretrained(saved, overwrite=True)
+    assert LSTMClassifier.from_pretrained(saved).config.hidden_dim == 4

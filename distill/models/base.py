@@ -75,12 +75,19 @@ class LabelModel(nn.Module):
         raise NotImplementedError
 
     def save_pretrained(self, directory: str | Path, overwrite: bool = False, **extra) -> Path:
-        """Write the model directory: every file, then the card with their checksums, so a directory
-        with a card is complete. A directory holding another model is refused unless `overwrite`.
-        `extra` goes to the model's `write_files` (the teacher's `optimizer_state`)."""
+        """Write the model directory under the rules of `nlp-train`'s outputs (`distill.outputs`): a
+        folder of other files, one inside another model (a teacher's `encoder/`), or a model unless
+        `overwrite` is refused; a model being replaced comes back if writing fails. `extra` goes to
+        the model's `write_files` (the teacher's `optimizer_state`)."""
+        from distill.outputs import model_output
+        with model_output(directory, overwrite=overwrite) as path:
+            self.write_model(path, **extra)
+        return Path(directory)
+
+    def write_model(self, directory: str | Path, **extra) -> Path:
+        """Write every file, then the card with their checksums, so a directory with a card is complete.
+        The directory is not checked: it is a training run's own output (`save_pretrained` checks)."""
         directory = Path(directory)
-        if (directory / MODEL_CARD).exists() and not overwrite:
-            raise DistillError(f"{directory}: already holds a model; pass overwrite=True to replace it")
         directory.mkdir(parents=True, exist_ok=True)
         (directory / MODEL_CARD).unlink(missing_ok=True)  # not a model again until every file is written
         self.write_files(directory, **extra)
