@@ -27,7 +27,10 @@ from safetensors import SafetensorError, safe_open
 
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
+from distill.errors import DistillError
 from distill.io import cache_root, load_checked_tensors, save_checked_tensors
+from distill.models.card import MODEL_CARD
+from distill.outputs import enclosing_model
 
 KEY_BYTES = 16
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
@@ -35,6 +38,18 @@ PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
 
 def default_cache_dir() -> Path:
     return cache_root() / "teacher-logits"
+
+
+def check_cache_dir(cache_dir: str | Path) -> None:
+    """The cache writes shards under `cache_dir`: never inside a model directory (a file there is not
+    part of the model as saved, and the model is refused from then on), never over a file."""
+    folder = Path(cache_dir).expanduser().resolve()
+    model = folder if (folder / MODEL_CARD).is_file() else enclosing_model(folder)
+    if model is not None:
+        raise DistillError(f"{cache_dir}: lies inside the model directory {model} (a file there changes the model); "
+                           "choose a cache folder outside it")
+    if folder.exists() and not folder.is_dir():
+        raise DistillError(f"{cache_dir}: is a file; the logit cache is a folder")
 
 
 def example_key(example) -> bytes:
@@ -51,6 +66,8 @@ class LogitStore:
     """
 
     def __init__(self, teacher, cache_dir: str | Path | None = None, fingerprint: str | None = None):
+        if cache_dir is not None:
+            check_cache_dir(cache_dir)
         suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
-from distill.cache import LogitStore, teacher_logits
+from distill.cache import LogitStore, check_cache_dir, teacher_logits
 from distill.inference import prediction_records
 from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_teacher
@@ -175,6 +175,8 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
+    if cache_dir is not None and use_cache:
+        check_cache_dir(cache_dir)
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,

@@ -999,3 +999,20 @@ def test_a_tagging_teacher_records_no_pooling(tiny_tagging_teacher, tiny_classif
     from distill.models import load_model
     assert load_model(tiny_tagging_teacher).config.pooling == "auto"
     assert load_model(tiny_classifier_teacher).config.pooling in ("first", "mean")
+
+
+def test_a_logit_cache_inside_a_model_is_refused(tmp_path, capsys, tiny_classifier_teacher):
+    """Shards written into a teacher's folder would make every later command refuse the teacher."""
+    import shutil
+    teacher = tmp_path / "teacher"
+    shutil.copytree(tiny_classifier_teacher, teacher)
+    for cache in (teacher / "encoder", teacher, teacher / "encoder" / "new"):
+        status, err = run_main(capsys, "pseudo-label", "--teacher", teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+                               "--output", tmp_path / "p.jsonl", "--cache-dir", cache, "--quiet")
+        assert status == 2 and "lies inside the model directory" in err, err
+        status, err = run_main(capsys, "kd", "--teacher", teacher, *SMALL_LSTM, "--epochs", "1", "--train", TRAIN,
+                               "--dev", DEV, "--output", tmp_path / "kd", "--cache-dir", cache)
+        assert status == 2 and "lies inside the model directory" in err, err
+    assert not (teacher / "encoder" / "new").exists() and not (tmp_path / "kd").exists()
+    status, err = run_main(capsys, "predict", teacher, SAMPLES / "unlabeled_movies.txt")
+    assert status == 0, err  # still whole
