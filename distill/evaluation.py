@@ -19,16 +19,18 @@ from distill.outputs import file_output
 from distill.truncation import warn_if_truncated
 
 
-def is_metrics_file(path: Path, model_dir: str | Path) -> bool:
-    """Whether `path` is an earlier `evaluate` result of the model in `model_dir` (so a rerun may
-    replace it without --overwrite; another model's result is not this run's to replace)."""
+def is_metrics_file(path: Path, model_dir: str | Path, head: str | None = None) -> bool:
+    """Whether `path` is an earlier `evaluate` result of the model in `model_dir` (of its head `head`),
+    so a rerun may replace it without --overwrite; another model's or head's result is not this
+    run's to replace."""
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is not one
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and {"model", "data", "examples"} <= set(record) \
-        and isinstance(record["model"], str) and Path(record["model"]).resolve() == Path(model_dir).resolve()
+        and isinstance(record["model"], str) and Path(record["model"]).resolve() == Path(model_dir).resolve() \
+        and record.get("head") == head
 
 
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
@@ -41,7 +43,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give --head, one of {', '.join(card.get('heads', {}))}")
     output = output or Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
-    with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir),
+    with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
                      f"an evaluate result of {model_dir}") as path:
         model = with_head(load_model(model_dir, device=device), head, model_dir)
         examples, gold = read_split(data_path, model.task, data)

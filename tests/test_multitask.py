@@ -376,3 +376,16 @@ def test_shared_rate_scales_the_shared_groups_for_one_step_only():
         optimizer.step()
     assert torch.allclose(shared, torch.full((2,), 1 - 0.025)) and torch.allclose(own, torch.full((2,), 0.9))
     assert [group["lr"] for group in optimizer.param_groups] == [0.1, 0.1]
+
+def test_evaluate_replaces_only_the_same_heads_result(multitask_teacher, tmp_path):
+    """A head's result under another head's name is not this run's to replace without --overwrite."""
+    import shutil
+    teacher = tmp_path / "teacher"
+    shutil.copytree(multitask_teacher, teacher)
+    evaluate = ["evaluate", teacher, SAMPLES / "sentiment_test.csv", "--head", "sentiment", "--quiet"]
+    assert run_cli(*evaluate)[0] == 0 and run_cli(*evaluate)[0] == 0  # its own earlier result: replaced
+    sentiment = (teacher / "eval_metrics.sentiment.json").read_bytes()
+    status, error = run_cli("evaluate", teacher, SAMPLES / "ner_test.conll", "--head", "ner", "--quiet",
+                            "--output", teacher / "eval_metrics.sentiment.json")
+    assert status == 2 and "exists and is not" in error
+    assert (teacher / "eval_metrics.sentiment.json").read_bytes() == sentiment
