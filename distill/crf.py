@@ -125,6 +125,27 @@ class ConditionalRandomField(nn.Module):
         # Empty sequences have no paths to normalise; define their loss as 0.
         return torch.where(mask[:, 0], log_z, torch.zeros_like(log_z))
 
+    def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
+        """Per-position tag marginals ``p(tag_t = k | sentence)``, shape ``(B, T, K)``.
+
+        The partial derivative of ``log Z`` with respect to the emission score of tag k at
+        position t is the total probability of the paths through (t, k), i.e. that marginal; so
+        autograd over the forward algorithm gives the forward-backward result without a separate
+        backward recursion. Each real position's row sums to 1; padding positions (mask False)
+        and empty sequences are 0. Works under ``no_grad`` and ``inference_mode`` (the result is
+        a plain tensor, detached from the CRF's parameters and from ``emissions``).
+        """
+        mask = self._check(emissions, mask)
+        if emissions.size(1) == 0:
+            return torch.zeros(emissions.shape, dtype=emissions.dtype, device=emissions.device)
+        with torch.inference_mode(False), torch.enable_grad():
+            # A fresh leaf outside inference mode: inference tensors cannot enter autograd.
+            # Padding emissions may be inf/NaN, neutralised as in the NLL.
+            leaf = emissions.detach().clone().masked_fill(~mask.unsqueeze(2), 0.0).requires_grad_(True)
+            log_z = self._log_partition(leaf, mask.clone())
+            (grad,) = torch.autograd.grad(log_z.sum(), leaf)
+        return grad.detach()
+
     @torch.no_grad()
     def decode(self, emissions: Tensor, mask: Tensor) -> list[list[int]]:
         """Viterbi best tag path per sequence, truncated to its real length."""

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import torch
 
 from distill import distributed, precision
+from distill.crf import ConditionalRandomField
 from distill.metrics import classification_metrics, tagging_metrics
 from distill.progress import progress_bar
 
@@ -136,17 +137,57 @@ def predict_logits_across_ranks(model: torch.nn.Module, examples: Sequence, batc
     return ExampleLogits.from_examples(distributed.unshard(distributed.all_gather_objects(mine)))
 
 
-def decode_labels(model: torch.nn.Module, results: ExampleLogits) -> list:
-    """Label strings per example (classification) or per word (tagging)."""
-    labels = model.hierarchy.labels
+def decode_indices(model: torch.nn.Module, results: ExampleLogits) -> list:
+    """Label indices per example (classification) or per word (tagging), as `model.decode` gives them."""
     if results.offsets is None:
-        return [labels[i] for i in model.decode(results.logits, None)]
-    decoded = []
+        return model.decode(results.logits, None)
+    paths = []
     for index in range(len(results)):
         logits, scored = results.example(index)
-        path = model.decode(logits.unsqueeze(0), scored.unsqueeze(0))[0]
-        decoded.append([labels[i] for i in path])
-    return decoded
+        paths.append(model.decode(logits.unsqueeze(0), scored.unsqueeze(0))[0])
+    return paths
+
+
+def decode_labels(model: torch.nn.Module, results: ExampleLogits) -> list:
+    """Label strings per example (classification) or per word (tagging)."""
+    return index_labels(model, decode_indices(model, results), results.offsets is None)
+
+
+def index_labels(model: torch.nn.Module, decoded: list, classification: bool) -> list:
+    """`decode_indices`' output as label strings."""
+    labels = model.hierarchy.labels
+    if classification:
+        return [labels[i] for i in decoded]
+    return [[labels[i] for i in path] for path in decoded]
+
+
+def model_crf(model: torch.nn.Module) -> ConditionalRandomField | None:
+    """The CRF a tagger decodes with (an exported ONNX model: its source model's), or None."""
+    for owner in (model, getattr(model, "source", None)):
+        crf = getattr(owner, "crf", None)
+        if isinstance(crf, ConditionalRandomField):
+            return crf
+    return None
+
+
+def crf_path_confidences(crf: ConditionalRandomField, results: ExampleLogits, paths: list,
+                         batch_size: int = 64) -> list[torch.Tensor]:
+    """Per example, each word's CRF marginal probability p(tag_t = path_t | sentence) of the tag on
+    its decoded `paths` (0 for a word past the path, which the CRF does not score), batched by length."""
+    device = crf.transitions.device
+    order = sorted(range(len(results)), key=lambda i: int(results.offsets[i + 1] - results.offsets[i]))
+    confidences: list = [None] * len(results)
+    for start in range(0, len(order), batch_size):
+        indices = order[start:start + batch_size]
+        logits, scored = results.batch(indices)
+        marginals = crf.marginals(logits.to(device), scored.to(device)).cpu()
+        for row, index in enumerate(indices):
+            words, path = int(results.offsets[index + 1] - results.offsets[index]), paths[index]
+            confidence = marginals.new_zeros(words)
+            if path:
+                confidence[:len(path)] = marginals[row, :len(path)].gather(1, torch.tensor(path).unsqueeze(1))[:, 0]
+            confidences[index] = confidence
+    return confidences
 
 
 def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
@@ -160,10 +201,16 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
 
 def prediction_records(model: torch.nn.Module, examples: list, batch_size: int = 64, progress: bool = False,
                        with_logits: bool = False, results: ExampleLogits | None = None) -> Iterable[dict]:
-    """One JSON-able record per example: label(s) by argmax, confidence and optionally logits
-    (from `results` when the model's logits for `examples` are at hand)."""
+    """One JSON-able record per example: label(s) as the model decodes them, confidence and optionally
+    logits (from `results` when the model's logits for `examples` are at hand). A word's confidence is
+    its largest softmax probability, or for a CRF tagger the CRF's marginal probability of its output
+    tag; a tagging record's `confidence` is the lowest over its scored words."""
     results = predict_logits(model, examples, batch_size, progress) if results is None else results
-    labels = decode_labels(model, results)
+    decoded = decode_indices(model, results)
+    labels = index_labels(model, decoded, results.offsets is None)
+    # a CRF tagger outputs its Viterbi path: a word's confidence is the CRF's marginal of its tag there
+    crf = model_crf(model) if results.offsets is not None else None
+    crf_confidences = crf_path_confidences(crf, results, decoded, batch_size) if crf is not None else None
     for index, example in enumerate(examples):
         logits, scored = results.example(index)
         probs = torch.sigmoid(logits) if logits.size(-1) == 1 else torch.softmax(logits, -1)
@@ -171,7 +218,7 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
             confidence = float(probs.max()) if logits.size(-1) > 1 else float(torch.maximum(probs, 1 - probs))
             record = {"text": example, "label": labels[index], "confidence": round(confidence, 6)}
         else:
-            word_conf = probs.max(-1).values
+            word_conf = probs.max(-1).values if crf_confidences is None else crf_confidences[index]
             record = {"tokens": list(example), "tags": labels[index],
                       "confidences": [round(float(c), 6) for c in word_conf],
                       "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from distill.crf import ConditionalRandomField
+from distill.inference import model_crf, predict_logits, prediction_records
+from distill.labels import LabelHierarchy
+from distill.models.students import build_student
+from tests.conftest import config_for
 
 K = 3
 
@@ -163,3 +168,93 @@ def test_default_init_is_small_uniform() -> None:
     for p in (crf.transitions, crf.start_transitions, crf.end_transitions):
         assert p.abs().max() <= 0.1
     assert crf.transitions.shape == (5, 5)
+
+
+def brute_marginals(crf: ConditionalRandomField, emissions: torch.Tensor) -> torch.Tensor:
+    """p(tag_t = k | sentence) by enumerating all K^L paths; emissions (L, K)."""
+    length = emissions.size(0)
+    paths = list(itertools.product(range(K), repeat=length))
+    probs = torch.softmax(torch.tensor([path_score(crf, emissions, p) for p in paths], dtype=torch.float64), 0)
+    marginals = torch.zeros(length, K, dtype=torch.float64)
+    for path, prob in zip(paths, probs):
+        for t, k in enumerate(path):
+            marginals[t, k] += prob
+    return marginals
+
+
+def test_marginals_match_brute_force_with_a_shorter_sequence() -> None:
+    crf = make_crf(6)
+    torch.manual_seed(300)
+    emissions = torch.randn(2, 3, K, dtype=torch.float64) * 2
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    emissions[1, 2] = float("nan")  # padding may hold anything
+    marginals = crf.marginals(emissions, mask)
+    assert marginals.shape == emissions.shape
+    assert torch.allclose(marginals[mask].sum(-1), torch.ones(int(mask.sum()), dtype=torch.float64), atol=1e-12)
+    assert (marginals[~mask] == 0).all()
+    assert torch.allclose(marginals[0], brute_marginals(crf, emissions[0]), atol=1e-12)
+    assert torch.allclose(marginals[1, :2], brute_marginals(crf, emissions[1, :2]), atol=1e-12)
+    # transitions matter: the marginals are not the emissions' own softmax
+    assert not torch.allclose(marginals[0], torch.softmax(emissions[0], -1), atol=1e-3)
+
+
+def test_marginals_under_no_grad_and_inference_mode() -> None:
+    crf = make_crf(7)
+    emissions, _, mask = mixed_batch(seed=11)
+    expected = crf.marginals(emissions, mask)
+    with torch.no_grad():
+        assert torch.equal(crf.marginals(emissions, mask), expected)
+    with torch.inference_mode():
+        frozen, frozen_mask = emissions.clone(), mask.clone()  # inference tensors
+        assert torch.equal(crf.marginals(frozen, frozen_mask), expected)
+    for b, n in enumerate(mask.sum(1).tolist()):
+        assert torch.allclose(expected[b, :n], brute_marginals(crf, emissions[b, :n]), atol=1e-12)
+    assert crf.transitions.grad is None
+    assert crf.marginals(emissions[:, :0], mask[:, :0]).shape == (emissions.size(0), 0, K)
+
+
+SENTENCES = [["Mina", "Haddad", "spoke", "."], ["Velmora", "won"], ["rain"]]
+TAGS = ["O", "B-PER", "I-PER", "B-LOC"]
+
+
+def tiny_tagger(crf: bool):
+    torch.manual_seed(0)
+    return build_student(config_for("lstm-tagger", embedding_dim=8, hidden_dim=6, dropout=0.0, crf=crf),
+                         LabelHierarchy(TAGS), SENTENCES).eval()
+
+
+def test_crf_tagger_word_confidence_is_the_marginal_of_the_output_tag() -> None:
+    tagger = tiny_tagger(crf=True)
+    with torch.no_grad():  # strong transitions: the Viterbi tags are not the emissions' argmax
+        tagger.crf.start_transitions.copy_(torch.tensor([0.0, 6.0, 0.0, 0.0]))
+        tagger.crf.transitions.fill_(-3.0)
+        tagger.crf.transitions[1, 2] = 4.0
+        tagger.crf.transitions[2, 0] = 4.0
+        tagger.crf.transitions[0, 0] = 2.0
+    assert model_crf(tagger) is tagger.crf and model_crf(SimpleNamespace(source=tagger)) is tagger.crf
+    results = predict_logits(tagger, SENTENCES)
+    records = list(prediction_records(tagger, SENTENCES, results=results))
+    differs = False
+    for index, (sentence, record) in enumerate(zip(SENTENCES, records)):
+        logits, scored = results.example(index)
+        marginals = tagger.crf.marginals(logits.unsqueeze(0), scored.unsqueeze(0))[0]
+        path = [TAGS.index(tag) for tag in record["tags"]]
+        assert len(path) == len(sentence) == len(record["confidences"])
+        expected = [float(marginals[t, k]) for t, k in enumerate(path)]
+        assert record["confidences"] == pytest.approx(expected, abs=1e-6)
+        assert record["confidence"] == pytest.approx(min(expected), abs=1e-6)
+        emission_max = torch.softmax(logits, -1).max(-1).values.tolist()
+        differs |= any(abs(c - e) > 0.05 for c, e in zip(record["confidences"], emission_max))
+    assert records[0]["tags"] == ["B-PER", "I-PER", "O", "O"]
+    assert differs  # the old emission-softmax confidences would fail the equalities above
+
+
+def test_tagger_without_crf_keeps_emission_softmax_confidences() -> None:
+    tagger = tiny_tagger(crf=False)
+    assert model_crf(tagger) is None
+    results = predict_logits(tagger, SENTENCES)
+    for index, record in enumerate(prediction_records(tagger, SENTENCES, results=results)):
+        logits, _ = results.example(index)
+        probs = torch.softmax(logits, -1)
+        assert record["tags"] == [TAGS[i] for i in probs.argmax(-1).tolist()]
+        assert record["confidences"] == [round(float(c), 6) for c in probs.max(-1).values]
