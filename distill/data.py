@@ -14,12 +14,15 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import logging
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 from distill.errors import DataError, DistillError
 from distill.labels import split_tag
@@ -365,11 +368,160 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
 
 
+# Unlabelled input named as plain text is read one example per line; its first lines are sniffed first,
+# so a labelled file under a .txt name (CoNLL-2003's own files are train.txt) is refused, not read as texts.
+UNLABELLED_SNIFF_LINES = 50
+_SNIFF_LINE_BYTES = 4 * MAX_EXAMPLE_CHARS + 4  # a longer line is left to the reader's length check
+_TAG = re.compile(r"O|[BIESLU]-\S+", re.IGNORECASE)
+_HEADER_NAMES = ("text", "tokens", "label", "labels", "tags")
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _header(line: str, delimiter: str, names: set[str]) -> list[str] | None:
+    """The fields of a CSV (or TSV) header line: two or more one-word fields, one of them a column name
+    a data file uses (``text``, ``tokens``, ``label``...); None for a line of text."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # as `_delimited_rows` reads
+    try:
+        fields = [field.strip() for field in next(csv.reader([line], delimiter=delimiter, quoting=quoting))]
+    except (csv.Error, StopIteration):
+        return None
+    if len(fields) < 2 or any(len(field.split()) > 1 for field in fields) or \
+            not any(field.lower() in names for field in fields):
+        return None
+    return fields
+
+
+def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
+                     tokens_field: str = "tokens") -> tuple[str, str] | None:
+    """What the first lines of unlabelled text (a file named as plain text, or stdin) look like, when not
+    one example per line: ``("CoNLL", "")``, ``("JSON", "")`` or ``("CSV"/"TSV", header)``; None for text.
+
+    Only the first `UNLABELLED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
+    ``-DOCSTART-``, or at least 80% of the lines have the same number (two or more) of fields, the last a
+    tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
+    JSON: every line is a JSON object. CSV/TSV: the first line is a header of one-word fields, one of
+    them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a sentence starting with
+    "{", tokenised text ("Mina spoke .") and a text that is the word "O" are text."""
+    found: list[str] = []
+    separated = blank = False
+    for line in lines:
+        if not line.strip():
+            blank = bool(found)
+            continue
+        separated = separated or blank
+        blank = False
+        found.append(line.strip())
+        if len(found) >= UNLABELLED_SNIFF_LINES:
+            break
+    if not found:
+        return None
+    if found[0].split()[0] == "-DOCSTART-":
+        return "CoNLL", ""
+    widths = Counter(len(fields) for fields in map(str.split, found)
+                     if len(fields) >= 2 and _TAG.fullmatch(fields[-1]))
+    if widths:
+        tagged = widths.most_common(1)[0][1]
+        if tagged >= 0.8 * len(found) and (tagged >= 3 or separated and tagged >= 2):
+            return "CoNLL", ""
+    if all(line[0] == "{" and _is_json_object(line) for line in found):
+        return "JSON", ""
+    names = {*_HEADER_NAMES, text_column.lower(), tokens_field.lower()}
+    for kind, delimiter in (("TSV", "\t"), ("CSV", ",")):
+        if delimiter in found[0] and _header(found[0], delimiter, names):
+            return kind, found[0]
+    return None
+
+
+def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: str,
+                              tokens_field: str = "tokens", text_column: str = "text") -> None:
+    """Refuse labelled (or JSON) content read as unlabelled lines: each line would become one example."""
+    if sniffed is None:
+        return
+    kind, header = sniffed
+    field = text_column if task == "classification" else tokens_field
+    if kind == "CoNLL":
+        raise DataError(path, "looks like CoNLL (a word and its tag per line: labelled tagging data), so read as "
+                              "plain text each line would be one example: unlabelled text is one example per line "
+                              f"(tagging: space-separated tokens) or JSONL with a {field} field")
+    if kind in ("CSV", "TSV"):
+        raise DataError(path, f"looks like {kind} (a header, {header[:60]!r}, then rows), so read as plain text its "
+                              "header and labels would be examples: unlabelled text is one example per line "
+                              f"(tagging: space-separated tokens) or JSONL with a {field} field; export the "
+                              "text column")
+    raise DataError(path, "looks like JSON lines, but its name does not end in .jsonl: name it .jsonl (the "
+                          "extension decides how a file is read)")
+
+
+def _head_lines(handle: BinaryIO) -> Iterator[str]:
+    """A binary file's lines, decoded leniently, for sniffing; stops at a line too long to be an example."""
+    for number in itertools.count(1):
+        raw = handle.readline(_SNIFF_LINE_BYTES)
+        if not raw or (len(raw) >= _SNIFF_LINE_BYTES and not raw.endswith(b"\n")):
+            return
+        yield raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="replace")
+
+
+def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
+                       text_column: str, tokens_field: str) -> Iterator[tuple[int, object]]:
+    """(line number, example) from numbered lines of plain text or JSONL; blank lines are skipped."""
+    field = text_column if task == "classification" else tokens_field
+    for number, line in lines:
+        if "\x00" in line:
+            raise DataError(path, "binary data (NUL byte) in a text file", number)
+        if not line.strip():
+            continue
+        if is_jsonl:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(path, f"invalid JSON ({err.msg})", number) from None
+            if not isinstance(record, dict):
+                raise DataError(path, "each JSONL line must be an object", number)
+            if field not in record and task == "tagging" and text_column in record:
+                value = record[text_column]
+                if not isinstance(value, str):
+                    raise DataError(path, f"{text_column!r} must be a text (a string), got "
+                                          f"{type(value).__name__}", number)
+                value = value.split()
+            else:
+                _wrong_task(path, list(record), task, number)
+                _require_columns(path, list(record), [field], number)
+                value = record[field]
+            if not value or (isinstance(value, str) and not value.strip()):
+                raise DataError(path, f"empty {field!r}", number)
+            if task == "tagging":
+                if not isinstance(value, list) or not all(isinstance(t, (str, int, float)) for t in value):
+                    raise DataError(path, f"{field!r} must be a list of tokens", number)
+                value = [str(t) for t in value]
+            elif not isinstance(value, str):
+                raise DataError(path, f"{field!r} must be a text (a string), got {type(value).__name__}", number)
+        else:
+            value = line.strip() if task == "classification" else line.split()
+        _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)
+        yield number, value
+
+
+def _decoded_lines(path: str, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+    for number, raw in enumerate(handle, 1):
+        try:
+            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise DataError(path, "not UTF-8 text", number) from None
+
+
 def iter_unlabelled(path: str, task: str, text_column: str = "text",
                     tokens_field: str = "tokens") -> Iterator[tuple[int, object]]:
     """Stream (line number, example) from one-example-per-line text or JSONL, in constant memory.
 
-    Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped.
+    Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped. A file
+    not named .jsonl whose first lines look like CoNLL, CSV, TSV or JSON lines is refused
+    (`sniff_unlabelled`): read line by line, its tags, header or braces would become examples.
     """
     path_ = Path(path)
     if not path_.is_file():
@@ -380,50 +532,30 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
                               "one example per line (.txt; tagging: space-separated tokens) or JSONL with a "
                               f"{'text' if task == 'classification' else 'tokens'} field")
     is_jsonl = fmt == "jsonl"
-    field = text_column if task == "classification" else tokens_field
+    if not is_jsonl:
+        with open(path, "rb") as handle:
+            sniffed = sniff_unlabelled(_head_lines(handle), text_column, tokens_field)
+        _refuse_unlabelled_format(path, sniffed, task, tokens_field, text_column)
     seen = False
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise DataError(path, "not UTF-8 text", number) from None
-            if "\x00" in line:
-                raise DataError(path, "binary data (NUL byte) in a text file", number)
-            if not line.strip():
-                continue
-            if is_jsonl:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(path, f"invalid JSON ({err.msg})", number) from None
-                if not isinstance(record, dict):
-                    raise DataError(path, "each JSONL line must be an object", number)
-                if field not in record and task == "tagging" and text_column in record:
-                    value = record[text_column]
-                    if not isinstance(value, str):
-                        raise DataError(path, f"{text_column!r} must be a text (a string), got "
-                                              f"{type(value).__name__}", number)
-                    value = value.split()
-                else:
-                    _wrong_task(path, list(record), task, number)
-                    _require_columns(path, list(record), [field], number)
-                    value = record[field]
-                if not value or (isinstance(value, str) and not value.strip()):
-                    raise DataError(path, f"empty {field!r}", number)
-                if task == "tagging":
-                    if not isinstance(value, list) or not all(isinstance(t, (str, int, float)) for t in value):
-                        raise DataError(path, f"{field!r} must be a list of tokens", number)
-                    value = [str(t) for t in value]
-                elif not isinstance(value, str):
-                    raise DataError(path, f"{field!r} must be a text (a string), got {type(value).__name__}", number)
-            else:
-                value = line.strip() if task == "classification" else line.split()
-            _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)
+        for number, value in _unlabelled_values(path, _decoded_lines(path, handle), task, is_jsonl,
+                                                text_column, tokens_field):
             seen = True
             yield number, value
     if not seen:
         raise DataError(path, "no examples (file is empty)")
+
+
+def unlabelled_text(text: str, task: str, source: str = "stdin", text_column: str = "text",
+                    tokens_field: str = "tokens") -> list:
+    """Unlabelled examples from text without a file name (stdin): one per line, or JSON lines, told apart
+    by their content (`sniff_unlabelled`); CoNLL or CSV content is refused, as in a file. Empty: []."""
+    sniffed = sniff_unlabelled(text.splitlines(), text_column, tokens_field)
+    is_jsonl = sniffed is not None and sniffed[0] == "JSON"
+    if not is_jsonl:
+        _refuse_unlabelled_format(source, sniffed, task, tokens_field, text_column)
+    return [value for _, value in _unlabelled_values(source, enumerate(text.splitlines(), 1), task, is_jsonl,
+                                                     text_column, tokens_field)]
 
 
 def read_unlabelled(path: str, task: str, text_column: str = "text",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from distill import distributed
-from distill.data import DataOptions, read_split, read_unlabelled
+from distill.data import DataOptions, read_split, read_unlabelled, unlabelled_text
 from distill.errors import DataError, DistillError
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
@@ -73,14 +73,13 @@ def stdin_text() -> str:
 def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdout,
                  batch_size: int = 64, with_logits: bool = False, device: str = "auto",
                  head: str | None = None) -> int:
-    """Predict for a file (or stdin, one example per line) and write JSONL; a multi-task teacher
+    """Predict for a file (or stdin: one example per line, or JSON lines) and write JSONL; a multi-task teacher
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
     model = with_head(load_model(model_dir, device=device), head, model_dir)
     if input_path is None or input_path == "-":
-        lines = [line.strip() for line in stdin_text().splitlines() if line.strip()]
-        if not lines:
+        examples = unlabelled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are
+        if not examples:
             raise DistillError("stdin: no input lines")
-        examples = lines if model.task == "classification" else [line.split() for line in lines]
     else:
         data = read_unlabelled(input_path, model.task)
         examples = data["text"] if model.task == "classification" else data["tokens"]

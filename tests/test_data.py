@@ -1,10 +1,12 @@
 """Readers: formats, columns, hierarchy, and one-line errors naming file and line."""
 
 import json
+import re
 
 import pytest
 
-from distill.data import iter_unlabelled, read_classification, read_tagging, read_unlabelled
+from distill.data import (iter_unlabelled, read_classification, read_tagging, read_unlabelled, sniff_unlabelled,
+                          unlabelled_text)
 from distill.errors import DataError, DistillError
 from distill.labels import LabelHierarchy
 from tests.conftest import SAMPLES
@@ -35,6 +37,79 @@ def test_unlabelled_lines_and_jsonl(tmp_path):
     (tmp_path / "u.jsonl").write_text(json.dumps({"text": "a b", "label": "x"}) + "\n")
     assert [n for n, _ in iter_unlabelled(str(tmp_path / "u.jsonl"), "tagging")] == [1]
 
+
+
+CONLL_LINES = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncall NN I-NP O\n. . O O\n"
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("train.txt", "-DOCSTART- -X- -X- O\n\n" + CONLL_LINES, "looks like CoNLL (a word and its tag per line"),
+    ("ner.txt", CONLL_LINES + "\n" + CONLL_LINES, "looks like CoNLL (a word and its tag per line"),
+    ("ner", "Tolvania B-LOC\nvotes O\n\nMina B-PER\nspoke O\n", "looks like CoNLL"),
+    ("reviews.txt", "text,label\ngood,positive\n\"bad, really\",negative\n", "looks like CSV (a header, 'text,label'"),
+    ("reviews.txt", "Sentence\tLabel\ngood\t1\n", "looks like TSV (a header"),
+    ("u.txt", '{"text": "good"}\n\n{"text": "bad", "id": 2}\n',
+     "looks like JSON lines, but its name does not end in .jsonl"),
+])
+def test_unlabelled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
+    """A file read one example per line whose first lines are CoNLL, a CSV header or JSON objects would
+    silently become examples like 'EU NNP B-NP B-ORG', 'text,label' or '{"text": "good"}'."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    for task in ("classification", "tagging"):
+        with pytest.raises(DataError, match=re.escape(message)) as err:
+            read_unlabelled(str(path), task)
+        assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+        with pytest.raises(DataError, match=re.escape(message)):
+            next(iter_unlabelled(str(path), task))
+
+
+def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
+    conll = (SAMPLES / "ner_train.conll").read_text(encoding="utf-8")
+    (tmp_path / "train.txt").write_text(conll, encoding="utf-8")
+    (tmp_path / "no_docstart.txt").write_text(conll.replace("-DOCSTART- -X- -X- O\n", ""), encoding="utf-8")
+    for name in ("train.txt", "no_docstart.txt"):
+        with pytest.raises(DataError, match="looks like CoNLL .*JSONL with a tokens field"):
+            read_unlabelled(str(tmp_path / name), "tagging")
+
+
+@pytest.mark.parametrize("content, examples", [
+    ("good, really good\nbad, and long\n", ["good, really good", "bad, and long"]),
+    ("{braces} open this review\n{\"text\": \"half\"} and more\n", ["{braces} open this review",
+                                                                  '{"text": "half"} and more']),
+    ("Mina spoke .\nRain delayed play .\nOfficials said so .\n", ["Mina spoke .", "Rain delayed play .",
+                                                                    "Officials said so ."]),
+    ("good\tmovie\nbad\tfilm\nfine\tshow\n", ["good\tmovie", "bad\tfilm", "fine\tshow"]),
+    ("O\nO\n\nO\n", ["O", "O", "O"]),
+    ("text\n", ["text"]),
+    ("I love it, text me\n", ["I love it, text me"]),
+    ("a b O\n", ["a b O"]),
+    ('{"text": "good"}\nnot JSON\n', ['{"text": "good"}', "not JSON"]),
+])
+def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, content, examples):
+    path = tmp_path / "u.txt"
+    path.write_text(content, encoding="utf-8")
+    assert read_unlabelled(str(path), "classification")["text"] == examples
+    assert sniff_unlabelled(content.splitlines()) is None
+
+
+def test_real_unlabelled_files_are_accepted():
+    for name in ("unlabeled_movies.txt", "unlabeled_news.txt"):
+        assert len(read_unlabelled(str(SAMPLES / name), "tagging")) == 300
+
+
+def test_unlabelled_text_from_stdin_reads_json_lines_and_refuses_tables():
+    assert unlabelled_text('{"text": "good"}\n\n{"text": "bad"}\n', "classification") == ["good", "bad"]
+    assert unlabelled_text('{"tokens": ["EU", "rejects"]}\n', "tagging") == [["EU", "rejects"]]
+    assert unlabelled_text("good, really\n\n{not json\n", "classification") == ["good, really", "{not json"]
+    assert unlabelled_text("Mina spoke .\n", "tagging") == [["Mina", "spoke", "."]]
+    assert unlabelled_text("", "classification") == []
+    with pytest.raises(DataError, match="^stdin: looks like CoNLL"):
+        unlabelled_text("-DOCSTART- -X- O\n\nEU B-ORG\n", "tagging")
+    with pytest.raises(DataError, match="^stdin: looks like CSV"):
+        unlabelled_text("text,label\ngood,positive\n", "classification")
+    with pytest.raises(DataError, match="^stdin:1: missing column 'text'"):
+        unlabelled_text('{"review": "a"}\n', "classification")
 
 @pytest.mark.parametrize("content, message", [
     (b"", "file is empty"),

@@ -17,7 +17,9 @@ import torch
 
 from distill.errors import DistillError
 from distill.models import load_model
-from tests.conftest import ROOT, SAMPLES, cli, interrupt_evaluation
+from distill.labels import LabelHierarchy
+from distill.models.students import build_student
+from tests.conftest import ROOT, SAMPLES, cli, config_for, interrupt_evaluation
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
@@ -1016,3 +1018,32 @@ def test_a_logit_cache_inside_a_model_is_refused(tmp_path, capsys, tiny_classifi
     assert not (teacher / "encoder" / "new").exists() and not (tmp_path / "kd").exists()
     status, err = run_main(capsys, "predict", teacher, SAMPLES / "unlabeled_movies.txt")
     assert status == 0, err  # still whole
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"text": "a fine film"}\n{"text": "dull"}\n', ["a fine film", "dull"]),  # JSON lines, as --help says
+    ("a fine film\ndull\n", ["a fine film", "dull"])])
+def test_stdin_reads_lines_or_json_lines(capsys, monkeypatch, tmp_path, text, expected):
+    import io
+    model = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                          ["good film"])
+    model.save_pretrained(tmp_path / "m")
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", str(tmp_path / "m")])
+    assert exit_info.value.code == 0
+    assert [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()] == expected
+
+
+@pytest.mark.parametrize("text, message", [("text,label\ngood,positive\n", "looks like CSV"),
+                                           ("Mina B-PER\nspoke O\n. O\n", "looks like CoNLL"),
+                                           ("go\x00od\n", "NUL byte")])
+def test_stdin_refuses_what_a_file_refuses(capsys, monkeypatch, tmp_path, text, message):
+    import io
+    model = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                          ["good film"])
+    model.save_pretrained(tmp_path / "m")
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    status, err = run_main(capsys, "predict", tmp_path / "m")
+    assert status == 2 and message in err and err.startswith("error: stdin")
