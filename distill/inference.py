@@ -16,6 +16,8 @@ import torch
 
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
+from distill.errors import DistillError
+from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
 from distill.progress import progress_bar
 
@@ -120,9 +122,28 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
     return per_example
 
 
+def readable_examples(model: torch.nn.Module, examples: Sequence) -> list:
+    """`examples` as a list `model` can read: texts to classify, token lists to tag. A string alone
+    would be read as one example per character, and a number fails deep in a tokenizer: both refused."""
+    if isinstance(examples, (str, bytes)):
+        raise DistillError("give a list of examples, not one string: predict([text]) for a single one")
+    examples = list(examples)
+    task = getattr(model, "task", None)
+    for row, example in enumerate(examples):
+        if task == "classification" and not isinstance(example, str):
+            raise DistillError(f"example {row} is {type(example).__name__} {example!r:.40}: give a text (str)")
+        if task == "tagging" and not (isinstance(example, (list, tuple)) and all(isinstance(t, str) for t in example)):
+            raise DistillError(f"example {row} is {type(example).__name__} {example!r:.40}: give a list of "
+                               "tokens (str)")
+    return examples
+
+
 def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
                    progress: bool = False, description: str = "predict") -> ExampleLogits:
     """Run `model` over `examples` in this process; results come back in input order."""
+    examples = readable_examples(model, examples)
+    if not examples:
+        raise DistillError("no examples to score")
     return ExampleLogits.from_examples(score_examples(model, examples, batch_size, progress, description))
 
 
@@ -193,6 +214,10 @@ def crf_path_confidences(crf: ConditionalRandomField, results: ExampleLogits, pa
 def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
              progress: bool = False) -> dict:
     """Metrics of `model` on labelled examples (label strings, or tag-string lists)."""
+    examples = readable_examples(model, examples)
+    if len(examples) != len(gold):
+        raise DistillError(f"{len(examples)} examples but {len(gold)} gold labels")
+    check_labels_known("the gold labels", model.hierarchy, model.task, list(gold))  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":
         return classification_metrics(gold, predicted, model.hierarchy)
@@ -205,7 +230,11 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
     logits (from `results` when the model's logits for `examples` are at hand). A word's confidence is
     its largest softmax probability, or for a CRF tagger the CRF's marginal probability of its output
     tag; a tagging record's `confidence` is the lowest over its scored words."""
-    results = predict_logits(model, examples, batch_size, progress) if results is None else results
+    if results is None:  # else `examples` only label the records (a multi-task teacher's heads share them)
+        examples = readable_examples(model, examples)
+        if not examples:
+            return
+        results = predict_logits(model, examples, batch_size, progress)
     decoded = decode_indices(model, results)
     labels = index_labels(model, decoded, results.offsets is None)
     # a CRF tagger outputs its Viterbi path: a word's confidence is the CRF's marginal of its tag there

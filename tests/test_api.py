@@ -218,3 +218,26 @@ def test_save_pretrained_keeps_to_the_output_rules(tmp_path, tiny_classifier_tea
     del other.write_files
     other.save_pretrained(saved, overwrite=True)
     assert LSTMClassifier.from_pretrained(saved).config.hidden_dim == 4
+
+
+def test_predict_and_evaluate_refuse_what_they_cannot_read():
+    """A string alone was read as one example per character; numbers failed in the tokenizer; an empty
+    list failed in torch.stack; gold labels the model lacks were scored as plain misses."""
+    from distill import evaluate
+    from distill.inference import prediction_records
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film", "bad film"]).eval()
+    with pytest.raises(DistillError, match="not one string"):
+        student.predict("a quietly devastating film")
+    with pytest.raises(DistillError, match=r"example 1 is int 2: give a text \(str\)"):
+        student.predict(["good", 2])
+    assert student.predict([]) == [] and list(prediction_records(student, [])) == []
+    assert len(student.predict(("good", "bad"))) == 2
+    with pytest.raises(DistillError, match="2 examples but 1 gold labels"):
+        evaluate(student, ["good", "bad"], ["pos"])
+    with pytest.raises(DistillError, match="'neutral' was not seen in training"):
+        evaluate(student, ["good", "bad"], ["pos", "neutral"])
+    tagger = build_student(config_for("lstm-tagger", embedding_dim=8, hidden_dim=8), LabelHierarchy(["O", "B-PER"]),
+                           [["Mina", "spoke"]]).eval()
+    with pytest.raises(DistillError, match="give a list of tokens"):
+        tagger.predict(["Mina spoke"])

@@ -58,8 +58,9 @@ class LabelModel(nn.Module):
     def predict(self, examples: Sequence, batch_size: int = 64) -> list:
         """Labels for texts (classification) or tag lists for token lists (tagging), by argmax
         (a CRF tagger: its best path)."""
-        from distill.inference import decode_labels, predict_logits
-        return decode_labels(self, predict_logits(self, list(examples), batch_size))
+        from distill.inference import decode_labels, predict_logits, readable_examples
+        examples = readable_examples(self, examples)
+        return decode_labels(self, predict_logits(self, examples, batch_size)) if examples else []
 
     def supervised_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
                         class_weights: torch.Tensor | None) -> losses.LossSum:
