@@ -13,6 +13,8 @@ layers' states) can join them (`LayerObjective`).
 
 from __future__ import annotations
 
+import math
+
 import re
 import weakref
 from typing import Callable, NamedTuple, Protocol, Sequence
@@ -101,6 +103,12 @@ class TeacherStudentDistill:
                  teacher_layers: str | Sequence[int] = "uniform"):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
+        for name, value in (("temperature", temperature), ("student weight", student_weight),
+                            ("distill weight", distill_weight), ("min confidence", min_confidence),
+                            ("hidden weight", hidden_weight), ("attention weight", attention_weight),
+                            ("cosine weight", cosine_weight)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise DistillError(f"{name} must be a finite number, got {value!r}")
         if temperature <= 0:
             raise DistillError(f"temperature must be > 0, got {temperature}")
         if student_weight < 0 or distill_weight < 0 or student_weight + distill_weight == 0:

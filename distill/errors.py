@@ -11,3 +11,24 @@ class DataError(DistillError):
     def __init__(self, path: str, message: str, line: int | None = None):
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
+
+
+def require_whole(name: str, value, low: int = 1, high: int | None = None, optional: bool = False) -> None:
+    """A setting that counts something (epochs, a batch size, a seed): a whole number within bounds, so
+    `epochs=0` or `batch_size=-1` is refused rather than returning an untrained model as a success."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise DistillError(f"{name} must be a whole number {bounds}, got {value!r}")
+
+
+def require_number(name: str, value, low: float, high: float, low_open: bool = False,
+                   optional: bool = False) -> None:
+    """A real-valued setting (a learning rate, a fraction) within [low, high] (low excluded if `low_open`)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or not (low < value if low_open else low <= value) or value > high:
+        bracket = "(" if low_open else "["
+        raise DistillError(f"{name} must be a number in {bracket}{low}, {high}], got {value!r}")

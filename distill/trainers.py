@@ -27,7 +27,7 @@ from distill import distributed
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabelled_examples
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
-from distill.errors import DistillError
+from distill.errors import DistillError, require_whole
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
@@ -62,6 +62,14 @@ class TrainResult:
         return self.summary["history"]
 
 
+def _is_device_name(name: str) -> bool:
+    try:
+        torch.device(name)
+    except RuntimeError:
+        return False
+    return True
+
+
 @dataclass
 class Runtime:
     """Where and how a run computes: device, precision (fp32, bf16, auto; None keeps the process's
@@ -71,6 +79,11 @@ class Runtime:
     precision: str | None = None
     threads: int | None = None
     progress: bool = True
+
+    def __post_init__(self):
+        require_whole("threads", self.threads, optional=True)
+        if not isinstance(self.device, str) or (self.device != "auto" and not _is_device_name(self.device)):
+            raise DistillError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
 
 
 @dataclass

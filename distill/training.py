@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from distill import distributed, precision
-from distill.errors import DistillError
+from distill.errors import DistillError, require_number, require_whole
 from distill.inference import evaluate, example_length
 from distill.io import file_sha256, load_sealed, save_sealed, write_text, writing
 from distill.losses import IGNORE_INDEX, LossSum, combine
@@ -87,6 +87,15 @@ class TrainSettings:
     patience: int | None = None
     seed: int = 42
     select_metric: str | None = None
+
+    def __post_init__(self):
+        require_number("lr", self.lr, 0, 1, low_open=True, optional=True)
+        require_whole("batch_size", self.batch_size)
+        require_whole("epochs", self.epochs, optional=True)
+        require_whole("patience", self.patience, optional=True)
+        require_whole("seed", self.seed, 0, 2**32 - 1)
+        if self.select_metric is not None and not isinstance(self.select_metric, str):
+            raise DistillError(f"select_metric must be a metric's name, got {self.select_metric!r}")
 
 
 @dataclass

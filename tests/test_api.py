@@ -241,3 +241,27 @@ def test_predict_and_evaluate_refuse_what_they_cannot_read():
                            [["Mina", "spoke"]]).eval()
     with pytest.raises(DistillError, match="give a list of tokens"):
         tagger.predict(["Mina spoke"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: TrainSettings(epochs=0), "epochs must be a whole number >= 1, got 0"),
+    (lambda: TrainSettings(batch_size=-1), "batch_size must be a whole number >= 1, got -1"),
+    (lambda: TrainSettings(epochs="1"), "epochs must be a whole number >= 1, got '1'"),
+    (lambda: TrainSettings(lr="0.01"), r"lr must be a number in \(0, 1\], got '0.01'"),
+    (lambda: TrainSettings(lr=float("nan")), "lr must be a number"),
+    (lambda: TrainSettings(seed=-1), "seed must be a whole number from 0"),
+    (lambda: Runtime(threads="2"), "threads must be a whole number"),
+    (lambda: Runtime(device="tpu"), "unknown device 'tpu'"),
+    (lambda: __import__("distill").TeacherTraining(epochs=0), "epochs must be a whole number"),
+    (lambda: __import__("distill").TeacherTraining(warmup=1.5), r"warmup must be a number in \[0, 1\]")])
+def test_run_settings_refuse_what_the_cli_refuses(make, message):
+    """The API's settings were taken as given: epochs=0 returned an untrained model as a success."""
+    with pytest.raises(DistillError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("setting", [{"temperature": "2"}, {"temperature": float("nan")}, {"distill_weight": None},
+                                     {"min_confidence": float("inf")}])
+def test_loss_settings_must_be_finite_numbers(setting):
+    with pytest.raises(DistillError, match="must be a finite number"):
+        TeacherStudentDistill(**setting)

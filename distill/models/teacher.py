@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
-from distill.errors import DistillError
+from distill.errors import DistillError, require_number, require_whole
 from distill.features import collate_windows, encode_texts, encode_words, window_frame, window_means
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
@@ -80,6 +80,16 @@ class TeacherTraining:
     seed: int = 42
     class_weights: Any = None
     select_metric: str | None = None  # picks the best epoch and drives patience; None: the task's default
+
+    def __post_init__(self):
+        require_number("encoder_lr", self.encoder_lr, 0, 1, low_open=True, optional=True)
+        require_number("classifier_lr", self.classifier_lr, 0, 1, low_open=True)
+        require_whole("batch_size", self.batch_size)
+        require_whole("epochs", self.epochs)
+        require_number("warmup", self.warmup, 0, 1)
+        require_number("weight_decay", self.weight_decay, 0, 1)
+        require_whole("patience", self.patience)
+        require_whole("seed", self.seed, 0, 2**32 - 1)
 
     def for_task(self, task: str) -> "TeacherTraining":
         """These settings with the task's default encoder learning rate filled in, as the run records them."""
