@@ -265,3 +265,12 @@ def test_run_settings_refuse_what_the_cli_refuses(make, message):
 def test_loss_settings_must_be_finite_numbers(setting):
     with pytest.raises(DistillError, match="must be a finite number"):
         TeacherStudentDistill(**setting)
+
+
+def test_a_plugin_module_that_fails_as_it_imports_is_a_clear_error(tmp_path, monkeypatch):
+    from distill.models.registry import student_entry
+    (tmp_path / "boomplug.py").write_text('raise RuntimeError("boom at import")\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DistillError, match=r"student model 'boomplug:X': cannot import it \(RuntimeError: boom at import\)"):
+        student_entry("boomplug:X")

@@ -113,6 +113,8 @@ def student_entry(name: str) -> StudentEntry:
         cls = getattr(_import_from_here(module_name), class_name)
     except (ImportError, AttributeError) as err:
         raise DistillError(f"student model {name!r}: cannot import it ({err})") from None
+    except Exception as err:  # the module's own code failed as it ran: the user's to fix, not a crash of ours
+        raise DistillError(f"student model {name!r}: cannot import it ({type(err).__name__}: {err})") from None
     for entry in _STUDENTS.values():
         if entry.cls is cls:
             return entry
