@@ -249,7 +249,8 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
         else:
             word_conf = probs.max(-1).values if crf_confidences is None else crf_confidences[index]
             record = {"tokens": list(example), "tags": labels[index],
-                      "confidences": [round(float(c), 6) for c in word_conf],
+                      # a word the teacher read no sub-token of has no score: null, not the uniform 1/labels
+                      "confidences": [round(float(c), 6) if seen else None for c, seen in zip(word_conf, scored)],
                       "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}
         if with_logits:
             record["logits"] = [round(v, 5) for v in logits.tolist()] if logits.dim() == 1 else \

@@ -187,3 +187,14 @@ def test_sentence_without_any_sub_token_is_unscored_not_a_crash(tiny_tagging_tea
     results = predict_logits(teacher, [["\u200b", "\u200b"]])
     logits, scored = results.example(0)
     assert logits.shape[0] == 2 and not scored.any()
+
+
+def test_an_unscored_word_has_no_confidence(tiny_tagging_teacher):
+    """A word with no sub-token was shown with the uniform 1/labels as its confidence; the sentence's
+    confidence is the lowest over the words that were scored."""
+    from distill.inference import prediction_records
+    teacher = load_model(tiny_tagging_teacher)
+    record, empty = prediction_records(teacher, [["Mina", "\u200b", "spoke"], ["\u200b"]])
+    assert record["confidences"][1] is None and None not in (record["confidences"][0], record["confidences"][2])
+    assert record["confidence"] == min(record["confidences"][0], record["confidences"][2])
+    assert empty["confidences"] == [None] and empty["confidence"] == 0.0
