@@ -91,10 +91,11 @@ def _wrong_task(path: str, columns: list, task: str, line: int | None) -> None:
     """A JSONL record of the other task's shape: say so, rather than 'missing column'."""
     if task == "classification" and "text" not in columns and set(TAGGING_FIELDS) <= set(columns):
         raise DataError(path, "holds tagging data (tokens and tags), but this command or model classifies "
-                              "texts: give it a file with text and label", line)
+                              "texts: give it texts (a text field, and a label where the command needs one)", line)
     if task == "tagging" and "tokens" not in columns and "text" in columns and "label" in columns:
         raise DataError(path, "holds classification data (text and label), but this command or model tags "
-                              "words: give it CoNLL or JSONL with tokens and tags", line)
+                              "words: give it token lists (CoNLL or JSONL with tokens, and tags where the command "
+                              "needs them)", line)
 
 
 def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
