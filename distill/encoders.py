@@ -167,10 +167,12 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModel.from_pretrained(name_or_path, dtype=torch.float32)  # v5 default "auto" may be fp16
-    except (OSError, ValueError):
-        hint = "" if os.path.isdir(name_or_path) else " (no model hub reachable?)"
+    except (OSError, ValueError) as err:
+        if os.path.isdir(name_or_path):  # a local folder that is not a whole encoder: say what failed
+            raise DistillError(f"cannot load encoder {name_or_path!r}: the folder does not hold a whole pretrained "
+                               f"encoder (its config, tokenizer and weights: {str(err).splitlines()[0][:160]})") from None
         raise DistillError(
-            f"cannot load encoder {name_or_path!r}{hint}: use a local model folder or an offline "
+            f"cannot load encoder {name_or_path!r} (no model hub reachable?): use a local model folder or an offline "
             f"encoder: {', '.join(OFFLINE_ENCODERS)}") from None
     return model, tokenizer
 

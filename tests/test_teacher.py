@@ -198,3 +198,10 @@ def test_an_unscored_word_has_no_confidence(tiny_tagging_teacher):
     assert record["confidences"][1] is None and None not in (record["confidences"][0], record["confidences"][2])
     assert record["confidence"] == min(record["confidences"][0], record["confidences"][2])
     assert empty["confidences"] == [None] and empty["confidence"] == 0.0
+
+
+def test_a_local_encoder_folder_without_weights_is_named_as_such(tiny_classifier_teacher):
+    from distill.encoders import load_encoder
+    from distill.errors import DistillError
+    with pytest.raises(DistillError, match="the folder does not hold a whole pretrained encoder"):
+        load_encoder(str(Path(tiny_classifier_teacher) / "encoder"))  # config and tokenizer, no weights
