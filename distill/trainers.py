@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -97,13 +98,17 @@ class Output:
 
 
 @contextlib.contextmanager
-def _run(output: Output, inputs: dict[str, str | None], **settings) -> Iterator[RunState | None]:
+def _run(output: Output, inputs: dict[str, str | None], encoder: str | None = None,
+         **settings) -> Iterator[RunState | None]:
+    """The run's output (`training_run`); a local `encoder` folder it reads is guarded as an input is,
+    so the model is never written into it, nor moved aside with it by --overwrite."""
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")
         yield None
         return
-    with training_run(output.directory, output.resume, output.overwrite, inputs, **settings) as run:
+    reads = [encoder] if isinstance(encoder, str) and os.path.isdir(encoder) else []
+    with training_run(output.directory, output.resume, output.overwrite, inputs, reads, **settings) as run:
         yield run
 
 
@@ -203,7 +208,8 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
         config = config.resolved()
         training = _selecting(training.for_task(config.task), config.task, hierarchy)
         inputs = {"train": train_set.source, "dev": dev_set.source}
-        with _run(output, inputs, command="teacher", config=config, training=training, data=data) as run:
+        with _run(output, inputs, config.encoder, command="teacher", config=config, training=training,
+                  data=data) as run:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
@@ -265,7 +271,8 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
         inputs = {f"{part}:{name}": sets[name].source for name in heads
                   for part, sets in (("train", train_sets), ("dev", dev_sets))}
         signature = {name: {"config": asdict(c), "training": asdict(t)} for name, (c, _, t) in heads.items()}
-        with _run(output, inputs, command="teacher", heads=signature, sampling=sampling, data=data) as run:
+        with _run(output, inputs, config.encoder, command="teacher", heads=signature, sampling=sampling,
+                  data=data) as run:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
@@ -347,8 +354,8 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
-        with _run(output, inputs, command="student", config=_config_of(student), settings=settings, data=data,
-                  class_weights=class_weights) as run:
+        with _run(output, inputs, getattr(student, "encoder", None), command="student", config=_config_of(student),
+                  settings=settings, data=data, class_weights=class_weights) as run:
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
@@ -428,8 +435,8 @@ class Distiller:
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
                       "unlabeled": extra.source if extra else None}
-            with _run(output, inputs, command="kd", config=_config_of(self.student), settings=settings,
-                      data=data, kd=self.options()) as run:
+            with _run(output, inputs, getattr(self.student, "encoder", None), command="kd",
+                      config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
 
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,

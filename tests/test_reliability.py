@@ -1047,3 +1047,18 @@ def test_stdin_refuses_what_a_file_refuses(capsys, monkeypatch, tmp_path, text, 
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
     status, err = run_main(capsys, "predict", tmp_path / "m")
     assert status == 2 and message in err and err.startswith("error: stdin")
+
+
+def test_a_model_is_never_written_into_the_encoder_folder_it_reads(tmp_path, capsys, tiny_encoder_dir):
+    """A local --encoder folder is an input: an output inside it, or one holding it, is refused (the
+    latter used to move the encoder aside with --overwrite and then fail to load it)."""
+    encoder = tmp_path / "enc"
+    shutil.copytree(tiny_encoder_dir, encoder)
+    before = sorted(p.name for p in encoder.iterdir())
+    common = ["teacher", "--task", "classification", "--encoder", encoder, "--epochs", "1", "--train", TRAIN,
+              "--dev", DEV, "--quiet"]
+    status, err = run_main(capsys, *common, "--output", encoder / "t")
+    assert status == 2 and "lies inside" in err and "an input of this command" in err
+    status, err = run_main(capsys, *common, "--output", tmp_path, "--overwrite")
+    assert status == 2 and "holds" in err and "an input of this command" in err
+    assert sorted(p.name for p in encoder.iterdir()) == before
