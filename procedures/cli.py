@@ -55,22 +55,28 @@ def given(context: click.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def data_options(func):
-    """--text-column/--label-column/--tag-column/--label-separator, packed into a DataOptions."""
+def column_options(func):
+    """--text-column/--label-column/--tag-column, packed into a DataOptions, for commands that read labelled
+    data with a trained model: the model's own label hierarchy (and separator) reads the labels."""
     @click.option("--text-column", default="text", show_default=True, help="CSV/TSV/JSONL column with the text.")
     @click.option("--label-column", default="label", show_default=True, help="Column with the class label.")
     @click.option("--tag-column", default=-1, show_default=True, type=int,
                   help="CoNLL field holding the tag (-1 = last, e.g. NER in CoNLL-2003; 1 = POS).")
-    @click.option("--label-separator", default="/", show_default=True,
-                  help="Separator of hierarchical labels such as Science/Physics; '' for flat labels.")
     @functools.wraps(func)
-    def wrapper(*args, text_column, label_column, tag_column, label_separator, **kwargs):
+    def wrapper(*args, text_column, label_column, tag_column, label_separator="/", **kwargs):
         if text_column == label_column:
             raise click.BadParameter("--text-column and --label-column name the same column",
                                      param_hint="'--label-column'")
         options = DataOptions(text_column, label_column, tag_column, label_separator or None)
         return func(*args, data=options, **kwargs)
     return wrapper
+
+
+def data_options(func):
+    """`column_options` and --label-separator, for commands that build a label hierarchy from training data."""
+    return click.option("--label-separator", default="/", show_default=True,
+                        help="Separator of hierarchical labels such as Science/Physics; '' for flat labels.")(
+        column_options(func))
 
 
 class StudentModelType(click.ParamType):
@@ -600,7 +606,7 @@ def headline_of(metrics: dict) -> dict:
 @overwrite_option
 @quiet_option
 @click.option("--head", help="The head of a multi-task teacher to score (required for one).")
-@data_options
+@column_options
 @device_option
 def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, head, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
@@ -632,7 +638,7 @@ def predict(model_dir, input_file, batch_size, with_logits, head, device):
 @click.option("--data", "data_file", required=True, help="Labelled data all models are scored on.")
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT, help="Batch size for throughput.")
 @click.option("--limit", type=POSITIVE_INT, help="Use only the first N examples.")
-@data_options
+@column_options
 def compare(model_dirs, data_file, batch_size, limit, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
     from distill.compare import compare_models, format_table
@@ -650,7 +656,7 @@ def compare(model_dirs, data_file, batch_size, limit, data):
 @click.option("--check-data", help="Held-back labelled data: the card records how the export agrees with the "
               "PyTorch model there (largest logit difference, labels changed, score lost).")
 @overwrite_option
-@data_options
+@column_options
 def export(model_dir, output, export_format, quantize, check_data, overwrite, data):
     """Export MODEL_DIR for deployment: ONNX (fp32 or int8) or a slim safetensors copy.
 

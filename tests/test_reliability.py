@@ -823,6 +823,13 @@ def test_binary_tagger_and_long_teacher_inputs_are_refused(tiny_encoder_dir, tmp
     assert not (tmp_path / "t").exists() and not (tmp_path / "te").exists()
 
 
+def test_commands_that_score_a_trained_model_offer_no_label_separator(tiny_classifier_teacher, tmp_path, capsys):
+    """The model's own label hierarchy reads the labels there: the option would be silently ignored."""
+    for command in (["evaluate", tiny_classifier_teacher, DEV], ["compare", tiny_classifier_teacher, "--data", DEV]):
+        status, err = run_main(capsys, *command, "--label-separator", ":")
+        assert status == 2 and "No such option '--label-separator'" in err, err
+
+
 # --- a full disk names the path, for every writing command ------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["teacher", "kd", "pseudo-label", "evaluate"])
