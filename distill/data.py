@@ -377,6 +377,10 @@ _TAG = re.compile(r"O|[BIESLU]-\S+", re.IGNORECASE)
 _HEADER_NAMES = ("text", "tokens", "label", "labels", "tags")
 
 
+# The first line of a JSON document written over several lines: an array of objects, or an object's first key
+_JSON_DOCUMENT_START = re.compile(r'\[\s*\{|\{\s*"[^"]*"\s*:')
+
+
 def _is_json_object(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
@@ -401,13 +405,15 @@ def _header(line: str, delimiter: str, names: set[str]) -> list[str] | None:
 def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
                      tokens_field: str = "tokens") -> tuple[str, str] | None:
     """What the first lines of unlabelled text (a file named as plain text, or stdin) look like, when not
-    one example per line: ``("CoNLL", "")``, ``("JSON", "")`` or ``("CSV"/"TSV", header)``; None for text.
+    one example per line: ``("CoNLL", "")``, ``("JSON", "")`` (JSON lines), ``("JSON document", "")`` or
+    ``("CSV"/"TSV", header)``; None for text.
 
     Only the first `UNLABELLED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
     ``-DOCSTART-``, or at least 80% of the lines have the same number (two or more) of fields, the last a
     tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
-    JSON: every line is a JSON object. CSV/TSV: the first line is a header of one-word fields, one of
-    them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a sentence starting with
+    JSON: every line is a JSON object; a JSON document: the first line is "{" or "[", or opens an array
+    of objects or an object's first key without closing it. CSV/TSV: the first line is a header of
+    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a sentence starting with
     "{", tokenised text ("Mina spoke .") and a text that is the word "O" are text."""
     found: list[str] = []
     separated = blank = False
@@ -432,6 +438,8 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
             return "CoNLL", ""
     if all(line[0] == "{" and _is_json_object(line) for line in found):
         return "JSON", ""
+    if found[0] in ("{", "[") or _JSON_DOCUMENT_START.match(found[0]) and not _is_json_object(found[0]):
+        return "JSON document", ""
     names = {*_HEADER_NAMES, text_column.lower(), tokens_field.lower()}
     for kind, delimiter in (("TSV", "\t"), ("CSV", ",")):
         if delimiter in found[0] and _header(found[0], delimiter, names):
@@ -455,6 +463,10 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
                               "header and labels would be examples: unlabelled text is one example per line "
                               f"(tagging: space-separated tokens) or JSONL with a {field} field; export the "
                               "text column")
+    if kind == "JSON document":
+        raise DataError(path, "looks like a JSON document (an object or an array written over several lines), so "
+                              "read as plain text each line would be one example: write JSON lines (one object "
+                              f"with a {field} field per line) to a .jsonl file, or one example per line")
     raise DataError(path, "looks like JSON lines, but its name does not end in .jsonl: name it .jsonl (the "
                           "extension decides how a file is read)")
 

@@ -329,12 +329,48 @@ def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: 
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
     warn_if_truncated(model, train.inputs, train.source)  # a transformer student cuts long texts too
     model.to(pick_device(env.device))
+    check_student_outputs(model, train.inputs)
     optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                settings.select_metric, progress=env.progress)
     summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
                 lambda d: model.write_model(d), summary)
+
+
+def check_student_outputs(model: LabelModel, examples: list) -> None:
+    """Run a student once on two training examples before it trains, so that a plugin whose output
+    cannot be scored against the label set fails now, naming the shape, and not after an epoch."""
+    name = getattr(getattr(model, "config", None), "model", type(model).__name__)
+    if not any(p.requires_grad for p in model.parameters()):
+        raise DistillError(f"student {name!r} has no trainable parameters: nothing would learn")
+    sample = examples[:2]
+    training = model.training
+    model.eval()  # no dropout: the check draws no random numbers, so the run stays as seeded
+    try:
+        with torch.no_grad():
+            inputs, mask = model.prepare(sample)
+            logits = model(**inputs)
+    except DistillError:
+        raise
+    except Exception as error:  # a plugin's own bug: named, with its cause chained for the API user
+        raise DistillError(f"student {name!r} fails on its first training examples: "
+                           f"{type(error).__name__}: {error}") from error
+    finally:
+        model.train(training)
+    labels = len(model.hierarchy)
+    widths = (labels, 1) if model.task == "classification" and labels == 2 else (labels,)
+    leading = (len(sample),) if model.task == "classification" else (len(sample), mask.size(1))
+    fits = (isinstance(logits, torch.Tensor) and logits.dim() == len(leading) + 1
+            and tuple(logits.shape[:-1]) == leading and logits.size(-1) in widths)
+    if not fits:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        axes = "examples, labels" if model.task == "classification" else "examples, words, labels"
+        needed = ", ".join([*map(str, leading), " or ".join(map(str, widths))])
+        raise DistillError(f"student {name!r} returns logits of shape {got} for {len(sample)} examples; "
+                           f"{model.task} with {labels} labels needs ({axes}) = ({needed})")
+    if not torch.isfinite(logits).all():
+        raise DistillError(f"student {name!r} returns nan or infinite logits before any training step")
 
 
 def model_size_bytes(directory: str | Path) -> int:

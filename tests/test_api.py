@@ -274,3 +274,45 @@ def test_a_plugin_module_that_fails_as_it_imports_is_a_clear_error(tmp_path, mon
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(DistillError, match=r"student model 'boomplug:X': cannot import it \(RuntimeError: boom at import\)"):
         student_entry("boomplug:X")
+
+
+PLUGIN_FORWARDS = {
+    "wideplug": ("return self.classifier(self.embedding(word_ids)).repeat(1, 2)",
+                 r"student 'wideplug:Plugin' returns logits of shape \(2, 4\) for 2 examples; classification with 2 "
+                 r"labels needs \(examples, labels\) = \(2, 2 or 1\)"),
+    "nanplug": ("return self.classifier(self.embedding(word_ids)) * float('nan')",
+                "student 'nanplug:Plugin' returns nan or infinite logits before any training step"),
+    "buggyplug": ("raise KeyError('no such word')",
+                  r"student 'buggyplug:Plugin' fails on its first training examples: KeyError: 'no such word'"),
+    "emptyplug": ("return torch.zeros(word_ids.size(0), 2)",
+                  "student 'emptyplug:Plugin' has no trainable parameters"),
+}
+
+
+@pytest.mark.parametrize("name", PLUGIN_FORWARDS)
+def test_a_plugin_student_whose_output_cannot_be_scored_is_refused_before_it_trains(name, tmp_path, monkeypatch):
+    """Checked on two training examples first, not found after an epoch inside the dev metrics."""
+    body, message = PLUGIN_FORWARDS[name]
+    layers = "" if name == "emptyplug" else (
+        "self.embedding = nn.EmbeddingBag(len(words), 4, mode='mean', padding_idx=0)\n"
+        "        self.classifier = nn.Linear(4, self.outputs)")
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(f"""\
+        from dataclasses import dataclass
+        import torch
+        from torch import nn
+        from distill import ClassifierConfig, StudentModel, register_student
+
+        @dataclass
+        class Config(ClassifierConfig):
+            model: str = "{name}"
+
+        @register_student("{name}", task="classification")
+        class Plugin(StudentModel):
+            config_class = Config
+            def __init__(self, config, hierarchy, words, chars=None):
+                super().__init__(config, hierarchy, words)
+        """) + f"        {layers}\n" + f"    def forward(self, word_ids, lengths):\n        {body}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DistillError, match=message):
+        train_student(f"{name}:Plugin", str(SAMPLES / "sentiment_train.csv"), str(SAMPLES / "sentiment_dev.csv"),
+                      TrainSettings(epochs=1), env=Runtime(progress=False))

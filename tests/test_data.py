@@ -50,6 +50,11 @@ CONLL_LINES = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncal
     ("reviews.txt", "Sentence\tLabel\ngood\t1\n", "looks like TSV (a header"),
     ("u.txt", '{"text": "good"}\n\n{"text": "bad", "id": 2}\n',
      "looks like JSON lines, but its name does not end in .jsonl"),
+    ("pretty.txt", '[\n  {\n    "text": "good"\n  },\n  {\n    "text": "bad"\n  }\n]\n',
+     "looks like a JSON document (an object or an array written over several lines)"),
+    ("pretty.txt", '{\n  "text": ["good", "bad"]\n}\n', "looks like a JSON document"),
+    ("array.txt", '[{"text": "good"},\n {"text": "bad"}]\n', "looks like a JSON document"),
+    ("object.txt", '{"text": "good",\n "label": "positive"}\n', "looks like a JSON document"),
 ])
 def test_unlabelled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
     """A file read one example per line whose first lines are CoNLL, a CSV header or JSON objects would
@@ -85,6 +90,7 @@ def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
     ("I love it, text me\n", ["I love it, text me"]),
     ("a b O\n", ["a b O"]),
     ('{"text": "good"}\nnot JSON\n', ['{"text": "good"}', "not JSON"]),
+    ("[sic] a fine film\n{ braces } too\n", ["[sic] a fine film", "{ braces } too"]),
 ])
 def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, content, examples):
     path = tmp_path / "u.txt"
