@@ -57,10 +57,30 @@ def copy_of_every_layer(teacher_dir: str, **settings) -> tuple:
 def test_a_copy_of_every_teacher_layer_scores_as_the_teacher(request, fixture):
     """Embeddings, layers and head are the teacher's: with all its layers the student is the teacher."""
     teacher, student, examples = copy_of_every_layer(request.getfixturevalue(fixture))
-    assert (student.config.sentence_pooling, student.config.max_length) == (teacher.config.pooling, 128)
+    assert (student.config.sentence_pooling, student.config.max_length) == (teacher.config.pooling,
+                                                                         teacher.config.max_length)
     ours, theirs = predict_logits(student, examples), predict_logits(teacher, examples)
     assert torch.allclose(ours.logits, theirs.logits, atol=1e-5)
     assert torch.equal(ours.scored, theirs.scored) if theirs.scored is not None else ours.scored is None
+
+
+def test_a_transformer_student_reads_as_many_tokens_as_its_teacher_unless_told(tiny_classifier_teacher,
+                                                                               tiny_other_encoder_dir):
+    """A student that read 128 sub-tokens of a teacher's 256 would be taught on text it never sees."""
+    teacher = load_model(tiny_classifier_teacher)
+    assert teacher.config.max_length == 64
+
+    def student(with_teacher: bool = True, **settings):
+        return new_student(student_config("transformer", layers=1, **settings), teacher.hierarchy, TEXTS, 0,
+                           teacher if with_teacher else None)
+    lengths = [student().config.max_length, student(max_length=32).config.max_length,
+               student(encoder=tiny_other_encoder_dir).config.max_length,
+               student(False, encoder=tiny_other_encoder_dir).config.max_length]
+    assert lengths == [64, 32, 64, 128]
+    teacher.config.max_length = 512  # more than the other encoder's 128 positions: its most, not an error
+    assert student(encoder=tiny_other_encoder_dir).config.max_length == 128
+    with pytest.raises(DistillError, match=r"max_length must be 0 \(its teacher's\) or >= 8, got 4"):
+        student_config("transformer", max_length=4)
 
 
 def test_the_kept_layers_are_the_teachers(tiny_classifier_teacher):

@@ -46,6 +46,7 @@ FROM_TEACHER = "teacher"
 ENCODER_DIR = "encoder"  # as the teacher's: the encoder's config and tokenizer
 LAYER_MAPS = ("uniform", "first", "last")
 POOLINGS = ("auto", "first", "mean")
+DEFAULT_MAX_LENGTH = 128  # what a student without a teacher reads when max_length is 0 ("its teacher's")
 
 
 @dataclass
@@ -59,8 +60,8 @@ class TransformerStudentConfig(StudentConfig):
                                        "DistilBERT's 0,2,4 of 6), first, last, or numbers such as 0,2,5.")
     dropout: float = option(0.1, "Dropout before the Linear layer (the encoder keeps its own).", min=0.0, max=1.0,
                             max_open=True)
-    max_length: int = option(128, "Sub-word tokens a transformer student reads (tagging: per window of words).",
-                             min=8)
+    max_length: int = option(0, "Sub-word tokens a transformer student reads (tagging: per window of words); 0: "
+                                "its teacher's (kd, --embeddings-from-teacher), else 128.", min=0)
     # Not options: copied from the teacher with its weights (else the encoder's own pooling, "auto").
     sentence_pooling: str = "auto"
     pre_classifier: bool = False
@@ -71,6 +72,8 @@ class TransformerStudentConfig(StudentConfig):
             raise DistillError(f"transformer student sentence_pooling {self.sentence_pooling!r}: choose one of "
                                f"{', '.join(POOLINGS)}")
         explicit_layers(self.layer_map, self.layers)  # its form now; its range against the encoder's depth at build
+        if 0 < self.max_length < 8:
+            raise DistillError(f"max_length must be 0 (its teacher's) or >= 8, got {self.max_length}")
 
 
 @dataclass
@@ -128,6 +131,13 @@ def cut_layers(encoder: PreTrainedModel, keep: list[int]) -> PreTrainedModel:
     return encoder
 
 
+def teacher_max_length(teacher: LabelModel) -> int:
+    """How many sub-word tokens `teacher` reads (per window, for a text read in windows); 128 for a
+    teacher that reads words (a BiLSTM as the assistant of a chain)."""
+    length = getattr(getattr(teacher, "config", None), "max_length", None)
+    return length if isinstance(length, int) and length > 0 else DEFAULT_MAX_LENGTH
+
+
 @register_student("transformer", task="classification")
 class TransformerStudent(StudentFiles, LabelModel):
     """A transformer encoder of a few layers + dropout + Linear, reading and scoring text as the teacher does."""
@@ -150,6 +160,8 @@ class TransformerStudent(StudentFiles, LabelModel):
             raise DistillError(f"{type(self).__name__} needs a {self.config_class.__name__}, "
                                f"got a {type(config).__name__}")
         limit = getattr(encoder.config, "max_position_embeddings", None)
+        if not config.max_length:
+            config = replace(config, max_length=DEFAULT_MAX_LENGTH)
         if limit is not None and config.max_length > limit:
             raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions the transformer "
                                f"student's encoder can read; use at most {limit}")
@@ -171,6 +183,13 @@ class TransformerStudent(StudentFiles, LabelModel):
     def build(cls, config: TransformerStudentConfig, hierarchy: LabelHierarchy,
               examples: Sequence) -> "TransformerStudent":
         """`config.layers` layers of the pretrained encoder `config.encoder` and a fresh head."""
+        return cls._from_pretrained_encoder(config, hierarchy, DEFAULT_MAX_LENGTH)
+
+    @classmethod
+    def _from_pretrained_encoder(cls, config: TransformerStudentConfig, hierarchy: LabelHierarchy,
+                                 max_length: int) -> "TransformerStudent":
+        """`build`, reading `max_length` sub-word tokens (at most the encoder's positions) where the
+        config leaves it 0."""
         if config.encoder == FROM_TEACHER:
             raise DistillError("a transformer student needs layers to start from: a pretrained encoder (--encoder "
                                "minilm-l6, say) or a teacher to copy (kd; student --embeddings-from-teacher)")
@@ -178,7 +197,9 @@ class TransformerStudent(StudentFiles, LabelModel):
         encoder, tokenizer = load_encoder(config.encoder)
         keep = kept_layers(config.layer_map, config.layers, encoder.config.num_hidden_layers)
         pooling = native_pooling(config.encoder) if config.sentence_pooling == "auto" else config.sentence_pooling
-        return cls(replace(config, sentence_pooling=pooling), hierarchy, cut_layers(encoder, keep), tokenizer)
+        limit = getattr(encoder.config, "max_position_embeddings", None) or max_length
+        config = replace(config, sentence_pooling=pooling, max_length=config.max_length or min(max_length, limit))
+        return cls(config, hierarchy, cut_layers(encoder, keep), tokenizer)
 
     @classmethod
     def build_from_teacher(cls, config: TransformerStudentConfig, hierarchy: LabelHierarchy, examples: Sequence,
@@ -187,7 +208,8 @@ class TransformerStudent(StudentFiles, LabelModel):
         same); with a pretrained `config.encoder` the teacher only teaches (see `build`)."""
         from distill.models.teacher import Teacher
         if config.encoder != FROM_TEACHER:
-            return cls.build(config, hierarchy, examples)
+            return cls._from_pretrained_encoder(config, hierarchy, teacher_max_length(teacher))
+        config = replace(config, max_length=config.max_length or teacher_max_length(teacher))
         source = teacher.network if isinstance(teacher, TransformerStudent) else teacher
         if not isinstance(source, Teacher):
             # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
