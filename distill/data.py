@@ -641,7 +641,9 @@ def _check_example(where: str, task: str, example: Any, row: int) -> Any:
     return example
 
 
-def _checked_inputs(where: str, task: str, inputs: list) -> list:
+def checked_examples(where: str, task: str, inputs: list) -> list:
+    """In-memory examples as every reader takes them: non-empty texts (within the length limit) to
+    classify, non-empty lists of non-empty tokens to tag; none at all is an error."""
     if not inputs:
         raise DataError(where, "no examples")
     return [_check_example(where, task, example, row) for row, example in enumerate(inputs)]
@@ -700,7 +702,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     else:
         raise DistillError(f"{name}: give a file path, a datasets.Dataset or an (examples, labels) pair, "
                            f"not {type(data).__name__}")
-    inputs = _checked_inputs(name, task, inputs)
+    inputs = checked_examples(name, task, inputs)
     labels = _check_labels(name, task, inputs, labels, names)
     if task == "tagging":
         check_tag_scheme(name, labels)
@@ -720,7 +722,7 @@ def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions
     else:
         raise DistillError(f"{name}: give a file path, a datasets.Dataset or a list of examples, "
                            f"not {type(data).__name__}")
-    inputs = _checked_inputs(name, task, inputs)
+    inputs = checked_examples(name, task, inputs)
     return Examples(inputs, None, memory_source(inputs))
 
 

@@ -16,6 +16,7 @@ import torch
 
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
+from distill.data import TASKS, checked_examples
 from distill.errors import DistillError
 from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
@@ -123,19 +124,16 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
 
 
 def readable_examples(model: torch.nn.Module, examples: Sequence) -> list:
-    """`examples` as a list `model` can read: texts to classify, token lists to tag. A string alone
-    would be read as one example per character, and a number fails deep in a tokenizer: both refused."""
+    """`examples` as a list `model` can read, checked as in-memory training data is
+    (`distill.data.checked_examples`): a number fails deep in a tokenizer, and an empty token list
+    in a teacher's reshape. A string alone would be read as one example per character: refused."""
     if isinstance(examples, (str, bytes)):
         raise DistillError("give a list of examples, not one string: predict([text]) for a single one")
     examples = list(examples)
     task = getattr(model, "task", None)
-    for row, example in enumerate(examples):
-        if task == "classification" and not isinstance(example, str):
-            raise DistillError(f"example {row} is {type(example).__name__} {example!r:.40}: give a text (str)")
-        if task == "tagging" and not (isinstance(example, (list, tuple)) and all(isinstance(t, str) for t in example)):
-            raise DistillError(f"example {row} is {type(example).__name__} {example!r:.40}: give a list of "
-                               "tokens (str)")
-    return examples
+    if not examples or task not in TASKS:  # no examples: nothing to predict; a model of several heads: theirs
+        return examples
+    return checked_examples("examples", task, examples)
 
 
 def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,

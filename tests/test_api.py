@@ -229,8 +229,10 @@ def test_predict_and_evaluate_refuse_what_they_cannot_read():
                             ["good film", "bad film"]).eval()
     with pytest.raises(DistillError, match="not one string"):
         student.predict("a quietly devastating film")
-    with pytest.raises(DistillError, match=r"example 1 is int 2: give a text \(str\)"):
+    with pytest.raises(DistillError, match=r"examples: example 1 is not a non-empty text: 2"):
         student.predict(["good", 2])
+    with pytest.raises(DistillError, match=r"examples: example 0 is not a non-empty text: ' '"):
+        student.predict([" "])
     assert student.predict([]) == [] and list(prediction_records(student, [])) == []
     assert len(student.predict(("good", "bad"))) == 2
     with pytest.raises(DistillError, match="2 examples but 1 gold labels"):
@@ -239,8 +241,9 @@ def test_predict_and_evaluate_refuse_what_they_cannot_read():
         evaluate(student, ["good", "bad"], ["pos", "neutral"])
     tagger = build_student(config_for("lstm-tagger", embedding_dim=8, hidden_dim=8), LabelHierarchy(["O", "B-PER"]),
                            [["Mina", "spoke"]]).eval()
-    with pytest.raises(DistillError, match="give a list of tokens"):
-        tagger.predict(["Mina spoke"])
+    for example in ("Mina spoke", [], ["Mina", ""]):
+        with pytest.raises(DistillError, match="example 0 is not a non-empty list of tokens"):
+            tagger.predict([example])
 
 
 @pytest.mark.parametrize("make, message", [
@@ -313,6 +316,8 @@ def test_a_plugin_student_whose_output_cannot_be_scored_is_refused_before_it_tra
                 super().__init__(config, hierarchy, words)
         """) + f"        {layers}\n" + f"    def forward(self, word_ids, lengths):\n        {body}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    from distill.models import registry
+    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))  # the plugin leaves the registry as it was
     with pytest.raises(DistillError, match=message):
         train_student(f"{name}:Plugin", str(SAMPLES / "sentiment_train.csv"), str(SAMPLES / "sentiment_dev.csv"),
                       TrainSettings(epochs=1), env=Runtime(progress=False))
