@@ -465,8 +465,9 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
                               "text column")
     if kind == "JSON document":
         raise DataError(path, "looks like a JSON document (an object or an array written over several lines), so "
-                              "read as plain text each line would be one example: write JSON lines (one object "
-                              f"with a {field} field per line) to a .jsonl file, or one example per line")
+                              "read as plain text each line would be one example: an array of objects (one per "
+                              f"example, each with a {field} field) is read from a .json file, JSON lines from a "
+                              ".jsonl file")
     raise DataError(path, "looks like JSON lines, but its name does not end in .jsonl: name it .jsonl (the "
                           "extension decides how a file is read)")
 
@@ -551,12 +552,22 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
         _refuse_unlabelled_format(path, sniffed, task, tokens_field, text_column)
     seen = False
     with open(path, "rb") as handle:
-        for number, value in _unlabelled_values(path, _decoded_lines(path, handle), task, is_jsonl,
-                                                text_column, tokens_field):
+        lines = _decoded_lines(path, handle)
+        if is_jsonl and _holds_json_array(path, handle):  # read whole, as a labelled .json file is; N: item N
+            lines = ((number, json.dumps(record, ensure_ascii=False))
+                     for number, (_, record) in enumerate(_json_records(path), 1))
+        for number, value in _unlabelled_values(path, lines, task, is_jsonl, text_column, tokens_field):
             seen = True
             yield number, value
     if not seen:
         raise DataError(path, "no examples (file is empty)")
+
+
+def _holds_json_array(path: str, handle: BinaryIO) -> bool:
+    """Whether a .json file is one array (of objects, one per example) rather than JSON lines."""
+    start = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    handle.seek(0)
+    return Path(path).suffix.lower() == ".json" and start == b"["
 
 
 def unlabelled_text(text: str, task: str, source: str = "stdin", text_column: str = "text",

@@ -99,6 +99,21 @@ def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, c
     assert sniff_unlabelled(content.splitlines()) is None
 
 
+def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
+    """As a labelled .json file may (pandas' to_json(orient="records")); each item numbered as a line."""
+    path = tmp_path / "u.json"
+    path.write_text('\ufeff[\n  {"text": "good film", "tokens": ["good", "film"]},\n  {"text": "dull"}\n]\n',
+                    encoding="utf-8")
+    assert list(iter_unlabelled(str(path), "classification")) == [(1, "good film"), (2, "dull")]
+    assert read_unlabelled(str(path), "tagging")["tokens"] == [["good", "film"], ["dull"]]
+    path.write_text('[{"text": "good"}, {"text": " "}]', encoding="utf-8")
+    with pytest.raises(DataError, match=r"u.json:2: empty 'text'"):
+        read_unlabelled(str(path), "classification")
+    path.write_text('[{"text": "good"}, "bad"]', encoding="utf-8")
+    with pytest.raises(DataError, match="item 2 of the JSON array is not an object"):
+        read_unlabelled(str(path), "classification")
+
+
 def test_real_unlabelled_files_are_accepted():
     for name in ("unlabeled_movies.txt", "unlabeled_news.txt"):
         assert len(read_unlabelled(str(SAMPLES / name), "tagging")) == 300
