@@ -413,8 +413,8 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
     tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
     JSON: every line is a JSON object; a JSON document: the first line is "{" or "[", or opens an array
     of objects or an object's first key without closing it. CSV/TSV: the first line is a header of
-    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a sentence starting with
-    "{", tokenised text ("Mina spoke .") and a text that is the word "O" are text."""
+    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a
+    sentence starting with "{", tokenised text ("Mina spoke .") and a text that is the word "O" are text."""
     found: list[str] = []
     separated = blank = False
     for line in lines:
