@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import re
+import shlex
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,41 @@ def _check_length(path: str, text: str, line: int | None) -> None:
                               "(a missing line break?)", line)
 
 
+def _split_lines(text: str) -> list[str]:
+    """Lines split at \\n, \\r\\n or \\r only, as a file read line by line and the csv module split them:
+    `str.splitlines` also splits at U+2028, U+0085, \\x0c..., which are text within a line (json.dumps(...,
+    ensure_ascii=False) writes U+2028 raw)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _surrogate_free(path: str, text: str, what: str, line: int | None) -> str:
+    """A JSON escape can hold half of a UTF-16 pair (an emoji cut in two); no UTF-8 writer, tokenizer or
+    Arrow table takes it, so it is refused here, where the file and line are known."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise DataError(path, f"a lone UTF-16 surrogate (\\u{ord(text[err.start]):04x}) in {what}: a truncated emoji? "
+                              "fix or drop that example", line) from None
+    return text
+
+
+def _json_words(path: str, tokens: list, line: int | None) -> list[str]:
+    """The tokens of a JSON list as words: strings, or numbers read as their text; null, true, a list or an
+    object is no word (str() would make it 'None', 'True' or "['x']"), nor is an empty or blank token."""
+    words = []
+    for position, token in enumerate(tokens, 1):
+        if isinstance(token, bool) or not isinstance(token, (str, int, float)):
+            kind = "null" if token is None else str(token).lower() if isinstance(token, bool) else \
+                "a list" if isinstance(token, list) else "an object"
+            raise DataError(path, f"token {position} is {kind}, not a word", line)
+        word = str(token)
+        if not word.strip():
+            raise DataError(path, f"token {position} is empty" if not word else
+                            f"token {position} is only whitespace ({word!r})", line)
+        words.append(_surrogate_free(path, word, f"token {position}", line))
+    return words
+
+
 def _read_text(path: str | Path) -> str:
     """Read UTF-8 text; undecodable bytes become an error naming the line."""
     path = Path(path)
@@ -66,7 +102,7 @@ def _read_text(path: str | Path) -> str:
 
 
 def _json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
-    for number, line in enumerate((_read_text(path) if text is None else text).splitlines(), 1):
+    for number, line in enumerate(_split_lines(_read_text(path) if text is None else text), 1):
         if not line.strip():
             continue
         try:
@@ -146,7 +182,8 @@ def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, d
     are all empty (a spreadsheet's padding) are skipped; duplicate column names are an error."""
     delimiter = "," if fmt == "csv" else "\t"
     quoting = csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE
-    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), delimiter=delimiter, quoting=quoting)
+    text = _read_text(path)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
     rows = []
     try:
         header = [name.strip() for name in reader.fieldnames or []]  # " text" from a spreadsheet is "text"
@@ -162,16 +199,32 @@ def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, d
                                   "with the right extension", 1)
         _wrong_task(path, header, "classification", 1)
         _require_columns(path, header, wanted, 1)
+        previous = reader.line_num
         for record in reader:
+            first, previous = previous + 1, reader.line_num
             fields = [v for key, value in record.items() for v in (value if key is None else [value])]
             if all(not (field or "").strip() for field in fields):
                 continue
             if None in record or any(record.get(c) is None for c in wanted):
+                opened = _unclosed_quote(text, first, reader.line_num) if fmt == "csv" else None
+                if opened is not None:
+                    raise DataError(path, f"a quote opened on this line runs to the end of the file (line "
+                                          f"{reader.line_num}), leaving the row with the wrong number of fields: close "
+                                          'it, or write a quote that is part of the text twice ("")', opened)
                 raise DataError(path, f"wrong number of fields (header has {len(header)})", reader.line_num)
             rows.append((reader.line_num, record))
     except csv.Error as err:
         raise DataError(path, f"malformed {fmt.upper()} ({err})", reader.line_num + 1) from None
     return rows
+
+
+def _unclosed_quote(text: str, first: int, last: int) -> int | None:
+    """Where a CSV row from line `first` to `last` opened the quote that swallowed every later line, when the
+    row spans lines and ends the file (the csv module names only its last line); else None."""
+    lines = _split_lines(text)
+    if last == first or any(line.strip() for line in lines[last:]):
+        return None
+    return next((number for number in range(first, last + 1) if lines[number - 1].count('"') % 2), None)
 
 
 def _label_text(path: str, value, column: str, line: int | None) -> str:
@@ -181,7 +234,7 @@ def _label_text(path: str, value, column: str, line: int | None) -> str:
         raise DataError(path, f"label in column {column!r} must be a string or a finite number, got {value!r}", line)
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 1.0 from a spreadsheet export is the label 1
-    return str(value).strip()
+    return _surrogate_free(path, str(value).strip(), "the label", line)
 
 
 def _refuse_unnamed_format(path: str) -> None:
@@ -229,7 +282,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
         _check_length(path, text, number)
-        texts.append(text)
+        texts.append(_surrogate_free(path, text, "the text", number))
         if labelled:
             label = record[label_column]
             label = names[label] if names else label
@@ -253,7 +306,7 @@ def sniff_format(text: str) -> str | None:
     """What a file's content looks like, whatever its name: ``JSON``, ``CoNLL`` (the same number of
     space-separated fields on every line), ``CSV`` or ``TSV`` (a header, then rows of as many
     fields), or None. Only used to say which format fits when a file fails to read as another."""
-    lines = [line for line in text.splitlines()[:50] if line.strip()]
+    lines = [line for line in _split_lines(text)[:50] if line.strip()]
     if not lines:
         return None
     if lines[0].strip() in ("[", "{") or lines[0].lstrip()[:1] in ("{", "[") and _is_json(lines[0]):
@@ -282,13 +335,48 @@ def _refuse_table_as_conll(path: str, text: str) -> None:
                               "tag per line) or JSONL with tokens and tags")
 
 
+_CONLLU_SKIPPED_ID = re.compile(r"\d+[-.]\d+")  # a multiword token's range (1-2) or an empty node (8.1)
+
+
+def _is_conllu(lines: Iterable[str], separator: str | None = None) -> bool:
+    """Whether lines are CoNLL-U (Universal Dependencies): after its '#' comment lines, the first sentence
+    numbers its words 1, 2, 3... in the first of three or more fields (split at `separator`, by default at
+    any space). No CoNLL sentence starts so; `cat -n` text has one tab, where CoNLL-U separates by tabs."""
+    count = 0
+    for line in lines:
+        if not line.strip():
+            if count:
+                break
+            continue
+        fields = line.strip().split(separator)
+        if (count == 0 and fields[0].startswith("#")) or _CONLLU_SKIPPED_ID.fullmatch(fields[0]):
+            continue
+        if len(fields) < 3 or fields[0] != str(count + 1):
+            return False
+        count += 1
+    return count >= 2
+
+
+def _refuse_conllu(path: str, lines: list[str]) -> None:
+    """CoNLL-U read as CoNLL would take each word's number for the word (and fail on its comment lines)."""
+    if Path(path).suffix.lower() == ".conllu" or _is_conllu(lines):
+        converted = shlex.quote(str(Path(path).with_suffix(".tags.conll")))
+        raise DataError(path, "looks like CoNLL-U (a word's number, the word, then its annotations per line; '#' "
+                              "comment lines), which distill does not read: as CoNLL, the numbers would be taken for "
+                              "the words. Keep the word and a tag column, e.g. awk -F'\\t' -v OFS='\\t' '!/^#/ && $1 "
+                              f"!~ /[.-]/ {{print $2, $4}}' {shlex.quote(path)} > {converted} (field 4 is the UPOS "
+                              "tag, 5 XPOS)")
+
+
 def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str], list[str]]]:
     tokens: list[str] = []
     tags: list[str] = []
     start = width = None
     text = _read_text(path)
+    lines = _split_lines(text)
+    _refuse_conllu(path, lines)
     _refuse_table_as_conll(path, text)
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines, 1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if tokens:
@@ -305,6 +393,11 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                                       f"{'s' if width > 1 else ''}); a labelled CoNLL line is the word, then "
                                       "its tag(s)", number)
         if len(fields) != width:
+            unusual = next((char for char in line if char.isspace() and char not in " \t\r"), None)
+            if unusual:
+                raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}: the line "
+                                      f"holds U+{ord(unusual):04X}, a Unicode space that also separates fields and "
+                                      "hardly shows in an editor: remove it", number)
             raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}", number)
         if not tokens:
             start = number
@@ -352,8 +445,9 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
                 raise DataError(path, "empty token list", number)
             if not all(isinstance(t, (str, int)) and not isinstance(t, bool) for t in record[tags_field]):
                 raise DataError(path, f"{tags_field!r} must hold strings (or integer ids), one per token", number)
-            tokens.append([str(t) for t in record[tokens_field]])
-            tags.append([str(t) for t in record[tags_field]])
+            tokens.append(_json_words(path, record[tokens_field], number))
+            tags.append([_surrogate_free(path, str(t), f"tag {position}", number)
+                         for position, t in enumerate(record[tags_field], 1)])
             lines.append(number)
     else:
         tokens, tags, lines = [], [], []
@@ -406,18 +500,21 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
                      tokens_field: str = "tokens") -> tuple[str, str] | None:
     """What the first lines of unlabelled text (a file named as plain text, or stdin) look like, when not
     one example per line: ``("CoNLL", "")``, ``("JSON", "")`` (JSON lines), ``("JSON document", "")`` or
-    ``("CSV"/"TSV", header)``; None for text.
+    ``("CSV"/"TSV", header)``, ``("CoNLL-U", "")``; None for text.
 
     Only the first `UNLABELLED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
     ``-DOCSTART-``, or at least 80% of the lines have the same number (two or more) of fields, the last a
     tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
     JSON: every line is a JSON object; a JSON document: the first line is "{" or "[", or opens an array
     of objects or an object's first key without closing it. CSV/TSV: the first line is a header of
-    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. Sentences with commas, a
-    sentence starting with "{", tokenised text ("Mina spoke .") and a text that is the word "O" are text."""
+    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. CoNLL-U: `_is_conllu`, its
+    fields separated by tabs. Sentences with commas, a sentence starting with "{", tokenised text ("Mina
+    spoke ."), numbered lines and a text that is the word "O" are text."""
     found: list[str] = []
+    read: list[str] = []  # blank lines included: they end a CoNLL-U sentence
     separated = blank = False
     for line in lines:
+        read.append(line)
         if not line.strip():
             blank = bool(found)
             continue
@@ -430,6 +527,8 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
         return None
     if found[0].split()[0] == "-DOCSTART-":
         return "CoNLL", ""
+    if _is_conllu(read, "\t"):
+        return "CoNLL-U", ""
     widths = Counter(len(fields) for fields in map(str.split, found)
                      if len(fields) >= 2 and _TAG.fullmatch(fields[-1]))
     if widths:
@@ -458,6 +557,11 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
         raise DataError(path, "looks like CoNLL (a word and its tag per line: labelled tagging data), so read as "
                               "plain text each line would be one example: unlabelled text is one example per line "
                               f"(tagging: space-separated tokens) or JSONL with a {field} field")
+    if kind == "CoNLL-U":
+        raise DataError(path, "looks like CoNLL-U (a word's number, the word, then its annotations per line: "
+                              "labelled data), so read as plain text each line would be one example: unlabelled "
+                              f"text is one example per line (tagging: space-separated tokens) or JSONL with a {field} "
+                              "field")
     if kind in ("CSV", "TSV"):
         raise DataError(path, f"looks like {kind} (a header, {header[:60]!r}, then rows), so read as plain text its "
                               "header and labels would be examples: unlabelled text is one example per line "
@@ -510,11 +614,13 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
             if not value or (isinstance(value, str) and not value.strip()):
                 raise DataError(path, f"empty {field!r}", number)
             if task == "tagging":
-                if not isinstance(value, list) or not all(isinstance(t, (str, int, float)) for t in value):
+                if not isinstance(value, list):
                     raise DataError(path, f"{field!r} must be a list of tokens", number)
-                value = [str(t) for t in value]
+                value = _json_words(path, value, number)
             elif not isinstance(value, str):
                 raise DataError(path, f"{field!r} must be a text (a string), got {type(value).__name__}", number)
+            else:
+                _surrogate_free(path, value, "the text", number)
         else:
             value = line.strip() if task == "classification" else line.split()
         _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)
@@ -534,7 +640,7 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
     """Stream (line number, example) from one-example-per-line text or JSONL, in constant memory.
 
     Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped. A file
-    not named .jsonl whose first lines look like CoNLL, CSV, TSV or JSON lines is refused
+    not named .jsonl whose first lines look like CoNLL, CoNLL-U, CSV, TSV or JSON lines is refused
     (`sniff_unlabelled`): read line by line, its tags, header or braces would become examples.
     """
     path_ = Path(path)
@@ -549,6 +655,8 @@ def iter_unlabelled(path: str, task: str, text_column: str = "text",
     if not is_jsonl:
         with open(path, "rb") as handle:
             sniffed = sniff_unlabelled(_head_lines(handle), text_column, tokens_field)
+        if path_.suffix.lower() == ".conllu":  # whatever its first sentence shows
+            sniffed = "CoNLL-U", ""
         _refuse_unlabelled_format(path, sniffed, task, tokens_field, text_column)
     seen = False
     with open(path, "rb") as handle:
@@ -574,12 +682,13 @@ def unlabelled_text(text: str, task: str, source: str = "stdin", text_column: st
                     tokens_field: str = "tokens") -> list:
     """Unlabelled examples from text without a file name (stdin): one per line, or JSON lines, told apart
     by their content (`sniff_unlabelled`); CoNLL or CSV content is refused, as in a file. Empty: []."""
-    sniffed = sniff_unlabelled(text.splitlines(), text_column, tokens_field)
+    lines = _split_lines(text)
+    sniffed = sniff_unlabelled(lines, text_column, tokens_field)
     is_jsonl = sniffed is not None and sniffed[0] == "JSON"
     if not is_jsonl:
         _refuse_unlabelled_format(source, sniffed, task, tokens_field, text_column)
-    return [value for _, value in _unlabelled_values(source, enumerate(text.splitlines(), 1), task, is_jsonl,
-                                                     text_column, tokens_field)]
+    return [value for _, value in _unlabelled_values(source, enumerate(lines, 1), task, is_jsonl, text_column,
+                                                     tokens_field)]
 
 
 def read_unlabelled(path: str, task: str, text_column: str = "text",
@@ -644,11 +753,12 @@ def _check_example(where: str, task: str, example: Any, row: int) -> Any:
         if not isinstance(example, str) or not example.strip():
             raise DataError(where, f"example {row} is not a non-empty text: {example!r:.60}")
         _check_length(where, example, None)
-        return example
+        return _surrogate_free(where, example, f"example {row}", None)
     if isinstance(example, tuple):
         example = list(example)
-    if not isinstance(example, list) or not example or not all(isinstance(t, str) and t for t in example):
+    if not isinstance(example, list) or not example or not all(isinstance(t, str) and t.strip() for t in example):
         raise DataError(where, f"example {row} is not a non-empty list of tokens (strings): {example!r:.60}")
+    _surrogate_free(where, " ".join(example), f"example {row}", None)
     return example
 
 
@@ -741,16 +851,22 @@ HELD_OUT_REFUSED = 0.5  # a dev set this much made of training examples picks ep
 HELD_OUT_WARNED = 0.2  # natural splits share a few short examples (CoNLL-2003: 6% of valid's sentences)
 
 
-def check_held_out(train: Examples, dev: Examples) -> None:
-    """Refuse a dev set that is (mostly) the training data: its score would pick the epoch that fits the
-    training set best and early stopping would never stop, with nothing to tell the user. Exact copies
-    of an example (its text, or its token list) count; a smaller share gets a warning."""
-    seen = {json.dumps(example, ensure_ascii=False) for example in train.inputs}
-    shared = sum(json.dumps(example, ensure_ascii=False) in seen for example in dev.inputs) / max(len(dev.inputs), 1)
+def _example_key(example: Any) -> str:
+    """An example as compared across sets: a text without its surrounding spaces (a plain-text line is read
+    stripped, a CSV field is not), or a token list."""
+    return json.dumps(example.strip() if isinstance(example, str) else example, ensure_ascii=False)
+
+
+def check_held_out(train: Examples, dev: Examples, other: str = "the training data") -> None:
+    """Refuse a dev set that is (mostly) data the model learns from: `train` is the training data, or the
+    unlabelled data a student learns its teacher's outputs on, named by `other` in the messages. Its score
+    would pick the epoch that fits that data best and early stopping would never stop, with nothing to tell
+    the user. Exact copies of an example (its text, or its token list) count; a smaller share gets a warning."""
+    seen = {_example_key(example) for example in train.inputs}
+    shared = sum(_example_key(example) in seen for example in dev.inputs) / max(len(dev.inputs), 1)
     where = "the dev data" if dev.source.startswith("memory:") else dev.source
     if shared >= HELD_OUT_REFUSED:
-        raise DataError(where, f"{shared:.0%} of its examples are also in the training data, so the best epoch "
-                               "would be picked on examples the model learns from: give a held-out dev set")
+        raise DataError(where, f"{shared:.0%} of its examples are also in {other}, so the best epoch would be "
+                               "picked on examples the model learns from: give a held-out dev set")
     if shared >= HELD_OUT_WARNED:
-        logger.warning(f"warning: {where}: {shared:.0%} of its examples are also in the training data; "
-                       "its scores will read high")
+        logger.warning(f"warning: {where}: {shared:.0%} of its examples are also in {other}; its scores will read high")

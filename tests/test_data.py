@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from distill.data import (iter_unlabelled, read_classification, read_tagging, read_unlabelled, sniff_unlabelled,
-                          unlabelled_text)
+from distill.data import (Examples, check_held_out, checked_examples, iter_unlabelled, read_classification,
+                          read_tagging, read_unlabelled, sniff_unlabelled, unlabelled_text)
 from distill.errors import DataError, DistillError
 from distill.labels import LabelHierarchy
 from tests.conftest import SAMPLES
@@ -91,6 +91,8 @@ def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
     ("a b O\n", ["a b O"]),
     ('{"text": "good"}\nnot JSON\n', ['{"text": "good"}', "not JSON"]),
     ("[sic] a fine film\n{ braces } too\n", ["[sic] a fine film", "{ braces } too"]),
+    ("1 great film\n2 bad film\n3 fine film\n", ["1 great film", "2 bad film", "3 fine film"]),  # not CoNLL-U
+    ("1\tgreat film\n2\tbad film\n3\tfine film\n", ["1\tgreat film", "2\tbad film", "3\tfine film"]),  # cat -n
 ])
 def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, content, examples):
     path = tmp_path / "u.txt"
@@ -183,3 +185,166 @@ def test_inverse_class_weights_favour_rare_labels():
     assert weights[1] == pytest.approx(3 * weights[0]) and sum(weights) == pytest.approx(2)
     with pytest.raises(DistillError, match="3 class weights given for 2 labels"):
         hierarchy.class_weights([1, 2, 3])
+
+
+# Characters that str.splitlines() splits at, though they are no line break in a file, CSV or JSON
+NOT_LINE_BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
+
+
+def test_lines_are_split_at_line_breaks_only(tmp_path):
+    """U+2028 and the like are text inside a line: distill's own pseudo-labels (json.dumps with
+    ensure_ascii=False) write U+2028 raw, and a pasted line holding one is still one example."""
+    texts = [f"great{char}film" for char in NOT_LINE_BREAKS]
+    jsonl = tmp_path / "l.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t, "label": "pos"}, ensure_ascii=False) + "\n" for t in texts)
+                     + '{"text": "bad"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"l.jsonl:{len(texts) + 1}: missing column 'label'"):
+        read_classification(str(jsonl))
+    jsonl.write_text("".join(json.dumps({"text": t, "label": "pos"}, ensure_ascii=False) + "\n" for t in texts),
+                     encoding="utf-8")
+    assert read_classification(str(jsonl))["text"] == texts
+    stdin = "\n".join(texts) + "\r\nbad film\rfine film\n"
+    assert unlabelled_text(stdin, "classification") == [*texts, "bad film", "fine film"]
+    assert len(unlabelled_text(stdin, "tagging")) == len(texts) + 2
+    assert unlabelled_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                           "classification") == texts
+    plain = tmp_path / "u.txt"
+    plain.write_text("\n".join(texts) + "\n", encoding="utf-8", newline="")
+    assert read_unlabelled(str(plain), "classification")["text"] == texts
+    conll = tmp_path / "t.conll"
+    conll.write_text("\x0cMina B-PER\nspoke O\n\nRain\u2028fell O\n", encoding="utf-8", newline="")
+    with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line, found 3: the line holds "
+                                        r"U\+2028, a Unicode space"):
+        read_tagging(str(conll))
+    conll.write_text("Mina\u2028 B-PER\nspoke O\n\nRain O\nfell O\n", encoding="utf-8", newline="")
+    assert read_tagging(str(conll))["tokens"] == [["Mina", "spoke"], ["Rain", "fell"]]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("c.jsonl", '{"text": "great film \\ud83d", "label": "positive"}',
+     ":2: a lone UTF-16 surrogate (\\ud83d) in the text"),
+    ("c.jsonl", '{"text": "great film", "label": "pos\\udc00"}', ":2: a lone UTF-16 surrogate (\\udc00) in the label"),
+    ("c.json", '[{"text": "good", "label": "a"}, {"text": "\\ud83d", "label": "b"}]',
+     ": a lone UTF-16 surrogate (\\ud83d) in the text"),  # an array's items have no line
+    ("t.jsonl", '{"tokens": ["Mina", "\\udc00x"], "tags": ["B-PER", "O"]}',
+     ":2: a lone UTF-16 surrogate (\\udc00) in token 2"),
+    ("t.jsonl", '{"tokens": ["Mina", "x"], "tags": ["B-PER", "O\\ud800"]}',
+     ":2: a lone UTF-16 surrogate (\\ud800) in tag 2"),
+    ("u.jsonl", '{"text": "great film \\ud83d"}', ":2: a lone UTF-16 surrogate (\\ud83d) in the text"),
+    ("v.jsonl", '{"tokens": ["great", "\\ud83d"]}', ":2: a lone UTF-16 surrogate (\\ud83d) in token 2"),
+    ("v.jsonl", '{"text": "great \\ud83d"}', ":2: a lone UTF-16 surrogate (\\ud83d) in token 2"),
+])
+def test_a_lone_surrogate_from_a_json_escape_is_refused_naming_file_and_line(tmp_path, name, content, message):
+    """Half of a UTF-16 pair (an emoji cut in two) reads as JSON, then fails deep in Arrow or a tokenizer."""
+    path = tmp_path / name
+    path.write_text('{"text": "fine", "label": "a", "tokens": ["fine"], "tags": ["O"]}\n' * (name != "c.json")
+                    + content + "\n", encoding="utf-8")
+    read = {"c": read_classification, "t": read_tagging,
+            "u": lambda p: read_unlabelled(p, "classification"), "v": lambda p: read_unlabelled(p, "tagging")}
+    with pytest.raises(DataError, match=re.escape(f"{name}{message}: a truncated emoji? fix or drop that example")
+                       + "$") as err:
+        read[name[0]](str(path))
+    assert "\n" not in str(err.value)
+    if name[0] in "uv":
+        with pytest.raises(DataError, match=re.escape(f"stdin{message}")):
+            unlabelled_text(path.read_text(encoding="utf-8"), "classification" if name[0] == "u" else "tagging")
+    with pytest.raises(DataError, match=re.escape("examples: a lone UTF-16 surrogate (\\ud83d) in example 1")):
+        checked_examples("examples", "tagging" if name[0] in "tv" else "classification",
+                         [["good"], ["x\ud83d"]] if name[0] in "tv" else ["good", "x\ud83d"])
+
+
+def test_a_whole_surrogate_pair_is_an_emoji(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "great film \\ud83d\\ude00", "label": "positive"}\n', encoding="utf-8")
+    assert read_classification(str(path))["text"] == ["great film \U0001F600"]
+
+
+@pytest.mark.parametrize("token, message", [
+    (None, "token 2 is null, not a word"), (True, "token 2 is true, not a word"),
+    (["x"], "token 2 is a list, not a word"), ({"a": 1}, "token 2 is an object, not a word"),
+    ("", "token 2 is empty"), ("   ", "token 2 is only whitespace ('   ')"),
+    ("\u2028", "token 2 is only whitespace ('\\u2028')"),
+])
+def test_tagging_jsonl_tokens_must_be_words(tmp_path, token, message):
+    """str(token) made null, true and ['x'] the words 'None', 'True' and "['x']"; an empty token failed later,
+    without a file name. Labelled and unlabelled JSONL check tokens the same way."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"tokens": ["Port", "Halden"], "tags": ["B-LOC", "I-LOC"]}\n'
+                    + json.dumps({"tokens": ["Mina", token, "spoke"], "tags": ["B-PER", "O", "O"]}) + "\n")
+    with pytest.raises(DataError, match=re.escape(f"t.jsonl:2: {message}") + "$"):
+        read_tagging(str(path))
+    with pytest.raises(DataError, match=re.escape(f"t.jsonl:2: {message}") + "$"):
+        read_unlabelled(str(path), "tagging")
+    if isinstance(token, str):
+        with pytest.raises(DataError, match="example 0 is not a non-empty list of tokens"):
+            checked_examples("examples", "tagging", [["Mina", token, "spoke"]])
+
+
+def test_tagging_tokens_that_are_numbers_read_as_their_text(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"tokens": ["won", 3, "to", 1.5], "tags": ["O", "O", "O", "O"]}\n')
+    assert read_tagging(str(path))["tokens"] == [["won", "3", "to", "1.5"]]
+    assert read_unlabelled(str(path), "tagging")["tokens"] == [["won", "3", "to", "1.5"]]
+
+
+def test_the_held_out_check_names_the_set_the_model_learns_from(caplog):
+    """kd checks its unlabelled data against dev as training checks its training data."""
+    learned = Examples(["a fine film", "dull", "long and dull"], None, "unlabelled.txt")
+    dev = Examples(["  a fine film ", "dull", "new"], ["pos", "neg", "neg"], "dev.csv")
+    with pytest.raises(DataError) as err:
+        check_held_out(learned, dev, "the unlabelled data")
+    assert str(err.value) == ("dev.csv: 67% of its examples are also in the unlabelled data, so the best epoch would "
+                              "be picked on examples the model learns from: give a held-out dev set")
+    with pytest.raises(DataError) as err:
+        check_held_out(learned, dev)
+    assert str(err.value) == ("dev.csv: 67% of its examples are also in the training data, so the best epoch would "
+                              "be picked on examples the model learns from: give a held-out dev set")
+    check_held_out(learned, Examples(["dull", "b", "c", "d"], None, "memory:x"), "the unlabelled data")
+    assert "warning: the dev data: 25% of its examples are also in the unlabelled data; its scores will read high" \
+        in caplog.text
+
+
+UD = ("# sent_id = 1\n# text = Mina spoke .\n1\tMina\tMina\tPROPN\tNNP\t_\t2\tnsubj\t_\t_\n"
+      "2\tspoke\tspeak\tVERB\tVBD\t_\t0\troot\t_\t_\n3\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_\n\n")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("ud.conllu", UD),
+    ("ud.conll", "\n".join(line for line in UD.split("\n") if not line.startswith("#"))),  # read its IDs as words
+    ("ud.txt", UD.replace("1\tMina", "1-2\tMinas\t_\t_\t_\t_\t_\t_\t_\t_\n1\tMina")),  # a multiword token
+    ("one.conllu", "1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"),
+])
+def test_conllu_is_refused_with_a_way_to_convert_it(tmp_path, name, content):
+    """CoNLL-U's first field numbers the words: read as CoNLL, the numbers were the words (or its comment
+    lines failed on their field counts)."""
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{path}: looks like CoNLL-U (a word's number, the word")) as err:
+        read_tagging(str(path), tag_column=3)
+    assert "\n" not in str(err.value) and "{print $2, $4}" in str(err.value)
+    if not name.endswith(".conll"):  # .conll is refused as unlabelled input by its name
+        for task in ("tagging", "classification"):
+            with pytest.raises(DataError, match=re.escape(f"{path}: looks like CoNLL-U")):
+                read_unlabelled(str(path), task)
+
+
+def test_conll_whose_words_are_numbers_is_still_conll(tmp_path):
+    path = tmp_path / "n.conll"
+    path.write_text("-DOCSTART- O\n\n1 CD O\n2 CD O\n\n", encoding="utf-8")
+    assert read_tagging(str(path))["tokens"] == [["1", "2"]]
+    path.write_text("Scores CD O\n1 CD O\n2 CD O\n", encoding="utf-8")
+    assert read_tagging(str(path))["tokens"] == [["Scores", "1", "2"]]
+
+
+def test_an_unclosed_csv_quote_is_reported_where_it_opens(tmp_path):
+    """The csv module reads an unclosed quote to the end of the file and names its last line."""
+    path = tmp_path / "q.csv"
+    path.write_text('text,label\nok,pos\n\n"Great film,pos\nbad film,neg\nok film,pos\nmeh film,neg\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:4: a quote opened on this line runs to the end of the file "
+                                                  "(line 7), leaving the row with the wrong number of fields")):
+        read_classification(str(path))
+    path.write_text('text,label\n"Great film,\nreally",pos\nbad film,neg\n')
+    assert read_classification(str(path))["text"] == ["Great film,\nreally", "bad film"]
+    path.write_text('text,label\n"Great film,\nreally",pos,extra\nbad film,neg\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:3: wrong number of fields (header has 2)")):
+        read_classification(str(path))
