@@ -40,10 +40,16 @@ def default_cache_dir() -> Path:
     return cache_root() / "teacher-logits"
 
 
-def check_cache_dir(cache_dir: str | Path) -> None:
+def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> None:
     """The cache writes shards under `cache_dir`: never inside a model directory (a file there is not
-    part of the model as saved, and the model is refused from then on), never over a file."""
+    part of the model as saved, and the model is refused from then on), nor inside the run's `output`
+    (the model it will write), never over a file."""
     folder = Path(cache_dir).expanduser().resolve()
+    if output is not None:
+        out = Path(output).expanduser().resolve()
+        if folder == out or out in folder.parents:
+            raise DistillError(f"{cache_dir}: lies inside {output}, the model this run writes (a file there "
+                               "changes the model); choose a cache folder outside it")
     model = folder if (folder / MODEL_CARD).is_file() else enclosing_model(folder)
     if model is not None:
         raise DistillError(f"{cache_dir}: lies inside the model directory {model} (a file there changes the model); "

@@ -24,10 +24,9 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.errors import DistillError
 from distill.io import writing
-from distill.models.card import MODEL_CARD, model_files
+from distill.models.card import MODEL_CARD, RESUME_FILE, model_files
 
 logger = logging.getLogger("distill")
-RESUME_FILE = "resume.pt"
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
 
@@ -40,6 +39,15 @@ def check_writable(output: str | os.PathLike) -> None:
         raise DistillError(f"{output}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise DistillError(f"{output}: not writable ({existing} is read-only for this user)")
+
+
+def refuse_link(output: str | os.PathLike) -> None:
+    """An output that is a symbolic link would be replaced by a folder or file of its own (a run writes
+    into a temporary name and renames), leaving the link's target as it was: refuse it, named."""
+    path = Path(output)
+    if path.is_symlink():
+        state = "" if path.exists() else ", which does not exist"
+        raise DistillError(f"{output}: is a symbolic link (to {os.readlink(path)}{state}); give the real path")
 
 
 def _resolved(path: str | os.PathLike) -> Path:
@@ -131,6 +139,9 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
         raise DistillError(f"{directory}: holds an interrupted run; continue it with --resume, "
                            "or start over with --overwrite")
     if any(marker in names for marker in RUN_MARKERS):
+        if resume and SUMMARY_FILE not in names:
+            raise DistillError(f"{directory}: holds no resume state ({RESUME_FILE} is missing) and no finished "
+                               "run, so there is nothing to continue; start over with --overwrite")
         if resume:
             raise DistillError(f"{directory}: this run already finished; nothing to resume "
                                "(use --overwrite instead of --resume to retrain)")
@@ -206,6 +217,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
     backup = moved_aside(path)
 
     def check() -> None:
+        refuse_link(path)
         check_writable(path)
         check_directory_output(path, inputs)
         if not path.is_dir() and backup.is_dir():
@@ -267,6 +279,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
     inputs = list(inputs)
 
     def check() -> None:
+        refuse_link(path)
         check_writable(path.parent)
         if path.is_dir():
             raise DistillError(f"{output}: is a directory; give a file name for the output")

@@ -172,6 +172,8 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
+    if resume and overwrite:
+        raise DistillError("--resume continues the interrupted run and --overwrite starts over: give one of them")
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")

@@ -96,19 +96,25 @@ class Output:
     overwrite: bool = False
     resume: bool = False
 
+    def __post_init__(self) -> None:
+        if self.overwrite and self.resume:
+            raise DistillError("--resume continues the interrupted run and --overwrite starts over: give one of them")
+
 
 @contextlib.contextmanager
 def _run(output: Output, inputs: dict[str, str | None], encoder: str | None = None,
          **settings) -> Iterator[RunState | None]:
-    """The run's output (`training_run`); a local `encoder` folder it reads is guarded as an input is,
-    so the model is never written into it, nor moved aside with it by --overwrite."""
+    """The run's output (`training_run`); a local `encoder` folder it reads is an input too: the model
+    is never written into it, nor moved aside with it by --overwrite, and a resume after its files
+    changed (another tokenizer, other weights) is refused."""
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")
         yield None
         return
-    reads = [encoder] if isinstance(encoder, str) and os.path.isdir(encoder) else []
-    with training_run(output.directory, output.resume, output.overwrite, inputs, reads, **settings) as run:
+    if isinstance(encoder, str) and os.path.isdir(encoder):
+        inputs = {**inputs, "encoder": encoder}
+    with training_run(output.directory, output.resume, output.overwrite, inputs, **settings) as run:
         yield run
 
 
@@ -448,7 +454,10 @@ class Distiller:
         self.env = env
         if unlabeled_ratio is not None and not unlabeled_ratio > 0:
             raise DistillError(f"unlabeled_ratio must be > 0, got {unlabeled_ratio}")
-        if cache_dir is not None and not online_teacher:
+        if cache_dir is not None and online_teacher:
+            raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
+                               "teacher or a cache folder, not both")
+        if cache_dir is not None:
             from distill.cache import check_cache_dir
             check_cache_dir(cache_dir)
 
@@ -468,9 +477,14 @@ class Distiller:
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
             settings = _student_settings(self.settings, self.student, task, hierarchy)
             extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
+            if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
+                check_held_out(extra, dev_set, "the unlabelled data")
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
                       "unlabeled": extra.source if extra else None}
+            if self.cache_dir is not None and output.directory is not None:
+                from distill.cache import check_cache_dir
+                check_cache_dir(self.cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
@@ -487,6 +501,10 @@ class Distiller:
         unlabelled = list(extra.inputs) if extra else []
         if extra and self.unlabeled_ratio is not None:
             keep = int(self.unlabeled_ratio * len(train))
+            if keep == 0:
+                raise DistillError(f"unlabeled ratio {self.unlabeled_ratio} keeps none of the {len(unlabelled)} "
+                                   f"unlabelled examples ({self.unlabeled_ratio} per each of {len(train)} labelled "
+                                   "ones): raise it, or give no unlabelled text")
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled

@@ -19,6 +19,7 @@ and shows progress.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import random
@@ -134,12 +135,10 @@ def runtime(precision_name: str | None = None, threads: int | None = None) -> It
             torch.set_num_threads(saved_threads)
 
 
-RESUME_FILE = "resume.pt"
-
-
 def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     """What each input of a run holds: a file's sha256, a model directory's card (which records the
-    sha256 of every model file), a hub spec as written. Size and mtime are not enough: an edited
+    sha256 of every model file), another folder's files (a local encoder: its config, tokenizer and
+    weights), a hub spec or an encoder's name as written. Size and mtime are not enough: an edited
     file of the same size, or a file copied over with its old mtime, must count as changed."""
     from distill.models.card import MODEL_CARD
     prints: dict[str, str | None] = {}
@@ -149,9 +148,18 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
             prints[role] = value
         elif (path / MODEL_CARD).is_file():
             prints[role] = file_sha256(path / MODEL_CARD)
+        elif path.is_dir():
+            prints[role] = folder_sha256(path)
         else:
             prints[role] = file_sha256(path) if path.is_file() else None
     return prints
+
+
+def folder_sha256(folder: Path) -> str:
+    """One digest of every file under `folder`: the name and sha256 of each, in name order."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    listing = "".join(f"{p.relative_to(folder).as_posix()}\0{file_sha256(p)}\n" for p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def runtime_settings() -> dict:
@@ -180,6 +188,7 @@ class RunState:
 
     @property
     def path(self) -> Path:
+        from distill.models.card import RESUME_FILE
         return Path(self.directory) / RESUME_FILE
 
 
@@ -228,6 +237,14 @@ def load_run_state(run: RunState) -> dict | None:
         changed = changed_settings(saved, current)
         raise DistillError(f"{run.directory}: cannot resume with different settings or data "
                            f"({', '.join(changed)}); start over with --overwrite")
+    best = json.loads(state["best"])
+    if best is not None:  # the best epoch's model lives only in the folder: a resume that never beats it keeps it
+        from distill.models.card import read_model_card, verify_model_files
+        try:
+            verify_model_files(run.directory, read_model_card(run.directory, unfinished=True))
+        except DistillError as err:
+            raise DistillError(f"{run.directory}: the model of the interrupted run's best epoch ({best['epoch']}) "
+                               f"is missing or damaged ({err}); start over with --overwrite") from None
     return state
 
 
@@ -389,7 +406,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                 logits = (step_model if task.model is model else task.model)(**batch["inputs"])
             loss = distributed.global_batch_part(task.objective.terms(task.model, logits.float(), batch), counted)
             if not math.isfinite(loss.item()):
-                raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate")
+                raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate (or an "
+                                   "extreme temperature, loss weight or class weight)")
             optimizer.zero_grad(set_to_none=True)
             (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
             torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
@@ -447,17 +465,16 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
 
 @contextlib.contextmanager
 def training_run(output: str | Path, resume: bool, overwrite: bool, inputs: dict[str, str | None],
-                 reads: Sequence[str] = (), **settings) -> Iterator[RunState]:
+                 **settings) -> Iterator[RunState]:
     """The run's output directory (checked, locked, cleaned up on failure: `distill.outputs`) and its
     resume bookkeeping.
 
     The resume signature holds every setting that changes the result, the runtime (precision,
     threads, processes) and a content fingerprint of every input, so a resume after any of them
-    changed is refused, never continued with a mix. `reads`: folders the run also reads (a local
-    encoder), guarded as inputs are but named in the settings, not fingerprinted.
+    changed is refused, never continued with a mix.
     """
     from distill.outputs import model_output
-    with model_output(output, [*inputs.values(), *reads], overwrite, resume) as directory:
+    with model_output(output, inputs.values(), overwrite, resume) as directory:
         signature = {k: asdict(v) if is_dataclass(v) else v for k, v in settings.items()}
         signature.update(inputs=input_fingerprints(inputs), runtime=runtime_settings())
         yield RunState(directory, signature, resume)

@@ -157,7 +157,7 @@ class Bench:
         self.model_stages.append(stage)
         if not self.pending(stage.done):
             return
-        from distill.training import RESUME_FILE
+        from distill.models.card import RESUME_FILE
         output = stage.output
         partial = stage.command != "evaluate" and output.is_dir() and any(output.iterdir())
         resume = partial and (output / RESUME_FILE).exists()
@@ -285,8 +285,9 @@ class Bench:
             if kind == "plain":
                 result = train_student(config, str(train), str(dev), settings, env=env)
             else:
-                result = Distiller(str(teacher), config, settings=settings, online_teacher=kind == "online",
-                                   cache_dir=self.cache, env=env).fit(str(train), str(dev))
+                online = kind == "online"
+                result = Distiller(str(teacher), config, settings=settings, online_teacher=online,
+                                   cache_dir=None if online else self.cache, env=env).fit(str(train), str(dev))
             return result.history[0]["epoch_seconds"]
 
         seconds = {"plain": [], "cached": [], "online": []}

@@ -94,9 +94,10 @@ def test_nonsensical_options_are_refused(kwargs, message):
 def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
     common = ["kd", "--teacher", tiny_classifier_teacher, "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
               "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt",
-              "--epochs", "2", "--quiet", "--cache-dir", tmp_path / "cache"]
-    cli(*common, "--output", tmp_path / "cached")
-    cli(*common, "--output", tmp_path / "cached-again")
+              "--epochs", "2", "--quiet"]
+    cache = ["--cache-dir", tmp_path / "cache"]
+    cli(*common, *cache, "--output", tmp_path / "cached")
+    cli(*common, *cache, "--output", tmp_path / "cached-again")
     cli(*common, "--output", tmp_path / "online", "--online-teacher")
     read = lambda name: [json.loads(line) for line in open(tmp_path / name / "metrics.jsonl")]  # noqa: E731
     for cached, online in zip(read("cached"), read("online")):

@@ -471,13 +471,34 @@ def _data_loss_cases():
         return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
                 other / "metrics.jsonl", "--overwrite"], other
 
+    def student_overwrite_through_a_link(t, te, st):
+        student = copy_of(st, t, "v1")
+        (t / "latest").symlink_to("v1")  # the usual latest -> v1 layout: --overwrite would replace the link
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", t / "latest", "--overwrite"], \
+            student
+
+    def pseudo_label_into_a_dangling_link(t, te, st):
+        (t / "gone.jsonl").symlink_to(t / "nowhere" / "p.jsonl")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                t / "gone.jsonl"], t / "gone.jsonl"
+
+    def kd_cache_inside_its_output(t, te, st):
+        return kd_with(te, t / "kd", "--cache-dir", t / "kd" / "cache"), t
+
+    def kd_cache_is_its_output(t, te, st):
+        return kd_with(te, t / "kd", "--cache-dir", t / "kd"), t
+
     return [
+        ("student-overwrite-through-a-link", student_overwrite_through_a_link, "is a symbolic link (to v1)"),
+        ("pseudo-label-output-is-a-dangling-link", pseudo_label_into_a_dangling_link, "which does not exist"),
+        ("kd-cache-inside-its-output", kd_cache_inside_its_output, "the model this run writes"),
+        ("kd-cache-is-its-output", kd_cache_is_its_output, "the model this run writes"),
         ("kd-output-is-the-teacher", kd_into_teacher, "is an input of this command"),
         ("kd-output-inside-the-teacher", kd_inside_teacher, "lies inside"),
         ("evaluate-output-is-the-data", evaluate_over_data, "is an input of this command"),
         ("evaluate-output-is-a-model-file", evaluate_over_model_file, "is a file of the model"),
         ("pseudo-label-output-is-the-input", pseudo_label_over_input, "is an input of this command"),
-        ("pseudo-label-output-links-to-the-input", pseudo_label_over_input_link, "is an input of this command"),
+        ("pseudo-label-output-links-to-the-input", pseudo_label_over_input_link, "is a symbolic link"),
         ("student-output-holds-its-data", student_over_its_data_folder, "holds"),
         ("teacher-output-holds-a-student", teacher_over_a_student, "already holds a student model"),
         ("student-output-holds-another-model", student_over_another_model, "pass --overwrite to replace it"),
@@ -510,6 +531,36 @@ def test_outputs_never_clobber_inputs_or_models(build, fragment, tmp_path, tiny_
     assert fragment in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert snapshot(protected) == before, "the protected file changed"
     assert set(tmp_path.rglob("*")) == files, "the refused command wrote something"
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--resume", "--overwrite"], "--resume continues the interrupted run and --overwrite starts over"),
+    (["--online-teacher", "--cache-dir", "cache"], "an online teacher scores every batch and keeps no logit cache"),
+    (["--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0.001"],
+     "unlabeled ratio 0.001 keeps none of the 300 unlabelled examples"),
+], ids=["resume-and-overwrite", "online-teacher-and-cache", "ratio-keeps-nothing"])
+def test_kd_options_that_would_be_ignored_are_refused(extra, fragment, tiny_classifier_teacher, tmp_path, capsys):
+    status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", *extra))
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "kd").exists()
+
+
+def test_kd_refuses_the_dev_set_as_its_unlabelled_text(tiny_classifier_teacher, tmp_path, capsys):
+    """Taught the dev texts with the teacher's labels, the student would be picked on what it learnt."""
+    import csv
+    texts = [row["text"] for row in csv.DictReader(open(DEV, encoding="utf-8"))]
+    dev_texts = write(tmp_path / "dev.txt", "\n".join(texts) + "\n")
+    status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", "--unlabeled", dev_texts))
+    assert status == 2 and "100% of its examples are also in the unlabelled data" in err, err
+    assert not (tmp_path / "kd").exists()
+
+
+def test_resume_of_a_run_whose_state_file_was_deleted_says_so(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    (out / "resume.pt").unlink()
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "holds no resume state (resume.pt is missing) and no finished run" in err, err
 
 
 def test_overwrite_replaces_a_model_and_puts_it_back_if_the_run_fails(tiny_student, tmp_path, capsys):
@@ -633,6 +684,46 @@ def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_p
     assert status == 2 and "holds an interrupted run; continue it with --resume" in err
     cli(*args, "--overwrite")
     assert len(dev_metrics(out)) == 3 and not (out / "resume.pt").exists()
+
+
+def test_an_interrupted_run_is_not_used_as_a_model(tmp_path, capsys, monkeypatch):
+    """Its folder holds the best epoch so far: scoring, exporting or distilling from it would serve a
+    half-trained model as a finished one (and evaluate's metrics file would outlive the resume)."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    for command in (["evaluate", out, DEV], ["predict", out, SAMPLES / "unlabeled_movies.txt"],
+                    ["export", out, "--output", tmp_path / "onnx"], kd_with(str(out), tmp_path / "kd")):
+        status, err = run_main(capsys, *command)
+        assert status == 2 and "holds an interrupted run (resume.pt), not a finished model" in err, err
+    assert not (tmp_path / "kd").exists() and not (tmp_path / "onnx").exists()
+    assert not (out / "eval_metrics.json").exists()
+    cli(*args, "--resume")
+    assert run_main(capsys, "evaluate", out, DEV)[0] == 0
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_resume_refuses_when_the_best_model_so_far_is_damaged(damage, tmp_path, capsys, monkeypatch):
+    """A resumed run that never beats its best epoch keeps that epoch's saved model: it must be whole."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    weights = out / "model.safetensors"
+    weights.unlink() if damage == "deleted" else weights.write_bytes(weights.read_bytes()[:100])
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "the model of the interrupted run's best epoch (1) is missing or damaged" in err, err
+    assert (out / "resume.pt").exists()
+
+
+def test_teacher_resume_refuses_a_changed_encoder_folder(tiny_encoder_dir, tmp_path, capsys, monkeypatch):
+    """The weights in the resume state were trained on that folder's token ids: another tokenizer
+    (or other weights) at the same path would make a run that is neither the old nor a new one."""
+    encoder = copy_of(tiny_encoder_dir, tmp_path, "encoder")
+    args = interrupted_in_epoch_2(capsys, monkeypatch, "teacher", "--task", "classification", "--encoder", encoder,
+                                  "--epochs", "3", "--train", TRAIN, "--dev", DEV, "--output", tmp_path / "t",
+                                  "--max-length", "32", "--quiet")
+    vocab = encoder / "vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8").replace("film", "flim", 1), encoding="utf-8")
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "cannot resume with different settings or data (inputs.encoder)" in err, err
 
 
 def test_kd_resume_refuses_a_retrained_teacher(tiny_classifier_teacher, tmp_path, capsys, monkeypatch):

@@ -15,6 +15,8 @@ from distill.errors import DistillError
 from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
+# An interrupted run's end-of-epoch state: a folder that holds it is a run to finish, not a model to use.
+RESUME_FILE = "resume.pt"
 # 2: a student's config.json holds its architecture alone (1: every student's settings and the run's).
 CARD_VERSION = 2
 KINDS = ("teacher", "multitask-teacher", "student")
@@ -24,7 +26,7 @@ SEALED_FOLDERS = ("encoder",)
 LOADED_FILES = ("config.json", "model.safetensors", "vocab.json", "crf.safetensors", "checkpoint.pt",
                 "checkpoint.json", "checkpoint.safetensors", "model.onnx")
 
-__all__ = ["CARD_VERSION", "MODEL_CARD", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
+__all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
            "write_model_card"]
 
 
@@ -46,10 +48,15 @@ def folder_files(directory: str | Path, folder: str) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in (directory / folder).rglob("*") if p.is_file())
 
 
-def read_model_card(directory: str | Path) -> dict:
+def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
+    """The card of a finished model; `unfinished`: also that of an interrupted run's best epoch so far
+    (its resume checks the model is whole), which every other reader refuses."""
     directory = Path(directory)
     if not directory.is_dir():
         raise DistillError(f"{directory}: model directory not found")
+    if not unfinished and (directory / RESUME_FILE).exists():
+        raise DistillError(f"{directory}: holds an interrupted run ({RESUME_FILE}), not a finished model: finish "
+                           "it with its command and --resume, or start over with --overwrite")
     if not (directory / MODEL_CARD).exists():
         raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
     card = read_json(directory / MODEL_CARD)
