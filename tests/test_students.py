@@ -190,3 +190,19 @@ def test_crf_loss_without_a_complete_sentence_reaches_every_parameter():
     assert term.total.item() == 0.0 and term.denominator.item() == 0.0
     term.total.backward()
     assert all(p.grad is not None for p in tagger.parameters())
+
+
+@pytest.mark.parametrize("name, example", [("lstm", "a naïve film"), ("lstm-tagger", ["Zoë", "spoke", "."])])
+def test_a_word_reads_the_same_in_either_unicode_form(name, example):
+    """Decomposed text (a letter, then its combining accent) is the composed word, not three tokens."""
+    import unicodedata
+    decomposed = unicodedata.normalize("NFD", example) if isinstance(example, str) else \
+        [unicodedata.normalize("NFD", word) for word in example]
+    assert decomposed != example
+    labels = LabelHierarchy(["neg", "pos"] if name == "lstm" else ["O", "B-PER"])
+    model = build_student(config_for(name, embedding_dim=8, hidden_dim=8), labels, [example])
+    composed, _ = model.prepare([example])
+    inputs, _ = model.prepare([decomposed])
+    assert composed.keys() == inputs.keys()
+    assert all(torch.equal(composed[key], inputs[key]) for key in composed)
+    assert 1 not in inputs["word_ids"].tolist()[0]  # no <unk>

@@ -7,6 +7,7 @@ weights are saved as safetensors beside JSON. None of them knows about distillat
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -261,9 +262,15 @@ def student_tokens(example) -> list[str]:
     the whole sentence scores each word in context (no window seams), gives one CRF path per
     sentence and a score for every word the teacher scored in `kd`. Memory grows linearly with
     length; the readers refuse an example over `distill.data.MAX_EXAMPLE_CHARS` characters.
+    Words are NFC-normalised: "naïve" typed as "i" plus a combining diaeresis (macOS, some scrapers)
+    is the same word, in the vocabulary and the characters, not "nai", a lone mark and "ve".
     """
-    tokens = word_tokenize(example) if isinstance(example, str) else list(example)
+    tokens = word_tokenize(nfc(example)) if isinstance(example, str) else [nfc(t) for t in example]
     return tokens or ["<unk>"]
+
+
+def nfc(text: str) -> str:
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 class StudentModel(StudentFiles, LabelModel):
