@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from distill.data import DataOptions, read_split
+from distill.errors import DistillError
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline
 from distill.models import load_model
 from distill.models.multitask import refuse_multitask
 
+NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
+
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),
                    batch_size: int = 32, limit: int | None = None) -> list[dict]:
-    """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process."""
-    rows = []
+    """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process.
+
+    Every model is loaded and checked against the data (its task, its labels) before any is scored or
+    timed, so a mismatch in the last one is reported at once, naming that model."""
+    models, splits = [], {}
     for directory in model_dirs:
         refuse_multitask(directory, "compare")
         model = load_model(directory)
-        examples, gold = read_split(data_path, model.task, data)
-        check_labels_known(data_path, model.hierarchy, model.task, gold)
+        try:
+            if model.task not in splits:
+                splits[model.task] = read_split(data_path, model.task, data)
+            check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
+        except DistillError as err:
+            raise DistillError(f"model {directory}: {err}") from None
+        models.append((str(directory), model))
+    rows = []
+    for directory, model in models:
+        examples, gold = splits[model.task]
         if limit:
             examples, gold = examples[:limit], gold[:limit]
         metrics = evaluate(model, examples, gold, 64)
-        rows.append({"model": str(directory), "kind": type(model).__name__, "task": model.task,
+        rows.append({"model": directory, "kind": type(model).__name__, "task": model.task,
                      "score": headline(model.task, metrics), "parameters": model.parameter_count(),
                      "bytes": weight_bytes(model),
                      "examples_per_second": throughput(model, examples, batch_size)})
@@ -32,9 +48,25 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     return rows
 
 
+def row_names(paths: list[str], width: int = NAME_WIDTH) -> list[str]:
+    """The model column: each path's last `width` characters, unless that makes two models look alike
+    (runs/seed1/rt/lstm and runs/seed2/rt/lstm); then the fewest trailing folders that tell them apart
+    (seed1/rt/lstm, seed2/rt/lstm), however long."""
+    tails = [path[-width:] for path in paths]
+    if len(set(tails)) == len(set(paths)):
+        return tails
+    parts = [Path(path).parts for path in paths]
+    distinct = len({Path(path) for path in paths})  # ./a and a are one model
+    return next(names for names in ([str(Path(*part[-count:])) for part in parts]
+                                    for count in range(1, max(map(len, parts)) + 1))
+                if len(set(names)) == distinct)
+
+
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'model':<34} {'score':>7} {'params':>12} {'MB':>8} {'ex/s':>9} {'speed-up':>8}"]
-    for row in rows:
-        lines.append(f"{row['model'][-34:]:<34} {row['score']:>7.4f} {row['parameters']:>12,} "
+    names = row_names([row["model"] for row in rows])
+    width = max(NAME_WIDTH, *map(len, names))
+    lines = [f"{'model':<{width}} {'score':>7} {'params':>12} {'MB':>8} {'ex/s':>9} {'speed-up':>8}"]
+    for name, row in zip(names, rows):
+        lines.append(f"{name:<{width}} {row['score']:>7.4f} {row['parameters']:>12,} "
                      f"{row['bytes'] / 1e6:>8.1f} {row['examples_per_second']:>9.1f} {row['speedup']:>7.1f}x")
     return "\n".join(lines)

@@ -237,6 +237,24 @@ def _label_text(path: str, value, column: str, line: int | None) -> str:
     return _surrogate_free(path, str(value).strip(), "the label", line)
 
 
+def _class_name(where: str, names: Sequence[str], index: int, row: int, position: int | None = None) -> str:
+    """The name of a `datasets` ClassLabel index. -1 is Hugging Face's "no label" (the labels of a test split
+    withheld): ``names[-1]`` would read it, or any index below 0, as the last class and score against made-up gold
+    labels; an index past the names is no class either."""
+    if 0 <= index < len(names):
+        return names[index]
+    what, at = ("label", "") if position is None else ("tag", f" at position {position}")
+    if index < 0:
+        raise DataError(where, f"example {row} has {what} {index}{at} (no label: a test split without gold labels?)")
+    raise DataError(where, f"example {row} has {what} {index}{at}, but its ClassLabel has only {len(names)} names "
+                           f"(0 to {len(names) - 1})")
+
+
+def _is_index(value: Any) -> bool:
+    """An integer class index (a bool is no index: True would be class 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _refuse_unnamed_format(path: str) -> None:
     """A classification file whose name gives no format: if its content shows one, say which fits."""
     found = sniff_format(_read_text(path))
@@ -277,7 +295,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
             raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
         names = None
     texts, labels = [], []
-    for number, record in rows:
+    for row, (number, record) in enumerate(rows):
         text = record[text_column]
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
@@ -285,7 +303,7 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
         texts.append(_surrogate_free(path, text, "the text", number))
         if labelled:
             label = record[label_column]
-            label = names[label] if names else label
+            label = _class_name(path, names, label, row) if names and _is_index(label) else label
             if label is None or str(label).strip() == "":
                 raise DataError(path, f"empty label in column {label_column!r}", number)
             labels.append(_label_text(path, label, label_column, number))
@@ -427,7 +445,8 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
         feature = data.features[tags_field]
         names = getattr(getattr(feature, "feature", None), "names", None)
         tokens = [list(r[tokens_field]) for r in data]
-        tags = [[names[t] if names else str(t) for t in r[tags_field]] for r in data]
+        tags = [[_class_name(path, names, t, row, position) if names and _is_index(t) else str(t)
+                 for position, t in enumerate(r[tags_field])] for row, r in enumerate(data)]
         lines = [None] * len(tokens)
     elif _format(path) in ("csv", "tsv"):
         raise DataError(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
@@ -469,6 +488,7 @@ UNLABELLED_SNIFF_LINES = 50
 _SNIFF_LINE_BYTES = 4 * MAX_EXAMPLE_CHARS + 4  # a longer line is left to the reader's length check
 _TAG = re.compile(r"O|[BIESLU]-\S+", re.IGNORECASE)
 _HEADER_NAMES = ("text", "tokens", "label", "labels", "tags")
+JSON_LINES_SHARE = 0.8  # the share of JSON objects among the first lines that makes them JSON lines
 
 
 # The first line of a JSON document written over several lines: an array of objects, or an object's first key
@@ -496,21 +516,31 @@ def _header(line: str, delimiter: str, names: set[str]) -> list[str] | None:
     return fields
 
 
+def _mostly_json(objects: list[bool]) -> bool:
+    """Whether lines, each a JSON object or not, are JSON lines: every one is, or at least two are and so is
+    every line but the last or `JSON_LINES_SHARE` of them. A note line or a copy cut short mid-line must not
+    turn JSON records into texts; one JSON-looking line beside a line of text is text."""
+    count = sum(objects)
+    return all(objects) or count >= 2 and (count >= JSON_LINES_SHARE * len(objects) or all(objects[:-1]))
+
+
 def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
                      tokens_field: str = "tokens") -> tuple[str, str] | None:
     """What the first lines of unlabelled text (a file named as plain text, or stdin) look like, when not
-    one example per line: ``("CoNLL", "")``, ``("JSON", "")`` (JSON lines), ``("JSON document", "")`` or
-    ``("CSV"/"TSV", header)``, ``("CoNLL-U", "")``; None for text.
+    one example per line: ``("CoNLL", "")``, ``("JSON", "")`` (JSON lines; the second item is the number of
+    the first line that is no JSON object, if one is), ``("JSON document", "")`` or ``("CSV"/"TSV",
+    header)``, ``("CoNLL-U", "")``; None for text.
 
     Only the first `UNLABELLED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
     ``-DOCSTART-``, or at least 80% of the lines have the same number (two or more) of fields, the last a
     tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
-    JSON: every line is a JSON object; a JSON document: the first line is "{" or "[", or opens an array
-    of objects or an object's first key without closing it. CSV/TSV: the first line is a header of
-    one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. CoNLL-U: `_is_conllu`, its
-    fields separated by tabs. Sentences with commas, a sentence starting with "{", tokenised text ("Mina
-    spoke ."), numbered lines and a text that is the word "O" are text."""
+    JSON: the lines are JSON objects, bar a few (`_mostly_json`); a JSON document: the first line is "{" or
+    "[", or opens an array of objects or an object's first key without closing it. CSV/TSV: the first line
+    is a header of one-word fields, one of them ``text``, ``tokens``, ``label`` or ``tags``. CoNLL-U:
+    `_is_conllu`, its fields separated by tabs. Sentences with commas, a sentence starting with "{",
+    tokenised text ("Mina spoke ."), numbered lines and a text that is the word "O" are text."""
     found: list[str] = []
+    numbers: list[int] = []  # the line number of each found line
     read: list[str] = []  # blank lines included: they end a CoNLL-U sentence
     separated = blank = False
     for line in lines:
@@ -521,6 +551,7 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
         separated = separated or blank
         blank = False
         found.append(line.strip())
+        numbers.append(len(read))
         if len(found) >= UNLABELLED_SNIFF_LINES:
             break
     if not found:
@@ -535,8 +566,9 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
         tagged = widths.most_common(1)[0][1]
         if tagged >= 0.8 * len(found) and (tagged >= 3 or separated and tagged >= 2):
             return "CoNLL", ""
-    if all(line[0] == "{" and _is_json_object(line) for line in found):
-        return "JSON", ""
+    objects = [line[0] == "{" and _is_json_object(line) for line in found]
+    if _mostly_json(objects):
+        return "JSON", next((str(number) for number, is_object in zip(numbers, objects) if not is_object), "")
     if found[0] in ("{", "[") or _JSON_DOCUMENT_START.match(found[0]) and not _is_json_object(found[0]):
         return "JSON document", ""
     names = {*_HEADER_NAMES, text_column.lower(), tokens_field.lower()}
@@ -551,7 +583,7 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
     """Refuse labelled (or JSON) content read as unlabelled lines: each line would become one example."""
     if sniffed is None:
         return
-    kind, header = sniffed
+    kind, detail = sniffed  # CSV/TSV: the header; JSON: the number of a line not JSON
     field = text_column if task == "classification" else tokens_field
     if kind == "CoNLL":
         raise DataError(path, "looks like CoNLL (a word and its tag per line: labelled tagging data), so read as "
@@ -563,7 +595,7 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
                               f"text is one example per line (tagging: space-separated tokens) or JSONL with a {field} "
                               "field")
     if kind in ("CSV", "TSV"):
-        raise DataError(path, f"looks like {kind} (a header, {header[:60]!r}, then rows), so read as plain text its "
+        raise DataError(path, f"looks like {kind} (a header, {detail[:60]!r}, then rows), so read as plain text its "
                               "header and labels would be examples: unlabelled text is one example per line "
                               f"(tagging: space-separated tokens) or JSONL with a {field} field; export the "
                               "text column")
@@ -572,6 +604,10 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
                               "read as plain text each line would be one example: an array of objects (one per "
                               f"example, each with a {field} field) is read from a .json file, JSON lines from a "
                               ".jsonl file")
+    if detail:
+        raise DataError(path, f"looks like JSON lines, but its name does not end in .jsonl, and its line {detail} is "
+                              "no JSON object (a note, or a line cut short?): remove or fix that line and name the "
+                              "file .jsonl (the extension decides how a file is read)")
     raise DataError(path, "looks like JSON lines, but its name does not end in .jsonl: name it .jsonl (the "
                           "extension decides how a file is read)")
 
@@ -776,7 +812,7 @@ def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: 
     checked = []
     for row, (example, label) in enumerate(zip(inputs, labels)):
         if task == "classification":
-            label = names[label] if names is not None and isinstance(label, int) else label
+            label = _class_name(where, names, label, row) if names is not None and _is_index(label) else label
             checked.append(_label_text(where, label, "label", None))
             if not checked[-1]:
                 raise DataError(where, f"example {row} has an empty label")
@@ -784,8 +820,8 @@ def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: 
         tags = list(label) if isinstance(label, (list, tuple)) else None
         if tags is None or len(tags) != len(example):
             raise DataError(where, f"example {row}: expected one tag per token ({len(example)}), got {label!r:.60}")
-        checked.append([names[t] if names is not None and isinstance(t, int) else _label_text(where, t, "tags", None)
-                        for t in tags])
+        checked.append([_class_name(where, names, t, row, position) if names is not None and _is_index(t)
+                        else _label_text(where, t, "tags", None) for position, t in enumerate(tags)])
     return checked
 
 

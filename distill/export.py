@@ -32,7 +32,7 @@ from distill.errors import DistillError
 from distill.inference import decode_labels, predict_logits
 from distill.io import file_sha256, save_tensors
 from distill.labels import check_labels_known
-from distill.metrics import classification_metrics, headline, tagging_metrics
+from distill.metrics import classification_metrics, default_metric, tagging_metrics
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
 from distill.models.card import write_model_card
@@ -162,22 +162,24 @@ def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: P
 
 def agreement(reference: LabelModel, exported, examples: Sequence, gold: Sequence, batch_size: int = 64) -> dict:
     """How far `exported` is from `reference` on labelled examples: the largest logit difference,
-    the share of labels (words, for tagging) that stay the same, and each model's score."""
+    the share of labels (words, for tagging) that stay the same, and each model's score in the metric
+    `evaluate` and `compare` report (token accuracy for plain tags, which have no entity F1)."""
     ours, theirs = predict_logits(reference, examples, batch_size), predict_logits(exported, examples, batch_size)
     reference_labels, labels = decode_labels(reference, ours), decode_labels(exported, theirs)
-    if reference.task == "classification":
+    classification = reference.task == "classification"
+    scheme = None if classification else reference.hierarchy.tag_scheme
+    metric = default_metric(reference.task, scheme)
+    if classification:
         pairs = list(zip(reference_labels, labels))
-        reference_score = headline("classification", classification_metrics(gold, reference_labels))
-        score = headline("classification", classification_metrics(gold, labels))
+        reference_score, score = (classification_metrics(gold, each)[metric] for each in (reference_labels, labels))
     else:
         pairs = [(a, b) for ref, exp in zip(reference_labels, labels) for a, b in zip(ref, exp)]
-        reference_score = headline("tagging", tagging_metrics(gold, reference_labels))
-        score = headline("tagging", tagging_metrics(gold, labels))
+        reference_score, score = (tagging_metrics(gold, each, scheme)[metric] for each in (reference_labels, labels))
     same = sum(a == b for a, b in pairs)
     return {"examples": len(examples), "max_abs_logit_diff": float((ours.logits - theirs.logits).abs().max()),
             "labels_compared": len(pairs), "labels_changed": len(pairs) - same, "identical_labels": same / len(pairs),
-            "metric": "accuracy" if reference.task == "classification" else "f1",
-            "reference_score": reference_score, "score": score, "points_lost": 100 * (reference_score - score)}
+            "metric": metric, "reference_score": reference_score, "score": score,
+            "points_lost": 100 * (reference_score - score)}
 
 
 def export_settings(format: str, quantize: str | None) -> dict:

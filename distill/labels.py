@@ -3,6 +3,7 @@ the scheme of a tag set (IOB1, IOB2, IOBES, BILOU or plain tags), which decides 
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
@@ -69,7 +70,8 @@ class LabelHierarchy:
         return self.separator.join(label.split(self.separator)[: level + 1])
 
     def class_weights(self, mode: str | Sequence[float] | None) -> list[float] | None:
-        """Class weights for the NLL: None, 'inverse' frequency (mean 1), or explicit values."""
+        """Class weights for the NLL: None, 'inverse' frequency (mean 1), or one number per label, checked as the
+        CLI's --class-weights. Any other string is refused: read as a sequence, "13" would be the weights 1 and 3."""
         if mode is None or mode == "none":
             return None
         if mode == "inverse":
@@ -78,11 +80,15 @@ class LabelHierarchy:
             raw = [1.0 / max(self.counts.get(label, 0), 1) for label in self.labels]
             scale = len(raw) / sum(raw)
             return [w * scale for w in raw]
-        weights = [float(w) for w in mode]
+        weights = [_weight(w) for w in mode] if isinstance(mode, Iterable) and not isinstance(mode, (str, bytes)) \
+            else [None]
+        if None in weights:
+            raise DistillError('class_weights: give "inverse", None or one number per label (a list in label order, '
+                               f"e.g. [1.0, 2.5]), not {mode!r:.60}")
         if len(weights) != len(self.labels):
             raise DistillError(f"{len(weights)} class weights given for {len(self.labels)} labels {self.labels}")
-        if any(w < 0 for w in weights):
-            raise DistillError("class weights must be non-negative")
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+            raise DistillError("class weights must be finite, >= 0 and not all 0")
         return weights
 
     def to_dict(self) -> dict:
@@ -104,6 +110,16 @@ class LabelHierarchy:
         """Distillation maps logits by index, so both sides need the same labels in the same order."""
         if self.labels != other.labels:
             raise DistillError(f"{what}: label sets differ: teacher {self.labels} vs {other.labels}")
+
+
+def _weight(value: object) -> float | None:
+    """A class weight as a number; None for what is no number (a string, a bool, None, a list)."""
+    if isinstance(value, (str, bytes, bool)):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 TAG_SCHEMES = ("IOB1", "IOB2", "IOBES", "BILOU", "plain")

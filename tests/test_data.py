@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from distill.data import (Examples, check_held_out, checked_examples, iter_unlabelled, read_classification,
-                          read_tagging, read_unlabelled, sniff_unlabelled, unlabelled_text)
+from distill.data import (Examples, check_held_out, checked_examples, iter_unlabelled, labelled_examples,
+                          read_classification, read_tagging, read_unlabelled, sniff_unlabelled, unlabelled_text)
 from distill.errors import DataError, DistillError
 from distill.labels import LabelHierarchy
 from tests.conftest import SAMPLES
@@ -40,6 +40,9 @@ def test_unlabelled_lines_and_jsonl(tmp_path):
 
 
 CONLL_LINES = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncall NN I-NP O\n. . O O\n"
+# `pseudo-label` output, one record a line
+PSEUDO_LABELS = [json.dumps({"line": n, "text": f"film {n}", "label": "positive", "confidence": 0.9}) + "\n"
+                 for n in range(1, 5)]
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -50,6 +53,11 @@ CONLL_LINES = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\ncal
     ("reviews.txt", "Sentence\tLabel\ngood\t1\n", "looks like TSV (a header"),
     ("u.txt", '{"text": "good"}\n\n{"text": "bad", "id": 2}\n',
      "looks like JSON lines, but its name does not end in .jsonl"),
+    ("pl.txt", "".join(PSEUDO_LABELS[:2]) + "# checked by hand up to here\n" + "".join(PSEUDO_LABELS[2:] * 4),
+     "looks like JSON lines, but its name does not end in .jsonl, and its line 3 is no JSON object (a note, or a "
+     "line cut short?): remove or fix that line"),
+    ("cut.txt", "".join(PSEUDO_LABELS[:3]) + PSEUDO_LABELS[3][:30],
+     "looks like JSON lines, but its name does not end in .jsonl, and its line 4 is no JSON object"),
     ("pretty.txt", '[\n  {\n    "text": "good"\n  },\n  {\n    "text": "bad"\n  }\n]\n',
      "looks like a JSON document (an object or an array written over several lines)"),
     ("pretty.txt", '{\n  "text": ["good", "bad"]\n}\n', "looks like a JSON document"),
@@ -90,6 +98,7 @@ def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
     ("I love it, text me\n", ["I love it, text me"]),
     ("a b O\n", ["a b O"]),
     ('{"text": "good"}\nnot JSON\n', ['{"text": "good"}', "not JSON"]),
+    ('{"text": "good"}\nnot JSON\n{"text": "bad"}\n', ['{"text": "good"}', "not JSON", '{"text": "bad"}']),
     ("[sic] a fine film\n{ braces } too\n", ["[sic] a fine film", "{ braces } too"]),
     ("1 great film\n2 bad film\n3 fine film\n", ["1 great film", "2 bad film", "3 fine film"]),  # not CoNLL-U
     ("1\tgreat film\n2\tbad film\n3\tfine film\n", ["1\tgreat film", "2\tbad film", "3\tfine film"]),  # cat -n
@@ -133,6 +142,19 @@ def test_unlabelled_text_from_stdin_reads_json_lines_and_refuses_tables():
         unlabelled_text("text,label\ngood,positive\n", "classification")
     with pytest.raises(DataError, match="^stdin:1: missing column 'text'"):
         unlabelled_text('{"review": "a"}\n', "classification")
+
+
+def test_json_lines_with_a_note_or_a_cut_last_line_are_still_json_lines():
+    """One line that is not JSON (a note, the end of a copy cut short) made the sniff call the whole input text,
+    so every pseudo-label record became a text, braces and all; now the line is named."""
+    noted = [*PSEUDO_LABELS[:2], "# checked by hand up to here\n", *PSEUDO_LABELS[2:] * 4]
+    assert sniff_unlabelled("".join(noted).splitlines()) == ("JSON", "3")
+    assert sniff_unlabelled(PSEUDO_LABELS[:3] + [PSEUDO_LABELS[3][:30]]) == ("JSON", "4")
+    assert sniff_unlabelled(PSEUDO_LABELS) == ("JSON", "")
+    with pytest.raises(DataError, match=re.escape("stdin:3: invalid JSON (Expecting value)")):
+        unlabelled_text("".join(noted), "classification")
+    with pytest.raises(DataError, match=re.escape("stdin:4: invalid JSON (")):
+        unlabelled_text("".join(PSEUDO_LABELS[:3]) + PSEUDO_LABELS[3][:30], "classification")
 
 @pytest.mark.parametrize("content, message", [
     (b"", "file is empty"),
@@ -185,6 +207,25 @@ def test_inverse_class_weights_favour_rare_labels():
     assert weights[1] == pytest.approx(3 * weights[0]) and sum(weights) == pytest.approx(2)
     with pytest.raises(DistillError, match="3 class weights given for 2 labels"):
         hierarchy.class_weights([1, 2, 3])
+
+
+@pytest.mark.parametrize("weights, message", [
+    ("13", "class_weights: give \"inverse\", None or one number per label (a list in label order, e.g. [1.0, 2.5]), "
+           "not '13'"),
+    ("1,2", "class_weights: give \"inverse\", None or one number per label"),
+    (2, "not 2"), ([1, "2"], "not [1, '2']"), ([1, None], "not [1, None]"), ([True, 1], "not [True, 1]"),
+    ([1, float("nan")], "class weights must be finite, >= 0 and not all 0"),
+    ([1, float("inf")], "class weights must be finite, >= 0 and not all 0"),
+    ([1, -0.5], "class weights must be finite, >= 0 and not all 0"),
+    ([0, 0.0], "class weights must be finite, >= 0 and not all 0"),
+])
+def test_class_weights_are_one_number_per_label(weights, message):
+    """A string was read character by character ("13": the weights 1 and 3; "1,2": a ValueError), and nan or all
+    zeros passed; the API now checks what the CLI's --class-weights does."""
+    hierarchy = LabelHierarchy.from_labels(["a", "a", "b"])
+    with pytest.raises(DistillError, match=re.escape(message)):
+        hierarchy.class_weights(weights)
+    assert hierarchy.class_weights((1, 2.5)) == [1.0, 2.5] and hierarchy.class_weights("none") is None
 
 
 # Characters that str.splitlines() splits at, though they are no line break in a file, CSV or JSON
@@ -348,3 +389,38 @@ def test_an_unclosed_csv_quote_is_reported_where_it_opens(tmp_path):
     path.write_text('text,label\n"Great film,\nreally",pos,extra\nbad film,neg\n')
     with pytest.raises(DataError, match=re.escape(f"{path}:3: wrong number of fields (header has 2)")):
         read_classification(str(path))
+
+
+class ClassLabelColumns(dict):
+    """Columns as `labelled_examples` reads a `datasets.Dataset`, with an index past its ClassLabel's names
+    (which `Dataset` itself refuses to hold)."""
+
+    column_names = ["text", "label"]
+
+
+def test_a_classlabel_index_that_names_no_class_is_refused(monkeypatch):
+    """-1 is Hugging Face's "no label" (GLUE-style test splits): names[-1] read it as the last class, so `evaluate`
+    scored against made-up gold labels and a dev set without labels picked epochs."""
+    from datasets import ClassLabel, Dataset, Features, Sequence, Value
+    names = ["negative", "positive"]
+    texts = Dataset.from_dict({"text": ["good film", "bad film", "no label yet"], "label": [1, 0, -1]},
+                              features=Features({"text": Value("string"), "label": ClassLabel(names=names)}))
+    tags = Dataset.from_dict({"tokens": [["Mina", "spoke"], ["Rain", "fell", "today"]], "tags": [[1, 0], [0, 0, -1]]},
+                             features=Features({"tokens": Sequence(Value("string")),
+                                                "tags": Sequence(ClassLabel(names=["O", "B-PER"]))}))
+    no_label = "(no label: a test split without gold labels?)"
+    with pytest.raises(DataError, match=re.escape(f"data: example 2 has label -1 {no_label}") + "$"):
+        labelled_examples(texts, "classification")
+    with pytest.raises(DataError, match=re.escape(f"data: example 1 has tag -1 at position 2 {no_label}") + "$"):
+        labelled_examples(tags, "tagging")
+    assert labelled_examples(texts.select([0, 1]), "classification").labels == ["positive", "negative"]
+    past = ClassLabelColumns(text=["good film"], label=[2])
+    past.features = {"label": ClassLabel(names=names)}
+    with pytest.raises(DataError, match=re.escape("data: example 0 has label 2, but its ClassLabel has only 2 names "
+                                                  "(0 to 1)")):
+        labelled_examples(past, "classification")
+    monkeypatch.setattr("distill.data.load_hub", lambda spec: texts if "text" in spec else tags)
+    with pytest.raises(DataError, match=re.escape(f"hub:text:test: example 2 has label -1 {no_label}")):
+        read_classification("hub:text:test")
+    with pytest.raises(DataError, match=re.escape(f"hub:tags:test: example 1 has tag -1 at position 2 {no_label}")):
+        read_tagging("hub:tags:test")

@@ -4,6 +4,7 @@ teacher predicts identically, exported directories work in predict/evaluate/comp
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,15 @@ import torch
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e .[export])")
 
-from distill.data import read_labelled  # noqa: E402
+from distill.compare import compare_models, format_table  # noqa: E402
+from distill.data import DataOptions, read_labelled, read_split  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
 from distill.inference import decode_labels, predict_logits  # noqa: E402
 from distill.io import file_sha256  # noqa: E402
+from distill.export import agreement  # noqa: E402
+from distill.inference import evaluate  # noqa: E402
 from distill.labels import LabelHierarchy  # noqa: E402
+from distill.models.base import LabelModel  # noqa: E402
 from distill.models import MODEL_CARD, load_model  # noqa: E402
 from distill.models.onnx import OnnxModel  # noqa: E402
 from distill.models.students import build_student  # noqa: E402
@@ -58,21 +63,25 @@ def model_dir(request, tiny_classifier_teacher, tiny_tagging_teacher, tiny_other
     options, task = KINDS[request.param]
     if options is None:
         return tiny_classifier_teacher if task == "classification" else tiny_tagging_teacher
-    data = read_labelled(str(SAMPLES / ("sentiment_train.csv" if task == "classification" else "ner_train.conll")),
-                         task)
+    train = SAMPLES / ("sentiment_train.csv" if task == "classification" else "ner_train.conll")
+    return tiny_student(tmp_path_factory.mktemp(request.param) / "model", options, task, train, tiny_other_encoder_dir)
+
+
+def tiny_student(directory: Path, options: dict, task: str, train: Path, encoder: str = "",
+                 data: DataOptions = DataOptions()) -> str:
+    """A random student of `options` with tiny sizes and the labels of `train`, saved in `directory`."""
+    examples, gold = read_split(str(train), task, data)
     if task == "classification":
-        examples, labels = data["text"], LabelHierarchy.from_labels(data["label"], None)
+        labels = LabelHierarchy.from_labels(gold, None)
     else:
-        examples, labels = data["tokens"], LabelHierarchy.from_labels((t for s in data["tags"] for t in s), None,
-                                                                        first="O")
+        labels = LabelHierarchy.from_labels((t for s in gold for t in s), None, first="O")
     torch.manual_seed(0)
     settings = dict(options)
     model = build_student(config_for(settings.pop("model"), embedding_dim=12, hidden_dim=10, filters=8, char_filters=6,
-                                     dropout=0.0, encoder=tiny_other_encoder_dir, **settings),
+                                     dropout=0.0, encoder=encoder, **settings),
                           labels, examples).eval()
     if getattr(model, "crf", None) is not None:
         torch.nn.init.normal_(model.crf.transitions, std=2.0)  # strong transitions: Viterbi differs from argmax
-    directory = tmp_path_factory.mktemp(request.param) / "model"
     model.save_pretrained(directory)
     return str(directory)
 
@@ -203,3 +212,72 @@ def test_an_edited_export_is_refused(model_dir, tmp_path, capsys):
         handle.write(b"\0")
     status, err = run_main(capsys, "predict", out, SAMPLES / "unlabeled_movies.txt")
     assert status == 2 and "corrupted or truncated" in err
+
+
+@pytest.mark.parametrize("model_dir", ["lstm-tagger-crf"], indirect=True)
+def test_an_export_loaded_in_python_predicts_and_is_not_saved_again(model_dir, tmp_path):
+    """The docs say load_model runs an export and model.predict predicts; an OnnxModel had no predict, and no
+    save_pretrained either (an AttributeError)."""
+    out = tmp_path / "onnx"
+    cli("export", model_dir, "--output", out)
+    source, exported = load_model(model_dir), load_model(out)
+    examples = examples_of("tagging")
+    assert exported.predict(examples) == source.predict(examples) and exported.predict([]) == []
+    with pytest.raises(DistillError, match="give a list of examples, not one string"):
+        exported.predict("Mina spoke")
+    refused = (f"{out}: is an exported ONNX model, which save_pretrained does not write again: copy its folder, or "
+               f"export the PyTorch model it came from ({model_dir}) again")
+    with pytest.raises(DistillError, match=re.escape(refused)):
+        exported.save_pretrained(tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()
+    assert LabelModel.predict is OnnxModel.predict  # one code path for every model
+    with pytest.raises(DistillError, match="is an exported ONNX model, which predict, evaluate and compare run"):
+        LabelModel.from_pretrained(out)
+
+
+def test_the_agreement_records_the_metric_it_scores(tmp_path):
+    """A plain-tag (POS) tagger is scored by token accuracy, which has no entity F1: the card said "f1"."""
+    pos = DataOptions(tag_column=1)
+    for name, task, train, options, metric in [
+            ("pos", "tagging", SAMPLES / "ner_train.conll", pos, "token_accuracy"),
+            ("ner", "tagging", SAMPLES / "ner_train.conll", DataOptions(), "f1"),
+            ("sentiment", "classification", SAMPLES / "sentiment_train.csv", DataOptions(), "accuracy")]:
+        model = load_model(tiny_student(tmp_path / name, {"model": "lstm" if task == "classification" else
+                                                          "lstm-tagger"}, task, train, data=options))
+        examples, gold = read_split(str(check_file(task)), task, options)
+        measured = agreement(model, model, examples, gold)
+        assert measured["metric"] == metric, name
+        assert measured["score"] == measured["reference_score"] == evaluate(model, examples, gold)[metric]
+
+
+def test_compare_names_models_apart():
+    """Only the last 34 characters were shown: runs of one model under different seeds looked alike."""
+    rows = [{"model": model, "score": 0.5, "parameters": 10, "bytes": 1e6, "examples_per_second": 9.0, "speedup": 1.0}
+            for model in ("runs/seed1/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
+                          "runs/seed2/rotten-tomatoes/lstm-student-kd-kl-temperature-2", "runs/demo/teacher")]
+    table = format_table(rows).splitlines()
+    assert [line.split()[0] for line in table] == ["model", "seed1/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
+                                                   "seed2/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
+                                                   "runs/demo/teacher"]
+    assert len({len(line) for line in table}) == 1  # the column widened to fit
+    rows[1]["model"] = "runs/seed2/rotten-tomatoes/cnn-student-kd-kl-temperature-2"
+    assert format_table(rows).splitlines()[1].startswith("s/lstm-student-kd-kl-temperature-2 ")  # apart already
+
+
+def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch):
+    """A model whose labels or task do not fit the data was found only at its turn, after the models before it
+    were scored and timed, and the error named the data file alone."""
+    sentiment = tiny_student(tmp_path / "sentiment", {"model": "lstm"}, "classification",
+                             SAMPLES / "sentiment_train.csv")
+    topics = tiny_student(tmp_path / "topics", {"model": "lstm"}, "classification", SAMPLES / "topics_train.csv")
+    tagger = tiny_student(tmp_path / "tagger", {"model": "lstm-tagger"}, "tagging", SAMPLES / "ner_train.conll")
+
+    def scored(*args, **kwargs):
+        raise AssertionError("a model was scored before every model was checked")
+    monkeypatch.setattr("distill.compare.evaluate", scored)
+    with pytest.raises(DistillError, match=re.escape(f"model {topics}: {SENTIMENT_TEST}: label 'positive' was not "
+                                                     "seen in training")):
+        compare_models([sentiment, topics], str(SENTIMENT_TEST))
+    with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
+                                                     "data), but this command or model tags words")):
+        compare_models([sentiment, tagger], str(SENTIMENT_TEST))

@@ -93,6 +93,17 @@ class OnnxModel:
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         return self.source.prepare(examples)
 
+    # Labels for examples, as every model gives them: the PyTorch models' own code, run on this session's logits.
+    predict = LabelModel.predict
+
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False, **extra) -> Path:
+        """Refused: an export holds no PyTorch weights to write, and its card records what it was made from and
+        how it agreed with that model; a folder copied with its card stays a checked export."""
+        source = self.card["export"]["source"]
+        raise DistillError(f"{self.directory}: is an exported ONNX model, which save_pretrained does not write again: "
+                           f"copy its folder, or export the PyTorch model it came from ({source}) again (nlp-train "
+                           "export, distill.export.export_model)")
+
     def decode(self, logits: torch.Tensor, mask: torch.Tensor | None) -> list:
         return self.source.decode(logits, mask)
 
