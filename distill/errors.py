@@ -23,6 +23,21 @@ def require_whole(name: str, value, low: int = 1, high: int | None = None, optio
         raise DistillError(f"{name} must be a whole number {bounds}, got {value!r}")
 
 
+def require_flag(name: str, value) -> None:
+    """An on/off setting: True or False only. A string from a config file or the environment ("no",
+    "false") is truthy, and `overwrite="no"` would replace a model."""
+    if not isinstance(value, bool):
+        raise DistillError(f"{name} must be True or False, got {value!r}")
+
+
+def require_type(name: str, value, kind: type, example: str) -> None:
+    """An argument that must be one of distill's settings objects, refused by name rather than failing
+    deep inside on a missing attribute (`output="runs/x"` for an `Output`)."""
+    if not isinstance(value, kind):
+        raise DistillError(f"{name} must be of type {kind.__name__}, e.g. {example}; got {type(value).__name__} "
+                           f"{value!r:.40}")
+
+
 def require_number(name: str, value, low: float, high: float, low_open: bool = False,
                    optional: bool = False) -> None:
     """A real-valued setting (a learning rate, a fraction) within [low, high] (low excluded if `low_open`)."""

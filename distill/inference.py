@@ -16,7 +16,7 @@ import torch
 
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
-from distill.data import TASKS, checked_examples
+from distill.data import TASKS, checked_examples, labelled_examples
 from distill.errors import DistillError
 from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
@@ -136,9 +136,17 @@ def readable_examples(model: torch.nn.Module, examples: Sequence) -> list:
     return checked_examples("examples", task, examples)
 
 
+def one_head(model: torch.nn.Module) -> None:
+    """Refuse a multi-task teacher where one head's logits or labels are meant, naming the way to a head."""
+    if getattr(model, "kind", None) == "multitask-teacher":
+        raise DistillError(f"a multi-task teacher has a head per task: score one with model.head(NAME) (its heads: "
+                           f"{', '.join(model.names)}), or predict with every head through model.predict")
+
+
 def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
                    progress: bool = False, description: str = "predict") -> ExampleLogits:
     """Run `model` over `examples` in this process; results come back in input order."""
+    one_head(model)
     examples = readable_examples(model, examples)
     if not examples:
         raise DistillError("no examples to score")
@@ -212,9 +220,13 @@ def crf_path_confidences(crf: ConditionalRandomField, results: ExampleLogits, pa
 def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
              progress: bool = False) -> dict:
     """Metrics of `model` on labelled examples (label strings, or tag-string lists)."""
+    one_head(model)
     examples = readable_examples(model, examples)
-    if len(examples) != len(gold):
-        raise DistillError(f"{len(examples)} examples but {len(gold)} gold labels")
+    if isinstance(gold, (str, bytes)) or len(examples) != len(gold):
+        raise DistillError(f"{len(examples)} examples but {1 if isinstance(gold, (str, bytes)) else len(gold)} "
+                           "gold labels")
+    if examples:  # read as training labels are: 1 is the label "1", None or a list is refused
+        gold = labelled_examples((examples, list(gold)), model.task, name="the gold labels").labels
     check_labels_known("the gold labels", model.hierarchy, model.task, list(gold))  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":
@@ -229,6 +241,7 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
     its largest softmax probability, or for a CRF tagger the CRF's marginal probability of its output
     tag; a tagging record's `confidence` is the lowest over its scored words."""
     if results is None:  # else `examples` only label the records (a multi-task teacher's heads share them)
+        one_head(model)
         examples = readable_examples(model, examples)
         if not examples:
             return

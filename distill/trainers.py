@@ -28,7 +28,7 @@ from distill import distributed
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabelled_examples
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
-from distill.errors import DistillError, require_whole
+from distill.errors import DistillError, require_flag, require_number, require_type, require_whole
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
@@ -97,8 +97,24 @@ class Output:
     resume: bool = False
 
     def __post_init__(self) -> None:
+        require_flag("overwrite", self.overwrite)
+        require_flag("resume", self.resume)
         if self.overwrite and self.resume:
             raise DistillError("--resume continues the interrupted run and --overwrite starts over: give one of them")
+
+
+def _check_arguments(**arguments: Any) -> None:
+    """The settings objects of an entry point, each of its class: `output="runs/x"` fails here, named, not
+    deep inside on a missing attribute."""
+    expected = {"output": (Output, 'Output("runs/x")'), "env": (Runtime, "Runtime(threads=2)"),
+                "data": (DataOptions, 'DataOptions(text_column="review")'),
+                "settings": (TrainSettings, "TrainSettings(epochs=5)"),
+                "training": (TeacherTraining, "TeacherTraining(epochs=3)"),
+                "config": (TeacherConfig, 'TeacherConfig(task="tagging")'),
+                "sampling": (TaskSampling, 'TaskSampling("uniform")'),
+                "loss": (TeacherStudentDistill, 'TeacherStudentDistill("kl", temperature=2)')}
+    for name, value in arguments.items():
+        require_type(name, value, *expected[name])
 
 
 @contextlib.contextmanager
@@ -208,6 +224,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                   training: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
+    _check_arguments(config=config, training=training, data=data, output=output, env=env)
     check_pooling(config.task, config.pooling, "--pooling")
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
@@ -258,6 +275,9 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
     own rate: its `encoder_lr`, else `training.encoder_lr`, else its task's default (docs/multitask.md)."""
     if distributed.launched():
         raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
+    _check_arguments(config=config, training=training, sampling=sampling, data=data, output=output, env=env)
+    if isinstance(tasks, (str, bytes)) or not all(isinstance(spec, TaskData) for spec in tasks):
+        raise DistillError('tasks: give a list of TaskData (TaskData("sentiment", "classification", TRAIN, DEV))')
     check_head_names([spec.name for spec in tasks])
     for spec in tasks:
         check_pooling(spec.task, spec.pooling or "auto", f"head {spec.name}'s pooling")
@@ -390,6 +410,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
     its word embeddings from the teacher's (a transformer student: its layers and head)."""
+    _check_arguments(settings=settings, data=data, output=output, env=env)
     with runtime(env.precision, env.threads):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
@@ -442,6 +463,10 @@ class Distiller:
         if not isinstance(teacher, (str, Path, LabelModel)):
             raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
                                f"not {type(teacher).__name__}")
+        _check_arguments(settings=settings, env=env, **({"loss": loss} if loss is not None else {}))
+        require_flag("teacher_embeddings", teacher_embeddings)
+        require_flag("online_teacher", online_teacher)
+        require_number("unlabeled_ratio", unlabeled_ratio, 0, float("inf"), low_open=True, optional=True)
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
         self.head = head
         self.teacher = teacher if self.teacher_source else single_teacher(teacher, head, "teacher")
@@ -452,8 +477,6 @@ class Distiller:
         self.teacher_embeddings, self.unlabeled_ratio = teacher_embeddings, unlabeled_ratio
         self.online_teacher, self.cache_dir, self.teacher_batch_size = online_teacher, cache_dir, teacher_batch_size
         self.env = env
-        if unlabeled_ratio is not None and not unlabeled_ratio > 0:
-            raise DistillError(f"unlabeled_ratio must be > 0, got {unlabeled_ratio}")
         if cache_dir is not None and online_teacher:
             raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
                                "teacher or a cache folder, not both")
@@ -471,6 +494,7 @@ class Distiller:
             output: Output = Output()) -> TrainResult:
         """Train the student on `train` (+ `unlabelled`, pseudo-labelled by the teacher's argmax); the
         best epoch on `dev` wins. Returns the trained student and the run's summary."""
+        _check_arguments(data=data, output=output)
         env = self.env
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 import torch
 
-from distill import (DistillError, Distiller, LabelModel, LSTMClassifier, Runtime, Teacher, TeacherStudentDistill,
-                     TrainSettings, student_config, train_student)
+from distill import (DistillError, Distiller, LabelModel, LSTMClassifier, Output, Runtime, Teacher, TeacherConfig,
+                     TeacherStudentDistill, TrainSettings, student_config, train_student)
 from distill.io import load_tensors
 from distill.labels import LabelHierarchy
 from distill.models.students import build_student
@@ -321,3 +321,62 @@ def test_a_plugin_student_whose_output_cannot_be_scored_is_refused_before_it_tra
     with pytest.raises(DistillError, match=message):
         train_student(f"{name}:Plugin", str(SAMPLES / "sentiment_train.csv"), str(SAMPLES / "sentiment_dev.csv"),
                       TrainSettings(epochs=1), env=Runtime(progress=False))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Output("runs/x", overwrite="no"), "overwrite must be True or False, got 'no'"),
+    (lambda: Output("runs/x", resume=1), "resume must be True or False, got 1"),
+    (lambda: Distiller("runs/t", "lstm", online_teacher="no"), "online_teacher must be True or False, got 'no'"),
+    (lambda: Distiller("runs/t", "lstm", teacher_embeddings="no"), "teacher_embeddings must be True or False"),
+    (lambda: Distiller("runs/t", "lstm", unlabeled_ratio="1"), r"unlabeled_ratio must be a number in \(0, inf\]"),
+    (lambda: Distiller("runs/t", "lstm", loss="kl"), "loss must be of type TeacherStudentDistill"),
+    (lambda: Distiller("runs/t", "lstm", env=None), "env must be of type Runtime, e.g. Runtime"),
+    (lambda: train_student("lstm", "a.csv", "b.csv", output="runs/x"),
+     r'output must be of type Output, e.g. Output\("runs/x"\); got str'),
+    (lambda: train_student("lstm", "a.csv", "b.csv", data="text"), "data must be of type DataOptions"),
+    (lambda: LabelModel.from_pretrained(None), r"give a model directory \(a path\), not NoneType"),
+], ids=["overwrite-string", "resume-int", "online-string", "embeddings-string", "ratio-string", "loss-string",
+        "env-none", "output-string", "data-string", "directory-none"])
+def test_api_settings_of_the_wrong_kind_are_refused_by_name(make, message):
+    """A string flag is truthy (overwrite="no" would replace a model); an object of the wrong class would
+    fail deep inside on a missing attribute."""
+    with pytest.raises(DistillError, match=message):
+        make()
+
+
+def test_save_pretrained_takes_overwrite_as_a_flag_only(tmp_path):
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film"])
+    student.save_pretrained(tmp_path / "m")
+    before = (tmp_path / "m" / "distill.json").read_bytes()
+    with pytest.raises(DistillError, match="overwrite must be True or False, got 'false'"):
+        student.save_pretrained(tmp_path / "m", overwrite="false")
+    assert (tmp_path / "m" / "distill.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"pooling": "max"}, "pooling must be one of auto, first, mean, got 'max'"),
+    ({"pre_classifier": "false"}, "pre_classifier must be True or False, got 'false'"),
+    ({"max_length": 3}, "max_length must be a whole number >= 8, got 3"),
+    ({"max_length": "32"}, "max_length must be a whole number >= 8, got '32'"),
+    ({"dropout": 1.5}, r"dropout must be a number in \[0.0, 1.0\], got 1.5"),
+    ({"dropout": 1.0}, "dropout must be below 1"),
+    ({"task": "ner"}, "task must be classification or tagging, got 'ner'"),
+    ({"long_inputs": "slide"}, "long_inputs must be one of truncate, windows, got 'slide'"),
+    ({"max_windows": 0}, "max_windows must be a whole number >= 1, got 0"),
+])
+def test_teacher_config_takes_what_the_cli_takes(settings, message):
+    """pooling="max" trained with the first token's state and recorded "max"."""
+    with pytest.raises(DistillError, match=message):
+        TeacherConfig(**settings)
+
+
+def test_gold_labels_are_read_as_training_labels_are():
+    from distill import evaluate
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["0", "1"]),
+                            ["good film", "bad film"]).eval()
+    assert evaluate(student, ["good", "bad"], [1, 0])["accuracy"] == evaluate(student, ["good", "bad"], ["1", "0"])[
+        "accuracy"]
+    for gold in ([None, "1"], [["1"], "0"]):
+        with pytest.raises(DistillError, match="must be a string or a finite number"):
+            evaluate(student, ["good", "bad"], gold)

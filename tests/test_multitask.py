@@ -199,6 +199,24 @@ def test_a_head_that_does_not_exist_is_refused_in_one_line(multitask_teacher, tm
     assert not (tmp_path / "out").exists()
 
 
+def test_the_whole_teacher_checks_its_inputs_and_names_its_heads(multitask_teacher):
+    """A text given to a tagging head would be read character by character; functions of one head's
+    logits would fail on the heads' dict with a KeyError."""
+    from distill import evaluate
+    from distill.inference import predict_logits, prediction_records
+    model = MultiTaskTeacher.from_pretrained(multitask_teacher)
+    assert model.predict([]) == {"sentiment": [], "ner": []}
+    for examples, message in ((["good film here"], "example 0 is not a non-empty list of tokens"),
+                              ("Mina", "not one string")):
+        with pytest.raises(DistillError, match=message):
+            model.predict(examples)
+    for call in (lambda: predict_logits(model, [["Mina"]]), lambda: list(prediction_records(model, [["Mina"]])),
+                 lambda: evaluate(model, [["Mina"]], [["B-PER"]])):
+        with pytest.raises(DistillError, match=r"a multi-task teacher has a head per task: score one with "
+                                               r"model.head\(NAME\) \(its heads: sentiment, ner\)"):
+            call()
+
+
 def test_a_single_task_teacher_loads_and_predicts_as_before(tiny_classifier_teacher, tmp_path):
     """The single-task path writes the files it always did, and `--head` does not apply to it."""
     checkpoint = torch.load(f"{tiny_classifier_teacher}/checkpoint.pt", weights_only=True)

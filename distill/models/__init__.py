@@ -10,10 +10,11 @@ from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 
 __all__ = ["MODEL_CARD", "load_model", "load_teacher", "read_model_card"]
 
-def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu") -> LabelModel:
+def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu",
+               pytorch: bool = False) -> LabelModel:
     """Load a model directory onto `device`; `expect` (a card kind: 'teacher', 'multitask-teacher', 'student')
-    rejects the other kinds."""
-    return _load(directory, expect).to(pick_device(device))
+    rejects the other kinds, `pytorch` an ONNX export (which `predict`, `evaluate` and `compare` run)."""
+    return _load(directory, expect, pytorch).to(pick_device(device))
 
 
 def load_teacher(directory: str | Path, head: str | None = None, device: str = "cpu") -> LabelModel:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence, TypeVar
 
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from distill import losses
-from distill.errors import DistillError
+from distill.errors import DistillError, require_flag
 from distill.labels import LabelHierarchy
 from distill.models.card import MODEL_CARD
 
@@ -81,6 +82,7 @@ class LabelModel(nn.Module):
         `overwrite` is refused; a model being replaced comes back if writing fails. `extra` goes to
         the model's `write_files` (the teacher's `optimizer_state`)."""
         from distill.outputs import model_output
+        require_flag("overwrite", overwrite)
         with model_output(directory, overwrite=overwrite) as path:
             self.write_model(path, **extra)
         return Path(directory)
@@ -99,7 +101,9 @@ class LabelModel(nn.Module):
         """Load a saved model (its files checked against the card first) as this class or a subclass;
         `LabelModel.from_pretrained` loads any teacher or student."""
         from distill.models import load_model
-        model = load_model(directory, expect=cls.kind, device=device)
+        if not isinstance(directory, (str, os.PathLike)):
+            raise DistillError(f"give a model directory (a path), not {type(directory).__name__}")
+        model = load_model(directory, expect=cls.kind, device=device, pytorch=True)
         if not isinstance(model, cls):
             raise DistillError(f"{directory}: holds a {type(model).__name__}, not a {cls.__name__}")
         return model

@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
 from distill.errors import DistillError
-from distill.inference import ExampleLogits, decode_labels, prediction_records, score_examples
+from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
@@ -184,7 +184,10 @@ class MultiTaskTeacher(LabelModel):
 
     def predict(self, examples: Sequence, batch_size: int = 64) -> dict[str, list]:
         """Every head's labels for `examples` (token lists when a head tags, else texts), by name."""
-        results = predict_heads(self, list(examples), batch_size)
+        examples = readable_examples(self, examples)  # a text given to a tagging head would be read as characters
+        if not examples:
+            return {name: [] for name in self.names}
+        results = predict_heads(self, examples, batch_size)
         return {name: decode_labels(self.head(name), results[name]) for name in self.names}
 
     def checkpoint(self, optimizer_state: dict | None = None) -> dict:

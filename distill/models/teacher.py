@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
-from distill.errors import DistillError, require_number, require_whole
+from distill.errors import DistillError, require_flag, require_number, require_whole
 from distill.features import collate_windows, encode_texts, encode_words, window_frame, window_means
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
@@ -31,6 +31,10 @@ ENCODER_DIR = "encoder"
 # The encoder learning rates of the benchmark's teachers (docs/benchmarks.md): on MiniLM-L6, 5e-5 was the
 # best of 3e-5/5e-5/1e-4 for Rotten Tomatoes (docs/results.md); CoNLL-2003's tagger trained at 8e-5.
 DEFAULT_ENCODER_LR = {"classification": 5e-5, "tagging": 8e-5}
+
+
+LONG_INPUTS = ("truncate", "windows")
+TEACHER_POOLINGS = ("auto", "first", "mean")
 
 
 @dataclass
@@ -49,6 +53,25 @@ class TeacherConfig:
     window_overlap: int = 32        # sub-tokens consecutive windows share
     max_windows: int = 8            # per text: bounds a batch's windows; a longer text's rest is cut
 
+    def __post_init__(self) -> None:
+        """What the CLI's options take, from the API and saved checkpoints alike: `pooling="max"` would
+        train with the first token's state and record "max", `pre_classifier="false"` add the layer."""
+        if self.task not in ("classification", "tagging"):
+            raise DistillError(f"task must be classification or tagging, got {self.task!r}")
+        if not isinstance(self.encoder, str) or not self.encoder:
+            raise DistillError(f"encoder must be an encoder's name or folder, got {self.encoder!r}")
+        require_number("dropout", self.dropout, 0.0, 1.0)
+        if self.dropout == 1.0:
+            raise DistillError("dropout must be below 1, got 1.0")
+        require_flag("pre_classifier", self.pre_classifier)
+        if self.pooling not in TEACHER_POOLINGS:
+            raise DistillError(f"pooling must be one of {', '.join(TEACHER_POOLINGS)}, got {self.pooling!r}")
+        require_whole("max_length", self.max_length, low=8)
+        if self.long_inputs not in LONG_INPUTS:
+            raise DistillError(f"long_inputs must be one of {', '.join(LONG_INPUTS)}, got {self.long_inputs!r}")
+        require_whole("window_overlap", self.window_overlap, low=0)
+        require_whole("max_windows", self.max_windows)
+
     @property
     def windows_per_text(self) -> int:
         """The most windows the teacher reads of a text to classify (1: truncated to max_length)."""
@@ -63,7 +86,6 @@ class TeacherConfig:
         return replace(self, pooling=native_pooling(self.encoder))
 
 
-LONG_INPUTS = ("truncate", "windows")
 
 
 @dataclass
@@ -110,17 +132,13 @@ def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[Teach
 
 
 def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Refuse long-input settings that cannot work, before a teacher is built to train."""
-    if config.long_inputs not in LONG_INPUTS:
-        raise DistillError(f"long_inputs must be one of {', '.join(LONG_INPUTS)}, not {config.long_inputs!r}")
+    """Refuse long-input settings that cannot work with this tokenizer, before a teacher is built to train
+    (the values' own ranges are `TeacherConfig`'s)."""
     if config.long_inputs == "truncate":
         return
     if config.task != "classification":
         raise DistillError("--long-inputs windows is for classification: tagging always reads a long sentence "
                            "in windows at word boundaries")
-    if config.max_windows < 1 or config.window_overlap < 0:
-        raise DistillError(f"max_windows must be at least 1 and window_overlap at least 0, got "
-                           f"{config.max_windows} and {config.window_overlap}")
     capacity = window_frame(tokenizer, config.max_length)[2]
     if config.window_overlap >= capacity:
         raise DistillError(f"--window-overlap {config.window_overlap} leaves the windows no room to advance: a "
