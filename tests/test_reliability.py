@@ -905,6 +905,18 @@ def test_nonsensical_numbers_are_refused_at_the_option(extra, fragment, tiny_cla
     assert not out.exists()
 
 
+@pytest.mark.parametrize("repeated, message", [
+    (["--head", "a", "--head", "b"], "--head is given twice: give it once"),
+    (["--batch-size", "8", "--batch-size=16"], "--batch-size is given twice: give it once"),
+])
+def test_an_option_given_twice_is_refused_not_overridden(repeated, message, tiny_classifier_teacher, capsys):
+    """click keeps the last value silently: `--head sent --head ner` scored `ner`."""
+    status, err = run_main(capsys, "evaluate", tiny_classifier_teacher, DEV, *repeated)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    status, err = run_main(capsys, *student_on(TRAIN, "unused"), "--lowercase", "--cased")
+    assert status == 2 and "--lowercase is given twice (as --lowercase and --cased)" in err, err
+
+
 def test_binary_tagger_and_long_teacher_inputs_are_refused(tiny_encoder_dir, tmp_path, capsys):
     status, err = run_main(capsys, *tagger_on(SAMPLES / "ner_train.conll", tmp_path / "t"), "--binary")
     assert status == 2 and "'--binary'" in err
