@@ -263,36 +263,43 @@ def hoist_global_options(args: list[str], commands: set[str]) -> list[str]:
     return args[:position] + hoisted + [args[position]] + rest
 
 
+def refuse_repeated_options(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """A single-value option may be given once: click keeps the last of two silently (`--head sent
+    --head ner` scored `ner`), and an option that would be ignored is refused."""
+    seen: dict[str, str] = {}
+    single = {name: param for param in command.params if isinstance(param, click.Option) and not param.multiple
+              and not param.count for name in (*param.opts, *param.secondary_opts)}
+    for arg in args:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if name not in single:
+            continue
+        if single[name].name in seen:
+            first = seen[single[name].name]
+            also = "" if first == name else f" (as {first} and {name})"
+            raise click.UsageError(f"{first if first == name else single[name].opts[0]} is given twice{also}: "
+                                   "give it once", ctx)
+        seen[single[name].name] = name
+
+
 class OnceCommand(click.Command):
-    """A command whose single-value options may be given once: click keeps the last of two silently
-    (`--head sent --head ner` scored `ner`), and an option that would be ignored is refused."""
+    """A command whose single-value options may be given once (`refuse_repeated_options`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        seen: dict[str, str] = {}
-        single = {name: param for param in self.params if isinstance(param, click.Option) and not param.multiple
-                  and not param.count for name in (*param.opts, *param.secondary_opts)}
-        for arg in args:
-            if arg == "--":
-                break
-            name = arg.split("=", 1)[0]
-            if name not in single:
-                continue
-            if single[name].name in seen:
-                first = seen[single[name].name]
-                also = "" if first == name else f" (as {first} and {name})"
-                raise click.UsageError(f"{first if first == name else single[name].opts[0]} is given twice{also}: "
-                                       "give it once", ctx)
-            seen[single[name].name] = name
+        refuse_repeated_options(self, ctx, args)
         return super().parse_args(ctx, args)
 
 
 class Commands(click.Group):
-    """The `nlp-train` group: global options are accepted before or after the command."""
+    """The `nlp-train` group: global options are accepted before or after the command, once."""
 
     command_class = OnceCommand
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_options(args, set(self.commands)))
+        args = hoist_global_options(args, set(self.commands))
+        refuse_repeated_options(self, ctx, args)
+        return super().parse_args(ctx, args)
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -915,6 +915,8 @@ def test_an_option_given_twice_is_refused_not_overridden(repeated, message, tiny
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
     status, err = run_main(capsys, *student_on(TRAIN, "unused"), "--lowercase", "--cased")
     assert status == 2 and "--lowercase is given twice (as --lowercase and --cased)" in err, err
+    status, err = run_main(capsys, "--threads", "1", "evaluate", tiny_classifier_teacher, DEV, "--threads", "2")
+    assert status == 2 and "--threads is given twice: give it once" in err, err  # a global option, after the command
 
 
 def test_binary_tagger_and_long_teacher_inputs_are_refused(tiny_encoder_dir, tmp_path, capsys):
