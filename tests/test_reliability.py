@@ -70,6 +70,16 @@ def student_on(train: Path, out: Path) -> list:
     return ["student", *SMALL_LSTM, "--train", train, "--dev", DEV, "--output", out]
 
 
+def with_option(args: list, option: str, value) -> list:
+    """`args` with `option` set to `value`: replaced where given (an option may be given once), else added."""
+    args = list(args)
+    names = list(map(str, args))
+    if option in names:
+        args[names.index(option) + 1] = value
+        return args
+    return args + [option, value]
+
+
 def tagger_on(train: Path, out: Path) -> list:
     return ["student", "--model", "lstm-tagger", "--quiet", "--train", train, "--dev", SAMPLES / "ner_dev.conll",
             "--output", out]
@@ -660,7 +670,7 @@ def flip_middle_byte(path: Path) -> None:
 
 @pytest.mark.parametrize("change, fragment", [
     (lambda args, train: (same_size_edit(train), args)[1], "inputs.train"),
-    (lambda args, train: args + ["--dev", SAMPLES / "sentiment_test.csv"], "inputs.dev"),
+    (lambda args, train: with_option(args, "--dev", SAMPLES / "sentiment_test.csv"), "inputs.dev"),
     (lambda args, train: ["--threads", "2", *args], "runtime.threads"),
     (lambda args, train: args + ["--dropout", "0.3"], "config.dropout"),
     (lambda args, train: (flip_middle_byte(Path(args[args.index("--output") + 1]) / "resume.pt"), args)[1],
@@ -899,7 +909,7 @@ def test_nonsensical_numbers_are_refused_at_the_option(extra, fragment, tiny_cla
     if extra[0] == "KD":
         argv = kd_with(tiny_classifier_teacher, out, *extra[1:])
     else:
-        argv = student_on(TRAIN, out) + extra
+        argv = with_option(student_on(TRAIN, out), *extra) if len(extra) == 2 else student_on(TRAIN, out) + extra
     status, err = run_main(capsys, *argv)
     assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
