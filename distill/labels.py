@@ -70,9 +70,11 @@ class LabelHierarchy:
         return self.separator.join(label.split(self.separator)[: level + 1])
 
     def class_weights(self, mode: str | Sequence[float] | None) -> list[float] | None:
-        """Class weights for the NLL: None, 'inverse' frequency (mean 1), or one number per label, checked as the
-        CLI's --class-weights. Any other string is refused: read as a sequence, "13" would be the weights 1 and 3."""
-        if mode is None or mode == "none":
+        """Class weights for the NLL: None, 'inverse' frequency (mean 1), or one number per label (a list, or
+        the CLI's comma-separated text, `parse_class_weights`): never a string read character by character."""
+        if isinstance(mode, str):
+            mode = parse_class_weights(mode)
+        if mode is None:
             return None
         if mode == "inverse":
             if not self.counts:
@@ -110,6 +112,20 @@ class LabelHierarchy:
         """Distillation maps logits by index, so both sides need the same labels in the same order."""
         if self.labels != other.labels:
             raise DistillError(f"{what}: label sets differ: teacher {self.labels} vs {other.labels}")
+
+
+def parse_class_weights(text: str) -> str | list[float] | None:
+    """`--class-weights` as written: "none" (None), "inverse", or comma-separated numbers in label order."""
+    if text in ("none", "inverse"):
+        return None if text == "none" else text
+    try:
+        weights = [float(value) for value in text.split(",")]
+    except ValueError:
+        raise DistillError(f"class weights: use none, inverse, or comma-separated numbers in label order, not "
+                           f"{text!r:.60}") from None
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
+        raise DistillError("class weights must be finite, >= 0 and not all 0")
+    return weights
 
 
 def _weight(value: object) -> float | None:

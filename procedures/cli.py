@@ -220,18 +220,12 @@ overwrite_option = click.option("--overwrite", is_flag=True,
 
 
 def parse_class_weights(value: str):
-    """None (as the API spells no weights), "inverse", or one weight per label."""
-    if value == "none":
-        return None
-    if value == "inverse":
-        return value
+    """None (as the API spells no weights), "inverse", or one weight per label (`distill.labels`)."""
+    from distill.labels import parse_class_weights as parse
     try:
-        weights = [float(v) for v in value.split(",")]
-    except ValueError:
-        raise click.BadParameter("use none, inverse, or comma-separated numbers in label order") from None
-    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(weights):
-        raise click.BadParameter("class weights must be finite, >= 0 and not all 0")
-    return weights
+        return parse(value)
+    except DistillError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 class_weights_option = click.option(

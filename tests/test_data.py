@@ -210,9 +210,9 @@ def test_inverse_class_weights_favour_rare_labels():
 
 
 @pytest.mark.parametrize("weights, message", [
-    ("13", "class_weights: give \"inverse\", None or one number per label (a list in label order, e.g. [1.0, 2.5]), "
-           "not '13'"),
-    ("1,2", "class_weights: give \"inverse\", None or one number per label"),
+    ("13", "1 class weights given for 2 labels"),
+    ("1,two", "class weights: use none, inverse, or comma-separated numbers in label order, not '1,two'"),
+    ("1,nan", "class weights must be finite, >= 0 and not all 0"),
     (2, "not 2"), ([1, "2"], "not [1, '2']"), ([1, None], "not [1, None]"), ([True, 1], "not [True, 1]"),
     ([1, float("nan")], "class weights must be finite, >= 0 and not all 0"),
     ([1, float("inf")], "class weights must be finite, >= 0 and not all 0"),
@@ -221,11 +221,12 @@ def test_inverse_class_weights_favour_rare_labels():
 ])
 def test_class_weights_are_one_number_per_label(weights, message):
     """A string was read character by character ("13": the weights 1 and 3; "1,2": a ValueError), and nan or all
-    zeros passed; the API now checks what the CLI's --class-weights does."""
+    zeros passed; the API now reads and checks what the CLI's --class-weights does."""
     hierarchy = LabelHierarchy.from_labels(["a", "a", "b"])
     with pytest.raises(DistillError, match=re.escape(message)):
         hierarchy.class_weights(weights)
-    assert hierarchy.class_weights((1, 2.5)) == [1.0, 2.5] and hierarchy.class_weights("none") is None
+    assert hierarchy.class_weights((1, 2.5)) == hierarchy.class_weights("1,2.5") == [1.0, 2.5]  # the CLI's form too
+    assert hierarchy.class_weights("none") is None
 
 
 # Characters that str.splitlines() splits at, though they are no line break in a file, CSV or JSON
