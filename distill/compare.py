@@ -11,6 +11,7 @@ from distill.labels import check_labels_known
 from distill.metrics import headline
 from distill.models import load_model
 from distill.models.multitask import refuse_multitask
+from distill.training import warn_if_learnt_from
 
 NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
 
@@ -31,6 +32,7 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
             check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
         except DistillError as err:
             raise DistillError(f"model {directory}: {err}") from None
+        warn_if_learnt_from(directory, data_path)
         models.append((str(directory), model))
     rows = []
     for directory, model in models:

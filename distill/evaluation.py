@@ -16,6 +16,7 @@ from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
 from distill.models.multitask import KIND as MULTITASK_KIND, MultiTaskTeacher, head_records, predict_heads, with_head
 from distill.outputs import file_output
+from distill.training import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
 
 
@@ -49,9 +50,10 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
         warn_if_truncated(model, examples, data_path)
+        role = warn_if_learnt_from(model_dir, data_path)
         metrics = evaluate(model, examples, gold, batch_size, progress)
         result = {"model": str(model_dir), **({"head": head} if head is not None else {}), "data": data_path,
-                  "examples": len(examples), **metrics}
+                  **({"learnt_from": role} if role else {}), "examples": len(examples), **metrics}
         if distributed.is_main():
             write_json(path, result)
         return result

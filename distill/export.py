@@ -39,6 +39,7 @@ from distill.models.card import write_model_card
 from distill.models.multitask import refuse_multitask
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
+from distill.training import warn_if_learnt_from
 
 FORMATS = ("onnx", "safetensors")
 QUANTIZATIONS = ("int8",)
@@ -219,6 +220,7 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         if check_data is not None:
             examples, gold = read_split(check_data, model.task, data)
             check_labels_known(check_data, model.hierarchy, model.task, gold)
+            learnt_from = warn_if_learnt_from(model_dir, check_data)
         if format == "onnx":
             files = save_onnx_files(model, card["kind"], source, directory, quantize)
         else:
@@ -229,7 +231,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
                                "parameters": model.parameter_count(), **export_settings(format, quantize)},
                     "agreement": None}
         if check_data is not None:
-            exported["agreement"] = {"data": check_data, "reference": f"pytorch {precision.current()}",
+            exported["agreement"] = {"data": check_data, **({"learnt_from": learnt_from} if learnt_from else {}),
+                                     "reference": f"pytorch {precision.current()}",
                                      **agreement(model, model_from_card(directory, exported), examples, gold,
                                                  batch_size)}
         write_model_card(directory, exported, files)  # last: a directory with a card is complete

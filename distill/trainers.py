@@ -167,6 +167,7 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
                "train_examples": sum(len(task.train_examples) for task in tasks.values()), **result}
     if run is not None:
         summary["size_bytes"] = model_size_bytes(run.directory)
+        summary["inputs"] = run.signature["inputs"]  # what it learnt from, by content: `learnt_from`
         if distributed.is_main():
             write_json(run.directory / SUMMARY_FILE, summary)
     return TrainResult(model, summary)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import random
 import time
@@ -37,6 +38,8 @@ from distill.inference import evaluate, example_length
 from distill.io import file_sha256, load_sealed, save_sealed, write_text, writing
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.progress import progress_bar, progress_message
+
+logger = logging.getLogger("distill")
 
 
 class Objective:
@@ -153,6 +156,34 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
         else:
             prints[role] = file_sha256(path) if path.is_file() else None
     return prints
+
+
+LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
+
+
+def learnt_from(model_dir: str | Path, data_path: str) -> str | None:
+    """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``) is
+    `data_path`, by content, or None: scored there, a model reads better than it is. Read from the
+    ``inputs`` its ``train_summary.json`` records (runs of before this record have none)."""
+    from distill.outputs import SUMMARY_FILE
+    try:
+        recorded = json.loads((Path(model_dir) / SUMMARY_FILE).read_text(encoding="utf-8")).get("inputs")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    if not isinstance(recorded, dict):
+        return None
+    given = input_fingerprints({"data": data_path})["data"]
+    return next((role for role, print_ in recorded.items() if print_ is not None and print_ == given
+                 and role.split(":")[0] in LEARNT_FROM_ROLES), None)
+
+
+def warn_if_learnt_from(model_dir: str | Path, data_path: str) -> str | None:
+    """Warn when `data_path` is data `model_dir` learnt from (`learnt_from`); returns its role."""
+    role = learnt_from(model_dir, data_path)
+    if role is not None and distributed.is_main():
+        logger.warning(f"warning: {data_path} is the data {model_dir} was trained on (its {role!r} input): "
+                       "its scores there read higher than on held-out data")
+    return role
 
 
 def folder_sha256(folder: Path) -> str:

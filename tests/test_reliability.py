@@ -1184,3 +1184,25 @@ def test_a_model_is_never_written_into_the_encoder_folder_it_reads(tmp_path, cap
     status, err = run_main(capsys, *common, "--output", tmp_path, "--overwrite")
     assert status == 2 and "holds" in err and "an input of this command" in err
     assert sorted(p.name for p in encoder.iterdir()) == before
+
+
+def test_scoring_a_model_on_the_data_it_learnt_from_is_flagged_wherever_the_copy_lives(tiny_classifier_teacher,
+                                                                                    tmp_path, caplog):
+    """evaluate, compare and export --check-data on the training file (here a copy, found by content)
+    warn and record it, so a training-set score is never read as a test score; held-out data does not."""
+    from distill.compare import compare_models
+    from distill.evaluation import evaluate_model
+    from distill.export import export_model
+    copy = tmp_path / "renamed.csv"
+    shutil.copyfile(TRAIN, copy)
+    result = evaluate_model(tiny_classifier_teacher, str(copy), output=str(tmp_path / "train.json"), progress=False)
+    assert result["learnt_from"] == "train"
+    assert f"{copy} is the data {tiny_classifier_teacher} was trained on" in caplog.text
+    caplog.clear()
+    held_out = evaluate_model(tiny_classifier_teacher, str(DEV), output=str(tmp_path / "dev.json"), progress=False)
+    assert "learnt_from" not in held_out and "was trained on" not in caplog.text
+    compare_models([tiny_classifier_teacher], str(copy), limit=4)
+    assert "was trained on" in caplog.text
+    caplog.clear()
+    card = export_model(tiny_classifier_teacher, str(tmp_path / "slim"), "safetensors", check_data=str(copy))
+    assert card["agreement"]["learnt_from"] == "train" and "was trained on" in caplog.text
