@@ -139,15 +139,43 @@ def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
     text = _read_text(path)
     if Path(path).suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
-            records = json.loads(text)
+            items = list(_json_array_items(text))
         except json.JSONDecodeError as err:
             raise DataError(str(path), f"invalid JSON ({err.msg})", err.lineno) from None
-        for index, record in enumerate(records, 1):
+        for index, (line, record) in enumerate(items, 1):
             if not isinstance(record, dict):
-                raise DataError(str(path), f"item {index} of the JSON array is not an object")
-            yield None, record
+                raise DataError(str(path), f"item {index} of the JSON array is not an object", line)
+            yield line, record
         return
     yield from _json_lines(path, text)
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _json_array_items(text: str) -> Iterator[tuple[int, Any]]:
+    """The items of the JSON array `text` is, each with the line it starts on, so an error names it as a
+    JSONL file's would; raises `json.JSONDecodeError` as `json.loads` does."""
+    decoder = json.JSONDecoder()
+    position = _JSON_SPACE.match(text).end()
+    if not text.startswith("[", position):
+        raise json.JSONDecodeError("Expecting value", text, position)
+    position = _JSON_SPACE.match(text, position + 1).end()
+    if text.startswith("]", position):
+        position += 1
+    else:
+        while True:
+            item, end = decoder.raw_decode(text, position)
+            yield text.count("\n", 0, position) + 1, item
+            position = _JSON_SPACE.match(text, end).end()
+            if text.startswith("]", position):
+                position += 1
+                break
+            if not text.startswith(",", position):
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+            position = _JSON_SPACE.match(text, position + 1).end()
+    if _JSON_SPACE.match(text, position).end() != len(text):
+        raise json.JSONDecodeError("Extra data", text, _JSON_SPACE.match(text, position).end())
 
 
 def _parse_hub(spec: str) -> tuple[str, str | None, str]:
@@ -357,22 +385,26 @@ _CONLLU_SKIPPED_ID = re.compile(r"\d+[-.]\d+")  # a multiword token's range (1-2
 
 
 def _is_conllu(lines: Iterable[str], separator: str | None = None) -> bool:
-    """Whether lines are CoNLL-U (Universal Dependencies): after its '#' comment lines, the first sentence
-    numbers its words 1, 2, 3... in the first of three or more fields (split at `separator`, by default at
-    any space). No CoNLL sentence starts so; `cat -n` text has one tab, where CoNLL-U separates by tabs."""
-    count = 0
+    """Whether lines are CoNLL-U (Universal Dependencies): after '#' comment lines, each sentence numbers
+    its words 1, 2, 3... in the first of three or more fields (split at `separator`, by default at any
+    space), until a sentence of two or more words shows it. No CoNLL sentence starts so; `cat -n` text has
+    one tab, where CoNLL-U separates by tabs. One-word sentences ("1", then the word) say it only in
+    numbers: two of them with CoNLL-U's ten fields do too."""
+    count = one_word = 0
     for line in lines:
         if not line.strip():
-            if count:
-                break
+            if count >= 2:
+                return True
+            one_word += count
+            count = 0
             continue
         fields = line.strip().split(separator)
         if (count == 0 and fields[0].startswith("#")) or _CONLLU_SKIPPED_ID.fullmatch(fields[0]):
             continue
-        if len(fields) < 3 or fields[0] != str(count + 1):
+        if len(fields) < 3 or fields[0] != str(count + 1) or (count == 0 and one_word and len(fields) != 10):
             return False
         count += 1
-    return count >= 2
+    return count >= 2 or one_word + count >= 2
 
 
 def _refuse_conllu(path: str, lines: list[str]) -> None:

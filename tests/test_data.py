@@ -125,6 +125,23 @@ def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
         read_unlabelled(str(path), "classification")
 
 
+def test_a_labelled_json_arrays_errors_name_the_line_its_item_starts_on(tmp_path):
+    """As a JSONL file's do: the second item of a pretty-printed array starts on line 6."""
+    path = tmp_path / "c.json"
+    items = [{"text": "good film", "label": "pos"}, {"text": None, "label": "neg"}]
+    path.write_text(json.dumps(items, indent=2), encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{path}:6: empty or non-text value in column 'text'")):
+        read_classification(str(path))
+    path.write_text(json.dumps([items[0], {"label": "neg"}], indent=2), encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{path}:6: missing column 'text'")):
+        read_classification(str(path))
+    path.write_text('[{"text": "good", "label": "a"}\n {"text": "bad", "label": "b"}]', encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{path}:2: invalid JSON (Expecting ',' delimiter)")):
+        read_classification(str(path))
+    path.write_text('[\n{"text": "good", "label": "a"},\n{"text": "bad", "label": "b"}\n] \n', encoding="utf-8")
+    assert read_classification(str(path))["text"] == ["good", "bad"]
+
+
 def test_real_unlabelled_files_are_accepted():
     for name in ("unlabeled_movies.txt", "unlabeled_news.txt"):
         assert len(read_unlabelled(str(SAMPLES / name), "tagging")) == 300
@@ -266,8 +283,8 @@ def test_lines_are_split_at_line_breaks_only(tmp_path):
     ("c.jsonl", '{"text": "great film \\ud83d", "label": "positive"}',
      ":2: a lone UTF-16 surrogate (\\ud83d) in the text"),
     ("c.jsonl", '{"text": "great film", "label": "pos\\udc00"}', ":2: a lone UTF-16 surrogate (\\udc00) in the label"),
-    ("c.json", '[{"text": "good", "label": "a"}, {"text": "\\ud83d", "label": "b"}]',
-     ": a lone UTF-16 surrogate (\\ud83d) in the text"),  # an array's items have no line
+    ("c.json", '[{"text": "good", "label": "a"},\n {"text": "\\ud83d", "label": "b"}]',
+     ":2: a lone UTF-16 surrogate (\\ud83d) in the text"),  # the line the array's item starts on
     ("t.jsonl", '{"tokens": ["Mina", "\\udc00x"], "tags": ["B-PER", "O"]}',
      ":2: a lone UTF-16 surrogate (\\udc00) in token 2"),
     ("t.jsonl", '{"tokens": ["Mina", "x"], "tags": ["B-PER", "O\\ud800"]}',
@@ -355,6 +372,8 @@ UD = ("# sent_id = 1\n# text = Mina spoke .\n1\tMina\tMina\tPROPN\tNNP\t_\t2\tns
     ("ud.conll", "\n".join(line for line in UD.split("\n") if not line.startswith("#"))),  # read its IDs as words
     ("ud.txt", UD.replace("1\tMina", "1-2\tMinas\t_\t_\t_\t_\t_\t_\t_\t_\n1\tMina")),  # a multiword token
     ("one.conllu", "1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"),
+    ("first-one-word.txt", "1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_\n\n" + UD),  # seen in the next sentence
+    ("one-word-each.txt", "1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_\n\n" * 2),
 ])
 def test_conllu_is_refused_with_a_way_to_convert_it(tmp_path, name, content):
     """CoNLL-U's first field numbers the words: read as CoNLL, the numbers were the words (or its comment
@@ -376,6 +395,8 @@ def test_conll_whose_words_are_numbers_is_still_conll(tmp_path):
     assert read_tagging(str(path))["tokens"] == [["1", "2"]]
     path.write_text("Scores CD O\n1 CD O\n2 CD O\n", encoding="utf-8")
     assert read_tagging(str(path))["tokens"] == [["Scores", "1", "2"]]
+    path.write_text("1 CD O\n\n1 CD O\n2 CD O\n", encoding="utf-8")  # a one-word sentence "1", then 1 2
+    assert read_tagging(str(path))["tokens"] == [["1"], ["1", "2"]]
 
 
 def test_an_unclosed_csv_quote_is_reported_where_it_opens(tmp_path):
