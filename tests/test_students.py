@@ -206,3 +206,18 @@ def test_a_word_reads_the_same_in_either_unicode_form(name, example):
     assert composed.keys() == inputs.keys()
     assert all(torch.equal(composed[key], inputs[key]) for key in composed)
     assert 1 not in inputs["word_ids"].tolist()[0]  # no <unk>
+
+
+def test_a_new_idcnn_block_passes_its_input_through_unchanged():
+    """Identity initialisation: each dilated convolution starts as the identity, so the 12 stacked ReLU
+    layers of a new block carry the projected features (non-negative, after their ReLU) as they are."""
+    tags = LabelHierarchy(["O", "B-PER", "I-PER"], separator=None)
+    model = build_student(config_for("idcnn-tagger", embedding_dim=6, filters=5, char_filters=3,
+                                     char_embedding_dim=3), tags, [["Mina", "spoke"], ["Rain"]])
+    hidden = torch.rand(2, 5, 7)
+    passed = hidden
+    for _ in range(model.config.idcnn_iterations):
+        for conv in model.block:
+            passed = torch.relu(conv(passed))
+    assert torch.equal(passed, hidden)
+    assert all(conv.weight.requires_grad for conv in model.block)
