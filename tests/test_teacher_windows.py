@@ -260,7 +260,8 @@ def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, lo
     cli("evaluate", tmp_path / "ta", long_test_file, "--output", tmp_path / "eval.json", "--quiet")
     warned = warnings_of(caplog)
     students = [w for w in warned if "the student reads" in w]
-    assert len(students) == 2 and len(warned) == 3  # the kd run's teacher warning, and the student's two
+    # the kd run's teacher warning, the student's two, and evaluate's on the file the student learnt from
+    assert len(students) == 2 and len(warned) == 4 and "was trained on (its 'train' input)" in warned[3]
     assert all(f"longer than the 30 sub-tokens the student reads (--max-length 32) and lose {lost} sub-tokens each"
                in w and "a larger --max-length" in w for w in students)
     assert f"{long_test_file} and {texts}: {2 * cut} of 8 texts" in students[0]  # kd: labelled and unlabelled
