@@ -10,7 +10,9 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -48,6 +50,31 @@ def writing(path: str | os.PathLike) -> Iterator[None]:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             reason += ": the disk is full; free space or write elsewhere"
         raise DistillError(f"{path}: cannot write ({reason})") from None
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block is done, then act on them as they would have: files that
+    must agree (an epoch's best model and the resume state that points at it) are all written or none,
+    so an interrupt never leaves a run that is neither usable nor resumable. Only SIGKILL cuts in.
+    Outside the main thread, where signal handlers cannot be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda number, frame: caught.append(number)) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+    if caught:
+        handler = previous[caught[0]]
+        if callable(handler):
+            handler(caught[0], None)
+        elif handler in (signal.SIG_DFL, None):
+            signal.raise_signal(caught[0])
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ import torch
 from distill import distributed, precision
 from distill.errors import DistillError, require_number, require_whole
 from distill.inference import evaluate, example_length
-from distill.io import file_sha256, load_sealed, save_sealed, write_text, writing
+from distill.io import file_sha256, load_sealed, save_sealed, uninterrupted, write_text, writing
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.progress import progress_bar, progress_message
 
@@ -465,29 +465,30 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                   "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
         if len(tasks) > 1:
             record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
-        history.append(record)
-        if log_path is not None and main:
-            with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
-                log.write(json.dumps(record) + "\n")
-        score = dev_score(dev, settings.select_metric, tasks)
-        improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)
-        if progress:
-            progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
-                             f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
-        if improved:
-            best, stale = record, 0
-            if main:
-                save_best(record)
-        else:
-            stale += 1
-        if run is not None and main:
-            save_sealed(run.path, {
-                "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
-                "scheduler": scheduler.state_dict() if scheduler is not None else {},
-                "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
-                "stale": stale})
+        with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
+            history.append(record)
+            if log_path is not None and main:
+                with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
+                    log.write(json.dumps(record) + "\n")
+            score = dev_score(dev, settings.select_metric, tasks)
+            improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)
+            if progress:
+                progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
+                                 f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
+            if improved:
+                best, stale = record, 0
+                if main:
+                    save_best(record)
+            else:
+                stale += 1
+            if run is not None and main:
+                save_sealed(run.path, {
+                    "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
+                    "scheduler": scheduler.state_dict() if scheduler is not None else {},
+                    "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
+                    "stale": stale})
     if run is not None and main:
         run.path.unlink(missing_ok=True)
     distributed.barrier()  # no rank returns before rank 0 has saved

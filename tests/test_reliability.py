@@ -1206,3 +1206,29 @@ def test_scoring_a_model_on_the_data_it_learnt_from_is_flagged_wherever_the_copy
     caplog.clear()
     card = export_model(tiny_classifier_teacher, str(tmp_path / "slim"), "safetensors", check_data=str(copy))
     assert card["agreement"]["learnt_from"] == "train" and "was trained on" in caplog.text
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupt_while_a_best_epoch_is_saved_waits_for_the_save(signum, tmp_path, capsys, monkeypatch):
+    """SIGTERM or Ctrl-C between writing a new best epoch's weights and its card is held until the model and
+    the resume state are both saved: the run stops resumable and then finishes as an uninterrupted one."""
+    import distill.models.students as students
+    from distill.io import load_tensors
+    args = ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "3"]
+    cli(*args, "--output", tmp_path / "reference")
+    real_card, cards = students.write_model_card, []
+
+    def card_after_a_signal(*card_args, **card_kwargs):
+        cards.append(1)
+        if len(cards) == 1:
+            signal.raise_signal(signum)
+        return real_card(*card_args, **card_kwargs)
+
+    monkeypatch.setattr(students, "write_model_card", card_after_a_signal)
+    out = tmp_path / "run"
+    status, err = run_main(capsys, *args, "--output", out)
+    assert status == (128 + signal.SIGTERM if signum == signal.SIGTERM else 130), err
+    assert (out / "resume.pt").exists() and (out / "distill.json").exists()
+    cli(*args, "--output", out, "--resume")
+    ours, reference = load_tensors(out / "model.safetensors"), load_tensors(tmp_path / "reference/model.safetensors")
+    assert ours.keys() == reference.keys() and all(torch.equal(ours[k], reference[k]) for k in ours)
