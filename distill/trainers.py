@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from distill import distributed
-from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabelled_examples
+from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
+                          unlabelled_examples)
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError, require_flag, require_number, require_type, require_whole
@@ -134,6 +135,15 @@ def _run(output: Output, inputs: dict[str, str | None], encoder: str | None = No
         yield run
 
 
+def _input_of(examples: Examples) -> str:
+    """What a run's signature records of a split: its file (fingerprinted by content), the digest of data
+    given in memory, or a hub dataset's spec with a digest of the rows it held, since a hub dataset can
+    change under the same name (a new revision, an edited local dataset folder)."""
+    if examples.source.startswith(HUB_PREFIX):
+        return f"{examples.source} {memory_source(examples.inputs, examples.labels or [])}"
+    return examples.source
+
+
 def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
     """A teacher as a run's signature records it: its directory, or a digest of one in memory."""
     if teacher is None or isinstance(teacher, (str, Path)):
@@ -232,7 +242,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()
         training = _selecting(training.for_task(config.task), config.task, hierarchy)
-        inputs = {"train": train_set.source, "dev": dev_set.source}
+        inputs = {"train": _input_of(train_set), "dev": _input_of(dev_set)}
         with _run(output, inputs, config.encoder, command="teacher", config=config, training=training,
                   data=data) as run:
             with torch.random.fork_rng(devices=[]):
@@ -296,7 +306,7 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                            encoder_lr=training.for_task(spec.task).encoder_lr if spec.encoder_lr is None
                            else spec.encoder_lr)
             heads[spec.name] = (head_config, hierarchy, _selecting(head, spec.task, hierarchy))
-        inputs = {f"{part}:{name}": sets[name].source for name in heads
+        inputs = {f"{part}:{name}": _input_of(sets[name]) for name in heads
                   for part, sets in (("train", train_sets), ("dev", dev_sets))}
         signature = {name: {"config": asdict(c), "training": asdict(t)} for name, (c, _, t) in heads.items()}
         with _run(output, inputs, config.encoder, command="teacher", heads=signature, sampling=sampling,
@@ -418,7 +428,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
         settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
-        inputs = {"train": train_set.source, "dev": dev_set.source, "embeddings_from_teacher": teacher_source}
+        inputs = {"train": _input_of(train_set), "dev": _input_of(dev_set), "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, getattr(student, "encoder", None), command="student", config=_config_of(student),
                   settings=settings, data=data, class_weights=class_weights) as run:
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
@@ -506,8 +516,8 @@ class Distiller:
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabelled data")
             teacher_input = _teacher_source(self.teacher)
-            inputs = {"teacher": teacher_input, "train": train_set.source, "dev": dev_set.source,
-                      "unlabeled": extra.source if extra else None}
+            inputs = {"teacher": teacher_input, "train": _input_of(train_set), "dev": _input_of(dev_set),
+                      "unlabeled": _input_of(extra) if extra else None}
             if self.cache_dir is not None and output.directory is not None:
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)

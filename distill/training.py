@@ -163,8 +163,9 @@ LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it
 
 def learnt_from(model_dir: str | Path, data_path: str) -> str | None:
     """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``) is
-    `data_path`, by content, or None: scored there, a model reads better than it is. Read from the
-    ``inputs`` its ``train_summary.json`` records (runs of before this record have none)."""
+    `data_path`, by content (a hub dataset: by its spec, recorded with a digest of its rows), or None:
+    scored there, a model reads better than it is. Read from the ``inputs`` its ``train_summary.json``
+    records (runs of before this record have none)."""
     from distill.outputs import SUMMARY_FILE
     try:
         recorded = json.loads((Path(model_dir) / SUMMARY_FILE).read_text(encoding="utf-8")).get("inputs")
@@ -173,8 +174,10 @@ def learnt_from(model_dir: str | Path, data_path: str) -> str | None:
     if not isinstance(recorded, dict):
         return None
     given = input_fingerprints({"data": data_path})["data"]
-    return next((role for role, print_ in recorded.items() if print_ is not None and print_ == given
-                 and role.split(":")[0] in LEARNT_FROM_ROLES), None)
+    if given is None:
+        return None
+    return next((role for role, print_ in recorded.items() if role.split(":")[0] in LEARNT_FROM_ROLES
+                 and isinstance(print_, str) and (print_ == given or print_.startswith(f"{given} memory:"))), None)
 
 
 def warn_if_learnt_from(model_dir: str | Path, data_path: str) -> str | None:

@@ -1232,3 +1232,30 @@ def test_an_interrupt_while_a_best_epoch_is_saved_waits_for_the_save(signum, tmp
     cli(*args, "--output", out, "--resume")
     ours, reference = load_tensors(out / "model.safetensors"), load_tensors(tmp_path / "reference/model.safetensors")
     assert ours.keys() == reference.keys() and all(torch.equal(ours[k], reference[k]) for k in ours)
+
+
+def test_resume_refuses_a_hub_dataset_whose_rows_changed(tmp_path, capsys, monkeypatch):
+    """A hub: spec names data that can change under it (a new revision, an edited local dataset folder):
+    the signature records a digest of its rows, as it records a file's content, and evaluate still
+    knows the spec as the training data."""
+    import csv
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    rows = list(csv.DictReader(open(TRAIN, encoding="utf-8")))
+
+    def save(flip: bool) -> None:
+        swap = {"positive": "negative", "negative": "positive"} if flip else {}
+        (folder / "train.jsonl").write_text("".join(json.dumps({**row, "label": swap.get(row["label"], row["label"])})
+                                                    + "\n" for row in rows), encoding="utf-8")
+
+    save(flip=False)
+    out, spec = tmp_path / "run", f"hub:{folder}:train"
+    args = interrupted_in_epoch_2(capsys, monkeypatch, "student", *SMALL_LSTM, "--train", spec, "--dev", DEV,
+                                  "--output", out, "--epochs", "2")
+    save(flip=True)
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "(inputs.train)" in err, err
+    save(flip=False)
+    assert run_main(capsys, *args, "--resume")[0] == 0
+    assert run_main(capsys, "evaluate", out, spec, "--output", tmp_path / "m.json")[0] == 0
+    assert json.loads((tmp_path / "m.json").read_text())["learnt_from"] == "train"
