@@ -94,15 +94,20 @@ class TeacherStudentDistill:
 
     Rows not `labelled` take the teacher's argmax as their hard target (pseudo-labels), dropped
     below `min_confidence`; for tagging, `mask` marks the (batch, words) positions both sides scored.
+    `temperature` is kl's (and a registered loss's) T, 2 unless given; ``mse`` compares raw logits and
+    refuses one, as ``--kd-loss mse --temperature`` is refused.
     """
 
-    def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float = DEFAULT_TEMPERATURE,
+    def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float | None = None,
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0,
                  teacher_layers: str | Sequence[int] = "uniform"):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
+        if kd_loss == "mse" and temperature is not None:
+            raise DistillError("kd_loss 'mse' compares raw logits: a temperature has no effect there; leave it unset")
+        temperature = DEFAULT_TEMPERATURE if temperature is None else temperature  # kl's (and a plugin loss's) T
         for name, value in (("temperature", temperature), ("student weight", student_weight),
                             ("distill weight", distill_weight), ("min confidence", min_confidence),
                             ("hidden weight", hidden_weight), ("attention weight", attention_weight),
@@ -168,6 +173,8 @@ class TeacherStudentDistill:
         pseudo-labels use `mask`, the words the teacher scored too.
         """
         teacher_logits = teacher_logits.to(student_logits.device)
+        if teacher_logits.size(-1) == 1:  # a --binary teacher (a chain's student): its logit z as [0, z]
+            teacher_logits = losses.two_class_logits(teacher_logits)
         if labelled is None:
             labelled = torch.ones(len(targets), dtype=torch.bool, device=targets.device)
         targets = self.pseudo_targets(teacher_logits, targets, labelled, mask)

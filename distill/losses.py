@@ -137,6 +137,12 @@ def mse_distill(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
     return mse_distill_sum(student_logits, teacher_logits, mask).mean()
 
 
+def two_class_logits(logit: torch.Tensor) -> torch.Tensor:
+    """A one-logit (sigmoid) model's output z as two logits [0, z]: softmax gives sigmoid(z) for class 1,
+    so every term and pseudo-label written for two logits reads a binary teacher correctly."""
+    return torch.cat([torch.zeros_like(logit), logit], dim=-1)
+
+
 def teacher_binary_logit(teacher_logits: torch.Tensor) -> torch.Tensor:
     """A two-class teacher as one logit: sigmoid(t1 - t0) equals softmax(t)[1]."""
     return teacher_logits[..., 1] - teacher_logits[..., 0]

@@ -566,7 +566,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if given(context, "teacher_layers") and not hidden_weight + attention_weight + cosine_weight:
         raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
                                  "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
-    loss = TeacherStudentDistill(kd_loss, temperature, student_weight, distill_weight, min_confidence=min_confidence,
+    loss = TeacherStudentDistill(kd_loss, temperature if given(context, "temperature") else None, student_weight,
+                                 distill_weight, min_confidence=min_confidence,
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,

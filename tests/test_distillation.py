@@ -85,10 +85,16 @@ def test_loss_weights_compose(tiny_classifier_teacher):
 
 @pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be > 0"),
                                              ({"student_weight": -1}, "weights must be >= 0"),
-                                             ({"kd_loss": "js"}, "unknown kd loss")])
+                                             ({"kd_loss": "js"}, "unknown kd loss"),
+                                             ({"kd_loss": "mse", "temperature": 5.0}, "has no effect there")])
 def test_nonsensical_options_are_refused(kwargs, message):
     with pytest.raises(DistillError, match=message):
         TeacherStudentDistill(**kwargs)
+
+
+def test_the_temperature_defaults_to_two_for_kl_and_stays_unset_for_mse():
+    assert TeacherStudentDistill().temperature == TeacherStudentDistill("kl", 2.0).temperature == 2.0
+    assert TeacherStudentDistill("mse").settings()["kd_loss"] == "mse"
 
 
 def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
@@ -142,6 +148,31 @@ def test_kd_takes_a_student_as_teacher(tmp_path, capsys):
     teacher = load_model(tmp_path / "s")
     assert json.loads((tmp_path / "k" / "train_summary.json").read_text())["teacher"] == str(tmp_path / "s")
     assert (tmp_path / "cache" / teacher.fingerprint()).is_dir()
+
+
+def test_a_one_logit_teacher_is_read_as_its_sigmoid():
+    """A --binary teacher (a chain's student) gives one logit z: its pseudo-labels follow z's sign with
+    confidence sigmoid(z), and the KL term depends on z, for a two-logit student and a --binary one."""
+    z = torch.tensor([[5.0], [-5.0], [0.2]])
+    distiller = TeacherStudentDistill(min_confidence=0.6)  # the student loss counts: on the pseudo-labels
+    targets = distiller.pseudo_targets(torch.cat([torch.zeros_like(z), z], -1), torch.full((3,), IGNORE_INDEX),
+                                       torch.zeros(3, dtype=torch.bool), None)
+    assert targets.tolist() == [1, 0, IGNORE_INDEX]  # sigmoid(0.2) = 0.55 < 0.6
+    unlabelled, no_targets = torch.zeros(3, dtype=torch.bool), torch.full((3,), IGNORE_INDEX)
+    for student in (torch.tensor([[0.0, 1.0], [0.5, 0.0], [0.0, 0.0]]), torch.tensor([[1.0], [-0.5], [0.0]])):
+        loss = lambda teacher: sum(term.mean() for term in distiller.terms(student, teacher, no_targets,  # noqa: E731
+                                                                           labelled=unlabelled))
+        assert loss(z).item() == pytest.approx(loss(torch.cat([torch.zeros_like(z), z], -1)).item())
+        assert loss(z).item() != pytest.approx(loss(-z).item())
+
+
+def test_kd_from_a_binary_student_trains_a_binary_student(tmp_path):
+    common = ["--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1",
+              "--quiet", "--hidden-dim", "8", "--embedding-dim", "8", "--model", "lstm", "--binary"]
+    cli("student", *common, "--output", tmp_path / "s")
+    cli("kd", "--teacher", tmp_path / "s", "--random-embeddings", *common, "--unlabeled",
+        SAMPLES / "unlabeled_movies.txt", "--min-confidence", "0.5", "--output", tmp_path / "k")
+    assert load_model(tmp_path / "k").predict(["a fine film"])[0] in ("negative", "positive")
 
 
 def test_pseudo_label_resume_after_interruption_matches_uninterrupted(tiny_tagging_teacher, tmp_path):
