@@ -30,6 +30,7 @@ from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, lab
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
 from distill.errors import DistillError, require_flag, require_number, require_type, require_whole
+from distill.inference import model_crf
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
@@ -478,6 +479,7 @@ class Distiller:
         _check_arguments(settings=settings, env=env, **({"loss": loss} if loss is not None else {}))
         require_flag("teacher_embeddings", teacher_embeddings)
         require_flag("online_teacher", online_teacher)
+        require_whole("teacher_batch_size", teacher_batch_size)
         require_number("unlabeled_ratio", unlabeled_ratio, 0, float("inf"), low_open=True, optional=True)
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
         self.head = head
@@ -534,6 +536,10 @@ class Distiller:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
                                f"does {teacher.task}")
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.source}")
+        if extra and model_crf(teacher) is not None:
+            raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
+                               "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
+                               "reproduce: distil it on labelled data only, or distil a teacher without --crf")
         unlabelled = list(extra.inputs) if extra else []
         if extra and self.unlabeled_ratio is not None:
             keep = int(self.unlabeled_ratio * len(train))

@@ -175,6 +175,27 @@ def test_kd_from_a_binary_student_trains_a_binary_student(tmp_path):
     assert load_model(tmp_path / "k").predict(["a fine film"])[0] in ("negative", "positive")
 
 
+def test_kd_refuses_unlabelled_text_for_a_crf_teacher(tmp_path):
+    """A CRF tagger's labels are Viterbi paths: per-word argmax pseudo-labels of unlabelled text would teach
+    tags it never outputs. On labelled data (gold targets, its emission scores as soft ones) it teaches."""
+    from distill.trainers import Distiller
+    common = ["--model", "lstm-tagger", "--epochs", "1", "--quiet", "--hidden-dim", "8", "--embedding-dim", "8",
+              "--char-filters", "4", "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll"]
+    cli("student", *common, "--crf", "--output", tmp_path / "crf")
+    with pytest.raises(DistillError, match="is a CRF tagger: its labels are Viterbi paths"):
+        Distiller(str(tmp_path / "crf"), config_for("lstm-tagger", hidden_dim=8)).fit(
+            str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll"), str(SAMPLES / "unlabeled_news.txt"))
+    cli("kd", "--teacher", tmp_path / "crf", *common, "--random-embeddings", "--output", tmp_path / "kd")
+    assert (tmp_path / "kd" / "distill.json").exists()
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True])
+def test_the_teacher_batch_size_is_checked_where_it_is_given(size):
+    from distill.trainers import Distiller
+    with pytest.raises(DistillError, match="teacher_batch_size must be a whole number >= 1"):
+        Distiller("teacher", "lstm", teacher_batch_size=size)
+
+
 def test_pseudo_label_resume_after_interruption_matches_uninterrupted(tiny_tagging_teacher, tmp_path):
     source = SAMPLES / "unlabeled_news.txt"
     full = tmp_path / "full.jsonl"
