@@ -198,6 +198,19 @@ def load_hub(spec: str) -> datasets.Dataset:
         raise DistillError(f"{spec}: cannot load hub dataset ({first}); offline, use a local file") from None
 
 
+def _hub_examples(spec: str, task: str, example_column: str, label_column: str | None) -> tuple[list, list]:
+    """A hub split's examples and labels (none if `label_column` is None), checked as a `datasets.Dataset` given
+    in memory is: a hub column may hold nulls, empty or blank strings, which no file reader lets through."""
+    data = load_hub(spec)
+    _require_columns(spec, data.column_names, [example_column] + ([label_column] if label_column else []))
+    inputs = checked_examples(spec, task, list(data[example_column]))
+    if label_column is None:
+        return inputs, []
+    feature = data.features[label_column]
+    names = getattr(getattr(feature, "feature", feature), "names", None)  # a ClassLabel, or a sequence of them
+    return inputs, _check_labels(spec, task, inputs, list(data[label_column]), names)
+
+
 def _require_columns(path: str, columns: list[str], wanted: list[str], line: int | None = None) -> None:
     missing = [c for c in wanted if c not in columns]
     if missing:
@@ -295,35 +308,26 @@ def _refuse_unnamed_format(path: str) -> None:
                               "extension decides how a file is read)")
 
 
-def read_classification(path: str, text_column: str = "text", label_column: str = "label",
-                        labelled: bool = True) -> datasets.Dataset:
-    """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
-    import datasets
+def _classification_file(path: str, text_column: str, label_column: str,
+                         labelled: bool) -> tuple[list[str], list[str]]:
+    """The texts and labels (none unless `labelled`) of a CSV, TSV or JSONL file, each error naming its line."""
     wanted = [text_column, label_column] if labelled else [text_column]
-    if path.startswith(HUB_PREFIX):
-        data = load_hub(path)
-        _require_columns(path, data.column_names, wanted)
-        rows = [(None, r) for r in data]
-        names = data.features[label_column].names if labelled and hasattr(
-            data.features[label_column], "names") else None
+    fmt = _format(path)
+    if fmt in ("csv", "tsv"):
+        rows = _delimited_rows(path, fmt, wanted)
+    elif fmt == "jsonl":
+        rows = list(_json_records(path))
+        for number, record in rows:
+            _wrong_task(path, list(record), "classification", number)
+            _require_columns(path, list(record), wanted, number)
+    elif fmt == "conll":
+        raise DataError(path, "is CoNLL (tagging data), but this command or model classifies texts: "
+                              "use .csv, .tsv or .jsonl with text and label")
     else:
-        fmt = _format(path)
-        if fmt in ("csv", "tsv"):
-            rows = _delimited_rows(path, fmt, wanted)
-        elif fmt == "jsonl":
-            rows = list(_json_records(path))
-            for number, record in rows:
-                _wrong_task(path, list(record), "classification", number)
-                _require_columns(path, list(record), wanted, number)
-        elif fmt == "conll":
-            raise DataError(path, "is CoNLL (tagging data), but this command or model classifies texts: "
-                                  "use .csv, .tsv or .jsonl with text and label")
-        else:
-            _refuse_unnamed_format(path)
-            raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
-        names = None
+        _refuse_unnamed_format(path)
+        raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
     texts, labels = [], []
-    for row, (number, record) in enumerate(rows):
+    for number, record in rows:
         text = record[text_column]
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
@@ -331,10 +335,20 @@ def read_classification(path: str, text_column: str = "text", label_column: str 
         texts.append(_surrogate_free(path, text, "the text", number))
         if labelled:
             label = record[label_column]
-            label = _class_name(path, names, label, row) if names and _is_index(label) else label
             if label is None or str(label).strip() == "":
                 raise DataError(path, f"empty label in column {label_column!r}", number)
             labels.append(_label_text(path, label, label_column, number))
+    return texts, labels
+
+
+def read_classification(path: str, text_column: str = "text", label_column: str = "label",
+                        labelled: bool = True) -> datasets.Dataset:
+    """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
+    import datasets
+    if path.startswith(HUB_PREFIX):
+        texts, labels = _hub_examples(path, "classification", text_column, label_column if labelled else None)
+    else:
+        texts, labels = _classification_file(path, text_column, label_column, labelled)
     if not texts:
         raise DataError(path, "no examples")
     columns = {"text": texts, "label": labels} if labelled else {"text": texts}
@@ -472,13 +486,7 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
     """Read CoNLL columns (blank lines between sentences, ``-DOCSTART-`` skipped) or JSONL."""
     import datasets
     if path.startswith(HUB_PREFIX):
-        data = load_hub(path)
-        _require_columns(path, data.column_names, [tokens_field, tags_field])
-        feature = data.features[tags_field]
-        names = getattr(getattr(feature, "feature", None), "names", None)
-        tokens = [list(r[tokens_field]) for r in data]
-        tags = [[_class_name(path, names, t, row, position) if names and _is_index(t) else str(t)
-                 for position, t in enumerate(r[tags_field])] for row, r in enumerate(data)]
+        tokens, tags = _hub_examples(path, "tagging", tokens_field, tags_field)
         lines = [None] * len(tokens)
     elif _format(path) in ("csv", "tsv"):
         raise DataError(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
@@ -839,13 +847,14 @@ def checked_examples(where: str, task: str, inputs: list) -> list:
 
 
 def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: list | None) -> list:
+    """Labels (or tag lists) as text, one per example; an error names the example (and the tag's position)."""
     if len(labels) != len(inputs):
         raise DataError(where, f"{len(inputs)} examples but {len(labels)} labels")
     checked = []
     for row, (example, label) in enumerate(zip(inputs, labels)):
         if task == "classification":
             label = _class_name(where, names, label, row) if names is not None and _is_index(label) else label
-            checked.append(_label_text(where, label, "label", None))
+            checked.append(_label_text(f"{where}: example {row}", label, "label", None))
             if not checked[-1]:
                 raise DataError(where, f"example {row} has an empty label")
             continue
@@ -853,7 +862,8 @@ def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: 
         if tags is None or len(tags) != len(example):
             raise DataError(where, f"example {row}: expected one tag per token ({len(example)}), got {label!r:.60}")
         checked.append([_class_name(where, names, t, row, position) if names is not None and _is_index(t)
-                        else _label_text(where, t, "tags", None) for position, t in enumerate(tags)])
+                        else _label_text(f"{where}: example {row} at position {position}", t, "tags", None)
+                        for position, t in enumerate(tags)])
     return checked
 
 

@@ -9,6 +9,7 @@ the group the launcher's environment describes: gloo for CPU tensors, nccl for C
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Sequence
 
 import torch
@@ -90,6 +91,25 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     total = values.clone()
     dist.all_reduce(total)
     return total
+
+
+# What gloo and NCCL say when a collective loses a process of the run (killed, out of memory, its node gone)
+PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote worker crashing",
+                     "ncclRemoteError", "NCCL communicator was aborted")
+
+
+def lost_peer(err: BaseException) -> str | None:
+    """The gist of `err` (its first sentence, without the C++ source location) when it is a collective of a
+    launched run failing because another process stopped; None for any other error. Each surviving rank fails
+    so at its next collective, and the backend's traceback tells the user nothing the other process's own
+    message (if it had time for one) does not."""
+    if not launched() or not isinstance(err, RuntimeError):
+        return None
+    text = str(err).strip()
+    if not isinstance(err, dist.DistError) and not any(marker in text for marker in PEER_LOST_MARKERS):
+        return None
+    first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else "")  # "[.../pair.cc:553] "
+    return first.split(". ")[0].rstrip(".") or type(err).__name__
 
 
 def shard(items: Sequence) -> Sequence:

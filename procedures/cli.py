@@ -744,10 +744,15 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("terminated", err=True)
         sys.exit(128 + signal.SIGTERM)
     except (MemoryError, RuntimeError) as err:
-        if not out_of_memory(err):
+        lost = distributed.lost_peer(err)
+        if lost is not None:
+            click.echo(f"error: another process of this distributed run stopped ({lost}); the state of the last "
+                       "finished epoch, if any, is kept: rerun with --resume", err=True)
+        elif out_of_memory(err):
+            click.echo("error: out of memory: lower --batch-size (and --max-length for the teacher) or the "
+                       "model's size (--hidden-dim, --embedding-dim, --filters, --layers)", err=True)
+        else:
             raise
-        click.echo("error: out of memory: lower --batch-size (and --max-length for the teacher) or the "
-                   "model's size (--hidden-dim, --embedding-dim, --filters, --layers)", err=True)
         sys.exit(2)
     except OSError as err:
         click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)

@@ -446,3 +446,47 @@ def test_a_classlabel_index_that_names_no_class_is_refused(monkeypatch):
         read_classification("hub:text:test")
     with pytest.raises(DataError, match=re.escape(f"hub:tags:test: example 1 has tag -1 at position 2 {no_label}")):
         read_tagging("hub:tags:test")
+
+
+def test_a_local_hub_folder_is_read_with_the_checks_of_in_memory_data(tmp_path, monkeypatch):
+    """`hub:PATH:SPLIT` reads a folder through `datasets.load_dataset`, which lets nulls and empty tokens through:
+    a null token was a TypeError traceback, an empty one trained silently, a null tag became a class 'None'."""
+    import datasets
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = [{"tokens": ["Mina", "spoke"], "tags": ["B-PER", "O"]}, {"tokens": [None, "fell"], "tags": ["O", "O"]}]
+    (tmp_path / "ner").mkdir()
+    (tmp_path / "ner" / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    spec = f"hub:{tmp_path / 'ner'}:train"
+    with pytest.raises(DataError, match=re.escape(f"{spec}: example 1 is not a non-empty list of tokens (strings)")):
+        read_tagging(spec)
+    (tmp_path / "ner" / "train.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert read_tagging(spec)["tags"] == [["B-PER", "O"]]
+
+
+@pytest.mark.parametrize("tokens, tags, message", [
+    (["", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
+    (["  ", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
+    (["Rain", "fell"], [None, "O"], "example 1 at position 0: label in column 'tags' must be a string or a finite "
+                                    "number, got None"),
+    (["Rain", "fell"], ["O"], "example 1: expected one tag per token (2), got ['O']"),
+])
+def test_hub_tagging_rows_are_refused_as_in_memory_rows_are(monkeypatch, tokens, tags, message):
+    from datasets import Dataset
+    data = Dataset.from_dict({"tokens": [["Mina", "spoke"], tokens], "tags": [["B-PER", "O"], tags]})
+    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    with pytest.raises(DataError, match=re.escape(f"hub:ner:train: {message}")):
+        read_tagging("hub:ner:train")
+
+
+@pytest.mark.parametrize("text, label, message", [
+    (None, "neg", "example 1 is not a non-empty text"),
+    ("   ", "neg", "example 1 is not a non-empty text"),
+    ("bad film", None, "example 1: label in column 'label' must be a string or a finite number, got None"),
+    ("bad film", " ", "example 1 has an empty label"),
+])
+def test_hub_classification_rows_name_the_row(monkeypatch, text, label, message):
+    from datasets import Dataset
+    data = Dataset.from_dict({"text": ["good film", text], "label": ["pos", label]})
+    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    with pytest.raises(DataError, match=re.escape(f"hub:films:train: {message}")):
+        read_classification("hub:films:train")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -207,3 +208,50 @@ def test_pseudo_label_resume_refuses_parts_of_another_process_count(tiny_classif
     assert exit_info.value.code == 2
     cli(*args)  # a fresh run clears the other run's parts
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+def test_a_lost_peer_is_told_from_other_errors(monkeypatch):
+    gloo = RuntimeError("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+                        "[127.0.0.1]:2957. This is typically caused by a remote worker crashing. Check the logs")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert distributed.lost_peer(gloo) == "Connection closed by peer [127.0.0.1]:2957"
+    assert distributed.lost_peer(torch.distributed.DistBackendError("NCCL communicator was aborted on rank 0.")) \
+        == "NCCL communicator was aborted on rank 0"
+    assert distributed.lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+    assert distributed.lost_peer(ValueError("Connection reset by peer")) is None
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: no peer to lose
+    assert distributed.lost_peer(gloo) is None
+
+
+SURVIVOR = """
+import torch
+from distill import distributed
+from procedures import cli
+
+@cli.cli.command("collective")
+def collective():
+    distributed.barrier()
+    distributed.all_reduce_sum(torch.ones(1))
+
+cli.main(["--threads", "1", "collective"])
+"""
+# as SIGKILL or the kernel's out-of-memory killer: no message, no clean-up
+KILLED = "import os, torch.distributed as d; d.init_process_group('gloo'); d.barrier(); os._exit(9)"
+
+
+def test_the_survivor_of_a_killed_worker_says_so_in_one_line():
+    """Two gloo processes started as torchrun starts them (not under torchrun, whose SIGTERM would race the
+    survivor's collective): the one left prints one line and exits with status 2, not a 50-line gloo traceback."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    workers = [subprocess.Popen([sys.executable, "-c", script], env={**env, "RANK": rank, "LOCAL_RANK": rank},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for rank, script in (("0", SURVIVOR), ("1", KILLED))]
+    (_, stderr), _ = [worker.communicate(timeout=120) for worker in workers]
+    assert [worker.returncode for worker in workers] == [2, 9], stderr[-3000:]
+    [line] = stderr.strip().splitlines()
+    assert line.startswith("error: another process of this distributed run stopped (")
+    assert line.endswith("); the state of the last finished epoch, if any, is kept: rerun with --resume")
