@@ -17,6 +17,7 @@ rank 0 alone writes.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from pathlib import Path
@@ -56,6 +57,17 @@ def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> 
                            "choose a cache folder outside it")
     if folder.exists() and not folder.is_dir():
         raise DistillError(f"{cache_dir}: is a file; the logit cache is a folder")
+
+
+def check_cache_beside(cache_dir: str | Path, output: str | Path, written: Sequence[str]) -> None:
+    """A command that writes one file writes temporaries beside it (`written`: glob patterns of their names in
+    the output's folder). A cache folder named as one of them, or lying in a folder so named, would turn that
+    file into a folder (or be a file where a folder goes) and fail the run only at its end, with files left."""
+    folder, out = Path(cache_dir).expanduser().resolve(), Path(output).expanduser().resolve()
+    for path in (folder, *folder.parents):
+        if path.parent == out.parent and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in written):
+            raise DistillError(f"{cache_dir}: uses the name {path.name}, which this run writes as a file ({output}, "
+                               "or its partial output, signature or lock beside it); choose another cache folder")
 
 
 def example_key(example) -> bytes:

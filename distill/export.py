@@ -72,34 +72,45 @@ def onnx_module():
 
 
 @contextlib.contextmanager
-def native_stderr_silenced() -> Iterator[None]:
-    """Drop what native code writes to the stderr descriptor meanwhile: the TorchScript exporter prints
-    notes on the packed LSTM's shape inference there (ONNX Runtime infers those shapes itself), which
-    would read as problems to a user. Python errors still propagate as exceptions."""
+def native_output_silenced() -> Iterator[None]:
+    """Drop what native code writes to the stdout and stderr descriptors meanwhile: the TorchScript exporter
+    prints notes on the packed LSTM's shape inference to stderr (ONNX Runtime infers those shapes itself),
+    and the whole TorchScript graph to stdout when it fails, which would read as problems or drown the one
+    error line. Python errors still propagate as exceptions."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     try:
         with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
+            for fd in saved:
+                os.dup2(devnull.fileno(), fd)
             yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
-def export_onnx(model: LabelModel, path: Path) -> None:
-    """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph."""
+def export_onnx(model: LabelModel, path: Path, where: str | None = None) -> None:
+    """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph. A forward the
+    exporter cannot translate (a plugin student's operator) is one error naming the model (`where`, else its
+    class) and the exporter's reason."""
     onnx_module()
     inputs, _ = model.prepare(TRACE_EXAMPLES[model.task])
     inputs = {name: tensor.cpu() for name, tensor in inputs.items() if name not in GRID_INPUTS}
     rows = "windows" if "input_ids" in inputs and "window_weights" not in inputs else "batch"
     output_axes = {0: rows, 1: "words"} if model.task == "tagging" else {0: rows}
     model = model.cpu().eval()
-    with warnings.catch_warnings(), torch.no_grad(), native_stderr_silenced():
-        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and shape-inference notes
-        torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
-                          dynamic_axes={**{name: AXES[name] for name in inputs}, "logits": output_axes},
-                          opset_version=OPSET, dynamo=False)
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), native_output_silenced():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation and shape-inference notes
+            torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
+                              dynamic_axes={**{name: AXES[name] for name in inputs}, "logits": output_axes},
+                              opset_version=OPSET, dynamo=False)
+    except RuntimeError as err:  # torch.onnx's own errors (an unsupported operator) are RuntimeErrors too
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise DistillError(f"{where or type(model).__name__}: this {model.kind or 'model'} cannot be exported to "
+                           f"ONNX ({reason}); export it with --format safetensors instead") from None
 
 
 def quantize_int8(source: Path, target: Path) -> None:
@@ -145,7 +156,7 @@ def save_onnx_files(model: LabelModel, kind: str, source_dir: Path, directory: P
             graph = directory / ONNX_FILE
         else:
             graph = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".fp32-", dir=directory))) / ONNX_FILE
-        export_onnx(model, graph)
+        export_onnx(model, graph, str(source_dir))
         if quantize == "int8":
             quantize_int8(graph, directory / ONNX_FILE)
     return [*files, ONNX_FILE]

@@ -17,7 +17,7 @@ import torch
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
 from distill.data import TASKS, checked_examples, labelled_examples
-from distill.errors import DistillError
+from distill.errors import DistillError, require_whole
 from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
 from distill.progress import progress_bar
@@ -83,7 +83,9 @@ def example_length(example) -> int:
 
 
 def length_sorted_batches(examples: Sequence, batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, so little compute goes to padding."""
+    """Indices grouped into batches of similar length, so little compute goes to padding. Every scoring path
+    batches here, so a `batch_size` of 0, -1 or 1.5 is refused here by name, not by `range` or slicing."""
+    require_whole("batch_size", batch_size)
     order = sorted(range(len(examples)), key=lambda i: example_length(examples[i]))
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
@@ -146,6 +148,7 @@ def one_head(model: torch.nn.Module) -> None:
 def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int = 64,
                    progress: bool = False, description: str = "predict") -> ExampleLogits:
     """Run `model` over `examples` in this process; results come back in input order."""
+    require_whole("batch_size", batch_size)  # before the examples are read and checked
     one_head(model)
     examples = readable_examples(model, examples)
     if not examples:
@@ -219,27 +222,43 @@ def crf_path_confidences(crf: ConditionalRandomField, results: ExampleLogits, pa
 
 def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
              progress: bool = False) -> dict:
-    """Metrics of `model` on labelled examples (label strings, or tag-string lists)."""
+    """Metrics of `model` on labelled examples (label strings, or tag-string lists); `gold` may be any
+    iterable (a generator is read once, here)."""
+    require_whole("batch_size", batch_size)  # before the gold labels are read and checked
     one_head(model)
     examples = readable_examples(model, examples)
+    gold = gold if isinstance(gold, (str, bytes)) else list(gold)
     if isinstance(gold, (str, bytes)) or len(examples) != len(gold):
         raise DistillError(f"{len(examples)} examples but {1 if isinstance(gold, (str, bytes)) else len(gold)} "
                            "gold labels")
     if examples:  # read as training labels are: 1 is the label "1", None or a list is refused
-        gold = labelled_examples((examples, list(gold)), model.task, name="the gold labels").labels
-    check_labels_known("the gold labels", model.hierarchy, model.task, list(gold))  # else scored as plain misses
+        gold = labelled_examples((examples, gold), model.task, name="the gold labels").labels
+    check_labels_known("the gold labels", model.hierarchy, model.task, gold)  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":
         return classification_metrics(gold, predicted, model.hierarchy)
     return tagging_metrics(gold, predicted, model.hierarchy.tag_scheme)
 
 
+def rounded(record: dict) -> dict:
+    """A prediction record's confidences to 6 decimals, as written: a threshold compares the exact ones first."""
+    shown = {**record, "confidence": round(record["confidence"], 6)}
+    if "confidences" in record:
+        shown["confidences"] = [None if c is None else round(c, 6) for c in record["confidences"]]
+    if "heads" in record:  # a multi-task teacher's record: each head's own
+        shown["heads"] = {name: rounded(head) for name, head in record["heads"].items()}
+    return shown
+
+
 def prediction_records(model: torch.nn.Module, examples: list, batch_size: int = 64, progress: bool = False,
-                       with_logits: bool = False, results: ExampleLogits | None = None) -> Iterable[dict]:
+                       with_logits: bool = False, results: ExampleLogits | None = None,
+                       exact: bool = False) -> Iterable[dict]:
     """One JSON-able record per example: label(s) as the model decodes them, confidence and optionally
     logits (from `results` when the model's logits for `examples` are at hand). A word's confidence is
     its largest softmax probability, or for a CRF tagger the CRF's marginal probability of its output
-    tag; a tagging record's `confidence` is the lowest over its scored words."""
+    tag; a tagging record's `confidence` is the lowest over its scored words. Confidences are rounded
+    to 6 decimals (`rounded`) unless `exact`: a filter on them must compare the unrounded values."""
+    require_whole("batch_size", batch_size)  # a CRF tagger's confidences are batched too
     if results is None:  # else `examples` only label the records (a multi-task teacher's heads share them)
         one_head(model)
         examples = readable_examples(model, examples)
@@ -256,17 +275,17 @@ def prediction_records(model: torch.nn.Module, examples: list, batch_size: int =
         probs = torch.sigmoid(logits) if logits.size(-1) == 1 else torch.softmax(logits, -1)
         if model.task == "classification":
             confidence = float(probs.max()) if logits.size(-1) > 1 else float(torch.maximum(probs, 1 - probs))
-            record = {"text": example, "label": labels[index], "confidence": round(confidence, 6)}
+            record = {"text": example, "label": labels[index], "confidence": confidence}
         else:
             word_conf = probs.max(-1).values if crf_confidences is None else crf_confidences[index]
             record = {"tokens": list(example), "tags": labels[index],
                       # a word the teacher read no sub-token of has no score: null, not the uniform 1/labels
-                      "confidences": [round(float(c), 6) if seen else None for c, seen in zip(word_conf, scored)],
-                      "confidence": round(float(word_conf[scored].min()) if scored.any() else 0.0, 6)}
+                      "confidences": [float(c) if seen else None for c, seen in zip(word_conf, scored)],
+                      "confidence": float(word_conf[scored].min()) if scored.any() else 0.0}
         if with_logits:
             record["logits"] = [round(v, 5) for v in logits.tolist()] if logits.dim() == 1 else \
                 [[round(v, 5) for v in row] for row in logits.tolist()]
-        yield record
+        yield record if exact else rounded(record)
 
 
 def weight_bytes(model: torch.nn.Module) -> int:

@@ -25,8 +25,8 @@ from typing import Callable, Iterator
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError
-from distill.cache import LogitStore, check_cache_dir, teacher_logits
-from distill.inference import prediction_records
+from distill.cache import LogitStore, check_cache_beside, check_cache_dir, teacher_logits
+from distill.inference import prediction_records, rounded
 from distill.io import atomic_path, read_json, write_json, writing
 from distill.models import load_teacher
 from distill.models.base import LabelModel
@@ -128,11 +128,25 @@ def part_path(output: Path, rank: int, world: int) -> Path:
     return output.with_name(f"{output.name}.rank{rank}-of-{world}.part")
 
 
+def rank_parts(output: Path) -> str:
+    """The glob pattern of the parts a run under a launcher writes, whatever its number of processes."""
+    return f"{glob.escape(output.name)}.rank*-of-*.part"
+
+
+def written_beside(output: Path) -> list[str]:
+    """Glob patterns of every name a run writes in the output's folder: the output, its parts (one per rank
+    under a launcher) and their signature, and the hidden lock (`file_output`) and temporary files
+    (`distill.io.atomic_path`)."""
+    name = glob.escape(output.name)
+    return [name, glob.escape(part_path(output, 0, 1).name), glob.escape(signature_path(output).name),
+            rank_parts(output), f".{name}.*"]
+
+
 def foreign_parts(output: Path) -> list[Path]:
     """Partial outputs left by a run with another number of processes than this one."""
     world = distributed.world_size()
     ours = {part_path(output, rank, world) for rank in range(world)}
-    candidates = [part_path(output, 0, 1), *output.parent.glob(f"{glob.escape(output.name)}.rank*-of-*.part")]
+    candidates = [part_path(output, 0, 1), *output.parent.glob(rank_parts(output))]
     return [part for part in candidates if part.exists() and part not in ours]
 
 
@@ -178,6 +192,7 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
     if cache_dir is not None and use_cache:
+        check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
                      "pseudo-label output") as output:
@@ -195,13 +210,13 @@ def chunk_labeller(teacher: LabelModel, cache_dir: str | None, use_cache: bool, 
 
         def label_all_heads(examples: list) -> tuple[list[dict], int]:
             results, cached = all_head_logits(teacher, examples, stores, batch_size)
-            return head_records(teacher, examples, results, with_logits), cached
+            return head_records(teacher, examples, results, with_logits, exact=True), cached
         return label_all_heads
     store = LogitStore(teacher, cache_dir) if use_cache else None
 
     def label(examples: list) -> tuple[list[dict], int]:
         results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
-        return list(prediction_records(teacher, examples, with_logits=with_logits, results=results)), cached
+        return list(prediction_records(teacher, examples, with_logits=with_logits, results=results, exact=True)), cached
     return label
 
 
@@ -253,10 +268,10 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
             counts["cached"] += cached
             lines = []
             for number, record in zip(numbers, records):
-                if record["confidence"] < min_confidence:
+                if record["confidence"] < min_confidence:  # the exact confidence, as kd filters on
                     counts["skipped_low_confidence"] += 1
                     continue
-                lines.append(json.dumps({"line": number, **record}, ensure_ascii=False) + "\n")
+                lines.append(json.dumps({"line": number, **rounded(record)}, ensure_ascii=False) + "\n")
             out.write("".join(lines))
             out.flush()
             os.fsync(out.fileno())

@@ -380,3 +380,29 @@ def test_gold_labels_are_read_as_training_labels_are():
     for gold in ([None, "1"], [["1"], "0"]):
         with pytest.raises(DistillError, match="must be a string or a finite number"):
             evaluate(student, ["good", "bad"], gold)
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True])
+def test_inference_batch_sizes_are_checked_where_they_enter(size):
+    """A batch size of 0 failed in `range`, -1 on a None slice, 1.5 as a float index: now one message, as
+    `TrainSettings` gives, also where there is nothing to predict."""
+    from distill import evaluate, predict_logits, prediction_records
+    from distill.inference import length_sorted_batches
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film", "bad film"]).eval()
+    for call in (lambda: student.predict(["good"], batch_size=size), lambda: student.predict([], batch_size=size),
+                 lambda: evaluate(student, ["good"], ["pos"], batch_size=size),
+                 lambda: predict_logits(student, ["good"], batch_size=size),
+                 lambda: list(prediction_records(student, ["good"], batch_size=size)),
+                 lambda: length_sorted_batches(["good"], size)):
+        with pytest.raises(DistillError, match=f"^batch_size must be a whole number >= 1, got {size!r}$"):
+            call()
+
+
+def test_evaluate_reads_gold_labels_from_a_generator():
+    from distill import evaluate
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film", "bad film"]).eval()
+    gold = ["pos", "neg", "pos"]
+    assert evaluate(student, ["good", "bad", "fine"], (label for label in gold)) == \
+        evaluate(student, ["good", "bad", "fine"], gold)

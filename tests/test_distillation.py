@@ -223,7 +223,8 @@ def test_pseudo_label_min_confidence_filters(tiny_classifier_teacher, tmp_path):
     cli(*args, "--output", tmp_path / "kept.jsonl", "--min-confidence", threshold)
     records = [json.loads(line) for line in open(tmp_path / "kept.jsonl")]
     assert all(r["confidence"] >= threshold and len(r["logits"]) == 2 for r in records)
-    assert len(records) == sum(c >= threshold for c in confidences) < 300
+    # the filter compares exact confidences; `threshold` is one rounded to 6 decimals, which its own may fall below
+    assert sum(c > threshold for c in confidences) <= len(records) <= sum(c >= threshold for c in confidences) < 300
 
 
 def test_kd_reuses_the_logits_pseudo_label_computed(tiny_classifier_teacher, tmp_path, monkeypatch):

@@ -281,3 +281,34 @@ def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch
     with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
                                                      "data), but this command or model tags words")):
         compare_models([sentiment, tagger], str(SENTIMENT_TEST))
+
+
+@pytest.fixture
+def bag_plugin(monkeypatch):
+    """The documented plugin student, `examples/bag_student.py`, imported afresh with its "bag" registered for
+    one test: a later docs page imports and registers it in a registry of its own, which a cached module skips."""
+    import importlib
+    import sys
+    from distill.models import registry
+    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
+    sys.modules.pop("examples.bag_student", None)
+    yield importlib.import_module("examples.bag_student")
+    sys.modules.pop("examples.bag_student", None)
+
+
+@pytest.mark.usefixtures("bag_plugin")
+def test_a_forward_the_onnx_exporter_cannot_translate_is_one_error_line(tmp_path, capfd):
+    """The plugin student (`nn.EmbeddingBag` with `padding_idx`) gave a traceback and the exporter's TorchScript
+    graph on stdout; now one line naming it, and nothing is left."""
+    from procedures.cli import main
+    bag = tiny_student(tmp_path / "bag", {"model": "examples.bag_student:BagOfEmbeddings"}, "classification",
+                       SAMPLES / "sentiment_train.csv")
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", bag, "--output", str(tmp_path / "onnx")])
+    out, err = capfd.readouterr()
+    assert exit_info.value.code == 2 and err.strip() == (
+        f"error: {bag}: this student cannot be exported to ONNX (embedding_bag with padding_idx); "
+        "export it with --format safetensors instead"), err
+    assert "graph" not in out and not (tmp_path / "onnx").exists()
+    cli("export", bag, "--output", tmp_path / "slim", "--format", "safetensors")  # as the error suggests

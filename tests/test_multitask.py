@@ -4,6 +4,7 @@ or all heads in one encoder pass."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from collections import Counter
 from pathlib import Path
@@ -155,6 +156,17 @@ def test_pseudo_label_writes_every_head_from_one_encoder_pass(multitask_teacher,
         assert record["heads"]["ner"]["tags"] == tags
         assert record["confidence"] == min(h["confidence"] for h in record["heads"].values())
         assert record["tokens"] == record["text"].split()
+        assert all(h["confidence"] == round(h["confidence"], 6) for h in record["heads"].values())
+    # --min-confidence compares the exact confidence; a written one is rounded to 6 decimals
+    from distill.models.multitask import all_head_logits, head_records
+    results = all_head_logits(model, tokens, None, 64)[0]
+    exact = [record["confidence"] for record in head_records(model, tokens, results, exact=True)]
+    rounding_up = next(c for c in exact if round(c, 6) > c)  # written above what it is
+    threshold = math.nextafter(rounding_up, 1.0)  # drops it: the rounded confidence would have kept it
+    cli("pseudo-label", "--teacher", multitask_teacher, "--input", tmp_path / "input.txt", "--output",
+        tmp_path / "kept.jsonl", "--min-confidence", threshold, "--quiet", "--no-cache")
+    kept = (tmp_path / "kept.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(kept) == sum(c >= threshold for c in exact) < len(texts)
     # one cache folder per head; a second run reads them all and runs no encoder pass
     assert len(list((tmp_path / "cache" / "teacher-logits").iterdir())) == 2
     from distill.pseudo_label import pseudo_label

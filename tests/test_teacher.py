@@ -205,3 +205,48 @@ def test_a_local_encoder_folder_without_weights_is_named_as_such(tiny_classifier
     from distill.errors import DistillError
     with pytest.raises(DistillError, match="the folder does not hold a whole pretrained encoder"):
         load_encoder(str(Path(tiny_classifier_teacher) / "encoder"))  # config and tokenizer, no weights
+
+
+def test_pseudo_label_refuses_a_cache_folder_named_as_a_file_it_writes(tiny_classifier_teacher, tmp_path, capsys):
+    """A --cache-dir named as the --output file, or as a file written beside it (its part, a rank's part, their
+    signature, the lock), or lying in a folder so named, became a folder: the run labelled everything, then
+    failed to write there and left files behind. Now it is refused before any work."""
+    from distill.errors import DistillError
+    from distill.pseudo_label import pseudo_label
+    from tests.test_reliability import run_main
+    source = tmp_path / "in" / "lines.txt"
+    source.parent.mkdir()
+    source.write_text("a fine film\na dull one\n")
+    runs = tmp_path / "runs"
+    output = runs / "out.jsonl"
+    for name in ("out.jsonl", "out.jsonl.part", "out.jsonl.part.json", "out.jsonl.rank1-of-2.part",
+                 ".out.jsonl.lock", ".out.jsonl.part.json.x1y2.tmp", "out.jsonl/cache"):
+        with pytest.raises(DistillError, match=f"uses the name {name.split('/')[0]}, which this run writes as a file"):
+            pseudo_label(tiny_classifier_teacher, str(source), str(output), cache_dir=str(runs / name), progress=False)
+        assert not runs.exists(), name
+    status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input", source,
+                           "--output", output, "--cache-dir", output.with_name("out.jsonl.part"))
+    assert status == 2 and len(err.strip().splitlines()) == 1 and not runs.exists(), err
+    pseudo_label(tiny_classifier_teacher, str(source), str(output), cache_dir=str(runs / "out.cache"), progress=False)
+    assert len(output.read_text().splitlines()) == 2 and (runs / "out.cache").is_dir()  # a name of its own is fine
+
+
+def test_pseudo_label_min_confidence_compares_the_exact_confidence(tiny_classifier_teacher, tmp_path):
+    """The filter compared the confidence rounded to 6 decimals, so a threshold just above the exact one kept the
+    example (kd drops it); it now compares the exact confidence, and rounds only what it writes."""
+    from distill.pseudo_label import pseudo_label
+    teacher = load_model(tiny_classifier_teacher)
+    texts = [line for line in (SAMPLES / "unlabeled_movies.txt").read_text().splitlines() if line.strip()]
+    for text in texts:  # the first whose exact confidence (one example a batch, as pseudo-label scores it) rounds up
+        confidence = float(torch.softmax(predict_logits(teacher, [text]).logits[0], -1).max())
+        if round(confidence, 6) > confidence:
+            break
+    source, output = tmp_path / "one.txt", tmp_path / "out.jsonl"
+    source.write_text(text + "\n")
+    stats = pseudo_label(tiny_classifier_teacher, str(source), str(output), min_confidence=round(confidence, 6),
+                         progress=False, use_cache=False)
+    assert stats["skipped_low_confidence"] == 1 and output.read_text() == ""
+    pseudo_label(tiny_classifier_teacher, str(source), str(output), min_confidence=confidence, progress=False,
+                 use_cache=False, overwrite=True)
+    record, = [json.loads(line) for line in output.read_text().splitlines()]
+    assert record["confidence"] == round(confidence, 6)

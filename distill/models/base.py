@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from distill import losses
-from distill.errors import DistillError, require_flag
+from distill.errors import DistillError, require_flag, require_whole
 from distill.labels import LabelHierarchy
 from distill.models.card import MODEL_CARD
 
@@ -60,6 +60,7 @@ class LabelModel(nn.Module):
         """Labels for texts (classification) or tag lists for token lists (tagging), by argmax
         (a CRF tagger: its best path)."""
         from distill.inference import decode_labels, predict_logits, readable_examples
+        require_whole("batch_size", batch_size)  # also when there is nothing to predict
         examples = readable_examples(self, examples)
         return decode_labels(self, predict_logits(self, examples, batch_size)) if examples else []
 

@@ -289,11 +289,12 @@ def all_head_logits(model: MultiTaskTeacher, examples: Sequence, stores: dict[st
 
 
 def head_records(model: MultiTaskTeacher, examples: Sequence, results: dict[str, ExampleLogits],
-                 with_logits: bool = False) -> list[dict]:
+                 with_logits: bool = False, exact: bool = False) -> list[dict]:
     """One JSON-able record per example: its text (and tokens when a head tags), each head's
-    prediction record under ``heads``, and ``confidence``, the lowest of the heads'."""
+    prediction record under ``heads``, and ``confidence``, the lowest of the heads'; confidences
+    rounded as `prediction_records` rounds them unless `exact` (a filter compares the exact ones)."""
     per_head = {name: list(prediction_records(model.head(name), list(examples), with_logits=with_logits,
-                                              results=results[name])) for name in model.names}
+                                              results=results[name], exact=exact)) for name in model.names}
     records = []
     for index, example in enumerate(examples):
         heads = {name: {k: v for k, v in rows[index].items() if k not in ("text", "tokens")}
