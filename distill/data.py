@@ -505,8 +505,10 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
             if not all(isinstance(t, (str, int)) and not isinstance(t, bool) for t in record[tags_field]):
                 raise DataError(path, f"{tags_field!r} must hold strings (or integer ids), one per token", number)
             tokens.append(_json_words(path, record[tokens_field], number))
-            tags.append([_surrogate_free(path, str(t), f"tag {position}", number)
+            tags.append([_surrogate_free(path, str(t).strip(), f"tag {position}", number)
                          for position, t in enumerate(record[tags_field], 1)])
+            if not all(tags[-1]):  # "" would become a class of its own, as a CSV's empty label is refused
+                raise DataError(path, f"tag {tags[-1].index('') + 1} is empty or blank", number)
             lines.append(number)
     else:
         tokens, tags, lines = [], [], []
@@ -864,6 +866,8 @@ def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: 
         checked.append([_class_name(where, names, t, row, position) if names is not None and _is_index(t)
                         else _label_text(f"{where}: example {row} at position {position}", t, "tags", None)
                         for position, t in enumerate(tags)])
+        if not all(checked[-1]):
+            raise DataError(where, f"example {row} has an empty tag at position {checked[-1].index('')}")
     return checked
 
 

@@ -490,3 +490,21 @@ def test_hub_classification_rows_name_the_row(monkeypatch, text, label, message)
     monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
     with pytest.raises(DataError, match=re.escape(f"hub:films:train: {message}")):
         read_classification("hub:films:train")
+
+
+@pytest.mark.parametrize("tag", ["", "  "])
+def test_an_empty_tag_is_refused_not_made_a_class(tmp_path, tag):
+    """A CSV's empty label is refused; an empty JSONL or in-memory tag would have been a class '' of its own."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"tokens": ["Mina", "spoke"], "tags": ["B-PER", "O"]}) + "\n"
+                    + json.dumps({"tokens": ["Rain", "fell"], "tags": ["O", tag]}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{path}:2: tag 2 is empty or blank")):
+        read_tagging(str(path))
+    with pytest.raises(DataError, match="example 1 has an empty tag at position 1"):
+        labelled_examples(([["Mina", "spoke"], ["Rain", "fell"]], [["B-PER", "O"], ["O", tag]]), "tagging")
+
+
+def test_tags_are_read_without_surrounding_spaces(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"tokens": ["Mina", "spoke"], "tags": [" B-PER", "O "]}) + "\n", encoding="utf-8")
+    assert read_tagging(str(path))["tags"] == [["B-PER", "O"]]
