@@ -164,9 +164,11 @@ def _json_array_items(text: str) -> Iterator[tuple[int, Any]]:
     if text.startswith("]", position):
         position += 1
     else:
+        line, counted = 1, 0  # lines are counted on from the last item: linear in the file's size
         while True:
             item, end = decoder.raw_decode(text, position)
-            yield text.count("\n", 0, position) + 1, item
+            line, counted = line + text.count("\n", counted, position), position
+            yield line, item
             position = _JSON_SPACE.match(text, end).end()
             if text.startswith("]", position):
                 position += 1

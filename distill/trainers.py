@@ -181,7 +181,7 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
         summary["size_bytes"] = model_size_bytes(run.directory)
         summary["inputs"] = run.signature["inputs"]  # what it learnt from, by content: `learnt_from`
         if distributed.is_main():
-            write_json(run.directory / SUMMARY_FILE, summary)
+            run.finish(lambda: write_json(run.directory / SUMMARY_FILE, summary))
     return TrainResult(model, summary)
 
 

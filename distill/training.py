@@ -208,8 +208,8 @@ class RunState:
     """Where an interruptible run keeps its end-of-epoch state, and what identifies the run.
 
     `signature` (JSON-able: settings, input fingerprints, runtime) must match on `--resume`, so a
-    run is never continued with different settings or data. The state is removed once the run
-    finishes; it carries its own checksum, so a damaged state file is refused, not trusted.
+    run is never continued with different settings or data. The state is removed once the run's
+    summary is written (`finish`); it carries its own checksum, so a damaged state file is refused.
     """
 
     directory: Path
@@ -224,6 +224,14 @@ class RunState:
     def path(self) -> Path:
         from distill.models.card import RESUME_FILE
         return Path(self.directory) / RESUME_FILE
+
+    def finish(self, write_summary: Callable[[], None]) -> None:
+        """Write the finished run's summary, then drop its resume state, with Ctrl-C and SIGTERM held
+        between: an interrupt at any moment leaves either the state to resume from or a finished run,
+        never a folder of neither (which the cleanup would remove, epochs and all)."""
+        with uninterrupted():
+            write_summary()
+            self.path.unlink(missing_ok=True)
 
 
 def rng_state(generator: torch.Generator) -> dict:
@@ -399,9 +407,9 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
     training stops early after `patience` epochs without improvement in it. Returns the best
     epoch's record. With `run`, the model, optimizer, scheduler, RNG streams and data order are
     saved after every epoch, and a resumed run continues from there exactly as if it had never
-    stopped. With several `tasks` (the heads of a multi-task teacher, each a view of `model`), each
-    batch is one task's (`epoch_batches`), every task is scored on its dev data, and the best epoch
-    is picked by `dev_score`.
+    stopped; the caller ends the run with `RunState.finish`. With several `tasks` (the heads of a
+    multi-task teacher, each a view of `model`), each batch is one task's (`epoch_batches`), every
+    task is scored on its dev data, and the best epoch is picked by `dev_score`.
     """
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -492,8 +500,6 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                     "scheduler": scheduler.state_dict() if scheduler is not None else {},
                     "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
                     "stale": stale})
-    if run is not None and main:
-        run.path.unlink(missing_ok=True)
     distributed.barrier()  # no rank returns before rank 0 has saved
     return {"best": best, "history": history}
 

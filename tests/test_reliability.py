@@ -1259,3 +1259,21 @@ def test_resume_refuses_a_hub_dataset_whose_rows_changed(tmp_path, capsys, monke
     assert run_main(capsys, *args, "--resume")[0] == 0
     assert run_main(capsys, "evaluate", out, spec, "--output", tmp_path / "m.json")[0] == 0
     assert json.loads((tmp_path / "m.json").read_text())["learnt_from"] == "train"
+
+
+def test_an_interrupt_after_the_last_epoch_keeps_the_run_to_resume(tmp_path, capsys, monkeypatch):
+    """Between the last epoch and the summary the run still holds its resume state: Ctrl-C there keeps
+    every epoch (the folder was removed), and --resume only writes the summary."""
+    import distill.trainers as trainers
+    args = ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "2", "--output", tmp_path / "run"]
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainers, "model_size_bytes", interrupted)  # called after the last epoch, before the summary
+    assert run_main(capsys, *args)[0] == 130
+    assert (tmp_path / "run" / "resume.pt").exists() and (tmp_path / "run" / "model.safetensors").exists()
+    monkeypatch.undo()
+    assert run_main(capsys, *args, "--resume")[0] == 0
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert len(summary["history"]) == 2 and not (tmp_path / "run" / "resume.pt").exists()
