@@ -32,7 +32,7 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
             check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
         except DistillError as err:
             raise DistillError(f"model {directory}: {err}") from None
-        warn_if_learnt_from(directory, data_path)
+        warn_if_learnt_from(directory, data_path, splits[model.task][0])
         models.append((str(directory), model))
     rows = []
     for directory, model in models:

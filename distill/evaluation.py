@@ -50,7 +50,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
         warn_if_truncated(model, examples, data_path)
-        role = warn_if_learnt_from(model_dir, data_path)
+        role = warn_if_learnt_from(model_dir, data_path, examples)
         metrics = evaluate(model, examples, gold, batch_size, progress)
         result = {"model": str(model_dir), **({"head": head} if head is not None else {}), "data": data_path,
                   **({"learnt_from": role} if role else {}), "examples": len(examples), **metrics}

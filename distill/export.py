@@ -231,7 +231,7 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         if check_data is not None:
             examples, gold = read_split(check_data, model.task, data)
             check_labels_known(check_data, model.hierarchy, model.task, gold)
-            learnt_from = warn_if_learnt_from(model_dir, check_data)
+            learnt_from = warn_if_learnt_from(model_dir, check_data, examples)
         if format == "onnx":
             files = save_onnx_files(model, card["kind"], source, directory, quantize)
         else:

@@ -41,8 +41,8 @@ from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
-from distill.training import (FitSettings, FitTask, Objective, RunState, SupervisedObjective, TrainSettings,
-                              fit_tasks, runtime, training_run)
+from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
+                              TrainSettings, fit_tasks, runtime, training_run)
 from distill.truncation import warn_if_truncated
 
 LOG_FILE = "metrics.jsonl"
@@ -120,11 +120,13 @@ def _check_arguments(**arguments: Any) -> None:
 
 
 @contextlib.contextmanager
-def _run(output: Output, inputs: dict[str, str | None], encoder: str | None = None,
+def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str | None = None,
          **settings) -> Iterator[RunState | None]:
     """The run's output (`training_run`); a local `encoder` folder it reads is an input too: the model
     is never written into it, nor moved aside with it by --overwrite, and a resume after its files
-    changed (another tokenizer, other weights) is refused."""
+    changed (another tokenizer, other weights) is refused. Data `inputs` are the examples read: their
+    source goes into the signature (`_input_of`), and a digest of what the model learns from into the
+    summary (`learnt_from`)."""
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")
@@ -132,7 +134,11 @@ def _run(output: Output, inputs: dict[str, str | None], encoder: str | None = No
         return
     if isinstance(encoder, str) and os.path.isdir(encoder):
         inputs = {**inputs, "encoder": encoder}
+    learnt = {role: memory_source(value.inputs) for role, value in inputs.items()
+              if isinstance(value, Examples) and role.split(":")[0] in LEARNT_FROM_ROLES}
+    inputs = {role: _input_of(value) if isinstance(value, Examples) else value for role, value in inputs.items()}
     with training_run(output.directory, output.resume, output.overwrite, inputs, **settings) as run:
+        run.learnt = learnt
         yield run
 
 
@@ -180,6 +186,7 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
     if run is not None:
         summary["size_bytes"] = model_size_bytes(run.directory)
         summary["inputs"] = run.signature["inputs"]  # what it learnt from, by content: `learnt_from`
+        summary["example_digests"] = run.learnt
         if distributed.is_main():
             run.finish(lambda: write_json(run.directory / SUMMARY_FILE, summary))
     return TrainResult(model, summary)
@@ -243,7 +250,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()
         training = _selecting(training.for_task(config.task), config.task, hierarchy)
-        inputs = {"train": _input_of(train_set), "dev": _input_of(dev_set)}
+        inputs = {"train": train_set, "dev": dev_set}
         with _run(output, inputs, config.encoder, command="teacher", config=config, training=training,
                   data=data) as run:
             with torch.random.fork_rng(devices=[]):
@@ -307,7 +314,7 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                            encoder_lr=training.for_task(spec.task).encoder_lr if spec.encoder_lr is None
                            else spec.encoder_lr)
             heads[spec.name] = (head_config, hierarchy, _selecting(head, spec.task, hierarchy))
-        inputs = {f"{part}:{name}": _input_of(sets[name]) for name in heads
+        inputs = {f"{part}:{name}": sets[name] for name in heads
                   for part, sets in (("train", train_sets), ("dev", dev_sets))}
         signature = {name: {"config": asdict(c), "training": asdict(t)} for name, (c, _, t) in heads.items()}
         with _run(output, inputs, config.encoder, command="teacher", heads=signature, sampling=sampling,
@@ -429,7 +436,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
         settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
-        inputs = {"train": _input_of(train_set), "dev": _input_of(dev_set), "embeddings_from_teacher": teacher_source}
+        inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, getattr(student, "encoder", None), command="student", config=_config_of(student),
                   settings=settings, data=data, class_weights=class_weights) as run:
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
@@ -518,8 +525,7 @@ class Distiller:
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabelled data")
             teacher_input = _teacher_source(self.teacher)
-            inputs = {"teacher": teacher_input, "train": _input_of(train_set), "dev": _input_of(dev_set),
-                      "unlabeled": _input_of(extra) if extra else None}
+            inputs = {"teacher": teacher_input, "train": train_set, "dev": dev_set, "unlabeled": extra}
             if self.cache_dir is not None and output.directory is not None:
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)

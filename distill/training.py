@@ -25,7 +25,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -161,28 +161,47 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
 LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
 
 
-def learnt_from(model_dir: str | Path, data_path: str) -> str | None:
-    """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``) is
-    `data_path`, by content (a hub dataset: by its spec, recorded with a digest of its rows), or None:
-    scored there, a model reads better than it is. Read from the ``inputs`` its ``train_summary.json``
-    records (runs of before this record have none)."""
+def _training_summary(model_dir: str | Path) -> dict:
+    """The ``train_summary.json`` of the run that made `model_dir`: its own, or an export's source's."""
+    from distill.models.card import MODEL_CARD
     from distill.outputs import SUMMARY_FILE
-    try:
-        recorded = json.loads((Path(model_dir) / SUMMARY_FILE).read_text(encoding="utf-8")).get("inputs")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None
-    if not isinstance(recorded, dict):
-        return None
+    for folder in (Path(model_dir), None):
+        try:
+            if folder is None:  # an export (ONNX, slim copy) names the model directory it came from
+                card = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))
+                folder = Path(card["export"]["source"])
+            summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+            return summary if isinstance(summary, dict) else {}
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue
+    return {}
+
+
+def learnt_from(model_dir: str | Path, data_path: str, examples: Sequence | None = None) -> str | None:
+    """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``) is
+    `data_path`, or None: scored there, a model reads better than it is. The file itself (by its
+    sha256; a hub dataset by its spec), or, given its `examples`, the same examples in the same order
+    in any file (another format, other line ends). Read from what the run's ``train_summary.json``
+    records (an export's: its source's); runs of before this record have none."""
+    from distill.data import memory_source
+    summary = _training_summary(model_dir)
+    recorded, digests = summary.get("inputs"), summary.get("example_digests")
     given = input_fingerprints({"data": data_path})["data"]
-    if given is None:
-        return None
-    return next((role for role, print_ in recorded.items() if role.split(":")[0] in LEARNT_FROM_ROLES
-                 and isinstance(print_, str) and (print_ == given or print_.startswith(f"{given} memory:"))), None)
+    if isinstance(recorded, dict) and given is not None:
+        role = next((role for role, print_ in recorded.items() if role.split(":")[0] in LEARNT_FROM_ROLES
+                     and isinstance(print_, str) and (print_ == given or print_.startswith(f"{given} memory:"))),
+                    None)
+        if role is not None:
+            return role
+    if isinstance(digests, dict) and examples is not None:
+        digest = memory_source(examples)
+        return next((role for role, print_ in digests.items() if print_ == digest), None)
+    return None
 
 
-def warn_if_learnt_from(model_dir: str | Path, data_path: str) -> str | None:
-    """Warn when `data_path` is data `model_dir` learnt from (`learnt_from`); returns its role."""
-    role = learnt_from(model_dir, data_path)
+def warn_if_learnt_from(model_dir: str | Path, data_path: str, examples: Sequence | None = None) -> str | None:
+    """Warn when `data_path` (its `examples`) is data `model_dir` learnt from (`learnt_from`); returns its role."""
+    role = learnt_from(model_dir, data_path, examples)
     if role is not None and distributed.is_main():
         logger.warning(f"warning: {data_path} is the data {model_dir} was trained on (its {role!r} input): "
                        "its scores there read higher than on held-out data")
@@ -215,6 +234,7 @@ class RunState:
     directory: Path
     signature: dict
     resume: bool = False
+    learnt: dict = field(default_factory=dict)  # role -> digest of the examples it learns from: `learnt_from`
 
     def __post_init__(self) -> None:
         # checked at once, so a refused resume costs no data reading or teacher pass and touches nothing

@@ -1206,6 +1206,11 @@ def test_scoring_a_model_on_the_data_it_learnt_from_is_flagged_wherever_the_copy
     caplog.clear()
     card = export_model(tiny_classifier_teacher, str(tmp_path / "slim"), "safetensors", check_data=str(copy))
     assert card["agreement"]["learnt_from"] == "train" and "was trained on" in caplog.text
+    # the same examples in another file (other line ends, a trailing blank line), scored by the export
+    other = tmp_path / "crlf.csv"
+    other.write_bytes(TRAIN.read_bytes().replace(b"\n", b"\r\n") + b"\r\n")
+    result = evaluate_model(str(tmp_path / "slim"), str(other), output=str(tmp_path / "slim.json"), progress=False)
+    assert result["learnt_from"] == "train"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
