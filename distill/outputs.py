@@ -275,6 +275,8 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
     An existing file is replaced only when `ours` recognises it as this command's earlier
     output, or with `overwrite`. The lock is a hidden ``.NAME.lock`` file beside the output.
     """
+    if str(output) == "-":  # `--output -` is not stdout here: it would be a file named "-"
+        raise DistillError(f"--output -: {what} is written to a file; give its name")
     path = Path(output)
     inputs = list(inputs)
 

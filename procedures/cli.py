@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import itertools
 import json
@@ -755,7 +756,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         sys.exit(2)
     except OSError as err:
-        click.echo(f"error: {err.filename or ''}: {err.strerror or err}", err=True)
+        where = f"{err.filename}: " if err.filename else "writing the output: " if err.errno == errno.ENOSPC else ""
+        click.echo(f"error: {where}{err.strerror or err}", err=True)
         sys.exit(2)
     finally:
         if main_thread:

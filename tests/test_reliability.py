@@ -1282,3 +1282,18 @@ def test_an_interrupt_after_the_last_epoch_keeps_the_run_to_resume(tmp_path, cap
     assert run_main(capsys, *args, "--resume")[0] == 0
     summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert len(summary["history"]) == 2 and not (tmp_path / "run" / "resume.pt").exists()
+
+
+def test_output_dash_is_refused_and_a_closed_stdout_ends_predict_quietly(tiny_student, tmp_path, capsys):
+    status, err = run_main(capsys, "evaluate", tiny_student, DEV, "--output", "-")
+    assert status == 2 and err.strip() == "error: --output -: an evaluate result of " \
+        f"{tiny_student} is written to a file; give its name", err
+    lines = "".join(f"a fine film number {i}\n" for i in range(20000))
+    reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    predict = subprocess.Popen([sys.executable, "-m", "procedures.cli", "--threads", "1", "predict", tiny_student, "-"],
+                               env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=reader.stdin, stderr=subprocess.PIPE)
+    reader.stdin.close()
+    _, err = predict.communicate(lines.encode())
+    reader.wait()
+    assert predict.returncode == 1 and err == b"", err  # click's exit for a closed pipe: no traceback, no message
