@@ -142,7 +142,9 @@ def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
             items = list(_json_array_items(text))
         except json.JSONDecodeError as err:
             raise DataError(str(path), f"invalid JSON ({err.msg})", err.lineno) from None
+        own_lines = all(a[0] < b[0] for a, b in zip(items, items[1:]))  # else a line would name several items
         for index, (line, record) in enumerate(items, 1):
+            line = line if own_lines else None
             if not isinstance(record, dict):
                 raise DataError(str(path), f"item {index} of the JSON array is not an object", line)
             yield line, record

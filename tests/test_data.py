@@ -140,6 +140,9 @@ def test_a_labelled_json_arrays_errors_name_the_line_its_item_starts_on(tmp_path
         read_classification(str(path))
     path.write_text('[\n{"text": "good", "label": "a"},\n{"text": "bad", "label": "b"}\n] \n', encoding="utf-8")
     assert read_classification(str(path))["text"] == ["good", "bad"]
+    path.write_text(json.dumps(items), encoding="utf-8")  # one line (pandas' default): a line names no item
+    with pytest.raises(DataError, match=re.escape(f"{path}: empty or non-text value in column 'text'")):
+        read_classification(str(path))
 
 
 def test_real_unlabelled_files_are_accepted():
