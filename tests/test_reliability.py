@@ -1231,7 +1231,12 @@ def test_an_interrupt_while_a_best_epoch_is_saved_waits_for_the_save(signum, tmp
 
     monkeypatch.setattr(students, "write_model_card", card_after_a_signal)
     out = tmp_path / "run"
-    status, err = run_main(capsys, *args, "--output", out)
+    # Python's own Ctrl-C handler, whatever the runner left (a shell starts background jobs ignoring SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        status, err = run_main(capsys, *args, "--output", out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert status == (128 + signal.SIGTERM if signum == signal.SIGTERM else 130), err
     assert (out / "resume.pt").exists() and (out / "distill.json").exists()
     cli(*args, "--output", out, "--resume")
