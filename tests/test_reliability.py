@@ -227,12 +227,15 @@ def test_kd_killed_mid_epoch_resumes_to_the_same_result(tiny_classifier_teacher,
 
 def test_teacher_killed_mid_epoch_resumes_to_the_same_result(tiny_encoder_dir, tmp_path):
     """Covers the teacher's two learning rates and warm-up schedule, restored with the optimizer."""
+    # batches of 2 make an epoch last well past the kill, 0.3 s into epoch 2's training: a SIGKILL that lands
+    # while a new best epoch is being saved cannot be held, and its resume is refused (see troubleshooting)
     args = ["teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "3", "--patience",
-            "3", "--batch-size", "4", "--encoder-lr", "1e-3", "--max-length", "32", "--quiet", "--train", TRAIN,
+            "3", "--batch-size", "2", "--encoder-lr", "1e-3", "--max-length", "32", "--quiet", "--train", TRAIN,
             "--dev", DEV]
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
     cli(*args, "--output", whole)  # uninterrupted, in-process: also one thread
     kill_after(nlp_train(*args, "--output", resumed), lambda: (resumed / "resume.pt").exists(), 0.3)
+    assert len(dev_metrics(resumed)) < 2, "killed after epoch 2 had ended: not mid-epoch"
     finish = nlp_train(*args, "--output", resumed, "--resume")
     assert finish.wait() == 0, finish.stderr.read().decode()
     assert dev_metrics(resumed) == dev_metrics(whole)
