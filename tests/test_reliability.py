@@ -227,8 +227,8 @@ def test_kd_killed_mid_epoch_resumes_to_the_same_result(tiny_classifier_teacher,
 
 def test_teacher_killed_mid_epoch_resumes_to_the_same_result(tiny_encoder_dir, tmp_path):
     """Covers the teacher's two learning rates and warm-up schedule, restored with the optimizer."""
-    # batches of 2 make an epoch last well past the kill, 0.3 s into epoch 2's training: a SIGKILL that lands
-    # while a new best epoch is being saved cannot be held, and its resume is refused (see troubleshooting)
+    # batches of 2 make an epoch last well past the kill, 0.3 s into epoch 2's training (a SIGKILL while a
+    # new best epoch is saved: test_a_save_that_fails_part_way_leaves_the_model_already_there_whole)
     args = ["teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "3", "--patience",
             "3", "--batch-size", "2", "--encoder-lr", "1e-3", "--max-length", "32", "--quiet", "--train", TRAIN,
             "--dev", DEV]
@@ -1305,3 +1305,23 @@ def test_output_dash_is_refused_and_a_closed_stdout_ends_predict_quietly(tiny_st
     _, err = predict.communicate(lines.encode())
     reader.wait()
     assert predict.returncode == 1 and err == b"", err  # click's exit for a closed pipe: no traceback, no message
+
+
+def test_a_save_that_fails_part_way_leaves_the_model_already_there_whole(tiny_student, tmp_path, monkeypatch):
+    """A run's best epoch so far stays a whole model while the next best is written (in a staging
+    folder beside it): a save stopped part-way (here an error after the weights; a SIGKILL alike)
+    leaves the directory as it was, so `--resume` still finds that epoch's model."""
+    import distill.models.students as students
+    from distill.models.base import STAGING_PREFIX
+    out = copy_of(tiny_student, tmp_path, "run")
+    before = snapshot(out)
+    model = load_model(out)
+
+    def card_fails(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(students, "write_model_card", card_fails)
+    with pytest.raises(OSError):
+        model.write_model(out)
+    assert snapshot(out) == before and not list(out.glob(f"{STAGING_PREFIX}*"))
+    load_model(out)

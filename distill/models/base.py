@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Sequence, TypeVar
 
@@ -13,6 +15,8 @@ from distill import losses
 from distill.errors import DistillError, require_flag, require_whole
 from distill.labels import LabelHierarchy
 from distill.models.card import MODEL_CARD
+
+STAGING_PREFIX = ".saving-"  # a model's files being written, before they are moved into place
 
 Loaded = TypeVar("Loaded", bound="LabelModel")
 
@@ -90,11 +94,27 @@ class LabelModel(nn.Module):
 
     def write_model(self, directory: str | Path, **extra) -> Path:
         """Write every file, then the card with their checksums, so a directory with a card is complete.
-        The directory is not checked: it is a training run's own output (`save_pretrained` checks)."""
+        The directory is not checked: it is a training run's own output (`save_pretrained` checks).
+
+        The files are written beside, in a hidden staging folder, and moved in only once all are whole:
+        the model already there (a run's best epoch so far, which its resume state points at) stays
+        intact through the long part of the save, and even a SIGKILL, which cannot be held off, can
+        catch only the moves (milliseconds, where a teacher's files take seconds to write)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / MODEL_CARD).unlink(missing_ok=True)  # not a model again until every file is written
-        self.write_files(directory, **extra)
+        for stale in directory.glob(f"{STAGING_PREFIX}*"):  # left by a save that a SIGKILL stopped
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
+        try:
+            self.write_files(staging, **extra)
+            (directory / MODEL_CARD).unlink(missing_ok=True)  # not a model again until every file is in
+            for item in sorted(staging.iterdir(), key=lambda path: path.name == MODEL_CARD):  # the card last
+                target = directory / item.name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                os.replace(item, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return directory
 
     @classmethod
