@@ -109,10 +109,16 @@ def test_shares_with_global_denominators_give_the_whole_batch_gradient(request, 
         torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-7, msg=name)
 
 
-def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = (),
-                                   weight_atol: float = 1e-5) -> None:
+def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = ()) -> None:
     """Train with `args` (+ `one`) on 1 process and (+ `two`) under torchrun on 2: the same losses, dev
-    scores and weights."""
+    scores and weights.
+
+    The weights are compared by their mean gap over the whole model, not element by element: Adam's
+    step is about lr whatever the gradient's size, so float noise in a near-zero gradient can flip a
+    few elements' steps (a CI machine: 61 of a tagger's 23,669 weights up to 1.2e-3 apart at lr 0.002,
+    mean gap under 4e-6). A share of the batch weighted wrongly (each rank dividing by its own
+    denominators) moves most weights instead: mean gaps of 6e-4 to 5e-2 in these tests, and the
+    taggers' losses 4e-4 to 3e-3 apart (relative)."""
     cli("--threads", "1", *args, "--output", tmp_path / "one", *one)
     stdout = torchrun(*args, "--output", tmp_path / "two", *two)
     assert stdout.count("saved to") == 1  # rank 0 alone reports
@@ -122,8 +128,10 @@ def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: t
         assert abs(a["train_loss"] - b["train_loss"]) < 1e-5 * a["train_loss"], (a["train_loss"], b["train_loss"])
         assert a["dev"] == pytest.approx(b["dev"])
     weights_one, weights_two = (load_tensors(tmp_path / run / "model.safetensors") for run in ("one", "two"))
-    for name, value in weights_one.items():
-        torch.testing.assert_close(weights_two[name], value, rtol=1e-4, atol=weight_atol)
+    assert weights_two.keys() == weights_one.keys()
+    gaps = torch.cat([(weights_two[name] - value).abs().flatten() for name, value in weights_one.items()])
+    largest = {name: (weights_two[name] - value).abs().max().item() for name, value in weights_one.items()}
+    assert gaps.mean() < 1e-5, (gaps.mean().item(), largest)
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
 
 
@@ -136,10 +144,9 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
             "--epochs", "3", "--patience", "3", "--batch-size", "25", "--lr", "0.02", *TINY_STUDENT]
     # Each rank scores its shard of the teacher's examples in batches of other paddings, so the two
     # runs' teacher logits differ by ~1e-7; Adam turns that into up to ~1e-4 on rare words' embeddings
-    # after 3 epochs at lr 0.02. Weights may differ by lr / 20, far below a wrongly weighted share
-    # (about lr per step), while the losses must agree to 1e-5.
+    # after 3 epochs at lr 0.02.
     assert_two_processes_match_one(args, tmp_path, one=("--cache-dir", tmp_path / "cache-one"),
-                                   two=("--cache-dir", tmp_path / "cache-two"), weight_atol=1e-3)
+                                   two=("--cache-dir", tmp_path / "cache-two"))
     # the teacher logits each rank computed for its shard, gathered, equal the one-process cache
     (cache_one,), (cache_two,) = (list((tmp_path / c).rglob("*.safetensors")) for c in ("cache-one", "cache-two"))
     assert cache_one.relative_to(tmp_path / "cache-one") == cache_two.relative_to(tmp_path / "cache-two")
@@ -154,17 +161,13 @@ def test_tagger_kd_on_two_processes_matches_one_process(tiny_tagging_teacher, tm
 
     A low learning rate: at --lr 0.02 (batches of 9) float noise grew until the 2-process run drifted
     (losses equal to 4e-7 after epoch 1, 9e-5 after epoch 2, weights up to 0.2 apart); Adam's steps on
-    the near-zero gradients of rare characters' embeddings amplify it. At 0.002 the weights stayed
-    within 3e-6 here, but a CI machine (other CPU, other summation order) saw one of 4,224 character
-    embeddings 1.4e-5 apart. So the weights may differ by lr / 20 = 1e-4: a share of the batch weighted
-    wrongly moves every weight by about lr per Adam step (~20 steps here), and the losses, which
-    carry the normalisation, must still agree to 1e-5."""
+    the near-zero gradients of rare characters' embeddings amplify it."""
     args = ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
             "--dev", SAMPLES / "ner_dev.conll", "--unlabeled", SAMPLES / "unlabeled_news.txt",
             "--unlabeled-ratio", "0.5", "--min-confidence", "0.5", "--epochs", "2", "--batch-size", "18",
             "--lr", "0.002", *TINY_STUDENT, *options]
     cache = ("--cache-dir", tmp_path / "cache")
-    assert_two_processes_match_one(args, tmp_path, one=cache, two=cache, weight_atol=1e-4)
+    assert_two_processes_match_one(args, tmp_path, one=cache, two=cache)
 
 
 @pytest.mark.parametrize("options", [["--model", "cnn", "--filters", "8", "--class-weights", "1,4"],
