@@ -18,6 +18,7 @@ rank 0 alone writes.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import hashlib
 import json
 from pathlib import Path
@@ -44,13 +45,15 @@ def default_cache_dir() -> Path:
 def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> None:
     """The cache writes shards under `cache_dir`: never inside a model directory (a file there is not
     part of the model as saved, and the model is refused from then on), nor inside the run's `output`
-    (the model it will write), never over a file."""
+    (the model it will write) or a hidden name beside it (its lock, temporary folders, the model that
+    --overwrite moves aside), never over a file."""
     folder = Path(cache_dir).expanduser().resolve()
     if output is not None:
         out = Path(output).expanduser().resolve()
         if folder == out or out in folder.parents:
             raise DistillError(f"{cache_dir}: lies inside {output}, the model this run writes (a file there "
                                "changes the model); choose a cache folder outside it")
+        check_cache_beside(cache_dir, output, [f".{glob.escape(out.name)}.*"])
     model = folder if (folder / MODEL_CARD).is_file() else enclosing_model(folder)
     if model is not None:
         raise DistillError(f"{cache_dir}: lies inside the model directory {model} (a file there changes the model); "
@@ -60,14 +63,15 @@ def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> 
 
 
 def check_cache_beside(cache_dir: str | Path, output: str | Path, written: Sequence[str]) -> None:
-    """A command that writes one file writes temporaries beside it (`written`: glob patterns of their names in
-    the output's folder). A cache folder named as one of them, or lying in a folder so named, would turn that
-    file into a folder (or be a file where a folder goes) and fail the run only at its end, with files left."""
+    """A command writes temporaries beside its output (`written`: glob patterns of their names in the output's
+    folder). A cache folder named as one of them, or lying in a folder so named, would turn a file into a
+    folder (or share a folder the run moves or deletes) and fail the run only at its end, with files left."""
     folder, out = Path(cache_dir).expanduser().resolve(), Path(output).expanduser().resolve()
     for path in (folder, *folder.parents):
         if path.parent == out.parent and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in written):
-            raise DistillError(f"{cache_dir}: uses the name {path.name}, which this run writes as a file ({output}, "
-                               "or its partial output, signature or lock beside it); choose another cache folder")
+            raise DistillError(f"{cache_dir}: uses the name {path.name}, which this run writes as or beside "
+                               f"{output} (its partial output, signature, lock, temporary files or the model it "
+                               "replaces); choose another cache folder")
 
 
 def example_key(example) -> bytes:

@@ -501,11 +501,19 @@ def _data_loss_cases():
     def kd_cache_is_its_output(t, te, st):
         return kd_with(te, t / "kd", "--cache-dir", t / "kd"), t
 
+    def kd_cache_is_the_model_it_replaces(t, te, st):  # --overwrite moves the old model there, then deletes it
+        return kd_with(te, copy_of(st, t, "kd"), "--cache-dir", t / ".kd.replaced" / "logits", "--overwrite"), t
+
+    def kd_cache_is_its_lock(t, te, st):
+        return kd_with(te, t / "kd", "--cache-dir", t / ".kd.lock"), t
+
     return [
         ("student-overwrite-through-a-link", student_overwrite_through_a_link, "is a symbolic link (to v1)"),
         ("pseudo-label-output-is-a-dangling-link", pseudo_label_into_a_dangling_link, "which does not exist"),
         ("kd-cache-inside-its-output", kd_cache_inside_its_output, "the model this run writes"),
         ("kd-cache-is-its-output", kd_cache_is_its_output, "the model this run writes"),
+        ("kd-cache-is-the-model-it-replaces", kd_cache_is_the_model_it_replaces, "uses the name .kd.replaced"),
+        ("kd-cache-is-its-lock", kd_cache_is_its_lock, "uses the name .kd.lock"),
         ("kd-output-is-the-teacher", kd_into_teacher, "is an input of this command"),
         ("kd-output-inside-the-teacher", kd_inside_teacher, "lies inside"),
         ("evaluate-output-is-the-data", evaluate_over_data, "is an input of this command"),

@@ -221,7 +221,7 @@ def test_pseudo_label_refuses_a_cache_folder_named_as_a_file_it_writes(tiny_clas
     output = runs / "out.jsonl"
     for name in ("out.jsonl", "out.jsonl.part", "out.jsonl.part.json", "out.jsonl.rank1-of-2.part",
                  ".out.jsonl.lock", ".out.jsonl.part.json.x1y2.tmp", "out.jsonl/cache"):
-        with pytest.raises(DistillError, match=f"uses the name {name.split('/')[0]}, which this run writes as a file"):
+        with pytest.raises(DistillError, match=f"uses the name {name.split('/')[0]}, which this run writes as or beside"):
             pseudo_label(tiny_classifier_teacher, str(source), str(output), cache_dir=str(runs / name), progress=False)
         assert not runs.exists(), name
     status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input", source,
