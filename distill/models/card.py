@@ -22,9 +22,14 @@ CARD_VERSION = 2
 KINDS = ("teacher", "multitask-teacher", "student")
 # Folders whose whole content belongs to the model: nothing unlisted may appear there.
 SEALED_FOLDERS = ("encoder",)
+# The files a model directory may hold, named here for every loader that reads them.
+WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"  # a student (models.students)
+CHECKPOINT = "checkpoint.pt"  # a teacher's head, labels and settings (models.teacher)
+SLIM_WEIGHTS = "checkpoint.safetensors"  # a teacher saved without pickle (models.slim)
+SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teacher keeps it too
+ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
-LOADED_FILES = ("config.json", "model.safetensors", "vocab.json", "crf.safetensors", "checkpoint.pt",
-                "checkpoint.json", "checkpoint.safetensors", "model.onnx")
+LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
 
 __all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
            "write_model_card"]

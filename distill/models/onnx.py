@@ -19,9 +19,8 @@ import torch
 from distill.errors import DistillError
 from distill.io import load_tensors, read_json
 from distill.models.base import LabelModel
+from distill.models.card import CRF_WEIGHTS, ONNX_FILE
 
-ONNX_FILE = "model.onnx"
-CRF_WEIGHTS = "crf.safetensors"
 
 __all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "onnxruntime_module", "weightless_model"]
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from distill.errors import DistillError
 from distill.io import load_tensors, read_json, save_tensors, write_json
+from distill.models.card import SLIM_META, SLIM_WEIGHTS
 
-SLIM_WEIGHTS = "checkpoint.safetensors"
-SLIM_META = "checkpoint.json"  # config and labels; an ONNX export of a teacher keeps it too
 TENSOR_PARTS = ("encoder_state_dict", "classifier_state_dict")
 
 __all__ = ["SLIM_META", "SLIM_WEIGHTS", "load_slim_checkpoint", "save_slim_checkpoint", "write_slim_meta"]

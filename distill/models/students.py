@@ -22,11 +22,10 @@ from distill.errors import DistillError
 from distill.io import content_fingerprint, load_tensors, read_json, save_tensors, write_json
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import card_version, write_model_card
+from distill.models.card import CONFIG, VOCAB, WEIGHTS, card_version, write_model_card
 from distill.models.registry import register_student
 from distill.vocab import Vocabulary, word_tokenize
 
-WEIGHTS, CONFIG, VOCAB = "model.safetensors", "config.json", "vocab.json"
 
 
 def option(default, help: str, **cli) -> Any:

@@ -22,11 +22,10 @@ from distill.features import collate_windows, encode_texts, encode_words, window
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import card_version, folder_files, write_model_card
+from distill.models.card import CHECKPOINT, card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 from distill.models.students import masked_mean
 
-CHECKPOINT = "checkpoint.pt"
 ENCODER_DIR = "encoder"
 # The encoder learning rates of the benchmark's teachers (docs/benchmarks.md): on MiniLM-L6, 5e-5 was the
 # best of 3e-5/5e-5/1e-4 for Rotten Tomatoes (docs/results.md); CoNLL-2003's tagger trained at 8e-5.
