@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.errors import DistillError
 from distill.io import writing
-from distill.models.card import MODEL_CARD, RESUME_FILE, model_files
+from distill.models.card import LOADED_FILES, MODEL_CARD, RESUME_FILE, model_files
 
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
@@ -83,8 +83,9 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
 
 
 def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
-    """An output file must not be an input file (also through a link), nor a file of any model, nor
-    lie in a model's subfolder (the teacher's encoder folder is read whole)."""
+    """An output file must not be an input file (also through a link), nor a file of any model or one
+    a model's loader would read, nor lie in a model's subfolder (the teacher's encoder folder is read
+    whole)."""
     out = _resolved(output)
     for item in _local(inputs):
         source = _resolved(item)
@@ -100,6 +101,9 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
                            "write beside the model's own files or elsewhere")
     if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
+    if out.name in LOADED_FILES:  # not the model's file yet, but its card would not list it: refused from then on
+        raise DistillError(f"{output}: is a name the model's loader reads in {model} (a file there changes the "
+                           "model); choose another output file")
 
 
 @contextlib.contextmanager

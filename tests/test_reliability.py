@@ -495,6 +495,15 @@ def _data_loss_cases():
         return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
                 t / "gone.jsonl"], t / "gone.jsonl"
 
+    def evaluate_into_a_name_the_loader_reads(t, te, st):  # a teacher folder holds no config.json
+        teacher = copy_of(te, t, "teacher")
+        return ["evaluate", teacher, SAMPLES / "sentiment_test.csv", "--output", teacher / "config.json"], teacher
+
+    def pseudo_label_into_a_name_the_loader_reads(t, te, st):  # a classifier student holds no CRF
+        student = copy_of(st, t, "student")
+        return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                student / "crf.safetensors"], student
+
     def kd_cache_inside_its_output(t, te, st):
         return kd_with(te, t / "kd", "--cache-dir", t / "kd" / "cache"), t
 
@@ -535,6 +544,10 @@ def _data_loss_cases():
         ("evaluate-output-is-another-models-result", evaluate_over_another_models_result,
          "exists and is not an evaluate result of"),
         ("evaluate-overwrite-of-a-training-record", evaluate_over_a_training_record, "is a file of the model"),
+        ("evaluate-output-named-as-a-loaded-file", evaluate_into_a_name_the_loader_reads,
+         "is a name the model's loader reads"),
+        ("pseudo-label-output-named-as-a-loaded-file", pseudo_label_into_a_name_the_loader_reads,
+         "is a name the model's loader reads"),
         ("pseudo-label-overwrite-of-a-training-log", pseudo_label_over_a_training_log, "is a file of the model"),
     ]
 
