@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.errors import DistillError
 from distill.io import writing
-from distill.models.card import LOADED_FILES, MODEL_CARD, RESUME_FILE, model_files
+from distill.models.card import LOADED_FILES, MODEL_CARD, RESUME_FILE, STAGING_PREFIX, model_files
 
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
@@ -130,6 +130,16 @@ def _visible(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
 
 
+def _carry_hidden(source: Path, target: Path) -> None:
+    """Move the hidden entries a user keeps in a model folder (`.git` and `.gitattributes` of a model
+    repository) from `source` to `target`, where a run with --overwrite writes the new model: what
+    distill leaves hidden there (a staging folder, a temporary file) stays behind."""
+    for entry in source.iterdir():
+        ours = entry.name.startswith(STAGING_PREFIX) or entry.name.endswith((".tmp", ".old"))
+        if entry.name.startswith(".") and not ours and not (target / entry.name).exists():
+            os.replace(entry, target / entry.name)
+
+
 def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
     """Check what an existing output directory holds; True when its content is to be replaced."""
     names = _visible(directory)
@@ -201,6 +211,7 @@ def _put_back(path: Path) -> None:
         names = _visible(path)
         if RESUME_FILE in names or SUMMARY_FILE in names:
             return
+        _carry_hidden(path, backup)
         shutil.rmtree(path)
     os.replace(backup, path)
     logger.warning(f"warning: {path}: put back the model that a killed --overwrite run had moved aside "
@@ -246,6 +257,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
                 shutil.rmtree(backup, ignore_errors=True)
                 os.replace(path, backup)
             path.mkdir(parents=True, exist_ok=True)
+            if replace:
+                _carry_hidden(backup, path)
         if not existed or replace:
             stack.enter_context(_lock(path))
         before = set(_visible(path))
@@ -253,6 +266,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
             yield path
         except BaseException:
             if replace:
+                _carry_hidden(path, backup)
                 shutil.rmtree(path, ignore_errors=True)
                 os.replace(backup, path)
             elif not (path / RESUME_FILE).exists():  # nothing to resume: take back what this run made

@@ -289,6 +289,37 @@ def test_a_model_that_a_killed_overwrite_run_moved_aside_is_put_back(left, tmp_p
     assert (tmp_path / ".model.replaced").is_dir() and (tmp_path / "model" / "resume.pt").exists()
 
 
+def test_overwrite_keeps_the_hidden_files_of_a_model_repository(tmp_path, capsys, monkeypatch):
+    """A model folder kept as a repository (`.git`, `.gitattributes`, as on the Hugging Face hub): --overwrite
+    moved the whole folder aside and deleted it, history and all. The hidden entries now move into the new
+    model, back with the old one when the run fails, and back from a killed run's partial output."""
+    model = tmp_path / "model"
+    args = ["student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", model]
+    (model / ".git").mkdir(parents=True)
+    (model / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (model / ".gitattributes").write_text("*.safetensors filter=lfs\n")
+
+    def hidden() -> dict:
+        return {name: (model / name).read_text() for name in (".git/HEAD", ".gitattributes") if (model / name).is_file()}
+
+    kept = hidden()
+    assert len(kept) == 2
+    cli(*args)  # a folder of hidden files alone takes a model
+    cli(*args, "--overwrite")
+    assert hidden() == kept and (model / "distill.json").is_file()
+    weights = (model / "model.safetensors").read_bytes()
+    interrupt_evaluation(monkeypatch, call=1)
+    assert run_main(capsys, *args, "--overwrite")[0] == 130  # Ctrl-C: the old model comes back, and its history
+    assert hidden() == kept and (model / "model.safetensors").read_bytes() == weights
+    os.replace(model, tmp_path / ".model.replaced")  # what a SIGKILL after the move leaves: history in the new folder
+    model.mkdir()
+    for name in (".git", ".gitattributes"):
+        os.replace(tmp_path / ".model.replaced" / name, model / name)
+    (model / "vocab.json").write_text("{")
+    assert run_main(capsys, *args)[0] == 2  # the old model is put back first, then refused without --overwrite
+    assert hidden() == kept and (model / "model.safetensors").read_bytes() == weights
+
+
 def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
     """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
     state after epoch 1; returns ARGS."""

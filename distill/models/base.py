@@ -14,9 +14,8 @@ from torch import nn
 from distill import losses
 from distill.errors import DistillError, require_flag, require_whole
 from distill.labels import LabelHierarchy
-from distill.models.card import MODEL_CARD
+from distill.models.card import MODEL_CARD, STAGING_PREFIX
 
-STAGING_PREFIX = ".saving-"  # a model's files being written, before they are moved into place
 
 Loaded = TypeVar("Loaded", bound="LabelModel")
 

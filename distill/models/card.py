@@ -28,6 +28,7 @@ CHECKPOINT = "checkpoint.pt"  # a teacher's head, labels and settings (models.te
 SLIM_WEIGHTS = "checkpoint.safetensors"  # a teacher saved without pickle (models.slim)
 SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teacher keeps it too
 ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
+STAGING_PREFIX = ".saving-"  # a hidden folder of a model's files being written, before they are moved in
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
 LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
 
