@@ -30,7 +30,7 @@ from safetensors import SafetensorError, safe_open
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError
-from distill.io import cache_root, load_checked_tensors, save_checked_tensors
+from distill.io import CACHE_ENV, cache_root, load_checked_tensors, save_checked_tensors
 from distill.models.card import MODEL_CARD
 from distill.outputs import enclosing_model
 
@@ -42,12 +42,20 @@ def default_cache_dir() -> Path:
     return cache_root() / "teacher-logits"
 
 
-def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> None:
-    """The cache writes shards under `cache_dir`: never inside a model directory (a file there is not
-    part of the model as saved, and the model is refused from then on), nor inside the run's `output`
-    (the model it will write) or a hidden name beside it (its lock, temporary folders, the model that
-    --overwrite moves aside), never over a file."""
-    folder = Path(cache_dir).expanduser().resolve()
+def _named(cache_dir: str | Path | None) -> tuple[Path, str]:
+    """The cache folder, and how an error names it: as given, or as the default that $DISTILL_CACHE moves."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser().resolve(), str(cache_dir)
+    return default_cache_dir().expanduser().resolve(), f"{default_cache_dir()} (the default logit cache, " \
+        f"${CACHE_ENV}/teacher-logits)"
+
+
+def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = None) -> None:
+    """The cache (`cache_dir`, or the default one for None) writes shards under its folder: never inside
+    a model directory (a file there is not part of the model as saved, and the model is refused from
+    then on), nor inside the run's `output` (the model it will write) or a hidden name beside it (its
+    lock, temporary folders, the model that --overwrite moves aside), never over a file."""
+    folder, cache_dir = _named(cache_dir)
     if output is not None:
         out = Path(output).expanduser().resolve()
         if folder == out or out in folder.parents:
@@ -62,11 +70,11 @@ def check_cache_dir(cache_dir: str | Path, output: str | Path | None = None) -> 
         raise DistillError(f"{cache_dir}: is a file; the logit cache is a folder")
 
 
-def check_cache_beside(cache_dir: str | Path, output: str | Path, written: Sequence[str]) -> None:
+def check_cache_beside(cache_dir: str | Path | None, output: str | Path, written: Sequence[str]) -> None:
     """A command writes temporaries beside its output (`written`: glob patterns of their names in the output's
     folder). A cache folder named as one of them, or lying in a folder so named, would turn a file into a
     folder (or share a folder the run moves or deletes) and fail the run only at its end, with files left."""
-    folder, out = Path(cache_dir).expanduser().resolve(), Path(output).expanduser().resolve()
+    (folder, cache_dir), out = _named(cache_dir), Path(output).expanduser().resolve()
     for path in (folder, *folder.parents):
         if path.parent == out.parent and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in written):
             raise DistillError(f"{cache_dir}: uses the name {path.name}, which this run writes as or beside "
@@ -88,8 +96,7 @@ class LogitStore:
     """
 
     def __init__(self, teacher, cache_dir: str | Path | None = None, fingerprint: str | None = None):
-        if cache_dir is not None:
-            check_cache_dir(cache_dir)
+        check_cache_dir(cache_dir)
         suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"

@@ -191,7 +191,7 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
-    if cache_dir is not None and use_cache:
+    if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
     with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,

@@ -526,7 +526,7 @@ class Distiller:
                 check_held_out(extra, dev_set, "the unlabelled data")
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set, "dev": dev_set, "unlabeled": extra}
-            if self.cache_dir is not None and output.directory is not None:
+            if not self.online_teacher and output.directory is not None:  # the default cache too
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), command="kd",

@@ -598,6 +598,25 @@ def test_outputs_never_clobber_inputs_or_models(build, fragment, tmp_path, tiny_
     assert set(tmp_path.rglob("*")) == files, "the refused command wrote something"
 
 
+@pytest.mark.parametrize("command, where, fragment", [
+    ("kd", "teacher/encoder", "lies inside the model directory"), ("kd", "kd", "the model this run writes"),
+    ("kd", ".kd.lock", "uses the name .kd.lock"), ("pseudo-label", "teacher/encoder", "lies inside the model directory"),
+    ("pseudo-label", "kd.jsonl", "uses the name kd.jsonl")])
+def test_the_default_cache_is_checked_as_a_cache_dir_is(command, where, fragment, tmp_path, tiny_classifier_teacher,
+                                                        capsys, monkeypatch):
+    """$DISTILL_CACHE moves the default logit cache; pointed into a model (or the run's own output, or a name
+    beside it) it wrote shards there, and the teacher was refused from then on, as a --cache-dir there is."""
+    teacher = copy_of(tiny_classifier_teacher, tmp_path, "teacher")
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / where))
+    output = tmp_path / ("kd" if command == "kd" else "kd.jsonl")
+    argv = kd_with(teacher, output) if command == "kd" else \
+        ["pseudo-label", "--teacher", teacher, "--input", SAMPLES / "unlabeled_movies.txt", "--output", output]
+    before, files = snapshot(teacher), set(tmp_path.rglob("*"))
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and fragment in err and "$DISTILL_CACHE/teacher-logits" in err, err
+    assert len(err.strip().splitlines()) == 1 and snapshot(teacher) == before and set(tmp_path.rglob("*")) == files
+
+
 @pytest.mark.parametrize("extra, fragment", [
     (["--resume", "--overwrite"], "--resume continues the interrupted run and --overwrite starts over"),
     (["--online-teacher", "--cache-dir", "cache"], "an online teacher scores every batch and keeps no logit cache"),
