@@ -164,9 +164,18 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         model, tokenizer = OFFLINE_ENCODERS[name_or_path]()
         model.config.name_or_path = name_or_path
         return model, tokenizer
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its table of missing weights: said below in one line
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModel.from_pretrained(name_or_path, dtype=torch.float32)  # v5 default "auto" may be fp16
+        model, loading = AutoModel.from_pretrained(name_or_path, dtype=torch.float32,  # v5's "auto" may be fp16
+                                                   output_loading_info=True)
+    except RuntimeError as err:  # weights of other shapes than the config's
+        if "mismatched_sizes" not in str(err) and "size mismatch" not in str(err):
+            raise
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its weights do not fit its config.json (a "
+                           "tensor's shape differs from the one the config gives); give a whole pretrained encoder") \
+            from None
     except (OSError, ValueError) as err:
         if os.path.isdir(name_or_path):  # a local folder that is not a whole encoder: say what failed
             raise DistillError(f"cannot load encoder {name_or_path!r}: the folder does not hold a whole pretrained "
@@ -174,6 +183,13 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(
             f"cannot load encoder {name_or_path!r} (no model hub reachable?): use a local model folder or an offline "
             f"encoder: {', '.join(OFFLINE_ENCODERS)}") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    missing = sorted(key for key in loading["missing_keys"] if not key.startswith("pooler."))  # no pooling uses it
+    if missing:  # transformers fills them with random weights and goes on: a teacher from a broken encoder
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its weights lack {len(missing)} of the model's "
+                           f"tensors (e.g. {missing[0]}), which would start from random values; give a whole "
+                           "pretrained encoder")
     return model, tokenizer
 
 

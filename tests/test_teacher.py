@@ -1,6 +1,7 @@
 """The teacher: sub-token alignment, windowing, checkpoints, CLI, and the real offline encoder."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,25 @@ def test_a_local_encoder_folder_without_weights_is_named_as_such(tiny_classifier
     from distill.errors import DistillError
     with pytest.raises(DistillError, match="the folder does not hold a whole pretrained encoder"):
         load_encoder(str(Path(tiny_classifier_teacher) / "encoder"))  # config and tokenizer, no weights
+
+
+def test_a_local_encoder_missing_some_weights_is_refused(tiny_encoder_dir, tmp_path):
+    """transformers fills tensors missing from the weights file with random values, prints a table
+    and goes on: a teacher trained on a layer of noise, exit 0."""
+    from safetensors.torch import load_file, save_file
+    from distill.encoders import load_encoder
+    from distill.errors import DistillError
+    folder = Path(shutil.copytree(tiny_encoder_dir, tmp_path / "encoder"))
+    weights = load_file(folder / "model.safetensors")
+    assert load_encoder(str(folder))[0] is not None
+    save_file({name: value for name, value in weights.items() if ".layer.1." not in name},
+              folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(DistillError, match=r"its weights lack \d+ of the model's tensors \(e.g. transformer.layer.1"):
+        load_encoder(str(folder))
+    name = next(name for name in weights if ".layer.1.ffn.lin1.weight" in name)
+    save_file({**weights, name: weights[name][:-1]}, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(DistillError, match="its weights do not fit its config.json"):  # was a RuntimeError
+        load_encoder(str(folder))
 
 
 def test_pseudo_label_refuses_a_cache_folder_named_as_a_file_it_writes(tiny_classifier_teacher, tmp_path, capsys):
