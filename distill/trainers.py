@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -121,12 +121,13 @@ def _check_arguments(**arguments: Any) -> None:
 
 @contextlib.contextmanager
 def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str | None = None,
-         **settings) -> Iterator[RunState | None]:
+         models: Sequence[Any] = (), **settings) -> Iterator[RunState | None]:
     """The run's output (`training_run`); a local `encoder` folder it reads is an input too: the model
     is never written into it, nor moved aside with it by --overwrite, and a resume after its files
     changed (another tokenizer, other weights) is refused. Data `inputs` are the examples read: their
     source goes into the signature (`_input_of`), and a digest of what the model learns from into the
-    summary (`learnt_from`)."""
+    summary (`learnt_from`). Of the `models` given (in memory, or as a directory or a config), the output
+    never replaces the directory one in memory was loaded from."""
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")
@@ -137,7 +138,8 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     learnt = {role: memory_source(value.inputs) for role, value in inputs.items()
               if isinstance(value, Examples) and role.split(":")[0] in LEARNT_FROM_ROLES}
     inputs = {role: _input_of(value) if isinstance(value, Examples) else value for role, value in inputs.items()}
-    with training_run(output.directory, output.resume, output.overwrite, inputs, **settings) as run:
+    protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
+    with training_run(output.directory, output.resume, output.overwrite, inputs, protected, **settings) as run:
         run.learnt = learnt
         yield run
 
@@ -437,8 +439,8 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
-        with _run(output, inputs, getattr(student, "encoder", None), command="student", config=_config_of(student),
-                  settings=settings, data=data, class_weights=class_weights) as run:
+        with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), command="student",
+                  config=_config_of(student), settings=settings, data=data, class_weights=class_weights) as run:
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
@@ -489,6 +491,7 @@ class Distiller:
         require_whole("teacher_batch_size", teacher_batch_size)
         require_number("unlabeled_ratio", unlabeled_ratio, 0, float("inf"), low_open=True, optional=True)
         self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
+        self.given = (teacher, student)  # models in memory: the output must not replace their directories
         self.head = head
         self.teacher = teacher if self.teacher_source else single_teacher(teacher, head, "teacher")
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
@@ -529,7 +532,7 @@ class Distiller:
             if not self.online_teacher and output.directory is not None:  # the default cache too
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)
-            with _run(output, inputs, getattr(self.student, "encoder", None), command="kd",
+            with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
 

@@ -526,16 +526,17 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
 
 @contextlib.contextmanager
 def training_run(output: str | Path, resume: bool, overwrite: bool, inputs: dict[str, str | None],
-                 **settings) -> Iterator[RunState]:
+                 protected: Sequence[str] = (), **settings) -> Iterator[RunState]:
     """The run's output directory (checked, locked, cleaned up on failure: `distill.outputs`) and its
-    resume bookkeeping.
+    resume bookkeeping. `protected`: directories of models given in memory, which the output must not
+    replace or lie in, as it must not for `inputs`.
 
     The resume signature holds every setting that changes the result, the runtime (precision,
     threads, processes) and a content fingerprint of every input, so a resume after any of them
     changed is refused, never continued with a mix.
     """
     from distill.outputs import model_output
-    with model_output(output, inputs.values(), overwrite, resume) as directory:
+    with model_output(output, [*inputs.values(), *protected], overwrite, resume) as directory:
         signature = {k: asdict(v) if is_dataclass(v) else v for k, v in settings.items()}
         signature.update(inputs=input_fingerprints(inputs), runtime=runtime_settings())
         yield RunState(directory, signature, resume)

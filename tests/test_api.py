@@ -67,6 +67,28 @@ def test_api_run_with_output_writes_what_the_cli_writes(tmp_path):
                       output=Output(tmp_path / "run"), env=QUIET)
 
 
+def test_a_run_never_replaces_the_directory_of_a_model_given_in_memory(tiny_classifier_teacher, tmp_path):
+    """The CLI refuses an --output that is its --teacher even with --overwrite; the API, given the teacher
+    (or the student to train on) loaded in memory, replaced that model's directory with the new student."""
+    import shutil
+    from tests.test_reliability import snapshot
+    train, dev = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
+    teacher_dir = shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher")
+    train_student(student_config("lstm", **TINY), train, dev, TrainSettings(epochs=1), env=QUIET,
+                  output=Output(tmp_path / "student"))
+    before = snapshot(tmp_path)
+    teacher, student = Teacher.from_pretrained(teacher_dir), LabelModel.from_pretrained(tmp_path / "student")
+    for model, target in ((teacher, teacher_dir), (student, tmp_path / "student")):
+        with pytest.raises(DistillError, match="is an input of this command"):
+            Distiller(teacher, model if model is student else student_config("lstm", **TINY), env=QUIET,
+                      settings=TrainSettings(epochs=1), teacher_embeddings=False).fit(
+                train, dev, output=Output(target, overwrite=True))
+        with pytest.raises(DistillError, match="lies inside"):
+            train_student(student, train, dev, TrainSettings(epochs=1), teacher_embeddings=teacher, env=QUIET,
+                          output=Output(target / "sub"))
+    assert snapshot(tmp_path) == before
+
+
 def test_datasets_with_class_label_and_bad_examples():
     from datasets import ClassLabel, Dataset, Features, Value
     from distill.data import labelled_examples

@@ -39,7 +39,9 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
     except ImportError:
         StrictDataclassError = TypeError
     try:
-        return model_from_card(directory, card)
+        model = model_from_card(directory, card)
+        model.loaded_from = str(directory)
+        return model
     except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model
         detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
         raise DistillError(f"{directory}: its files do not make a model ({detail}); they were edited after it was "

@@ -45,6 +45,7 @@ class LabelModel(nn.Module):
     hierarchy: LabelHierarchy
     task: str
     kind: str | None = None  # "teacher", "multitask-teacher" or "student": the model card's kind
+    loaded_from: str | None = None  # the directory it was loaded from: a run given it must not write there
 
     @property
     def device(self) -> torch.device:
