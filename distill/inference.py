@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import torch
 
@@ -128,9 +128,13 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
 def readable_examples(model: torch.nn.Module, examples: Sequence) -> list:
     """`examples` as a list `model` can read, checked as in-memory training data is
     (`distill.data.checked_examples`): a number fails deep in a tokenizer, and an empty token list
-    in a teacher's reshape. A string alone would be read as one example per character: refused."""
+    in a teacher's reshape. A string alone would be read as one example per character, and a mapping
+    (a `datasets` slice or row: a dict of columns) as its column names: both refused."""
     if isinstance(examples, (str, bytes)):
         raise DistillError("give a list of examples, not one string: predict([text]) for a single one")
+    if isinstance(examples, Mapping):
+        raise DistillError(f"give a list of examples, not a mapping of {', '.join(map(str, examples))[:80]} (a "
+                           "dataset slice or row is a dict of columns): pass one column, e.g. dataset['text']")
     examples = list(examples)
     task = getattr(model, "task", None)
     if not examples or task not in TASKS:  # no examples: nothing to predict; a model of several heads: theirs
@@ -227,6 +231,9 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
     require_whole("batch_size", batch_size)  # before the gold labels are read and checked
     one_head(model)
     examples = readable_examples(model, examples)
+    if isinstance(gold, Mapping):
+        raise DistillError("give the gold labels as a list, not a mapping (a dataset slice is a dict of columns): "
+                           "pass one column, e.g. dataset['label']")
     gold = gold if isinstance(gold, (str, bytes)) else list(gold)
     if isinstance(gold, (str, bytes)) or len(examples) != len(gold):
         raise DistillError(f"{len(examples)} examples but {1 if isinstance(gold, (str, bytes)) else len(gold)} "

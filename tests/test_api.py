@@ -251,6 +251,16 @@ def test_predict_and_evaluate_refuse_what_they_cannot_read():
                             ["good film", "bad film"]).eval()
     with pytest.raises(DistillError, match="not one string"):
         student.predict("a quietly devastating film")
+    from datasets import Dataset  # a slice or a row is a dict of columns: its keys were predicted
+    rows = Dataset.from_list([{"text": "good film", "label": "pos"}, {"text": "bad film", "label": "neg"}])
+    for mapping in (rows[:2], rows[0]):
+        for call in (student.predict, lambda examples: list(prediction_records(student, examples)),
+                     lambda examples: evaluate(student, examples, ["pos", "neg"])):
+            with pytest.raises(DistillError, match=r"not a mapping of text, label .*dataset\['text'\]"):
+                call(mapping)
+    with pytest.raises(DistillError, match=r"not a mapping .*dataset\['label'\]"):
+        evaluate(student, rows["text"], rows[:2])
+    assert evaluate(student, rows["text"], rows["label"])["accuracy"] in (0.0, 0.5, 1.0)
     with pytest.raises(DistillError, match=r"examples: example 1 is not a non-empty text: 2"):
         student.predict(["good", 2])
     with pytest.raises(DistillError, match=r"examples: example 0 is not a non-empty text: ' '"):
