@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -24,11 +25,13 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.errors import DistillError
 from distill.io import writing
-from distill.models.card import LOADED_FILES, MODEL_CARD, RESUME_FILE, STAGING_PREFIX, model_files
+from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, STAGING_PREFIX, model_files,
+                                 read_model_card)
 
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
+RUN_FILES = (*RUN_MARKERS, RESUME_FILE, *LOADED_FILES, *SEALED_FOLDERS)  # what a training run writes
 
 
 def check_writable(output: str | os.PathLike) -> None:
@@ -140,6 +143,37 @@ def _carry_hidden(source: Path, target: Path) -> None:
             os.replace(entry, target / entry.name)
 
 
+def _written_by_distill(path: Path, listed: set[str]) -> bool:
+    """Whether `path`, in a run's folder, is what distill writes there: a run's files, those its card lists,
+    an `evaluate` result of the model or `pseudo-label` output (both may be written beside the model)."""
+    if path.name in RUN_FILES or path.name in listed:
+        return True
+    from distill.evaluation import is_metrics_file
+    from distill.pseudo_label import is_pseudo_label_output
+    if path.suffix == ".json" and path.is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
+            return is_metrics_file(path, path.parent, json.loads(path.read_bytes()[:1 << 20]).get("head"))
+    return path.suffix == ".jsonl" and path.is_file() and is_pseudo_label_output(path)
+
+
+def _foreign(directory: Path, names: list[str]) -> list[str]:
+    """The entries of a run's folder that no distill command wrote (a user's notes, other models)."""
+    listed = set()
+    with contextlib.suppress(DistillError, AttributeError):
+        listed = {name.split("/")[0] for name in read_model_card(directory, unfinished=True).get("sha256", {})}
+    return [name for name in names if not _written_by_distill(directory / name, listed)]
+
+
+def _replaceable(directory: Path, names: list[str]) -> bool:
+    """--overwrite replaces the whole folder: refused where it holds what no distill command wrote, which
+    would go with it."""
+    foreign = _foreign(directory, names)
+    if foreign:
+        raise DistillError(f"{directory}: holds {foreign[0]}, which distill did not write, beside a run's files; "
+                           "--overwrite replaces the whole folder: move it out, or choose another output directory")
+    return True
+
+
 def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
     """Check what an existing output directory holds; True when its content is to be replaced."""
     names = _visible(directory)
@@ -149,10 +183,11 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
         if resume:
             return False
         if overwrite:
-            return True
+            return _replaceable(directory, names)
         raise DistillError(f"{directory}: holds an interrupted run; continue it with --resume, "
                            "or start over with --overwrite")
-    if any(marker in names for marker in RUN_MARKERS):
+    weak = MODEL_CARD not in names and SUMMARY_FILE not in names  # a metrics.jsonl may be anyone's log
+    if any(marker in names for marker in RUN_MARKERS) and not (weak and _foreign(directory, names)):
         if resume and SUMMARY_FILE not in names:
             raise DistillError(f"{directory}: holds no resume state ({RESUME_FILE} is missing) and no finished "
                                "run, so there is nothing to continue; start over with --overwrite")
@@ -160,11 +195,10 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
             raise DistillError(f"{directory}: this run already finished; nothing to resume "
                                "(use --overwrite instead of --resume to retrain)")
         if overwrite:
-            return True
+            return _replaceable(directory, names)
         what = "a model"
         if MODEL_CARD in names:
             with contextlib.suppress(DistillError):
-                from distill.models.card import read_model_card
                 card = read_model_card(directory)
                 what = f"a {card['kind']} model ({card.get('model', '?')}, {card.get('task', '?')})"
         raise DistillError(f"{directory}: already holds {what}; pass --overwrite to replace it, "

@@ -289,6 +289,21 @@ def test_a_model_that_a_killed_overwrite_run_moved_aside_is_put_back(left, tmp_p
     assert (tmp_path / ".model.replaced").is_dir() and (tmp_path / "model" / "resume.pt").exists()
 
 
+def test_overwrite_replaces_a_model_beside_its_evaluate_results_and_pseudo_labels(tiny_classifier_teacher, tmp_path):
+    """What distill commands write beside a model (evaluate's metrics, pseudo-label output) is no reason to
+    refuse --overwrite; a file no distill command wrote is (test_outputs_never_clobber_inputs_or_models)."""
+    model = tmp_path / "student"
+    args = ["student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", model]
+    cli(*args)
+    cli("evaluate", model, SAMPLES / "sentiment_test.csv", "--quiet")
+    cli("evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", model / "dev_metrics.json", "--quiet")
+    cli("pseudo-label", "--teacher", model, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+        model / "pseudo.jsonl", "--quiet")
+    cli(*args, "--seed", "3", "--overwrite")
+    assert sorted(p.name for p in model.iterdir()) == ["config.json", "distill.json", "metrics.jsonl",
+                                                       "model.safetensors", "train_summary.json", "vocab.json"]
+
+
 def test_overwrite_keeps_the_hidden_files_of_a_model_repository(tmp_path, capsys, monkeypatch):
     """A model folder kept as a repository (`.git`, `.gitattributes`, as on the Hugging Face hub): --overwrite
     moved the whole folder aside and deleted it, history and all. The hidden entries now move into the new
@@ -535,6 +550,18 @@ def _data_loss_cases():
         return ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
                 student / "crf.safetensors"], student
 
+    def student_overwrite_of_a_folder_of_models_and_a_log(t, te, st):  # the user's metrics.jsonl, not a run's
+        folder = t / "experiments"
+        folder.mkdir()
+        copy_of(st, folder, "student")
+        write(folder / "metrics.jsonl", '{"step": 1, "loss": 0.5}\n')
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", folder, "--overwrite"], folder
+
+    def student_overwrite_of_a_model_beside_notes(t, te, st):
+        student = copy_of(st, t, "student")
+        write(student / "notes.txt", "what I tried")
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", student, "--overwrite"], student
+
     def kd_cache_inside_its_output(t, te, st):
         return kd_with(te, t / "kd", "--cache-dir", t / "kd" / "cache"), t
 
@@ -575,6 +602,10 @@ def _data_loss_cases():
         ("evaluate-output-is-another-models-result", evaluate_over_another_models_result,
          "exists and is not an evaluate result of"),
         ("evaluate-overwrite-of-a-training-record", evaluate_over_a_training_record, "is a file of the model"),
+        ("student-overwrite-of-a-folder-of-models-and-a-log", student_overwrite_of_a_folder_of_models_and_a_log,
+         "is not empty and holds no distill model"),
+        ("student-overwrite-of-a-model-beside-notes", student_overwrite_of_a_model_beside_notes,
+         "holds notes.txt, which distill did not write"),
         ("evaluate-output-named-as-a-loaded-file", evaluate_into_a_name_the_loader_reads,
          "is a name the model's loader reads"),
         ("pseudo-label-output-named-as-a-loaded-file", pseudo_label_into_a_name_the_loader_reads,
