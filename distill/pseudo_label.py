@@ -150,6 +150,37 @@ def foreign_parts(output: Path) -> list[Path]:
     return [part for part in candidates if part.exists() and part not in ours]
 
 
+def check_partials_are_ours(output: Path) -> None:
+    """A run appends to, deletes or replaces its partial outputs and their signature: never a file of such
+    a name that pseudo-label did not write (a browser's partial download, notes). A partial output starts
+    as every record does (an empty one: killed before its first record); a signature is our JSON."""
+    world = distributed.world_size()
+    for path in sorted({*(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)}):
+        if path.exists() and not _starts_as_a_record(path):
+            raise _not_ours(path)
+    signature = signature_path(output)
+    if signature.exists():
+        try:
+            saved = read_json(signature) if signature.is_file() else None
+        except DistillError:
+            saved = None
+        if not (isinstance(saved, dict) and {"inputs", "runtime"} <= set(saved)):
+            raise _not_ours(signature)
+
+
+def _starts_as_a_record(path: Path) -> bool:
+    start = b'{"line": '  # json.dumps({"line": N, ...}), as every record is written
+    if not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        return start.startswith(handle.read(len(start)))
+
+
+def _not_ours(path: Path) -> DistillError:
+    return DistillError(f"{path}: exists and was not written by pseudo-label, which keeps a partial output or its "
+                        "signature under this name: move it, or choose another --output")
+
+
 def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
     """This rank's (line, example) pairs: chunk k of the input belongs to rank k % world size."""
     rank, world = distributed.rank(), distributed.world_size()
@@ -191,6 +222,7 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
+    check_partials_are_ours(Path(output_path))
     if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)

@@ -251,6 +251,25 @@ def test_pseudo_label_refuses_a_cache_folder_named_as_a_file_it_writes(tiny_clas
     assert len(output.read_text().splitlines()) == 2 and (runs / "out.cache").is_dir()  # a name of its own is fine
 
 
+@pytest.mark.parametrize("name, content, ours", [
+    ("out.jsonl.part", "my precious notes\n", False), ("out.jsonl.part.json", '{"mine": 1}', False),
+    ("out.jsonl.rank1-of-2.part", "a download", False), ("out.jsonl.part", "", True),
+    ("out.jsonl.part", '{"li', True), ("out.jsonl.part", '{"line": 1, "text": "a fi', True)])
+def test_pseudo_label_replaces_only_partial_outputs_it_wrote(name, content, ours, tiny_classifier_teacher, tmp_path,
+                                                            capsys):
+    """A run without --resume deleted OUTPUT.part (and other ranks' parts) and replaced OUTPUT.part.json
+    whatever they held; a killed run's own part (empty, or cut inside its first record) still goes."""
+    from tests.test_reliability import run_main
+    (tmp_path / name).write_text(content)
+    status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
+                           SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "out.jsonl", "--no-cache", "--quiet")
+    if ours:
+        assert status == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"], err
+    else:
+        assert status == 2 and f"{name}: exists and was not written by pseudo-label" in err, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == [name] and (tmp_path / name).read_text() == content
+
+
 def test_pseudo_label_min_confidence_compares_the_exact_confidence(tiny_classifier_teacher, tmp_path):
     """The filter compared the confidence rounded to 6 decimals, so a threshold just above the exact one kept the
     example (kd drops it); it now compares the exact confidence, and rounds only what it writes."""
