@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import itertools
 import json
 import logging
 import math
@@ -658,13 +657,23 @@ def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: 
                           "extension decides how a file is read)")
 
 
+def _raw_lines(raw: bytes) -> list[bytes]:
+    """The lines in `raw`, a binary file's line as iterating the file gives it (up to \\n): cut at \\r too, and
+    without their line ends, so old Mac (\\r) files split as `_split_lines` splits text."""
+    body = raw[:-1] if raw.endswith(b"\n") else raw
+    return (body[:-1] if raw.endswith(b"\r\n") else body).split(b"\r")
+
+
 def _head_lines(handle: BinaryIO) -> Iterator[str]:
     """A binary file's lines, decoded leniently, for sniffing; stops at a line too long to be an example."""
-    for number in itertools.count(1):
-        raw = handle.readline(_SNIFF_LINE_BYTES)
-        if not raw or (len(raw) >= _SNIFF_LINE_BYTES and not raw.endswith(b"\n")):
+    first = True
+    while raw := handle.readline(_SNIFF_LINE_BYTES):
+        cut = len(raw) >= _SNIFF_LINE_BYTES and not raw.endswith(b"\n")
+        for line in _raw_lines(raw)[:-1] if cut else _raw_lines(raw):  # a cut one's last line goes on
+            yield line.decode("utf-8-sig" if first else "utf-8", errors="replace")
+            first = False
+        if cut:
             return
-        yield raw.decode("utf-8-sig" if number == 1 else "utf-8", errors="replace")
 
 
 def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
@@ -710,9 +719,11 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
 
 
 def _decoded_lines(path: str, handle: BinaryIO) -> Iterator[tuple[int, str]]:
-    for number, raw in enumerate(handle, 1):
+    """(line number, text) of a binary file's lines, split at \\n, \\r\\n or \\r, streaming."""
+    lines = (line for raw in handle for line in _raw_lines(raw))
+    for number, line in enumerate(lines, 1):
         try:
-            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            yield number, line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError:
             raise DataError(path, "not UTF-8 text", number) from None
 

@@ -110,6 +110,23 @@ def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, c
     assert sniff_unlabelled(content.splitlines()) is None
 
 
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
+def test_unlabelled_files_split_at_every_line_end(end, tmp_path):
+    """A file with old Mac line ends (\\r) was one example (tagging: one sentence of every word), while the
+    labelled readers and stdin split it; the numbers are the lines an editor shows."""
+    path = tmp_path / "u.txt"
+    path.write_bytes(end.join(["\ufeffgood film", "", "a dull one", "bad"]).encode() + end.encode())
+    assert list(iter_unlabelled(str(path), "classification")) == [(1, "good film"), (3, "a dull one"), (4, "bad")]
+    assert list(iter_unlabelled(str(path), "tagging")) == [(1, ["good", "film"]), (3, ["a", "dull", "one"]),
+                                                          (4, ["bad"])]
+    path.write_bytes(end.join(['{"text": "good"}', '{"text": "bad"}']).encode())
+    assert list(iter_unlabelled(str(path.rename(tmp_path / "u.jsonl")), "classification")) == [(1, "good"), (2, "bad")]
+    path = tmp_path / "conll.txt"  # sniffed as CoNLL in any line ends: refused, not read as text
+    path.write_bytes(end.join(["EU B-ORG", "rejects O", "", "Peter B-PER"]).encode())
+    with pytest.raises(DataError, match="CoNLL"):
+        next(iter_unlabelled(str(path), "tagging"))
+
+
 def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
     """As a labelled .json file may (pandas' to_json(orient="records")); each item numbered as a line."""
     path = tmp_path / "u.json"
