@@ -561,7 +561,9 @@ class Distiller:
         examples = list(train.inputs) + unlabelled
         sources = train.source + (f" and {extra.source}" if extra else "")
         warn_if_truncated(teacher, examples, sources)
-        model = new_student(self.student, teacher.hierarchy, examples, settings.seed,
+        # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
+        # which `inverse` class weights come from, and its --label-separator
+        model = new_student(self.student, hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)
         loss = self._loss(model)

@@ -56,6 +56,24 @@ def test_cli_and_api_give_identical_models(tiny_classifier_teacher, tmp_path):
     assert_same_weights(tmp_path / "cli-student", tmp_path / "api-student")
 
 
+def test_kd_inverse_class_weights_come_from_its_own_training_data(tiny_classifier_teacher):
+    """The kd student was built on the teacher's label set as it stood, counts included: `inverse` weighted by
+    the teacher's training counts (uniform here), not by the data kd trains on (three positives per negative)."""
+    from collections import Counter
+    texts, labels = rows(SAMPLES / "sentiment_train.csv")
+    positives = [(text, label) for text, label in zip(texts, labels) if label == "positive"]
+    texts, labels = texts + [t for t, _ in positives] * 2, labels + [label for _, label in positives] * 2
+    distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), student_config("lstm", **TINY),
+                          settings=TrainSettings(epochs=1), class_weights="inverse", teacher_embeddings=False,
+                          env=QUIET)
+    model = distiller.fit((texts, labels), rows(SAMPLES / "sentiment_dev.csv")).model
+    assert model.hierarchy.counts == Counter(labels)
+    weights = distiller._loss(model).class_weights.tolist()
+    counts = Counter(labels)
+    assert weights == pytest.approx([2 / (1 + counts["negative"] / counts["positive"]),
+                                     2 / (1 + counts["positive"] / counts["negative"])])
+
+
 def test_api_run_with_output_writes_what_the_cli_writes(tmp_path):
     from distill.trainers import Output
     result = train_student("cnn", SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv",
