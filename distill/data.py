@@ -238,6 +238,9 @@ def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, d
             raise DataError(path, f"column {duplicate!r} appears twice in the header; rename one", 1)
         if len(header) == 1 and any(sep in header[0] for sep in ";\t,|"):
             used = next(sep for sep in ";\t,|" if sep in header[0])
+            if used == delimiter:  # "text,label" quoted whole: the csv module reads one field
+                raise DataError(path, f"the header is one quoted field, {header[0]!r}: each line seems to be quoted "
+                                      "whole; remove the quotes around each line", 1)
             raise DataError(path, f"the header has one column, {header[0]!r}: the file seems to be separated by "
                                   f"{used!r}, not {delimiter!r}; save it as {'TSV' if used == chr(9) else 'CSV'} "
                                   "with the right extension", 1)
@@ -249,6 +252,9 @@ def _delimited_rows(path: str, fmt: str, wanted: list[str]) -> list[tuple[int, d
             fields = [v for key, value in record.items() for v in (value if key is None else [value])]
             if all(not (field or "").strip() for field in fields):
                 continue
+            if [(field or "").strip().lstrip("\ufeff") for field in fields] == header:
+                raise DataError(path, "repeats the header row (files joined with cat?): remove it, or it would be "
+                                      "read as an example", first)
             if None in record or any(record.get(c) is None for c in wanted):
                 opened = _unclosed_quote(text, first, reader.line_num) if fmt == "csv" else None
                 if opened is not None:

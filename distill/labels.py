@@ -187,9 +187,11 @@ def detect_tag_scheme(tag_sequences: Iterable[Sequence[str]]) -> str:
 
 
 def spelling_key(label: str) -> str:
-    """What two spellings of one label share: Unicode form, case, spacing and number format aside
-    (``1`` and ``1.0``, as spreadsheet exports write integers)."""
-    key = " ".join(unicodedata.normalize("NFKC", label).casefold().split())
+    """What two spellings of one label share: Unicode form, case, spacing, invisible format characters
+    (a zero-width space pasted from the web) and number format aside (``1`` and ``1.0``, as spreadsheet
+    exports write integers)."""
+    visible = "".join(ch for ch in unicodedata.normalize("NFKC", label) if unicodedata.category(ch) != "Cf")
+    key = " ".join(visible.casefold().split())
     try:
         number = float(key)
     except ValueError:
@@ -198,28 +200,31 @@ def spelling_key(label: str) -> str:
 
 
 def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -> LabelHierarchy:
-    """Leaf labels from training data; tags are flat with ``O`` first.
+    """Leaf labels from training data; tags are flat with the outside tag (``O``, or ``o`` in a lower-case
+    tag set) first: a word the model reads no sub-token of keeps zero logits and so gets tag 0.
 
-    Refused, since training on them would give a silently wrong model: one label only (a
-    classifier that cannot be wrong), tags that are all ``O``, and two spellings of one label
-    (``Positive`` / ``positive``), which would become two classes.
+    Refused, since training on them would give a silently wrong model: one label or tag only (a
+    model that cannot be wrong), and two spellings of one label (``Positive`` / ``positive``),
+    which would become two classes.
     """
     if task == "classification":
         hierarchy = LabelHierarchy.from_labels(labels, separator)
     else:
-        hierarchy = LabelHierarchy.from_labels((t for tags in labels for t in tags), None, first="O")
+        tags = [t for sentence in labels for t in sentence]
+        outside = "o" if "o" in tags and "O" not in tags else "O"
+        hierarchy = LabelHierarchy.from_labels(tags, None, first=outside)
         hierarchy.scheme = detect_tag_scheme(labels)
     seen: dict[str, str] = {}
     for label in hierarchy.labels:
         other = seen.setdefault(spelling_key(label), label)
         if other != label:
-            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form or "
-                                  "number format; spell each label one way")
+            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form, "
+                                  "invisible characters or number format; spell each label one way")
     if task == "classification" and len(hierarchy) < 2:
         raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
                               "two labels to learn anything")
-    if task == "tagging" and hierarchy.labels == ["O"]:
-        raise DataError(path, "every tag is 'O': there is nothing to tag (wrong --tag-column?)")
+    if task == "tagging" and len(hierarchy) < 2:
+        raise DataError(path, f"every tag is {hierarchy.labels[0]!r}: there is nothing to tag (wrong --tag-column?)")
     return hierarchy
 
 

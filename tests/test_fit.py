@@ -40,6 +40,14 @@ def test_scheme_detection(sequences, scheme):
     assert LabelHierarchy.from_dict(hierarchy.to_dict()).scheme == scheme
 
 
+def test_the_outside_tag_comes_first_in_either_case():
+    """Tag 0 is what a word the model reads no sub-token of gets (zero logits): a lower-case set put `o`
+    after `b-loc`, and such a word became an entity."""
+    assert build_hierarchy("tagging", [["b-loc", "o", "i-per"]], None, "train").labels[0] == "o"
+    assert build_hierarchy("tagging", [["B-LOC", "O", "I-PER"]], None, "train").labels[0] == "O"
+    assert build_hierarchy("tagging", [["NN", "DT"]], None, "train").labels == ["DT", "NN"]
+
+
 def test_models_saved_without_a_scheme_get_it_from_their_labels():
     assert scheme_of_labels(["O", "B-PER", "I-PER", "B-LOC"]) == "IOB2"
     assert scheme_of_labels(["O", "I-PER", "I-LOC", "B-LOC"]) == "IOB1"

@@ -1108,7 +1108,16 @@ STRICT_DATA = [
     ("tags-differ-in-case", lambda t: tagging_file(t, "t.conll", "EU B-ORG\nrejects O\n\nEU B-Org\n"),
      "differ only in case"),
     ("labels-differ-in-number-format", lambda t: classification_file(t, "n.csv", "text,label\na,1\nb,1.0\nc,0\n"),
-     "differ only in case, spacing, Unicode form or number format"),
+     "differ only in case, spacing, Unicode form, invisible characters or number format"),
+    ("labels-differ-by-a-zero-width-space", lambda t: classification_file(
+        t, "z.csv", "text,label\ngood,positive\nfine,positive\u200b\nbad,negative\n"), "invisible characters"),
+    ("lower-case-tags-all-o", lambda t: tagging_file(t, "o.conll", "EU o\nrejects o\n\nGerman o\n"),
+     "every tag is 'o'"),
+    ("one-plain-tag", lambda t: tagging_file(t, "nn.conll", "EU NN\nrejects NN\n\nGerman NN\n"), "every tag is 'NN'"),
+    ("header-repeated-mid-file", lambda t: classification_file(
+        t, "h.csv", "text,label\ngood,pos\nbad,neg\ntext,label\nfine,pos\n"), "h.csv:4: repeats the header row"),
+    ("lines-quoted-whole", lambda t: classification_file(t, "q.csv", '"text,label"\n"good,pos"\n"bad,neg"\n'),
+     "each line seems to be quoted whole"),
     ("conll-without-tags", lambda t: tagging_file(t, "w.conll", "EU\nrejects\n\nGerman\n"), "is the word itself"),
     ("jsonl-tags-null", lambda t: tagging_file(t, "n.jsonl", '{"tokens": ["EU", "x"], "tags": [null, "O"]}\n'),
      "must hold strings"),
