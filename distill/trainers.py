@@ -153,6 +153,13 @@ def _input_of(examples: Examples) -> str:
     return examples.source
 
 
+def _refuse_ignored_weights(model: LabelModel, weights: Any) -> None:
+    """Class weights given for a model whose loss would ignore them: a silent no-op otherwise."""
+    if weights is not None and not model.takes_class_weights:
+        raise DistillError("class weights do not apply to this model's loss (a CRF scores whole tag sequences): "
+                           "drop --class-weights, or --crf")
+
+
 def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
     """A teacher as a run's signature records it: its directory, or a digest of one in memory."""
     if teacher is None or isinstance(teacher, (str, Path)):
@@ -444,7 +451,9 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
-            objective = SupervisedObjective(model.hierarchy.class_weights(class_weights))
+            weights = model.hierarchy.class_weights(class_weights)
+            _refuse_ignored_weights(model, weights)
+            objective = SupervisedObjective(weights)
             return _student_run(model, objective, train_set, dev_set, settings, run, env,
                                 {"embeddings_from_teacher": teacher_source})
 
@@ -587,9 +596,10 @@ class Distiller:
 
     def _loss(self, model: LabelModel) -> TeacherStudentDistill:
         """The loss, with the Distiller's class weights (resolved against the student's labels) in it."""
-        if self.class_weights is None:
-            return self.loss
-        loss = copy.copy(self.loss)
-        weights = model.hierarchy.class_weights(self.class_weights)
-        loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
+        loss = self.loss
+        if self.class_weights is not None:
+            loss = copy.copy(self.loss)
+            weights = model.hierarchy.class_weights(self.class_weights)
+            loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
+        _refuse_ignored_weights(model, loss.class_weights)
         return loss

@@ -648,6 +648,19 @@ def test_the_default_cache_is_checked_as_a_cache_dir_is(command, where, fragment
     assert len(err.strip().splitlines()) == 1 and snapshot(teacher) == before and set(tmp_path.rglob("*")) == files
 
 
+@pytest.mark.parametrize("command", ["student", "kd"])
+def test_class_weights_on_a_crf_tagger_are_refused(command, tiny_tagging_teacher, tmp_path, capsys):
+    """A CRF's loss scores whole tag sequences: --class-weights trained the very model it trained without."""
+    argv = ["student", "--model", "lstm-tagger"] if command == "student" else \
+        ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--random-embeddings"]
+    argv += ["--crf", "--epochs", "1", "--embedding-dim", "8", "--hidden-dim", "8", "--quiet", "--train",
+             SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "out"]
+    status, err = run_main(capsys, *argv, "--class-weights", "inverse")
+    assert status == 2 and "class weights do not apply to this model's loss (a CRF" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert run_main(capsys, *argv, "--class-weights", "none")[0] == 0
+
+
 @pytest.mark.parametrize("extra, fragment", [
     (["--resume", "--overwrite"], "--resume continues the interrupted run and --overwrite starts over"),
     (["--online-teacher", "--cache-dir", "cache"], "an online teacher scores every batch and keeps no logit cache"),

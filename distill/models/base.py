@@ -46,6 +46,7 @@ class LabelModel(nn.Module):
     task: str
     kind: str | None = None  # "teacher", "multitask-teacher" or "student": the model card's kind
     loaded_from: str | None = None  # the directory it was loaded from: a run given it must not write there
+    takes_class_weights: bool = True  # whether `supervised_loss` applies class weights
 
     @property
     def device(self) -> torch.device:

@@ -471,6 +471,10 @@ class TaggerModel(StudentModel):
             return super().decode(logits, mask)
         return self.crf.decode(logits, mask)
 
+    @property
+    def takes_class_weights(self) -> bool:
+        return self.crf is None  # a CRF scores whole tag sequences: no per-tag weight applies
+
     def supervised_loss(self, logits, targets, mask, class_weights):
         """With a CRF: its NLL, averaged over the sentences whose every word has a target."""
         if self.crf is None:
