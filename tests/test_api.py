@@ -373,6 +373,33 @@ def test_a_plugin_student_whose_output_cannot_be_scored_is_refused_before_it_tra
                       TrainSettings(epochs=1), env=Runtime(progress=False))
 
 
+def test_a_built_in_name_is_refused_at_the_plugins_decorator_before_any_listing():
+    """Built-in students in modules imported on first listing (ngram, transformer) lost their name to a plugin
+    registered before: the error came from the built-in module, and the registry was left without them."""
+    script = textwrap.dedent("""\
+        from dataclasses import dataclass
+        from distill import ClassifierConfig, DistillError, StudentModel, register_student, students
+
+        @dataclass
+        class Config(ClassifierConfig):
+            model: str = "ngram"
+
+        try:
+            @register_student("ngram", task="classification")
+            class Mine(StudentModel):
+                config_class = Config
+        except DistillError as error:
+            print("refused:", error)
+        print(sorted(students()), students()["ngram"].source)
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: student name 'ngram' is already registered by distill.models.ngram:NgramClassifier" in done.stdout
+    assert "'transformer', 'transformer-tagger'" in done.stdout and done.stdout.strip().endswith(
+        "distill.models.ngram:NgramClassifier"), done.stdout
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: Output("runs/x", overwrite="no"), "overwrite must be True or False, got 'no'"),
     (lambda: Output("runs/x", resume=1), "resume must be True or False, got 1"),

@@ -65,6 +65,8 @@ def register_student(name: str, task: str) -> Callable[[Model], Model]:
                                "LabelModel with kind 'student')")
         if not (isinstance(cls.config_class, type) and issubclass(cls.config_class, StudentConfig)):
             raise DistillError(f"student {name!r}: config_class must be a StudentConfig subclass")
+        if cls.__module__ not in BUILT_IN:  # a built-in student registered later (lazily) must not find its name gone
+            _import_built_in()
         taken = _STUDENTS.get(name)
         if taken is not None and taken.source != StudentEntry(name, cls, task).source:
             raise DistillError(f"student name {name!r} is already registered by {taken.source}")
@@ -81,14 +83,19 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for module in BUILT_IN:
-        importlib.import_module(module)
+    _import_built_in()
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             point.load()
         except Exception as err:  # a broken plugin must not take the built-in students down
             logging.getLogger("distill").warning("student plugin %r (%s) skipped: it failed to load: %s",
                                                  point.name, point.value, err)
+
+
+def _import_built_in() -> None:
+    """Import the modules of the built-in students (each registers its own as it is imported)."""
+    for module in BUILT_IN:
+        importlib.import_module(module)
 
 
 def students() -> dict[str, StudentEntry]:
