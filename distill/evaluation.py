@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -43,7 +44,11 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give --head, one of {', '.join(card.get('heads', {}))}")
-    output = output or Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
+    if output is None:  # beside the model: a read-only model folder (a shared copy) needs --output
+        output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
+        if not os.access(model_dir, os.W_OK | os.X_OK):
+            raise DistillError(f"{output}: not writable: evaluate writes its metrics beside the model unless "
+                               "--output names another file (the model folder is read-only for this user)")
     with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
                      f"an evaluate result of {model_dir}") as path:
         model = with_head(load_model(model_dir, device=device), head, model_dir)

@@ -289,6 +289,20 @@ def test_a_model_that_a_killed_overwrite_run_moved_aside_is_put_back(left, tmp_p
     assert (tmp_path / ".model.replaced").is_dir() and (tmp_path / "model" / "resume.pt").exists()
 
 
+def test_evaluate_of_a_read_only_model_names_its_default_output(tiny_student, tmp_path, capsys, monkeypatch):
+    """The error named the model folder as not writable, not the metrics file evaluate writes there by default.
+    (os.access stands in for a read-only share: the tests may run as root, for whom a chmod changes nothing.)"""
+    import distill.evaluation
+    model = copy_of(tiny_student, tmp_path, "shared")
+    real_access = os.access
+    monkeypatch.setattr(distill.evaluation.os, "access",
+                        lambda path, mode: real_access(path, mode) and not (Path(path) == model and mode & os.W_OK))
+    status, err = run_main(capsys, "evaluate", model, SAMPLES / "sentiment_test.csv", "--quiet")
+    assert status == 2 and f"{model / 'eval_metrics.json'}: not writable: evaluate writes its metrics beside" in err
+    assert run_main(capsys, "evaluate", model, SAMPLES / "sentiment_test.csv", "--quiet", "--output",
+                    tmp_path / "m.json")[0] == 0
+
+
 def test_overwrite_replaces_a_model_beside_its_evaluate_results_and_pseudo_labels(tiny_classifier_teacher, tmp_path):
     """What distill commands write beside a model (evaluate's metrics, pseudo-label output) is no reason to
     refuse --overwrite; a file no distill command wrote is (test_outputs_never_clobber_inputs_or_models)."""
