@@ -39,7 +39,7 @@ from distill.models.card import write_model_card
 from distill.models.multitask import refuse_multitask
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
-from distill.training import warn_if_learnt_from
+from distill.training import learnt_record, warn_if_learnt_from
 
 FORMATS = ("onnx", "safetensors")
 QUANTIZATIONS = ("int8",)
@@ -239,7 +239,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         description = {key: card[key] for key in ("kind", "model", "class", "task", "labels") if key in card}
         exported = {**description, "format": format,
                     "export": {"source": str(model_dir), "source_card_sha256": file_sha256(source / MODEL_CARD),
-                               "parameters": model.parameter_count(), **export_settings(format, quantize)},
+                               "parameters": model.parameter_count(), **export_settings(format, quantize),
+                               **({"learnt_from": record} if (record := learnt_record(model_dir)) else {})},
                     "agreement": None}
         if check_data is not None:
             exported["agreement"] = {"data": check_data, **({"learnt_from": learnt_from} if learnt_from else {}),

@@ -161,20 +161,28 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
 LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
 
 
-def _training_summary(model_dir: str | Path) -> dict:
-    """The ``train_summary.json`` of the run that made `model_dir`: its own, or an export's source's."""
+LEARNT_FROM_KEYS = ("inputs", "example_digests")  # what a run's summary records of the data it learnt from
+
+
+def learnt_record(model_dir: str | Path) -> dict:
+    """What `learnt_from` reads of the run that made `model_dir`: from its ``train_summary.json``, or for an
+    export (ONNX, slim copy) from its card, which keeps its source's record (the source folder may since
+    hold another model, or none); an export made before kept none: its source's, while that is the model
+    it was exported from."""
+    from distill.io import file_sha256
     from distill.models.card import MODEL_CARD
     from distill.outputs import SUMMARY_FILE
-    for folder in (Path(model_dir), None):
+    try:
+        record = json.loads((Path(model_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
         try:
-            if folder is None:  # an export (ONNX, slim copy) names the model directory it came from
-                card = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))
-                folder = Path(card["export"]["source"])
-            summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
-            return summary if isinstance(summary, dict) else {}
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-            continue
-    return {}
+            export = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))["export"]
+            record = export.get("learnt_from")
+            if record is None and file_sha256(Path(export["source"]) / MODEL_CARD) == export["source_card_sha256"]:
+                record = json.loads((Path(export["source"]) / SUMMARY_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+    return {key: record[key] for key in LEARNT_FROM_KEYS if key in record} if isinstance(record, dict) else {}
 
 
 def learnt_from(model_dir: str | Path, data_path: str, examples: Sequence | None = None) -> str | None:
@@ -184,7 +192,7 @@ def learnt_from(model_dir: str | Path, data_path: str, examples: Sequence | None
     in any file (another format, other line ends). Read from what the run's ``train_summary.json``
     records (an export's: its source's); runs of before this record have none."""
     from distill.data import memory_source
-    summary = _training_summary(model_dir)
+    summary = learnt_record(model_dir)
     recorded, digests = summary.get("inputs"), summary.get("example_digests")
     given = input_fingerprints({"data": data_path})["data"]
     if isinstance(recorded, dict) and given is not None:

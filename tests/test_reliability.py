@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -1352,6 +1353,33 @@ def test_scoring_a_model_on_the_data_it_learnt_from_is_flagged_wherever_the_copy
     other.write_bytes(TRAIN.read_bytes().replace(b"\n", b"\r\n") + b"\r\n")
     result = evaluate_model(str(tmp_path / "slim"), str(other), output=str(tmp_path / "slim.json"), progress=False)
     assert result["learnt_from"] == "train"
+
+
+def test_an_export_keeps_what_its_source_learnt_from_when_the_source_folder_changes(tmp_path, caplog):
+    """The check read the source folder's record as it is now: after a retrain there the export's own
+    training file went unflagged and data it never saw was flagged. The export's card keeps the record."""
+    from distill.evaluation import evaluate_model
+    from distill.export import export_model
+    from distill.training import learnt_record
+    source = tmp_path / "m"
+    cli("student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", source)
+    export_model(str(source), str(tmp_path / "slim"), "safetensors")
+    other = write(tmp_path / "other.csv", (SAMPLES / "sentiment_test.csv").read_bytes())
+    cli("student", *SMALL_LSTM, "--epochs", "1", "--train", other, "--dev", DEV, "--output", source, "--overwrite")
+    for data, role in ((TRAIN, "train"), (other, None)):
+        result = evaluate_model(str(tmp_path / "slim"), str(data), output=str(tmp_path / "e.json"), progress=False)
+        assert result.get("learnt_from") == role, data
+    # an export made before cards kept the record: its source's, only while that holds the exported model
+    card = json.loads((tmp_path / "slim" / "distill.json").read_text())
+    del card["export"]["learnt_from"]
+    old = tmp_path / "old-export"
+    old.mkdir()
+    (old / "distill.json").write_text(json.dumps(card))
+    assert learnt_record(old) == {}  # the source was retrained since
+    card["export"]["source_card_sha256"] = hashlib.sha256((source / "distill.json").read_bytes()).hexdigest()
+    (old / "distill.json").write_text(json.dumps(card))
+    assert learnt_record(old)["inputs"]["train"] == json.loads((source / "train_summary.json").read_text())[
+        "inputs"]["train"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
