@@ -13,8 +13,8 @@ layers' states) can join them (`LayerObjective`).
 
 from __future__ import annotations
 
+import functools
 import math
-
 import re
 import weakref
 from typing import Callable, NamedTuple, Protocol, Sequence
@@ -25,6 +25,7 @@ from torch import nn
 from distill import distributed, losses, precision
 from distill.errors import DistillError
 from distill.inference import ExampleLogits
+from distill.io import tensors_sha256
 from distill.training import Objective
 
 DEFAULT_KD_LOSS = "kl"
@@ -49,6 +50,15 @@ class CachedTeacherLogits:
 
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.results.batch(indices)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The logits' checksum. A teacher's logits for an example depend slightly on the batch it was
+        scored in (its padding), so a cache filled by another command, or scored again after it was
+        cleared, holds other logits: a resume must train on the very ones it started with."""
+        parts = {"logits": self.results.logits.float(), "offsets": self.results.offsets,
+                 "scored": self.results.scored}
+        return tensors_sha256({name: value for name, value in parts.items() if value is not None})
 
 
 class OnlineTeacherLogits:
@@ -221,6 +231,17 @@ class DistillObjective(Objective):
     def layer_states(self, student: torch.nn.Module, batch: dict) -> LayerStates | None:
         """What the layer terms compare for `batch` (after the teacher's logits): none here."""
         return None
+
+    def state_dict(self) -> dict:
+        digest = getattr(self.teacher, "digest", None)  # cached logits: the run's resume must train on them
+        return {} if digest is None else {"teacher_logits_sha256": digest}
+
+    def load_state_dict(self, state: dict) -> None:
+        saved = state.get("teacher_logits_sha256")
+        if saved is not None and saved != getattr(self.teacher, "digest", None):
+            raise DistillError("cannot resume: the teacher's logits differ from those the interrupted run trained on "
+                               "(its logit cache was cleared or moved, and they were computed again in other "
+                               "batches): resume with that --cache-dir, or start over with --overwrite")
 
 
 def encoder_reader(model: torch.nn.Module):

@@ -184,8 +184,8 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
     else:
         save_best = lambda record: save(run.directory)  # noqa: E731
         log = run.directory / LOG_FILE
-        if distributed.is_main():  # rank 0 alone writes the log: another rank's unlink could follow its rewrite
-            log.unlink(missing_ok=True)
+        if distributed.is_main() and run.saved is None:  # rank 0 alone: another rank's unlink could follow its
+            log.unlink(missing_ok=True)  # rewrite; a resume rewrites it from its state once that is loaded
     result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run)
     if best_state:
         model.load_state_dict(best_state)

@@ -363,6 +363,32 @@ def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
     return list(args)
 
 
+def test_kd_resume_refuses_other_teacher_logits_than_it_trained_on(tiny_classifier_teacher, tmp_path, capsys,
+                                                                   monkeypatch):
+    """A teacher's logits depend slightly on the batch each example was scored in: a cache filled by
+    pseudo-label, then cleared before the resume, gave logits kd computed anew, and the resumed run ended
+    on another model than the uninterrupted one. Now refused (here: logits changed by 1e-6), leaving the
+    interrupted run as it was; with the logits it trained on, the resume goes on."""
+    import distill.cache
+    out = tmp_path / "kd"
+    args = interrupted_in_epoch_2(capsys, monkeypatch, *kd_with(tiny_classifier_teacher, out, "--epochs", "3",
+                                                                "--cache-dir", tmp_path / "cache"))
+    before = snapshot(out)
+    real_logits = distill.cache.teacher_logits
+
+    def other_batches(*call_args, **call_kwargs):
+        results, hits = real_logits(*call_args, **call_kwargs)
+        return type(results)(results.logits + 1e-6, results.offsets, results.scored), hits
+
+    monkeypatch.setattr(distill.cache, "teacher_logits", other_batches)
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "cannot resume: the teacher's logits differ from those the interrupted run" in err, err
+    assert snapshot(out) == before
+    monkeypatch.setattr(distill.cache, "teacher_logits", real_logits)
+    cli(*args, "--resume")
+    assert len(dev_metrics(out)) == 3 and not (out / "resume.pt").exists()
+
+
 def test_resume_refuses_changed_settings_and_finished_runs(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     args = interrupted_in_epoch_2(capsys, monkeypatch, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV,
