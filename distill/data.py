@@ -684,8 +684,10 @@ def _head_lines(handle: BinaryIO) -> Iterator[str]:
 
 def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
                        text_column: str, tokens_field: str) -> Iterator[tuple[int, object]]:
-    """(line number, example) from numbered lines of plain text or JSONL; blank lines are skipped."""
-    field = text_column if task == "classification" else tokens_field
+    """(line number, example) from numbered lines of plain text or JSONL; blank lines are skipped.
+    `pseudo-label` output is read by the fields it writes (``text``/``tokens``) whatever the column
+    options, which name the labelled data's: it goes to `kd --unlabeled` as it is."""
+    named = text_column if task == "classification" else tokens_field
     for number, line in lines:
         if "\x00" in line:
             raise DataError(path, "binary data (NUL byte) in a text file", number)
@@ -698,6 +700,7 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
                 raise DataError(path, f"invalid JSON ({err.msg})", number) from None
             if not isinstance(record, dict):
                 raise DataError(path, "each JSONL line must be an object", number)
+            field = PSEUDO_LABEL_FIELDS[task] if named not in record and _is_pseudo_label(record) else named
             if field not in record and task == "tagging" and text_column in record:
                 value = record[text_column]
                 if not isinstance(value, str):
@@ -722,6 +725,13 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
             value = line.strip() if task == "classification" else line.split()
         _check_length(path, value if isinstance(value, str) else " ".join(map(str, value)), number)
         yield number, value
+
+
+PSEUDO_LABEL_FIELDS = {"classification": "text", "tagging": "tokens"}  # what `pseudo-label` writes an example as
+
+
+def _is_pseudo_label(record: dict) -> bool:
+    return {"line", "confidence"} <= set(record) and any(field in record for field in PSEUDO_LABEL_FIELDS.values())
 
 
 def _decoded_lines(path: str, handle: BinaryIO) -> Iterator[tuple[int, str]]:

@@ -127,6 +127,21 @@ def test_unlabelled_files_split_at_every_line_end(end, tmp_path):
         next(iter_unlabelled(str(path), "tagging"))
 
 
+def test_pseudo_label_output_is_read_by_its_own_fields_whatever_the_column_options(tmp_path):
+    """kd --text-column sentence (the labelled data's) read --unlabeled pseudo.jsonl by 'sentence', which
+    pseudo-label never writes: the documented chain pseudo-label -> kd failed."""
+    path = tmp_path / "pseudo.jsonl"
+    path.write_text('{"line": 1, "text": "a fine film", "label": "pos", "confidence": 0.9}\n'
+                    '{"line": 3, "text": "dull", "label": "neg", "confidence": 0.7}\n', encoding="utf-8")
+    assert list(iter_unlabelled(str(path), "classification", text_column="sentence")) == [(1, "a fine film"),
+                                                                                         (2, "dull")]
+    path.write_text('{"line": 1, "tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"], "confidence": 0.9}\n')
+    assert list(iter_unlabelled(str(path), "tagging", tokens_field="words")) == [(1, ["EU", "rejects"])]
+    path.write_text('{"text": "a fine film"}\n', encoding="utf-8")  # not pseudo-label output: the option holds
+    with pytest.raises(DataError, match="missing column 'sentence'"):
+        list(iter_unlabelled(str(path), "classification", text_column="sentence"))
+
+
 def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
     """As a labelled .json file may (pandas' to_json(orient="records")); each item numbered as a line."""
     path = tmp_path / "u.json"
