@@ -100,14 +100,37 @@ def _read_text(path: str | Path) -> str:
     return text
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names a field twice: `json` keeps the last value silently."""
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+    return record
+
+
+JSON = json.JSONDecoder(object_pairs_hook=_unique_fields)  # data files' JSON: a field named twice is an error
+
+
+def _parsed(path: str | Path, line: str, number: int | None) -> Any:
+    """One JSONL line (or JSON text), each error naming the file and line."""
+    try:
+        return JSON.decode(line)
+    except json.JSONDecodeError as err:
+        raise DataError(str(path), f"invalid JSON ({err.msg})", number) from None
+    except DuplicateKey as err:
+        raise DataError(str(path), f"the record names the field {err.args[0]!r} twice (JSON would keep the last "
+                                   "silently); keep one", number) from None
+
+
 def _json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
     for number, line in enumerate(_split_lines(_read_text(path) if text is None else text), 1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(str(path), f"invalid JSON ({err.msg})", number) from None
+        record = _parsed(path, line, number)
         if not isinstance(record, dict):
             raise DataError(str(path), "each JSONL line must be an object", number)
         yield number, record
@@ -141,6 +164,9 @@ def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
             items = list(_json_array_items(text))
         except json.JSONDecodeError as err:
             raise DataError(str(path), f"invalid JSON ({err.msg})", err.lineno) from None
+        except DuplicateKey as err:
+            raise DataError(str(path), f"a record names the field {err.args[0]!r} twice (JSON would keep the last "
+                                       "silently); keep one") from None
         own_lines = all(a[0] < b[0] for a, b in zip(items, items[1:]))  # else a line would name several items
         for index, (line, record) in enumerate(items, 1):
             line = line if own_lines else None
@@ -157,7 +183,6 @@ _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 def _json_array_items(text: str) -> Iterator[tuple[int, Any]]:
     """The items of the JSON array `text` is, each with the line it starts on, so an error names it as a
     JSONL file's would; raises `json.JSONDecodeError` as `json.loads` does."""
-    decoder = json.JSONDecoder()
     position = _JSON_SPACE.match(text).end()
     if not text.startswith("[", position):
         raise json.JSONDecodeError("Expecting value", text, position)
@@ -167,7 +192,7 @@ def _json_array_items(text: str) -> Iterator[tuple[int, Any]]:
     else:
         line, counted = 1, 0  # lines are counted on from the last item: linear in the file's size
         while True:
-            item, end = decoder.raw_decode(text, position)
+            item, end = JSON.raw_decode(text, position)
             line, counted = line + text.count("\n", counted, position), position
             yield line, item
             position = _JSON_SPACE.match(text, end).end()
@@ -694,10 +719,7 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
         if not line.strip():
             continue
         if is_jsonl:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(path, f"invalid JSON ({err.msg})", number) from None
+            record = _parsed(path, line, number)
             if not isinstance(record, dict):
                 raise DataError(path, "each JSONL line must be an object", number)
             field = PSEUDO_LABEL_FIELDS[task] if named not in record and _is_pseudo_label(record) else named

@@ -1154,6 +1154,11 @@ STRICT_DATA = [
      "a classifier needs at least two labels"),
     ("jsonl-label-is-a-list", lambda t: classification_file(t, "l.jsonl", '{"text": "a", "label": ["pos"]}\n'),
      "must be a string or a finite number"),
+    ("jsonl-field-named-twice", lambda t: classification_file(
+        t, "k.jsonl", '{"text": "a", "label": "pos"}\n{"text": "b", "label": "pos", "label": "neg"}\n'),
+     "k.jsonl:2: the record names the field 'label' twice"),
+    ("json-array-field-named-twice", lambda t: classification_file(
+        t, "k.json", '[{"text": "a", "label": "pos", "label": "neg"}]'), "names the field 'label' twice"),
     ("jsonl-label-is-nan", lambda t: classification_file(t, "n.jsonl", '{"text": "a", "label": NaN}\n'),
      "must be a string or a finite number"),
     ("tagging-tokens-a-string", lambda t: tagging_file(t, "s.jsonl", '{"tokens": "EU rejects", "tags": "B-ORG O"}\n'),
