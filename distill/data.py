@@ -482,7 +482,7 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
             tokens, tags = [], []
             continue
         if width is None:
-            width = len(fields)
+            width, first = len(fields), (number, line)
             if not -width <= tag_column < width:
                 raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields",
                                 number)
@@ -491,12 +491,15 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                                       f"{'s' if width > 1 else ''}); a labelled CoNLL line is the word, then "
                                       "its tag(s)", number)
         if len(fields) != width:
-            unusual = next((char for char in line if char.isspace() and char not in " \t\r"), None)
-            if unusual:
-                raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}: the line "
-                                      f"holds U+{ord(unusual):04X}, a Unicode space that also separates fields and "
-                                      "hardly shows in an editor: remove it", number)
-            raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}", number)
+            for culprit, text in ((number, line), first):  # this line, or the one that set the width
+                unusual = next((char for char in text if char.isspace() and char not in " \t\r"), None)
+                if unusual:
+                    where = "the line" if culprit == number else f"the first line (line {culprit}), not line {number},"
+                    raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}: {where} "
+                                          f"holds U+{ord(unusual):04X}, a Unicode space that also separates fields "
+                                          "and hardly shows in an editor: remove it", culprit)
+            raise DataError(path, f"expected {width} fields like the first line (line {first[0]}), found "
+                                  f"{len(fields)}", number)
         if not tokens:
             start = number
         tokens.append(fields[0])

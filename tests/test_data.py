@@ -310,6 +310,10 @@ def test_lines_are_split_at_line_breaks_only(tmp_path):
     with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line, found 3: the line holds "
                                         r"U\+2028, a Unicode space"):
         read_tagging(str(conll))
+    conll.write_text("-DOCSTART- O\n\nMina\u00a0Fox B-PER\nspoke O\n", encoding="utf-8", newline="")  # set the width
+    with pytest.raises(DataError, match=r"t.conll:3: expected 3 fields like the first line, found 2: the first line "
+                                        r"\(line 3\), not line 4, holds U\+00A0"):
+        read_tagging(str(conll))
     conll.write_text("Mina\u2028 B-PER\nspoke O\n\nRain O\nfell O\n", encoding="utf-8", newline="")
     assert read_tagging(str(conll))["tokens"] == [["Mina", "spoke"], ["Rain", "fell"]]
 
