@@ -230,6 +230,12 @@ def _hub_examples(spec: str, task: str, example_column: str, label_column: str |
     """A hub split's examples and labels (none if `label_column` is None), checked as a `datasets.Dataset` given
     in memory is: a hub column may hold nulls, empty or blank strings, which no file reader lets through."""
     data = load_hub(spec)
+    if task == "tagging" and label_column is not None and label_column not in data.column_names:
+        found = [column for column in data.column_names if column.endswith("tags")]
+        raise DataError(spec, f"hub tagging data is read from the columns {example_column!r} and {label_column!r}; "
+                              f"this split has no {label_column!r} column ({', '.join(found) or 'no tag columns'}"
+                              f"): rename the one to train on to {label_column!r} with the datasets library, or "
+                              "export the split as CoNLL")
     _require_columns(spec, data.column_names, [example_column] + ([label_column] if label_column else []))
     inputs = checked_examples(spec, task, list(data[example_column]))
     if label_column is None:

@@ -502,6 +502,17 @@ def test_a_local_hub_folder_is_read_with_the_checks_of_in_memory_data(tmp_path, 
     assert read_tagging(spec)["tags"] == [["B-PER", "O"]]
 
 
+def test_a_hub_tagging_split_without_a_tags_column_names_its_tag_columns(monkeypatch):
+    """Hugging Face's conll2003 layout (pos_tags, chunk_tags, ner_tags) got "missing column 'tags'" alone."""
+    from datasets import Dataset
+    data = Dataset.from_dict({"tokens": [["Mina"]], "pos_tags": [[1]], "chunk_tags": [[2]], "ner_tags": [[3]]})
+    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    with pytest.raises(DataError, match=re.escape("hub:conll2003:train: hub tagging data is read from the columns "
+                                                  "'tokens' and 'tags'; this split has no 'tags' column (pos_tags, "
+                                                  "chunk_tags, ner_tags): rename the one to train on")):
+        read_tagging("hub:conll2003:train")
+
+
 @pytest.mark.parametrize("tokens, tags, message", [
     (["", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
     (["  ", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
