@@ -660,6 +660,8 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
     for kind, delimiter in (("TSV", "\t"), ("CSV", ",")):
         if delimiter in found[0] and _header(found[0], delimiter, names):
             return kind, found[0]
+    if len(found) > 1 and found[0].lower() in {"text", "tokens", text_column.lower(), tokens_field.lower()}:
+        return "CSV", found[0]  # a one-column CSV's header (df[["text"]].to_csv()): its rows keep CSV quoting
     return None
 
 

@@ -63,6 +63,8 @@ PSEUDO_LABELS = [json.dumps({"line": n, "text": f"film {n}", "label": "positive"
     ("pretty.txt", '{\n  "text": ["good", "bad"]\n}\n', "looks like a JSON document"),
     ("array.txt", '[{"text": "good"},\n {"text": "bad"}]\n', "looks like a JSON document"),
     ("object.txt", '{"text": "good",\n "label": "positive"}\n', "looks like a JSON document"),
+    ("one-column.txt", 'text\n"A slow, careful film."\n"She said ""wow"", then left."\n',  # df[["text"]].to_csv()
+     "looks like CSV (a header, 'text', then rows)"),
 ])
 def test_unlabelled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
     """A file read one example per line whose first lines are CoNLL, a CSV header or JSON objects would
