@@ -109,9 +109,14 @@ class LabelHierarchy:
         return self.scheme or scheme_of_labels(self.labels)
 
     def check_same(self, other: "LabelHierarchy", what: str) -> None:
-        """Distillation maps logits by index, so both sides need the same labels in the same order."""
-        if self.labels != other.labels:
+        """Distillation maps logits by label, so both sides need the same labels (`in_order_of` puts them in
+        the model's order: a model saved before the outside tag of a lower-case set went first has another)."""
+        if set(self.labels) != set(other.labels):
             raise DistillError(f"{what}: label sets differ: teacher {self.labels} vs {other.labels}")
+
+    def in_order_of(self, model: "LabelHierarchy") -> "LabelHierarchy":
+        """These labels (counts, separator, scheme) in the order of `model`'s, which its logits follow."""
+        return LabelHierarchy(list(model.labels), self.separator, self.counts, self.scheme)
 
 
 def parse_class_weights(text: str) -> str | list[float] | None:

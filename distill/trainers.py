@@ -554,6 +554,7 @@ class Distiller:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
                                f"does {teacher.task}")
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.source}")
+        hierarchy = hierarchy.in_order_of(teacher.hierarchy)  # the student's logits line up with the teacher's
         if extra and model_crf(teacher) is not None:
             raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
@@ -574,6 +575,10 @@ class Distiller:
         # which `inverse` class weights come from, and its --label-separator
         model = new_student(self.student, hierarchy, examples, settings.seed,
                             teacher if self.teacher_embeddings else None)
+        if model.hierarchy.labels != teacher.hierarchy.labels:  # a student given in memory: its own order
+            raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
+                               f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
+                               "wrong labels; start from a new student")
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)
         loss = self._loss(model)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}

@@ -74,6 +74,23 @@ def test_kd_inverse_class_weights_come_from_its_own_training_data(tiny_classifie
                                      2 / (1 + counts["positive"] / counts["negative"])])
 
 
+def test_kd_follows_the_label_order_of_a_teacher_saved_before_todays_order(tiny_tagging_teacher):
+    """A lower-case tag set now puts `o` first; a teacher saved before keeps its order, and kd refused it
+    ("label sets differ", the same sets). The student takes the teacher's order, which its logits follow."""
+    from distill.labels import LabelHierarchy
+    teacher = Teacher.from_pretrained(tiny_tagging_teacher)
+    old = [*teacher.hierarchy.labels[1:], teacher.hierarchy.labels[0]]  # 'O' last, as no build makes it today
+    teacher.hierarchy = LabelHierarchy(old, None, teacher.hierarchy.counts, teacher.hierarchy.scheme)
+    tagger = student_config("lstm-tagger", embedding_dim=8, hidden_dim=8)
+    train, dev = str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll")
+    model = Distiller(teacher, tagger, settings=TrainSettings(epochs=1), teacher_embeddings=False,
+                      env=QUIET).fit(train, dev).model
+    assert model.hierarchy.labels == old
+    ordered = train_student(tagger, train, dev, TrainSettings(epochs=1), env=QUIET).model  # 'O' first
+    with pytest.raises(DistillError, match="are in another order than the teacher's"):
+        Distiller(teacher, ordered, settings=TrainSettings(epochs=1), env=QUIET).fit(train, dev)
+
+
 def test_api_run_with_output_writes_what_the_cli_writes(tmp_path):
     from distill.trainers import Output
     result = train_student("cnn", SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv",
@@ -85,7 +102,8 @@ def test_api_run_with_output_writes_what_the_cli_writes(tmp_path):
                       output=Output(tmp_path / "run"), env=QUIET)
 
 
-def test_a_run_never_replaces_the_directory_of_a_model_given_in_memory(tiny_classifier_teacher, tmp_path):
+def test_a_run_never_replaces_the_directory_of_a_model_given_in_memory(tiny_classifier_teacher, tmp_path,
+                                                                       monkeypatch):
     """The CLI refuses an --output that is its --teacher even with --overwrite; the API, given the teacher
     (or the student to train on) loaded in memory, replaced that model's directory with the new student."""
     import shutil
@@ -95,7 +113,9 @@ def test_a_run_never_replaces_the_directory_of_a_model_given_in_memory(tiny_clas
     train_student(student_config("lstm", **TINY), train, dev, TrainSettings(epochs=1), env=QUIET,
                   output=Output(tmp_path / "student"))
     before = snapshot(tmp_path)
-    teacher, student = Teacher.from_pretrained(teacher_dir), LabelModel.from_pretrained(tmp_path / "student")
+    monkeypatch.chdir(tmp_path)  # loaded by a relative path, then the working folder changes
+    teacher, student = Teacher.from_pretrained("teacher"), LabelModel.from_pretrained("student")
+    monkeypatch.chdir(ROOT)
     for model, target in ((teacher, teacher_dir), (student, tmp_path / "student")):
         with pytest.raises(DistillError, match="is an input of this command"):
             Distiller(teacher, model if model is student else student_config("lstm", **TINY), env=QUIET,

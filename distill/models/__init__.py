@@ -40,7 +40,7 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
         StrictDataclassError = TypeError
     try:
         model = model_from_card(directory, card)
-        model.loaded_from = str(directory)
+        model.loaded_from = str(Path(directory).resolve())
         return model
     except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model
         detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
