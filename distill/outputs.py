@@ -148,12 +148,19 @@ def _written_by_distill(path: Path, listed: set[str]) -> bool:
     an `evaluate` result of the model or `pseudo-label` output (both may be written beside the model)."""
     if path.name in RUN_FILES or path.name in listed:
         return True
-    from distill.evaluation import is_metrics_file
-    from distill.pseudo_label import is_pseudo_label_output
-    if path.suffix == ".json" and path.is_file():
-        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
-            return is_metrics_file(path, path.parent, json.loads(path.read_bytes()[:1 << 20]).get("head"))
-    return path.suffix == ".jsonl" and path.is_file() and is_pseudo_label_output(path)
+    if not path.is_file():
+        return False
+    from distill.pseudo_label import is_partial_output, is_pseudo_label_output
+    if path.stat().st_size == 0 or is_pseudo_label_output(path) or is_partial_output(path):
+        return True  # an empty file holds nothing to lose (pseudo-label output of no confident example)
+    if path.suffix == ".json":  # an evaluate result (of this model by any path, or of another)
+        try:
+            with open(path, "rb") as handle:
+                record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is no result
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(record, dict) and {"model", "data", "examples"} <= set(record)
+    return False
 
 
 def _foreign(directory: Path, names: list[str]) -> list[str]:

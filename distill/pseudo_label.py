@@ -159,13 +159,24 @@ def check_partials_are_ours(output: Path) -> None:
         if path.exists() and not _starts_as_a_record(path):
             raise _not_ours(path)
     signature = signature_path(output)
-    if signature.exists():
-        try:
-            saved = read_json(signature) if signature.is_file() else None
-        except DistillError:
-            saved = None
-        if not (isinstance(saved, dict) and {"inputs", "runtime"} <= set(saved)):
-            raise _not_ours(signature)
+    if signature.exists() and not _is_signature(signature):
+        raise _not_ours(signature)
+
+
+def is_partial_output(path: Path) -> bool:
+    """Whether `path` is an interrupted run's partial output or its signature, as pseudo-label names and
+    writes them (an --overwrite of a folder holding them may replace them)."""
+    if path.name.endswith(".part.json"):
+        return _is_signature(path)
+    return path.name.endswith(".part") and _starts_as_a_record(path)
+
+
+def _is_signature(path: Path) -> bool:
+    try:
+        saved = read_json(path) if path.is_file() else None
+    except DistillError:
+        return False
+    return isinstance(saved, dict) and {"inputs", "runtime"} <= set(saved)
 
 
 def _starts_as_a_record(path: Path) -> bool:

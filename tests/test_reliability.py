@@ -314,6 +314,11 @@ def test_overwrite_replaces_a_model_beside_its_evaluate_results_and_pseudo_label
     cli("evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", model / "dev_metrics.json", "--quiet")
     cli("pseudo-label", "--teacher", model, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
         model / "pseudo.jsonl", "--quiet")
+    write(model / "none-confident.jsonl", "")  # pseudo-label output when --min-confidence keeps nothing
+    write(model / "p.jsonl.part", '{"line": 1, "text": "a fi')  # an interrupted pseudo-label run's files
+    write(model / "p.jsonl.part.json", '{"inputs": {}, "runtime": {}}')
+    model = model.rename(tmp_path / "renamed")  # its evaluate results name the old path
+    args[-1] = model
     cli(*args, "--seed", "3", "--overwrite")
     assert sorted(p.name for p in model.iterdir()) == ["config.json", "distill.json", "metrics.jsonl",
                                                        "model.safetensors", "train_summary.json", "vocab.json"]
@@ -601,6 +606,7 @@ def _data_loss_cases():
     def student_overwrite_of_a_model_beside_notes(t, te, st):
         student = copy_of(st, t, "student")
         write(student / "notes.txt", "what I tried")
+        write(student / "labels.json", '["positive", "negative"]')  # JSON, but no evaluate result
         return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", student, "--overwrite"], student
 
     def kd_cache_inside_its_output(t, te, st):
@@ -646,7 +652,7 @@ def _data_loss_cases():
         ("student-overwrite-of-a-folder-of-models-and-a-log", student_overwrite_of_a_folder_of_models_and_a_log,
          "is not empty and holds no distill model"),
         ("student-overwrite-of-a-model-beside-notes", student_overwrite_of_a_model_beside_notes,
-         "holds notes.txt, which distill did not write"),
+         "holds labels.json, which distill did not write"),
         ("evaluate-output-named-as-a-loaded-file", evaluate_into_a_name_the_loader_reads,
          "is a name the model's loader reads"),
         ("pseudo-label-output-named-as-a-loaded-file", pseudo_label_into_a_name_the_loader_reads,
