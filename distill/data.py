@@ -100,30 +100,37 @@ def _read_text(path: str | Path) -> str:
     return text
 
 
-class DuplicateKey(ValueError):
-    """A JSON object that names a field twice: `json` keeps the last value silently."""
+class _Record(dict):
+    """A JSON object as read, with the first field it names twice (`json` keeps the last value silently)."""
+
+    twice: str | None = None
 
 
-def _unique_fields(pairs: list[tuple[str, Any]]) -> dict:
-    record = dict(pairs)
+def _record(pairs: list[tuple[str, Any]]) -> _Record:
+    record = _Record(pairs)
     if len(record) != len(pairs):
         seen: set[str] = set()
-        raise DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+        record.twice = next(key for key, _ in pairs if key in seen or seen.add(key))
     return record
 
 
-JSON = json.JSONDecoder(object_pairs_hook=_unique_fields)  # data files' JSON: a field named twice is an error
+JSON = json.JSONDecoder(object_pairs_hook=_record)  # data files' JSON: a record's field named twice is an error
+
+
+def _refuse_twice(path: str | Path, record: Any, number: int | None) -> Any:
+    """A record (a top-level object: nested ones are not read) that names a field twice is refused."""
+    if isinstance(record, _Record) and record.twice is not None:
+        raise DataError(str(path), f"the record names the field {record.twice!r} twice (JSON would keep the last "
+                                   "silently); keep one", number)
+    return record
 
 
 def _parsed(path: str | Path, line: str, number: int | None) -> Any:
     """One JSONL line (or JSON text), each error naming the file and line."""
     try:
-        return JSON.decode(line)
+        return _refuse_twice(path, JSON.decode(line), number)
     except json.JSONDecodeError as err:
         raise DataError(str(path), f"invalid JSON ({err.msg})", number) from None
-    except DuplicateKey as err:
-        raise DataError(str(path), f"the record names the field {err.args[0]!r} twice (JSON would keep the last "
-                                   "silently); keep one", number) from None
 
 
 def _json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
@@ -164,15 +171,12 @@ def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:
             items = list(_json_array_items(text))
         except json.JSONDecodeError as err:
             raise DataError(str(path), f"invalid JSON ({err.msg})", err.lineno) from None
-        except DuplicateKey as err:
-            raise DataError(str(path), f"a record names the field {err.args[0]!r} twice (JSON would keep the last "
-                                       "silently); keep one") from None
         own_lines = all(a[0] < b[0] for a, b in zip(items, items[1:]))  # else a line would name several items
         for index, (line, record) in enumerate(items, 1):
             line = line if own_lines else None
             if not isinstance(record, dict):
                 raise DataError(str(path), f"item {index} of the JSON array is not an object", line)
-            yield line, record
+            yield line, _refuse_twice(path, record, line)
         return
     yield from _json_lines(path, text)
 
@@ -498,7 +502,7 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                                       "its tag(s)", number)
         if len(fields) != width:
             for culprit, text in ((number, line), first):  # this line, or the one that set the width
-                unusual = next((char for char in text if char.isspace() and char not in " \t\r"), None)
+                unusual = _separating_unusual_space(text)
                 if unusual:
                     where = "the line" if culprit == number else f"the first line (line {culprit}), not line {number},"
                     raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}: {where} "
@@ -512,6 +516,15 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
         tags.append(fields[tag_column])
     if tokens:
         yield start, tokens, tags
+
+
+def _separating_unusual_space(line: str) -> str | None:
+    """A Unicode space (U+00A0, U+2028...) that splits `line` into more fields than spaces and tabs do;
+    one at either end of the line changes nothing."""
+    plain = len([field for field in re.split(r"[ \t\r]+", line) if field])
+    if len(line.split()) == plain:
+        return None
+    return next(char for char in line.strip() if char.isspace() and char not in " \t\r")
 
 
 def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
@@ -660,8 +673,9 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
     for kind, delimiter in (("TSV", "\t"), ("CSV", ",")):
         if delimiter in found[0] and _header(found[0], delimiter, names):
             return kind, found[0]
-    if len(found) > 1 and found[0].lower() in {"text", "tokens", text_column.lower(), tokens_field.lower()}:
-        return "CSV", found[0]  # a one-column CSV's header (df[["text"]].to_csv()): its rows keep CSV quoting
+    quoted = any(len(line) > 1 and line[0] == line[-1] == '"' for line in found[1:])
+    if quoted and found[0] in {"text", "tokens", text_column, tokens_field}:
+        return "CSV", found[0]  # a one-column CSV (df[["text"]].to_csv()): its header, then rows in CSV quotes
     return None
 
 

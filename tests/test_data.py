@@ -97,6 +97,8 @@ def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
     ("good\tmovie\nbad\tfilm\nfine\tshow\n", ["good\tmovie", "bad\tfilm", "fine\tshow"]),
     ("O\nO\n\nO\n", ["O", "O", "O"]),
     ("text\n", ["text"]),
+    ("Text\nA slow film.\n", ["Text", "A slow film."]),  # a first line that is a column's name, no CSV quoting
+    ('text\nA slow film.\n"Wow," she said.\n', ["text", "A slow film.", '"Wow," she said.']),
     ("I love it, text me\n", ["I love it, text me"]),
     ("a b O\n", ["a b O"]),
     ('{"text": "good"}\nnot JSON\n', ['{"text": "good"}', "not JSON"]),
@@ -142,6 +144,17 @@ def test_pseudo_label_output_is_read_by_its_own_fields_whatever_the_column_optio
     path.write_text('{"text": "a fine film"}\n', encoding="utf-8")  # not pseudo-label output: the option holds
     with pytest.raises(DataError, match="missing column 'sentence'"):
         list(iter_unlabelled(str(path), "classification", text_column="sentence"))
+
+
+def test_a_field_named_twice_counts_only_in_the_record_itself(tmp_path):
+    """A nested object distill never reads (metadata) may repeat a key; the record's own fields may not."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "good", "label": "pos", "meta": {"source": "a", "source": "b"}}\n'
+                    '{"text": "bad", "label": "neg"}\n', encoding="utf-8")
+    assert read_classification(str(path))["label"] == ["pos", "neg"]
+    path.write_text('{"text": "good", "label": "pos", "text": "bad"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"d.jsonl:1: the record names the field 'text' twice"):
+        read_classification(str(path))
 
 
 def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
@@ -315,6 +328,9 @@ def test_lines_are_split_at_line_breaks_only(tmp_path):
     conll.write_text("-DOCSTART- O\n\nMina\u00a0Fox B-PER\nspoke O\n", encoding="utf-8", newline="")  # set the width
     with pytest.raises(DataError, match=r"t.conll:3: expected 3 fields like the first line, found 2: the first line "
                                         r"\(line 3\), not line 4, holds U\+00A0"):
+        read_tagging(str(conll))
+    conll.write_text("Mina B-PER\u00a0\nspoke O\n\nRain\nfell O\n", encoding="utf-8", newline="")  # harmless at the end
+    with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line \(line 1\), found 1$"):
         read_tagging(str(conll))
     conll.write_text("Mina\u2028 B-PER\nspoke O\n\nRain O\nfell O\n", encoding="utf-8", newline="")
     assert read_tagging(str(conll))["tokens"] == [["Mina", "spoke"], ["Rain", "fell"]]
