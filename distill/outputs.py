@@ -145,7 +145,8 @@ def _carry_hidden(source: Path, target: Path) -> None:
 
 def _written_by_distill(path: Path, listed: set[str]) -> bool:
     """Whether `path`, in a run's folder, is what distill writes there: a run's files, those its card lists,
-    an `evaluate` result of the model or `pseudo-label` output (both may be written beside the model)."""
+    an `evaluate` result or `pseudo-label` output (both may be written beside a model), told by content:
+    the folder may have been renamed since."""
     if path.name in RUN_FILES or path.name in listed:
         return True
     if not path.is_file():
