@@ -519,12 +519,13 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
 
 
 def _separating_unusual_space(line: str) -> str | None:
-    """A Unicode space (U+00A0, U+2028...) that splits `line` into more fields than spaces and tabs do;
-    one at either end of the line changes nothing."""
-    plain = len([field for field in re.split(r"[ \t\r]+", line) if field])
-    if len(line.split()) == plain:
-        return None
-    return next(char for char in line.strip() if char.isspace() and char not in " \t\r")
+    """A Unicode space (U+00A0, U+2028...) inside a field as spaces and tabs delimit them, where it splits
+    that field in two; one at either end of a field changes nothing."""
+    for field in re.split(r"[ \t\r]+", line):
+        inner = next((char for char in field.strip() if char.isspace()), None)
+        if inner is not None:
+            return inner
+    return None
 
 
 def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
@@ -674,7 +675,7 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
         if delimiter in found[0] and _header(found[0], delimiter, names):
             return kind, found[0]
     quoted = any(len(line) > 1 and line[0] == line[-1] == '"' for line in found[1:])
-    if quoted and found[0] in {"text", "tokens", text_column, tokens_field}:
+    if quoted and found[0].lower() in {"text", "tokens", text_column.lower(), tokens_field.lower()}:
         return "CSV", found[0]  # a one-column CSV (df[["text"]].to_csv()): its header, then rows in CSV quotes
     return None
 

@@ -144,24 +144,23 @@ def _carry_hidden(source: Path, target: Path) -> None:
 
 
 def _written_by_distill(path: Path, listed: set[str]) -> bool:
-    """Whether `path`, in a run's folder, is what distill writes there: a run's files, those its card lists,
-    an `evaluate` result or `pseudo-label` output (both may be written beside a model), told by content:
-    the folder may have been renamed since."""
+    """Whether `path`, in a run's folder, is what a run writes there (its files, those its card lists) or an
+    `evaluate` result of the model: one that names this folder, or under evaluate's own default name (the
+    folder may have been renamed since). Anything else may be the user's work, pseudo-label output too (it
+    may have been corrected by hand, or be an interrupted run's part to resume): never deleted."""
     if path.name in RUN_FILES or path.name in listed:
         return True
-    if not path.is_file():
+    if path.suffix != ".json" or not path.is_file():
         return False
-    from distill.pseudo_label import is_partial_output, is_pseudo_label_output
-    if path.stat().st_size == 0 or is_pseudo_label_output(path) or is_partial_output(path):
-        return True  # an empty file holds nothing to lose (pseudo-label output of no confident example)
-    if path.suffix == ".json":  # an evaluate result (of this model by any path, or of another)
-        try:
-            with open(path, "rb") as handle:
-                record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is no result
-        except (OSError, UnicodeDecodeError, ValueError):
-            return False
-        return isinstance(record, dict) and {"model", "data", "examples"} <= set(record)
-    return False
+    try:
+        with open(path, "rb") as handle:
+            record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is no result
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    if not (isinstance(record, dict) and {"model", "data", "examples"} <= set(record)):
+        return False
+    default_name = path.name == "eval_metrics.json" or path.name.startswith("eval_metrics.")
+    return default_name or _resolved(str(record["model"])) == _resolved(path.parent)
 
 
 def _foreign(directory: Path, names: list[str]) -> list[str]:

@@ -163,14 +163,6 @@ def check_partials_are_ours(output: Path) -> None:
         raise _not_ours(signature)
 
 
-def is_partial_output(path: Path) -> bool:
-    """Whether `path` is an interrupted run's partial output or its signature, as pseudo-label names and
-    writes them (an --overwrite of a folder holding them may replace them)."""
-    if path.name.endswith(".part.json"):
-        return _is_signature(path)
-    return path.name.endswith(".part") and _starts_as_a_record(path)
-
-
 def _is_signature(path: Path) -> bool:
     try:
         saved = read_json(path) if path.is_file() else None

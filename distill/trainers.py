@@ -554,7 +554,7 @@ class Distiller:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
                                f"does {teacher.task}")
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.source}")
-        hierarchy = hierarchy.in_order_of(teacher.hierarchy)  # the student's logits line up with the teacher's
+        as_given, hierarchy = hierarchy, hierarchy.in_order_of(teacher.hierarchy)  # logits line up with the teacher's
         if extra and model_crf(teacher) is not None:
             raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
@@ -580,7 +580,7 @@ class Distiller:
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
                                "wrong labels; start from a new student")
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)
-        loss = self._loss(model)
+        loss = self._loss(model, as_given)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
@@ -599,12 +599,17 @@ class Distiller:
         summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
         return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary)
 
-    def _loss(self, model: LabelModel) -> TeacherStudentDistill:
-        """The loss, with the Distiller's class weights (resolved against the student's labels) in it."""
+    def _loss(self, model: LabelModel, as_given: LabelHierarchy | None = None) -> TeacherStudentDistill:
+        """The loss, with the Distiller's class weights in it: numbers are in the order of the training data's
+        labels (`as_given`: sorted, the outside tag first), which a teacher saved before that order, and so
+        the student, may not follow; they are put in the student's order by label."""
         loss = self.loss
         if self.class_weights is not None:
             loss = copy.copy(self.loss)
-            weights = model.hierarchy.class_weights(self.class_weights)
+            given = as_given or model.hierarchy
+            weights = given.class_weights(self.class_weights)
+            if weights is not None:
+                weights = [weights[given.index[label]] for label in model.hierarchy.labels]
             loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)
         _refuse_ignored_weights(model, loss.class_weights)
         return loss

@@ -74,18 +74,24 @@ def test_kd_inverse_class_weights_come_from_its_own_training_data(tiny_classifie
                                      2 / (1 + counts["positive"] / counts["negative"])])
 
 
-def test_kd_follows_the_label_order_of_a_teacher_saved_before_todays_order(tiny_tagging_teacher):
+def test_kd_follows_the_label_order_of_a_teacher_saved_before_todays_order(tiny_tagging_teacher, monkeypatch):
     """A lower-case tag set now puts `o` first; a teacher saved before keeps its order, and kd refused it
-    ("label sets differ", the same sets). The student takes the teacher's order, which its logits follow."""
+    ("label sets differ", the same sets). The student takes the teacher's order, which its logits follow;
+    class weights given as numbers stay in the documented order (sorted, O first) and follow their labels."""
     from distill.labels import LabelHierarchy
     teacher = Teacher.from_pretrained(tiny_tagging_teacher)
-    old = [*teacher.hierarchy.labels[1:], teacher.hierarchy.labels[0]]  # 'O' last, as no build makes it today
+    documented = list(teacher.hierarchy.labels)  # as a build orders them today: 'O' first
+    old = [*documented[1:], documented[0]]  # 'O' last, as no build makes it today
     teacher.hierarchy = LabelHierarchy(old, None, teacher.hierarchy.counts, teacher.hierarchy.scheme)
     tagger = student_config("lstm-tagger", embedding_dim=8, hidden_dim=8)
     train, dev = str(SAMPLES / "ner_train.conll"), str(SAMPLES / "ner_dev.conll")
-    model = Distiller(teacher, tagger, settings=TrainSettings(epochs=1), teacher_embeddings=False,
-                      env=QUIET).fit(train, dev).model
+    losses, real_loss = [], Distiller._loss
+    monkeypatch.setattr(Distiller, "_loss", lambda self, *args: losses.append(real_loss(self, *args)) or losses[-1])
+    weights = [float(i + 1) for i in range(len(documented))]  # one number per label, in the documented order
+    model = Distiller(teacher, tagger, settings=TrainSettings(epochs=1), teacher_embeddings=False, env=QUIET,
+                      class_weights=weights).fit(train, dev).model
     assert model.hierarchy.labels == old
+    assert losses[0].class_weights.tolist() == [documented.index(label) + 1.0 for label in old]
     ordered = train_student(tagger, train, dev, TrainSettings(epochs=1), env=QUIET).model  # 'O' first
     with pytest.raises(DistillError, match="are in another order than the teacher's"):
         Distiller(teacher, ordered, settings=TrainSettings(epochs=1), env=QUIET).fit(train, dev)

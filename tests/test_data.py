@@ -65,6 +65,7 @@ PSEUDO_LABELS = [json.dumps({"line": n, "text": f"film {n}", "label": "positive"
     ("object.txt", '{"text": "good",\n "label": "positive"}\n', "looks like a JSON document"),
     ("one-column.txt", 'text\n"A slow, careful film."\n"She said ""wow"", then left."\n',  # df[["text"]].to_csv()
      "looks like CSV (a header, 'text', then rows)"),
+    ("one-column.txt", 'Text\n"A slow, careful film."\n', "looks like CSV (a header, 'Text', then rows)"),
 ])
 def test_unlabelled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
     """A file read one example per line whose first lines are CoNLL, a CSV header or JSON objects would
@@ -329,9 +330,10 @@ def test_lines_are_split_at_line_breaks_only(tmp_path):
     with pytest.raises(DataError, match=r"t.conll:3: expected 3 fields like the first line, found 2: the first line "
                                         r"\(line 3\), not line 4, holds U\+00A0"):
         read_tagging(str(conll))
-    conll.write_text("Mina B-PER\u00a0\nspoke O\n\nRain\nfell O\n", encoding="utf-8", newline="")  # harmless at the end
-    with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line \(line 1\), found 1$"):
-        read_tagging(str(conll))
+    for end in ("\u00a0", " \u00a0"):  # harmless at the end of the line (a StopIteration traceback after a space)
+        conll.write_text(f"Mina B-PER{end}\nspoke O\n\nRain\nfell O\n", encoding="utf-8", newline="")
+        with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line \(line 1\), found 1$"):
+            read_tagging(str(conll))
     conll.write_text("Mina\u2028 B-PER\nspoke O\n\nRain O\nfell O\n", encoding="utf-8", newline="")
     assert read_tagging(str(conll))["tokens"] == [["Mina", "spoke"], ["Rain", "fell"]]
 

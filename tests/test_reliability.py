@@ -304,24 +304,31 @@ def test_evaluate_of_a_read_only_model_names_its_default_output(tiny_student, tm
                     tmp_path / "m.json")[0] == 0
 
 
-def test_overwrite_replaces_a_model_beside_its_evaluate_results_and_pseudo_labels(tiny_classifier_teacher, tmp_path):
-    """What distill commands write beside a model (evaluate's metrics, pseudo-label output) is no reason to
-    refuse --overwrite; a file no distill command wrote is (test_outputs_never_clobber_inputs_or_models)."""
+def test_overwrite_replaces_a_model_beside_its_evaluate_results_only(tiny_classifier_teacher, tmp_path, capsys):
+    """The model's evaluate results are no reason to refuse --overwrite (under evaluate's default name also once
+    the folder was renamed); anything else may be the user's work and is refused, pseudo-label output too (it
+    may have been corrected by hand, or be a part to resume), and a JSON that merely looks like a result."""
     model = tmp_path / "student"
     args = ["student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", model]
     cli(*args)
+    run_files = sorted(p.name for p in model.iterdir())
     cli("evaluate", model, SAMPLES / "sentiment_test.csv", "--quiet")
     cli("evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", model / "dev_metrics.json", "--quiet")
-    cli("pseudo-label", "--teacher", model, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
-        model / "pseudo.jsonl", "--quiet")
-    write(model / "none-confident.jsonl", "")  # pseudo-label output when --min-confidence keeps nothing
-    write(model / "p.jsonl.part", '{"line": 1, "text": "a fi')  # an interrupted pseudo-label run's files
-    write(model / "p.jsonl.part.json", '{"inputs": {}, "runtime": {}}')
-    model = model.rename(tmp_path / "renamed")  # its evaluate results name the old path
-    args[-1] = model
     cli(*args, "--seed", "3", "--overwrite")
-    assert sorted(p.name for p in model.iterdir()) == ["config.json", "distill.json", "metrics.jsonl",
-                                                       "model.safetensors", "train_summary.json", "vocab.json"]
+    assert sorted(p.name for p in model.iterdir()) == run_files
+    cli("evaluate", model, SAMPLES / "sentiment_test.csv", "--quiet")
+    model = model.rename(tmp_path / "renamed")  # its evaluate result names the old path
+    args[-1] = model
+    cli(*args, "--overwrite")
+    assert sorted(p.name for p in model.iterdir()) == run_files
+    for name, content in (("pseudo.jsonl", '{"line": 1, "text": "good", "label": "pos", "confidence": 0.9}\n'),
+                          ("p.jsonl.part", '{"line": 1, "text": "a fi'),
+                          ("mine.json", '{"model": "elsewhere", "data": "x.csv", "examples": 3}')):
+        write(model / name, content)
+        status, err = run_main(capsys, *args, "--overwrite")
+        assert status == 2 and f"holds {name}, which distill did not write" in err, err
+        assert (model / name).read_text() == content
+        (model / name).unlink()
 
 
 def test_overwrite_keeps_the_hidden_files_of_a_model_repository(tmp_path, capsys, monkeypatch):
