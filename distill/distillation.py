@@ -126,6 +126,10 @@ class TeacherStudentDistill:
                 raise DistillError(f"{name} must be a finite number, got {value!r}")
         if temperature <= 0:
             raise DistillError(f"temperature must be > 0, got {temperature}")
+        if temperature > losses.MAX_TEMPERATURE:
+            raise DistillError(f"temperature must be at most {losses.MAX_TEMPERATURE:g}, got {temperature:g}: by then "
+                               "softening leaves the distributions uniform to within float32 (the kl term has long "
+                               "reached its limit, half the mean squared difference of the centred logits)")
         if student_weight < 0 or distill_weight < 0 or student_weight + distill_weight == 0:
             raise DistillError("loss weights must be >= 0 and not both 0")
         if not 0.0 <= min_confidence <= 1.0:
