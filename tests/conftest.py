@@ -34,13 +34,20 @@ def sample_texts() -> list[str]:
 
 
 def tiny_encoder(folder: Path, vocab_size: int, lowercase: bool, seed: int, model_for) -> str:
-    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, in `folder`."""
+    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, in `folder`.
+
+    The trainer finds the same set of sub-words in every process but numbers them in a per-process random
+    order (it breaks ties through a randomly seeded hash map), so each test session had other token ids, an
+    other tiny encoder, and other numbers; the vocabulary is written in a fixed order instead: the special
+    tokens, then the rest sorted."""
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
 
     wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
     wordpiece.train_from_iterator(sample_texts(), vocab_size=vocab_size, min_frequency=1)
-    wordpiece.save_model(str(folder))
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = sorted(set(wordpiece.get_vocab()) - set(special))
+    (folder / "vocab.txt").write_text("".join(f"{piece}\n" for piece in special + pieces), encoding="utf-8")
     tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=lowercase)
     tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
