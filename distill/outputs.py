@@ -24,7 +24,8 @@ from typing import Callable, Iterable, Iterator
 
 from distill import distributed
 from distill.errors import DistillError
-from distill.io import writing
+from distill.io import check_target, writing
+from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, STAGING_PREFIX, model_files,
                                  read_model_card)
 
@@ -47,10 +48,7 @@ def check_writable(output: str | os.PathLike) -> None:
 def refuse_link(output: str | os.PathLike) -> None:
     """An output that is a symbolic link would be replaced by a folder or file of its own (a run writes
     into a temporary name and renames), leaving the link's target as it was: refuse it, named."""
-    path = Path(output)
-    if path.is_symlink():
-        state = "" if path.exists() else ", which does not exist"
-        raise DistillError(f"{output}: is a symbolic link (to {os.readlink(path)}{state}); give the real path")
+    refuse_any_link(output, "give the real path")
 
 
 def _resolved(path: str | os.PathLike) -> Path:
@@ -115,8 +113,9 @@ def _lock(path: Path, output: Path | None = None) -> Iterator[None]:
     made for the output file. The kernel drops it if the process dies, so a killed run never leaves
     a stale lock."""
     create = output is not None
-    with writing(path):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666) if create else os.open(path, os.O_RDONLY)
+    with writing(path, folder=not create):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666) if create \
+            else os.open(path, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,13 +180,24 @@ def _replaceable(directory: Path, names: list[str]) -> bool:
     return True
 
 
+def _continued(directory: Path) -> None:
+    """A resumed run writes, appends to and replaces the files it finds in its folder: each must be what a
+    run writes there (`distill.io.check_target`: no link, a file or the model's folder), checked before any."""
+    for name in RUN_FILES:
+        check_target(directory / name, folder=name in SEALED_FOLDERS)
+
+
 def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
     """Check what an existing output directory holds; True when its content is to be replaced."""
     names = _visible(directory)
     if not names:
+        if resume:
+            raise DistillError(f"{directory}: nothing to resume (the folder is empty: no interrupted run was "
+                               "written here); check the path, or run without --resume to start a new run")
         return False
     if RESUME_FILE in names:
         if resume:
+            _continued(directory)
             return False
         if overwrite:
             return _replaceable(directory, names)
@@ -278,6 +288,9 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         check_directory_output(path, inputs)
         if not path.is_dir() and backup.is_dir():
             _put_back(path)  # killed between moving the model aside and making its own folder
+        if resume and not path.is_dir():
+            raise DistillError(f"{output}: nothing to resume (no such folder); check the path (an interrupted run "
+                               "keeps its folder, with resume.pt), or run without --resume to start a new run")
         if path.is_dir():
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
                 _put_back(path)
@@ -293,7 +306,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
             stack.enter_context(_lock(path))
         replace = existed and _refuse_unless(path, overwrite, resume)
         made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
-        with writing(path):
+        with writing(path, folder=True):
             if replace:
                 shutil.rmtree(backup, ignore_errors=True)
                 os.replace(path, backup)

@@ -27,7 +27,7 @@ from distill.data import iter_unlabelled
 from distill.errors import DistillError
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, teacher_logits
 from distill.inference import prediction_records, rounded
-from distill.io import atomic_path, read_json, write_json, writing
+from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import load_teacher
 from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
@@ -57,7 +57,7 @@ def recover_partial(part: Path) -> tuple[int, int]:
         if not isinstance(line, int) or line <= last_line:
             raise DistillError(f"{part}: cannot resume: the partial output is damaged (input lines out of order)")
         last_line = line
-    with open(part, "r+b") as handle:
+    with writing(part), open(part, "r+b") as handle:
         handle.truncate(end)
     return last_line, len(records)
 
@@ -152,15 +152,33 @@ def foreign_parts(output: Path) -> list[Path]:
 
 def check_partials_are_ours(output: Path) -> None:
     """A run appends to, deletes or replaces its partial outputs and their signature: never a file of such
-    a name that pseudo-label did not write (a browser's partial download, notes). A partial output starts
-    as every record does (an empty one: killed before its first record); a signature is our JSON."""
+    a name that pseudo-label did not write (a browser's partial download, notes), nor a link or anything but
+    a file (`distill.io.check_target`), checked before anything is written. A partial output starts as every
+    record does (an empty one: killed before its first record); a signature is our JSON."""
     world = distributed.world_size()
-    for path in sorted({*(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)}):
+    signature = signature_path(output)
+    parts = sorted({*(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)})
+    for path in [*parts, signature]:
+        check_target(path)
+    for path in parts:
         if path.exists() and not _starts_as_a_record(path):
             raise _not_ours(path)
-    signature = signature_path(output)
     if signature.exists() and not _is_signature(signature):
         raise _not_ours(signature)
+
+
+def check_something_to_resume(output: Path) -> None:
+    """`--resume` continues an interrupted run, which leaves its signature beside OUTPUT (and its parts once
+    a chunk is written): with neither, there is nothing to continue (a mistyped OUTPUT, a finished run)."""
+    world = distributed.world_size()
+    left = [signature_path(output), *(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)]
+    if any(path.exists() for path in left):
+        return
+    if output.exists():
+        raise DistillError(f"{output}: nothing to resume (this run finished: no {part_path(output, 0, 1).name} "
+                           f"or {signature_path(output).name} beside it); run without --resume to label again")
+    raise DistillError(f"{output}: nothing to resume (neither it nor {part_path(output, 0, 1).name} and "
+                       f"{signature_path(output).name} exist); check the path, or run without --resume")
 
 
 def _is_signature(path: Path) -> bool:
@@ -217,6 +235,11 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     without `use_cache` the teacher runs over every example and nothing is stored (to time it).
     Under a launcher each rank labels its chunks into its own part file (resumable on its own);
     rank 0 merges the parts in input order into OUTPUT once all ranks are done.
+
+    Returns counts of the whole output, so they add up to the input after a resume too: ``read``
+    (input examples), ``written`` (records) and ``skipped_low_confidence``, of which ``resumed``
+    examples were labelled by the interrupted run (up to input line ``resumed_after_line``); ``cached``,
+    ``seconds`` and ``examples_per_second`` are this run's.
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
@@ -226,6 +249,8 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
     check_partials_are_ours(Path(output_path))
+    if resume:
+        check_something_to_resume(Path(output_path))
     if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
@@ -296,7 +321,7 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     started = time.perf_counter()
     bar = progress_bar(total=total, initial=already, desc="pseudo-label", unit="ex",
                        disable=not (progress and distributed.is_main()))
-    with writing(part), open(part, "a", encoding="utf-8") as out:
+    with appending(part) as out:
         for chunk in chunks(stream, chunk_size):
             numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]
             records, cached = label(examples)
@@ -315,7 +340,8 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
             bar.update(len(chunk))
             release_freed_memory()
     bar.close()
-    per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part})
+    per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part,
+                                               "resumed": already, "resumed_written": kept})
     if distributed.world_size() == 1:
         with writing(output):
             os.replace(part, output)
@@ -324,9 +350,14 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     if distributed.is_main():
         signature_path(output).unlink(missing_ok=True)
     distributed.barrier()  # every rank returns once OUTPUT is complete
-    totals = {key: sum(r[key] for r in per_rank) for key in counts}
+    totals = {key: sum(r[key] for r in per_rank) for key in (*counts, "resumed", "resumed_written")}
     # every input line up to here was labelled before this run, whichever rank it belongs to
     totals["resumed_after_line"] = min(r["resumed_after_line"] for r in per_rank)
     seconds = time.perf_counter() - started
-    return {**totals, "seconds": round(seconds, 2),
-            "examples_per_second": round(totals["read"] / seconds, 1) if seconds else None}
+    speed = round(totals["read"] / seconds, 1) if seconds else None  # of what this run labelled
+    # the whole output: what an interrupted run had labelled and written (`resumed`) and this run's
+    earlier = totals.pop("resumed_written")
+    totals["read"] += totals["resumed"]
+    totals["written"] += earlier
+    totals["skipped_low_confidence"] += totals["resumed"] - earlier
+    return {**totals, "seconds": round(seconds, 2), "examples_per_second": speed}

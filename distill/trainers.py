@@ -273,7 +273,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             objective = SupervisedObjective(hierarchy.class_weights(training.class_weights))
             return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
                         lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
-                        {"kind": "teacher", "labels": hierarchy.labels})
+                        {"kind": "teacher", "labels": hierarchy.labels, "training": asdict(training)})
 
 
 @dataclass
@@ -346,7 +346,9 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
             labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}
             return _fit_tasks(model, by_task, optimizer, scheduler, settings, run,
                               lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
-                              {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights})
+                              {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights,
+                               "training": {name: asdict(t) for name, (_, _, t) in heads.items()},
+                               "sampling": asdict(sampling)})
 
 
 def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
@@ -429,8 +431,12 @@ def check_student_outputs(model: LabelModel, examples: list) -> None:
 
 
 def model_size_bytes(directory: str | Path) -> int:
-    """Bytes on disk of a model directory's files (logs aside)."""
-    return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file() and f.suffix != ".jsonl")
+    """Bytes on disk of the model a run leaves in `directory`, what a user ships: its card and the files it
+    lists (a teacher's `encoder/` too), not the run's log, summary or resume state (deleted at its end)."""
+    from distill.models.card import MODEL_CARD, read_model_card
+    directory = Path(directory)
+    names = [MODEL_CARD, *read_model_card(directory, unfinished=True).get("sha256", {})]
+    return sum((directory / name).stat().st_size for name in names)
 
 
 def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: Any,

@@ -35,7 +35,7 @@ import torch
 from distill import distributed, precision
 from distill.errors import DistillError, require_number, require_whole
 from distill.inference import evaluate, example_length
-from distill.io import file_sha256, load_sealed, save_sealed, uninterrupted, write_text, writing
+from distill.io import appending, file_sha256, load_sealed, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.progress import progress_bar, progress_message
 
@@ -507,7 +507,7 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
         with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
             history.append(record)
             if log_path is not None and main:
-                with writing(log_path), open(log_path, "a", encoding="utf-8") as log:
+                with appending(log_path) as log:
                     log.write(json.dumps(record) + "\n")
             score = dev_score(dev, settings.select_metric, tasks)
             improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)

@@ -1,0 +1,323 @@
+"""What distill writes, appends to or continues is its own: never through a link, never into what is not
+a file (or a folder where one is made), under $DISTILL_CACHE as under --cache-dir; --resume with nothing
+to continue is refused; the numbers a run reports add up (a resumed pseudo-label run, a model's size,
+the metric that chose a teacher's best epoch)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from distill import io
+from distill.errors import DistillError
+from distill.models.card import MODEL_CARD, read_model_card
+from distill.pseudo_label import pseudo_label, run_signature, signature_path
+from tests.conftest import SAMPLES, cli, interrupt_evaluation
+
+TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
+MOVIES = SAMPLES / "unlabeled_movies.txt"  # 300 lines
+SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
+
+
+def run_main(capsys, *args) -> tuple[int, str, str]:
+    """nlp-train in-process: its exit status, stdout and stderr."""
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def tree(folder: Path) -> dict:
+    """Every entry under `folder`: a link as its target, a file as its bytes, a folder as such."""
+    entries = {}
+    for path in sorted(folder.rglob("*")):
+        entries[str(path)] = (f"-> {os.readlink(path)}" if path.is_symlink() else path.read_bytes()
+                              if path.is_file() else "dir" if path.is_dir() else "special")
+    return entries
+
+
+def assert_refused(capsys, argv: list, root: Path, *fragments: str) -> str:
+    """The command fails with one line naming what is wrong, and changes nothing under `root`."""
+    before = tree(root)
+    status, _, err = run_main(capsys, *argv)
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert all(fragment in err for fragment in fragments), err
+    assert tree(root) == before, "the refused command wrote something"
+    return err
+
+
+# --- one rule for every file distill writes, appends to or makes -------------------------------------------------
+
+FILE_WRITERS = {
+    "write_text": lambda path: io.write_text(path, "new\n"),
+    "write_json": lambda path: io.write_json(path, {"new": 1}),
+    "save_tensors": lambda path: io.save_tensors(path, {"x": torch.zeros(2)}),
+    "save_checkpoint": lambda path: io.save_checkpoint(path, {"x": torch.zeros(2)}),
+    "save_sealed": lambda path: io.save_sealed(path, {"x": torch.zeros(2)}),
+    "appending": lambda path: io.appending(path).__enter__().write("new\n"),
+}
+
+
+def atomic_folder(path: Path) -> None:
+    with io.atomic_directory(path) as tmp:
+        (tmp / "file").write_text("new")
+
+
+FOLDER_WRITERS = {"make_folder": io.make_folder, "atomic_directory": atomic_folder}
+
+
+def link_to_file(tmp: Path, name: str) -> tuple[Path, str]:
+    (tmp / "other.txt").write_text("someone else's\n")
+    (tmp / name).symlink_to(tmp / "other.txt")
+    return tmp / name, "is a symbolic link (to"
+
+
+def dangling_link(tmp: Path, name: str) -> tuple[Path, str]:
+    (tmp / name).symlink_to(tmp / "nowhere" / name)
+    return tmp / name, "which does not exist"
+
+
+def link_to_folder(tmp: Path, name: str) -> tuple[Path, str]:
+    (tmp / "elsewhere").mkdir()
+    (tmp / name).symlink_to(tmp / "elsewhere")
+    return tmp / name, "is a symbolic link (to"
+
+
+def a_pipe(tmp: Path, name: str) -> tuple[Path, str]:
+    os.mkfifo(tmp / name)
+    return tmp / name, "is not a regular file"
+
+
+def a_folder(tmp: Path, name: str) -> tuple[Path, str]:
+    (tmp / name).mkdir()
+    return tmp / name, "is a folder, where distill writes a file"
+
+
+def a_file(tmp: Path, name: str) -> tuple[Path, str]:
+    (tmp / name).write_text("mine")
+    return tmp / name, "is a file, where distill writes a folder"
+
+
+@pytest.mark.parametrize("target", [link_to_file, dangling_link, a_pipe, a_folder])
+@pytest.mark.parametrize("writer", FILE_WRITERS)
+def test_every_file_writer_refuses_a_link_or_a_non_file(writer, target, tmp_path):
+    path, fragment = target(tmp_path, "out.bin")
+    before = tree(tmp_path)
+    with pytest.raises(DistillError) as error:
+        FILE_WRITERS[writer](path)
+    assert str(error.value).startswith(f"{path}: ") and fragment in str(error.value)
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", [link_to_folder, dangling_link, a_file])
+@pytest.mark.parametrize("writer", FOLDER_WRITERS)
+def test_every_folder_writer_refuses_a_link_or_a_non_folder(writer, target, tmp_path):
+    path, fragment = target(tmp_path, "made")
+    before = tree(tmp_path)
+    with pytest.raises(DistillError) as error:
+        FOLDER_WRITERS[writer](path)
+    assert str(error.value).startswith(f"{path}: ") and fragment in str(error.value)
+    assert tree(tmp_path) == before
+
+
+# --- each command's own files: parts, signatures, locks, logs, resume state, the cache ----------------------------
+
+def interrupted_pseudo_label(teacher: str, tmp: Path, lines: int = 130, **settings) -> tuple[Path, list[str]]:
+    """OUTPUT as a run killed after `lines` input lines leaves it: OUTPUT.part and OUTPUT.part.json.
+    Returns OUTPUT and the records an uninterrupted run writes."""
+    full = tmp / "full.jsonl"
+    pseudo_label(teacher, str(MOVIES), str(full), chunk_size=64, progress=False, **settings)
+    rows = full.read_text().splitlines(keepends=True)
+    full.unlink()
+    output = tmp / "pseudo.jsonl"
+    (tmp / "pseudo.jsonl.part").write_text("".join(row for row in rows if json.loads(row)["line"] <= lines))
+    signature = run_signature(teacher, str(MOVIES), min_confidence=settings.get("min_confidence", 0.0),
+                              with_logits=False, batch_size=64, chunk_size=64)
+    signature_path(output).write_text(json.dumps(signature))
+    return output, rows
+
+
+def pseudo_label_args(teacher: str, output: Path, *extra) -> list:
+    return ["pseudo-label", "--teacher", teacher, "--input", MOVIES, "--output", output, "--chunk-size", "64",
+            "--quiet", *extra]
+
+
+@pytest.mark.parametrize("name", ["pseudo.jsonl.part", "pseudo.jsonl.part.json", ".pseudo.jsonl.lock"])
+def test_pseudo_label_refuses_its_own_files_as_links(name, tiny_classifier_teacher, tmp_path, capsys):
+    """A part replaced by a link to another file was written through on --resume: the other file grew, and
+    the output ended as a link to it. The part, its signature and the lock are each refused as a link."""
+    output, _ = interrupted_pseudo_label(tiny_classifier_teacher, tmp_path)
+    moved = tmp_path / "moved"
+    if (tmp_path / name).exists():
+        os.replace(tmp_path / name, moved)
+    else:  # the lock, made by the run itself
+        moved.write_text('{"line": 1}\n')
+    (tmp_path / name).symlink_to(moved)
+    assert_refused(capsys, pseudo_label_args(tiny_classifier_teacher, output, "--resume"), tmp_path,
+                   f"{tmp_path / name}: is a symbolic link (to {moved})")
+
+
+def interrupted_student(tmp: Path, capsys, monkeypatch) -> list:
+    """A student run stopped by Ctrl-C in epoch 2's evaluation: its folder holds resume state."""
+    import distill.training
+    real = distill.training.evaluate
+    args = ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "3", "--output", tmp / "student"]
+    interrupt_evaluation(monkeypatch)
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.setattr(distill.training, "evaluate", real)
+    assert (tmp / "student" / "resume.pt").exists()
+    return args
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "resume.pt", "model.safetensors"])
+def test_a_resumed_run_refuses_its_files_as_links(name, tmp_path, capsys, monkeypatch):
+    """A resumed run appends to its log and replaces its state and model: a link among them is refused
+    before anything is written, naming it (the log's target grew before)."""
+    args = interrupted_student(tmp_path, capsys, monkeypatch)
+    real = tmp_path / "student" / name
+    moved = tmp_path / f"moved-{name}"
+    os.replace(real, moved)
+    real.symlink_to(moved)
+    assert_refused(capsys, [*args, "--resume"], tmp_path, f"{real}: is a symbolic link (to {moved})")
+
+
+def test_a_resumed_run_refuses_a_folder_where_it_writes_a_file(tmp_path, capsys, monkeypatch):
+    args = interrupted_student(tmp_path, capsys, monkeypatch)
+    log = tmp_path / "student" / "metrics.jsonl"
+    log.unlink()
+    log.mkdir()
+    assert_refused(capsys, [*args, "--resume"], tmp_path, f"{log}: is a folder, where distill writes a file")
+
+
+def kd_args(teacher: str, output: Path, *extra) -> list:
+    return ["kd", "--teacher", teacher, *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", output, *extra]
+
+
+def test_a_cache_folder_that_is_a_link_is_refused(tiny_classifier_teacher, tmp_path, capsys):
+    (tmp_path / "real-cache").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "real-cache")
+    assert_refused(capsys, kd_args(tiny_classifier_teacher, tmp_path / "kd", "--cache-dir", tmp_path / "cache"),
+                   tmp_path, f"{tmp_path / 'cache'}: is a symbolic link")
+
+
+# --- a folder where a file is (the default cache as --cache-dir) ------------------------------------------------
+
+@pytest.mark.parametrize("command", ["kd", "pseudo-label"])
+@pytest.mark.parametrize("how", ["env", "env-under-a-file", "option-under-a-file"])
+def test_a_cache_under_a_file_is_refused_as_such(command, how, tiny_classifier_teacher, tmp_path, capsys,
+                                                 monkeypatch):
+    """$DISTILL_CACHE naming a regular file failed with '.../teacher-logits/<sha>: Not a directory' at the
+    first shard; a --cache-dir below a file likewise."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("a file")
+    extra = []
+    if how == "env":
+        monkeypatch.setenv("DISTILL_CACHE", str(plain))
+    elif how == "env-under-a-file":
+        monkeypatch.setenv("DISTILL_CACHE", str(plain / "cache"))
+    else:
+        extra = ["--cache-dir", plain / "cache"]
+    argv = kd_args(tiny_classifier_teacher, tmp_path / "kd", *extra) if command == "kd" else \
+        pseudo_label_args(tiny_classifier_teacher, tmp_path / "p.jsonl", *extra)
+    err = assert_refused(capsys, argv, tmp_path, f"{plain} is a file (or a broken link), not a folder")
+    assert how.startswith("option") or "the default logit cache, $DISTILL_CACHE/teacher-logits" in err
+
+
+# --- --resume with nothing to resume ----------------------------------------------------------------------------
+
+def resume_args(command: str, output: Path, teacher: str, encoder: str) -> list:
+    if command == "teacher":
+        return ["teacher", "--task", "classification", "--encoder", encoder, "--train", TRAIN, "--dev", DEV, "--quiet",
+                "--output", output]
+    if command == "student":
+        return ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", output]
+    if command == "kd":
+        return kd_args(teacher, output)
+    return pseudo_label_args(teacher, output)
+
+
+@pytest.mark.parametrize("command", ["teacher", "student", "kd", "pseudo-label"])
+def test_resume_of_an_output_that_does_not_exist_is_refused(command, tiny_classifier_teacher, tiny_encoder_dir,
+                                                            tmp_path, capsys):
+    """A mistyped --output with --resume trained (labelled) from scratch with exit 0 and no word."""
+    output = tmp_path / ("typo.jsonl" if command == "pseudo-label" else "typo")
+    argv = [*resume_args(command, output, tiny_classifier_teacher, tiny_encoder_dir), "--resume"]
+    assert_refused(capsys, argv, tmp_path, f"{output}: nothing to resume", "check the path",
+                   "without --resume")
+
+
+def test_resume_of_an_empty_folder_or_a_finished_output_is_refused(tiny_classifier_teacher, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert_refused(capsys, ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", tmp_path / "empty",
+                            "--resume"], tmp_path, "empty: nothing to resume (the folder is empty")
+    output = tmp_path / "done.jsonl"
+    cli(*pseudo_label_args(tiny_classifier_teacher, output))
+    assert_refused(capsys, [*pseudo_label_args(tiny_classifier_teacher, output), "--resume"], tmp_path,
+                   f"{output}: nothing to resume (this run finished")
+
+
+# --- numbers that add up ------------------------------------------------------------------------------------------
+
+def test_a_resumed_pseudo_label_run_counts_the_whole_output(tiny_classifier_teacher, tmp_path, capsys):
+    """After --resume the report counted only this run's lines ('170 of 170 examples written' for a
+    300-line input): it counts the whole output, and says how many the interrupted run had labelled."""
+    output, rows = interrupted_pseudo_label(tiny_classifier_teacher, tmp_path)
+    status, out, err = run_main(capsys, *pseudo_label_args(tiny_classifier_teacher, output, "--resume"))
+    assert status == 0, err
+    assert "300 of 300 examples written" in out and "130 of them labelled before the resume" in out, out
+    assert output.read_text() == "".join(rows)
+
+
+def test_resumed_counts_add_up_with_a_confidence_filter(tiny_classifier_teacher, tmp_path):
+    probe = tmp_path / "probe.jsonl"
+    pseudo_label(tiny_classifier_teacher, str(MOVIES), str(probe), chunk_size=64, progress=False)
+    confidences = sorted(json.loads(row)["confidence"] for row in probe.read_text().splitlines())
+    probe.unlink()
+    threshold = confidences[len(confidences) // 2]
+    output, rows = interrupted_pseudo_label(tiny_classifier_teacher, tmp_path, min_confidence=threshold)
+    stats = pseudo_label(tiny_classifier_teacher, str(MOVIES), str(output), chunk_size=64, resume=True,
+                         min_confidence=threshold, progress=False)
+    done = stats["resumed_after_line"]
+    assert stats["read"] == 300 and stats["written"] == len(rows) == len(output.read_text().splitlines())
+    assert stats["written"] + stats["skipped_low_confidence"] == stats["read"]
+    assert stats["resumed"] == done and 0 < done <= 130
+
+
+def model_bytes(directory: Path) -> int:
+    card = read_model_card(directory)
+    return sum((directory / name).stat().st_size for name in [MODEL_CARD, *card["sha256"]])
+
+
+def test_a_models_size_is_its_files_alone(tmp_path, capsys):
+    """The size counted resume.pt, deleted at the run's end (53.5 MB reported for a 13.8 MB model)."""
+    out = tmp_path / "student"
+    status, printed, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "1",
+                                    "--output", out)
+    assert status == 0, err
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["size_bytes"] == model_bytes(out)
+    assert f"{model_bytes(out) / 1e6:.1f} MB" in printed
+
+
+def test_a_teachers_summary_records_what_chose_its_best_epoch_and_its_size(tiny_classifier_teacher):
+    summary = json.loads((Path(tiny_classifier_teacher) / "train_summary.json").read_text())
+    assert summary["training"]["select_metric"] == "accuracy"
+    assert summary["size_bytes"] == model_bytes(Path(tiny_classifier_teacher))  # encoder/ included
+
+
+def test_a_multitask_teachers_summary_records_each_heads_metric_and_the_selection(tiny_encoder_dir, tmp_path):
+    out = tmp_path / "teacher"
+    cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "32", "--quiet", "--output", out,
+        "--task-spec", f"sentiment:classification:{TRAIN}:{DEV}",
+        "--task-spec", f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}",
+        "--select-task", "ner")
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["training"]["sentiment"]["select_metric"] == "accuracy"
+    assert summary["training"]["ner"]["select_metric"] == "f1"
+    assert summary["sampling"]["select"] == "ner"
+    assert summary["size_bytes"] == model_bytes(out)
