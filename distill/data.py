@@ -19,13 +19,14 @@ import logging
 import math
 import re
 import shlex
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 from distill.errors import DataError, DistillError
-from distill.labels import split_tag
+from distill.labels import check_levels, split_tag
 
 logger = logging.getLogger("distill")
 
@@ -42,6 +43,35 @@ def _check_length(path: str, text: str, line: int | None) -> None:
     if len(text) > MAX_EXAMPLE_CHARS:
         raise DataError(path, f"example is {len(text):,} characters long, over the {MAX_EXAMPLE_CHARS:,} limit "
                               "(a missing line break?)", line)
+
+
+# Characters that show nothing on their own: every Unicode space (U+00A0, U+2028, U+3000...), format
+# characters (U+200B ZERO WIDTH SPACE, U+2060, U+FEFF...), controls, and the letters drawn blank (the
+# Hangul fillers, the blank Braille pattern).
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_INVISIBLE_CATEGORIES = ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
+def _invisible(value: str) -> bool:
+    """Whether `value` shows nothing in an editor: only spaces, format and control characters (or nothing)."""
+    return all(char.isspace() or char in _BLANK_LETTERS or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+               for char in value)
+
+
+def _characters(value: str) -> str:
+    """The distinct characters of `value` by code point and name, for a message: 'U+00A0 NO-BREAK SPACE'."""
+    chars = list(dict.fromkeys(value))
+    named = ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, 'CONTROL CHARACTER')}" for char in chars[:3])
+    return named + (", ..." if len(chars) > 3 else "")
+
+
+def _check_visible(path: str, value: str, what: str, line: int | None) -> None:
+    """The one rule for every field of labelled data (a text, a label, a token, a tag, a CoNLL field): one
+    that is not empty but shows nothing (a no-break space or a zero-width space alone) is refused, naming
+    its characters, which no editor shows; plain blanks (ASCII spaces) keep their own messages."""
+    if value and not value.isascii() and _invisible(value):
+        raise DataError(path, f"{what} is only {_characters(value)}, which shows nothing (pasted from a web page or "
+                              "a word processor?): give it visible text, or remove it", line)
 
 
 def _split_lines(text: str) -> list[str]:
@@ -75,6 +105,7 @@ def _json_words(path: str, tokens: list, line: int | None) -> list[str]:
         if not word.strip():
             raise DataError(path, f"token {position} is empty" if not word else
                             f"token {position} is only whitespace ({word!r})", line)
+        _check_visible(path, word, f"token {position}", line)
         words.append(_surrogate_free(path, word, f"token {position}", line))
     return words
 
@@ -230,7 +261,8 @@ def load_hub(spec: str) -> datasets.Dataset:
         raise DistillError(f"{spec}: cannot load hub dataset ({first}); offline, use a local file") from None
 
 
-def _hub_examples(spec: str, task: str, example_column: str, label_column: str | None) -> tuple[list, list]:
+def _hub_examples(spec: str, task: str, example_column: str, label_column: str | None,
+                  separator: str | None = None) -> tuple[list, list]:
     """A hub split's examples and labels (none if `label_column` is None), checked as a `datasets.Dataset` given
     in memory is: a hub column may hold nulls, empty or blank strings, which no file reader lets through."""
     data = load_hub(spec)
@@ -246,7 +278,7 @@ def _hub_examples(spec: str, task: str, example_column: str, label_column: str |
         return inputs, []
     feature = data.features[label_column]
     names = getattr(getattr(feature, "feature", feature), "names", None)  # a ClassLabel, or a sequence of them
-    return inputs, _check_labels(spec, task, inputs, list(data[label_column]), names)
+    return inputs, _check_labels(spec, task, inputs, list(data[label_column]), names, separator)
 
 
 def _require_columns(path: str, columns: list[str], wanted: list[str], line: int | None = None) -> None:
@@ -312,14 +344,19 @@ def _unclosed_quote(text: str, first: int, last: int) -> int | None:
     return next((number for number in range(first, last + 1) if lines[number - 1].count('"') % 2), None)
 
 
-def _label_text(path: str, value, column: str, line: int | None) -> str:
-    """A label as text: strings and finite numbers (1 and "1" are the same label); never a list or object."""
+def _label_text(path: str, value, column: str, line: int | None, separator: str | None = None) -> str:
+    """A label as text: strings and finite numbers (1 and "1" are the same label); never a list or object,
+    nor one that shows nothing; with the `separator` of the hierarchy it will build, a path of named levels."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
             (isinstance(value, float) and not math.isfinite(value)):
         raise DataError(path, f"label in column {column!r} must be a string or a finite number, got {value!r}", line)
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 1.0 from a spreadsheet export is the label 1
-    return _surrogate_free(path, str(value).strip(), "the label", line)
+    if isinstance(value, str):
+        _check_visible(path, value, f"the label in column {column!r}", line)
+    text = _surrogate_free(path, str(value).strip(), "the label", line)
+    check_levels(path, text, separator, line)
+    return text
 
 
 def _class_name(where: str, names: Sequence[str], index: int, row: int, position: int | None = None) -> str:
@@ -352,9 +389,10 @@ def _refuse_unnamed_format(path: str) -> None:
                               "extension decides how a file is read)")
 
 
-def _classification_file(path: str, text_column: str, label_column: str,
-                         labelled: bool) -> tuple[list[str], list[str]]:
-    """The texts and labels (none unless `labelled`) of a CSV, TSV or JSONL file, each error naming its line."""
+def _classification_file(path: str, text_column: str, label_column: str, labelled: bool,
+                         separator: str | None = None) -> tuple[list[str], list[str]]:
+    """The texts and labels (none unless `labelled`) of a CSV, TSV or JSONL file, each error naming its line;
+    labels are paths of named levels at `separator` (`distill.labels.check_levels`) where it is given."""
     wanted = [text_column, label_column] if labelled else [text_column]
     fmt = _format(path)
     if fmt in ("csv", "tsv"):
@@ -373,26 +411,32 @@ def _classification_file(path: str, text_column: str, label_column: str,
     texts, labels = [], []
     for number, record in rows:
         text = record[text_column]
+        if isinstance(text, str):
+            _check_visible(path, text, f"the text in column {text_column!r}", number)
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
         _check_length(path, text, number)
         texts.append(_surrogate_free(path, text, "the text", number))
         if labelled:
             label = record[label_column]
+            if isinstance(label, str):
+                _check_visible(path, label, f"the label in column {label_column!r}", number)
             if label is None or str(label).strip() == "":
                 raise DataError(path, f"empty label in column {label_column!r}", number)
-            labels.append(_label_text(path, label, label_column, number))
+            labels.append(_label_text(path, label, label_column, number, separator))
     return texts, labels
 
 
 def read_classification(path: str, text_column: str = "text", label_column: str = "label",
-                        labelled: bool = True) -> datasets.Dataset:
-    """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``."""
+                        labelled: bool = True, separator: str | None = None) -> datasets.Dataset:
+    """Read CSV, TSV or JSONL (or a hub dataset) into rows of ``text`` and ``label``; given the `separator`
+    of the label hierarchy they will build, labels with an empty level are refused."""
     import datasets
     if path.startswith(HUB_PREFIX):
-        texts, labels = _hub_examples(path, "classification", text_column, label_column if labelled else None)
+        texts, labels = _hub_examples(path, "classification", text_column, label_column if labelled else None,
+                                      separator)
     else:
-        texts, labels = _classification_file(path, text_column, label_column, labelled)
+        texts, labels = _classification_file(path, text_column, label_column, labelled, separator)
     if not texts:
         raise DataError(path, "no examples")
     columns = {"text": texts, "label": labels} if labelled else {"text": texts}
@@ -491,23 +535,26 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                 yield start, tokens, tags
             tokens, tags = [], []
             continue
+        if not line.isascii():
+            for position, field in enumerate(fields, 1):  # a zero-width space alone: a field, as no space is
+                _check_visible(path, field, f"field {position}", number)
         if width is None:
             width, first = len(fields), (number, line)
             if not -width <= tag_column < width:
-                raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields",
-                                number)
+                raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields"
+                                      f"{_unusual_space_note(line)}", number)
             if tag_column % width == 0:  # the word itself: its "tags" would be the words
                 raise DataError(path, f"tag column {tag_column} is the word itself (lines have {width} field"
                                       f"{'s' if width > 1 else ''}); a labelled CoNLL line is the word, then "
-                                      "its tag(s)", number)
+                                      f"its tag(s){_unusual_space_note(line)}", number)
         if len(fields) != width:
             for culprit, text in ((number, line), first):  # this line, or the one that set the width
-                unusual = _separating_unusual_space(text)
-                if unusual:
-                    where = "the line" if culprit == number else f"the first line (line {culprit}), not line {number},"
-                    raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}: {where} "
-                                          f"holds U+{ord(unusual):04X}, a Unicode space that also separates fields "
-                                          "and hardly shows in an editor: remove it", culprit)
+                note = _unusual_space_note(text, "the line" if culprit == number else
+                                           f"the first line (line {culprit}), not line {number},",
+                                           lacking=culprit == number and len(fields) < width)
+                if note:
+                    raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}{note}",
+                                    culprit)
             raise DataError(path, f"expected {width} fields like the first line (line {first[0]}), found "
                                   f"{len(fields)}", number)
         if not tokens:
@@ -518,14 +565,26 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
         yield start, tokens, tags
 
 
-def _separating_unusual_space(line: str) -> str | None:
-    """A Unicode space (U+00A0, U+2028...) inside a field as spaces and tabs delimit them, where it splits
-    that field in two; one at either end of a field changes nothing."""
-    for field in re.split(r"[ \t\r]+", line):
+def _unusual_space_note(line: str, where: str = "the line", lacking: bool = False) -> str:
+    """Why `line` has other fields than its spaces and tabs show, as ': `where` holds ...' for a message, or
+    '': a Unicode space (U+00A0, U+2028...) inside a field splits it in two, and a field that is only Unicode
+    spaces (a no-break space written as a word) is no field at all. Such spaces at either end of a field
+    change nothing, nor do they after the line's last field, unless the line is `lacking` a field: then any
+    of them may be the field it lacks."""
+    fields = [field for field in re.split(r"[ \t\r]+", line) if field]
+    for field in fields:
         inner = next((char for char in field.strip() if char.isspace()), None)
         if inner is not None:
-            return inner
-    return None
+            return (f": {where} holds U+{ord(inner):04X}, a Unicode space that also separates fields and hardly "
+                    "shows in an editor: remove it")
+    visible = [position for position, field in enumerate(fields) if not field.isspace()]
+    lone = next((field for field in fields[:visible[-1] if visible else 0] if field.isspace()), None)
+    if lone is None and lacking:
+        lone = next((char for char in line if char.isspace() and char not in " \t\r\n"), None)
+    if lone is None:
+        return ""
+    return (f": {where} holds {_characters(lone)}, a Unicode space, read as a separator, not a field, that hardly "
+            "shows in an editor: write the word or tag it stands for, or remove it")
 
 
 def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
@@ -562,6 +621,8 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
             if not all(isinstance(t, (str, int)) and not isinstance(t, bool) for t in record[tags_field]):
                 raise DataError(path, f"{tags_field!r} must hold strings (or integer ids), one per token", number)
             tokens.append(_json_words(path, record[tokens_field], number))
+            for position, t in enumerate(record[tags_field], 1):
+                _check_visible(path, str(t), f"tag {position}", number)
             tags.append([_surrogate_free(path, str(t).strip(), f"tag {position}", number)
                          for position, t in enumerate(record[tags_field], 1)])
             if not all(tags[-1]):  # "" would become a class of its own, as a CSV's empty label is refused
@@ -857,10 +918,11 @@ def read_unlabelled(path: str, task: str, text_column: str = "text",
 
 
 def read_labelled(path: str, task: str, text_column: str = "text", label_column: str = "label",
-                  tag_column: int = -1) -> datasets.Dataset:
-    """Dispatch on the task: the one place procedures read labelled data."""
+                  tag_column: int = -1, separator: str | None = None) -> datasets.Dataset:
+    """Dispatch on the task: the one place procedures read labelled data (`separator`: of the hierarchy
+    that class labels will build, see `read_classification`)."""
     if task == "classification":
-        return read_classification(path, text_column, label_column)
+        return read_classification(path, text_column, label_column, separator=separator)
     if task == "tagging":
         return read_tagging(path, tag_column)
     raise DistillError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
@@ -876,9 +938,12 @@ class DataOptions:
     separator: str | None = "/"
 
 
-def read_split(path: str, task: str, options: DataOptions = DataOptions()) -> tuple[list, list]:
-    """Examples (texts or token lists) and their labels (strings or tag lists) from a labelled file."""
-    data = read_labelled(path, task, options.text_column, options.label_column, options.tag_column)
+def read_split(path: str, task: str, options: DataOptions = DataOptions(),
+               hierarchy: bool = False) -> tuple[list, list]:
+    """Examples (texts or token lists) and their labels (strings or tag lists) from a labelled file; with
+    `hierarchy` (data to train on), class labels are read as paths of levels at `options.separator`."""
+    data = read_labelled(path, task, options.text_column, options.label_column, options.tag_column,
+                         options.separator if hierarchy else None)
     if task == "classification":
         return data["text"], data["label"]
     return data["tokens"], data["tags"]
@@ -907,13 +972,14 @@ def memory_source(*parts: Sequence) -> str:
 
 def _check_example(where: str, task: str, example: Any, row: int) -> Any:
     if task == "classification":
-        if not isinstance(example, str) or not example.strip():
+        if not isinstance(example, str) or _invisible(example):
             raise DataError(where, f"example {row} is not a non-empty text: {example!r:.60}")
         _check_length(where, example, None)
         return _surrogate_free(where, example, f"example {row}", None)
     if isinstance(example, tuple):
         example = list(example)
-    if not isinstance(example, list) or not example or not all(isinstance(t, str) and t.strip() for t in example):
+    if not isinstance(example, list) or not example or not all(isinstance(t, str) and not _invisible(t)
+                                                               for t in example):
         raise DataError(where, f"example {row} is not a non-empty list of tokens (strings): {example!r:.60}")
     _surrogate_free(where, " ".join(example), f"example {row}", None)
     return example
@@ -927,15 +993,17 @@ def checked_examples(where: str, task: str, inputs: list) -> list:
     return [_check_example(where, task, example, row) for row, example in enumerate(inputs)]
 
 
-def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: list | None) -> list:
-    """Labels (or tag lists) as text, one per example; an error names the example (and the tag's position)."""
+def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: list | None,
+                  separator: str | None = None) -> list:
+    """Labels (or tag lists) as text, one per example; an error names the example (and the tag's position).
+    Class labels are paths of named levels at `separator`, where it is given."""
     if len(labels) != len(inputs):
         raise DataError(where, f"{len(inputs)} examples but {len(labels)} labels")
     checked = []
     for row, (example, label) in enumerate(zip(inputs, labels)):
         if task == "classification":
             label = _class_name(where, names, label, row) if names is not None and _is_index(label) else label
-            checked.append(_label_text(f"{where}: example {row}", label, "label", None))
+            checked.append(_label_text(f"{where}: example {row}", label, "label", None, separator))
             if not checked[-1]:
                 raise DataError(where, f"example {row} has an empty label")
             continue
@@ -973,7 +1041,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     """Labelled examples from a file path, a `datasets.Dataset` (text/label or tokens/tags columns; a
     ClassLabel feature gives label names) or an (examples, labels) pair of sequences."""
     if isinstance(data, (str, Path)):
-        inputs, labels = read_split(str(data), task, options)
+        inputs, labels = read_split(str(data), task, options, hierarchy=True)
         return Examples(list(inputs), list(labels), str(data))
     names = None
     if _is_dataset(data):
@@ -985,7 +1053,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
         raise DistillError(f"{name}: give a file path, a datasets.Dataset or an (examples, labels) pair, "
                            f"not {type(data).__name__}")
     inputs = checked_examples(name, task, inputs)
-    labels = _check_labels(name, task, inputs, labels, names)
+    labels = _check_labels(name, task, inputs, labels, names, options.separator)
     if task == "tagging":
         check_tag_scheme(name, labels)
     return Examples(inputs, labels, memory_source(inputs, labels))

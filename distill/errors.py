@@ -1,4 +1,31 @@
-"""User-facing errors: the CLI prints them as one line and exits with status 2."""
+"""User-facing errors: the CLI prints them as one line and exits with status 2.
+
+A message that tells what to change names the setting as its reader knows it: `option` gives
+``--overwrite`` while the command line runs (`on_command_line`) and ``overwrite=True`` to a Python
+caller, from one check for both.
+"""
+
+import contextlib
+from typing import Iterator
+
+_command_line = False  # a module flag, not a context variable: threads the CLI starts see it too
+
+
+@contextlib.contextmanager
+def on_command_line() -> Iterator[None]:
+    """While `nlp-train` runs a command: messages name its options (`option`)."""
+    global _command_line
+    before, _command_line = _command_line, True
+    try:
+        yield
+    finally:
+        _command_line = before
+
+
+def option(cli: str, api: str) -> str:
+    """A setting as the caller knows it: `cli` (``--overwrite``) under `on_command_line`, else `api`
+    (``overwrite=True``, ``DataOptions(separator=None)``)."""
+    return cli if _command_line else api
 
 
 class DistillError(Exception):

@@ -16,7 +16,7 @@ import torch
 
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
-from distill.data import TASKS, checked_examples, labelled_examples
+from distill.data import TASKS, DataOptions, checked_examples, labelled_examples
 from distill.errors import DistillError, require_whole
 from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
@@ -239,7 +239,8 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
         raise DistillError(f"{len(examples)} examples but {1 if isinstance(gold, (str, bytes)) else len(gold)} "
                            "gold labels")
     if examples:  # read as training labels are: 1 is the label "1", None or a list is refused
-        gold = labelled_examples((examples, gold), model.task, name="the gold labels").labels
+        gold = labelled_examples((examples, gold), model.task, DataOptions(separator=model.hierarchy.separator),
+                                 name="the gold labels").labels
     check_labels_known("the gold labels", model.hierarchy, model.task, gold)  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
     if model.task == "classification":

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from distill.errors import DataError, DistillError
+from distill.errors import DataError, DistillError, option
 
 
 @dataclass
@@ -202,6 +202,23 @@ def spelling_key(label: str) -> str:
     except ValueError:
         return key
     return str(int(number)) if number.is_integer() else key
+
+
+def check_levels(where: str, label: str, separator: str | None, line: int | None = None) -> None:
+    """Refuse a `label` that is no path of named levels at `separator` (none: flat labels, nothing to check).
+
+    ``/a``, ``a/`` and ``a//b`` have an empty level: the first would train a level-0 class named '' and
+    the last a deeper hierarchy than the labels mean, silently. Every reader of labelled data that will
+    build a hierarchy applies this, where it knows the file and `line` (or the example: `where`)."""
+    if not separator or separator not in label:
+        return
+    levels = label.split(separator)
+    if all(level.strip() for level in levels):
+        return
+    flat = option("--label-separator ''", "DataOptions(separator=None)")
+    raise DataError(where, f"label {label!r} has an empty level (split at {separator!r}: "
+                           f"{', '.join(map(repr, levels))}); name every level, as in 'Science{separator}Physics', "
+                           f"or, if {separator!r} is part of flat labels, read them flat with {flat}", line)
 
 
 def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -> LabelHierarchy:

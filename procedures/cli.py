@@ -19,7 +19,7 @@ from distill import distributed
 from distill.data import DataOptions
 from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
                                   DEFAULT_TEMPERATURE, TeacherStudentDistill)
-from distill.errors import DistillError
+from distill.errors import DistillError, on_command_line
 from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
 from distill.export import FORMATS, QUANTIZATIONS
@@ -726,7 +726,8 @@ def main(argv: list[str] | None = None) -> None:
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a signal handler
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
-        cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
+        with on_command_line():  # messages name the settings as options (--overwrite), not arguments
+            cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
