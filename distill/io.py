@@ -41,14 +41,14 @@ def cache_root() -> Path:
 LINK_FIX = "distill never writes through a link (that changes the file it points to): remove the link"
 
 
-def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX) -> None:
+def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX, named: str | None = None) -> None:
     """A path distill writes, appends to, continues or creates must not be a symbolic link: written
     through, the link's target changes (another file grows); replaced, the target stays as it was.
-    `fix` says what to do (a user-given output: give the real path)."""
+    `fix` says what to do (a user-given output: give the real path); `named`: how the error names it."""
     path = Path(path)
     if path.is_symlink():
         state = "" if path.exists() else ", which does not exist"
-        raise DistillError(f"{path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
+        raise DistillError(f"{named or path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
 
 
 def check_target(path: str | os.PathLike, folder: bool = False) -> None:
@@ -68,8 +68,7 @@ def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
     cache): neither a link nor anything but a folder, nor under a file. `named`: how the error names it."""
     path = Path(path).expanduser()
     named = named or str(path)
-    if path.is_symlink():
-        refuse_link(path, "give the real path")
+    refuse_link(path, "give the real path", named)
     if path.exists() and not path.is_dir():
         raise DistillError(f"{named}: is a file, not a folder; give a folder (or a path where one can be made)")
     for above in path.absolute().parents:
