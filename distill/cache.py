@@ -148,12 +148,15 @@ class LogitStore:
 
 
 def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_size: int = 64,
-                   progress: bool = False, across_ranks: bool = True) -> tuple[ExampleLogits, int]:
+                   progress: bool = False, across_ranks: bool = True,
+                   source: str | None = None) -> tuple[ExampleLogits, int]:
     """The teacher's logits for `examples`, in order, and how many came from `store`.
 
     Only examples the store lacks (each distinct one once) go through the teacher, and their
     logits are added to the store. `across_ranks`: under a launcher the ranks share that work
     (rank 0 decides what is missing and alone writes); otherwise this process does its own.
+    Given the `source` of the examples, the teacher warns of the texts it cuts among those it reads
+    (`distill.truncation`): none when the store holds them all.
     """
     keys = [example_key(example) for example in examples]
     shared = across_ranks and distributed.world_size() > 1
@@ -165,6 +168,9 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
         if key not in found:
             missing.setdefault(key, index)
     todo = [examples[index] for index in missing.values()]
+    if todo and source is not None:
+        from distill.truncation import warn_if_truncated
+        warn_if_truncated(teacher, todo, source)
     score = predict_logits_across_ranks if shared else predict_logits
     computed = score(teacher, todo, batch_size, progress, "teacher logits") if todo else None
     hits = sum(key in found for key in keys)

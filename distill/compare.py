@@ -18,7 +18,9 @@ NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the m
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),
                    batch_size: int = 32, limit: int | None = None) -> list[dict]:
-    """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process.
+    """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process;
+    each row also says what it measured: the first `limit` examples (`examples`) of how many (`of`), at
+    `batch_size`.
 
     Every model is loaded and checked against the data (its task, its labels) before any is scored or
     timed, so a mismatch in the last one is reported at once, naming that model."""
@@ -37,13 +39,15 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     rows = []
     for directory, model in models:
         examples, gold = splits[model.task]
+        available = len(examples)
         if limit:
             examples, gold = examples[:limit], gold[:limit]
         metrics = evaluate(model, examples, gold, 64)
         rows.append({"model": directory, "kind": type(model).__name__, "task": model.task,
                      "score": headline(model.task, metrics), "parameters": model.parameter_count(),
                      "bytes": weight_bytes(model),
-                     "examples_per_second": throughput(model, examples, batch_size)})
+                     "examples_per_second": throughput(model, examples, batch_size),
+                     "examples": len(examples), "of": available, "batch_size": batch_size})
     base = rows[0]["examples_per_second"]
     for row in rows:
         row["speedup"] = row["examples_per_second"] / base
@@ -64,6 +68,15 @@ def row_names(paths: list[str], width: int = NAME_WIDTH) -> list[str]:
                 if len(set(names)) == distinct)
 
 
+def measured_on(rows: list[dict]) -> str:
+    """The table's last line: what its scores and speeds were measured on, so that a score of the first
+    300 examples is not read as one of the whole set, nor a speed without its batch size."""
+    counts = [f"all {total:,} examples" if scored == total else f"the first {scored:,} of {total:,} examples"
+              for scored, total in dict.fromkeys((row["examples"], row["of"]) for row in rows)]
+    sizes = ", ".join(f"{size:,}" for size in dict.fromkeys(row["batch_size"] for row in rows))
+    return f"score on {' / '.join(counts)}; ex/s at batch size {sizes}"
+
+
 def format_table(rows: list[dict]) -> str:
     names = row_names([row["model"] for row in rows])
     width = max(NAME_WIDTH, *map(len, names))
@@ -71,4 +84,5 @@ def format_table(rows: list[dict]) -> str:
     for name, row in zip(names, rows):
         lines.append(f"{name:<{width}} {row['score']:>7.4f} {row['parameters']:>12,} "
                      f"{row['bytes'] / 1e6:>8.1f} {row['examples_per_second']:>9.1f} {row['speedup']:>7.1f}x")
+    lines.append(measured_on(rows))
     return "\n".join(lines)

@@ -66,9 +66,11 @@ def _characters(value: str) -> str:
 
 
 def _check_visible(path: str, value: str, what: str, line: int | None) -> None:
-    """The one rule for every field of labelled data (a text, a label, a token, a tag, a CoNLL field): one
-    that is not empty but shows nothing (a no-break space or a zero-width space alone) is refused, naming
-    its characters, which no editor shows; plain blanks (ASCII spaces) keep their own messages."""
+    """The one rule for a text, a label or a tag: one that is not empty but shows nothing (a no-break space
+    or a zero-width space alone) is refused, naming its characters, which no editor shows; plain blanks
+    (ASCII spaces) keep their own messages. A word may show nothing: it is a word no sub-token reads
+    (`distill.features`), which gets a tag and no loss; a Unicode space alone, which separates CoNLL
+    fields as a space does, is named where it leaves a line a field short (`_unusual_space_note`)."""
     if value and not value.isascii() and _invisible(value):
         raise DataError(path, f"{what} is only {_characters(value)}, which shows nothing (pasted from a web page or "
                               "a word processor?): give it visible text, or remove it", line)
@@ -105,7 +107,6 @@ def _json_words(path: str, tokens: list, line: int | None) -> list[str]:
         if not word.strip():
             raise DataError(path, f"token {position} is empty" if not word else
                             f"token {position} is only whitespace ({word!r})", line)
-        _check_visible(path, word, f"token {position}", line)
         words.append(_surrogate_free(path, word, f"token {position}", line))
     return words
 
@@ -129,6 +130,16 @@ def _read_text(path: str | Path) -> str:
         line = text[: text.index("\x00")].count("\n") + 1
         raise DataError(str(path), "binary data (NUL byte) in a text file", line)
     return text
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's kind as the file's writer knows it ('a JSON object', not the reader's own `_Record`)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)  # null, true, false
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", _Record: "a JSON object", dict: "a JSON object"}.get(
+        type(value), type(value).__name__)
 
 
 class _Record(dict):
@@ -535,9 +546,6 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                 yield start, tokens, tags
             tokens, tags = [], []
             continue
-        if not line.isascii():
-            for position, field in enumerate(fields, 1):  # a zero-width space alone: a field, as no space is
-                _check_visible(path, field, f"field {position}", number)
         if width is None:
             width, first = len(fields), (number, line)
             if not -width <= tag_column < width:
@@ -559,6 +567,8 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                                   f"{len(fields)}", number)
         if not tokens:
             start = number
+        if not line.isascii():  # a tag of a zero-width space alone: a class no one sees
+            _check_visible(path, fields[tag_column], "the tag", number)
         tokens.append(fields[0])
         tags.append(fields[tag_column])
     if tokens:
@@ -813,8 +823,8 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
             if field not in record and task == "tagging" and text_column in record:
                 value = record[text_column]
                 if not isinstance(value, str):
-                    raise DataError(path, f"{text_column!r} must be a text (a string), got "
-                                          f"{type(value).__name__}", number)
+                    raise DataError(path, f"{text_column!r} must be a text (a string), got {_json_kind(value)}",
+                                    number)
                 value = value.split()
             else:
                 _wrong_task(path, list(record), task, number)
@@ -827,7 +837,7 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
                     raise DataError(path, f"{field!r} must be a list of tokens", number)
                 value = _json_words(path, value, number)
             elif not isinstance(value, str):
-                raise DataError(path, f"{field!r} must be a text (a string), got {type(value).__name__}", number)
+                raise DataError(path, f"{field!r} must be a text (a string), got {_json_kind(value)}", number)
             else:
                 _surrogate_free(path, value, "the text", number)
         else:
@@ -958,9 +968,16 @@ class Examples:
     inputs: list
     labels: list | None
     source: str
+    role: str = "data"  # what the caller gave it as (train, dev, unlabelled): its name where it has no file
 
     def __len__(self) -> int:
         return len(self.inputs)
+
+    @property
+    def where(self) -> str:
+        """The split as messages name it: its file (or hub spec), or, for data given in memory, whose `source`
+        is a digest no user knows, its role: ``dev: label 'x' was not seen in training``."""
+        return self.role if self.source.startswith("memory:") else self.source
 
 
 def memory_source(*parts: Sequence) -> str:
@@ -978,8 +995,7 @@ def _check_example(where: str, task: str, example: Any, row: int) -> Any:
         return _surrogate_free(where, example, f"example {row}", None)
     if isinstance(example, tuple):
         example = list(example)
-    if not isinstance(example, list) or not example or not all(isinstance(t, str) and not _invisible(t)
-                                                               for t in example):
+    if not isinstance(example, list) or not example or not all(isinstance(t, str) and t.strip() for t in example):
         raise DataError(where, f"example {row} is not a non-empty list of tokens (strings): {example!r:.60}")
     _surrogate_free(where, " ".join(example), f"example {row}", None)
     return example
@@ -1042,7 +1058,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     ClassLabel feature gives label names) or an (examples, labels) pair of sequences."""
     if isinstance(data, (str, Path)):
         inputs, labels = read_split(str(data), task, options, hierarchy=True)
-        return Examples(list(inputs), list(labels), str(data))
+        return Examples(list(inputs), list(labels), str(data), name)
     names = None
     if _is_dataset(data):
         inputs, labels, feature = _dataset_columns(data, task, options, labelled=True)
@@ -1056,7 +1072,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     labels = _check_labels(name, task, inputs, labels, names, options.separator)
     if task == "tagging":
         check_tag_scheme(name, labels)
-    return Examples(inputs, labels, memory_source(inputs, labels))
+    return Examples(inputs, labels, memory_source(inputs, labels), name)
 
 
 def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "unlabelled"
@@ -1064,7 +1080,7 @@ def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions
     """Unlabelled examples from a file path (one per line, or JSONL), a `datasets.Dataset` or a sequence."""
     if isinstance(data, (str, Path)):
         read = read_unlabelled(str(data), task, options.text_column)
-        return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data))
+        return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data), name)
     if _is_dataset(data):
         inputs = _dataset_columns(data, task, options, labelled=False)[0]
     elif isinstance(data, (list, tuple)):
@@ -1073,7 +1089,7 @@ def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions
         raise DistillError(f"{name}: give a file path, a datasets.Dataset or a list of examples, "
                            f"not {type(data).__name__}")
     inputs = checked_examples(name, task, inputs)
-    return Examples(inputs, None, memory_source(inputs))
+    return Examples(inputs, None, memory_source(inputs), name)
 
 
 HELD_OUT_REFUSED = 0.5  # a dev set this much made of training examples picks epochs on what the model learns

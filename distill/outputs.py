@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from distill import distributed
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.io import check_target, writing
 from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, STAGING_PREFIX, model_files,
@@ -170,13 +170,23 @@ def _foreign(directory: Path, names: list[str]) -> list[str]:
     return [name for name in names if not _written_by_distill(directory / name, listed)]
 
 
+def _overwrite() -> str:
+    """The overwrite setting as the caller knows it: --overwrite, or save_pretrained's and Output's overwrite=True."""
+    return option("--overwrite", "overwrite=True")
+
+
+def _resume() -> str:
+    return option("--resume", "resume=True")
+
+
 def _replaceable(directory: Path, names: list[str]) -> bool:
     """--overwrite replaces the whole folder: refused where it holds what no distill command wrote, which
     would go with it."""
     foreign = _foreign(directory, names)
     if foreign:
         raise DistillError(f"{directory}: holds {foreign[0]}, which distill did not write, beside a run's files; "
-                           "--overwrite replaces the whole folder: move it out, or choose another output directory")
+                           f"{_overwrite()} replaces the whole folder: move it out, or choose another output "
+                           "directory")
     return True
 
 
@@ -193,7 +203,7 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
     if not names:
         if resume:
             raise DistillError(f"{directory}: nothing to resume (the folder is empty: no interrupted run was "
-                               "written here); check the path, or run without --resume to start a new run")
+                               f"written here); check the path, or run without {_resume()} to start a new run")
         return False
     if RESUME_FILE in names:
         if resume:
@@ -201,16 +211,16 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
             return False
         if overwrite:
             return _replaceable(directory, names)
-        raise DistillError(f"{directory}: holds an interrupted run; continue it with --resume, "
-                           "or start over with --overwrite")
+        raise DistillError(f"{directory}: holds an interrupted run; continue it with {_resume()}, "
+                           f"or start over with {_overwrite()}")
     weak = MODEL_CARD not in names and SUMMARY_FILE not in names  # a metrics.jsonl may be anyone's log
     if any(marker in names for marker in RUN_MARKERS) and not (weak and _foreign(directory, names)):
         if resume and SUMMARY_FILE not in names:
             raise DistillError(f"{directory}: holds no resume state ({RESUME_FILE} is missing) and no finished "
-                               "run, so there is nothing to continue; start over with --overwrite")
+                               f"run, so there is nothing to continue; start over with {_overwrite()}")
         if resume:
             raise DistillError(f"{directory}: this run already finished; nothing to resume "
-                               "(use --overwrite instead of --resume to retrain)")
+                               f"(use {_overwrite()} instead of {_resume()} to retrain)")
         if overwrite:
             return _replaceable(directory, names)
         what = "a model"
@@ -218,7 +228,7 @@ def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:
             with contextlib.suppress(DistillError):
                 card = read_model_card(directory)
                 what = f"a {card['kind']} model ({card.get('model', '?')}, {card.get('task', '?')})"
-        raise DistillError(f"{directory}: already holds {what}; pass --overwrite to replace it, "
+        raise DistillError(f"{directory}: already holds {what}; pass {_overwrite()} to replace it, "
                            "or choose another output directory")
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     raise DistillError(f"{directory}: is not empty and holds no distill model ({shown}); "
@@ -290,7 +300,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
             _put_back(path)  # killed between moving the model aside and making its own folder
         if resume and not path.is_dir():
             raise DistillError(f"{output}: nothing to resume (no such folder); check the path (an interrupted run "
-                               "keeps its folder, with resume.pt), or run without --resume to start a new run")
+                               f"keeps its folder, with resume.pt), or run without {_resume()} to start a new run")
         if path.is_dir():
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
                 _put_back(path)
@@ -361,7 +371,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
             raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
         check_file_output(path, inputs)
         if path.exists() and not overwrite and not ours(path):
-            raise DistillError(f"{output}: exists and is not {what}; pass --overwrite to replace it, "
+            raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "
                                "or choose another output file")
 
     _agreed(check)

@@ -205,8 +205,8 @@ def _labelled(train: Any, dev: Any, task: str, data: DataOptions) -> tuple[Label
     train_set = labelled_examples(train, task, data, "train")
     dev_set = labelled_examples(dev, task, data, "dev")
     check_held_out(train_set, dev_set)
-    hierarchy = build_hierarchy(task, train_set.labels, data.separator, train_set.source)
-    check_labels_known(dev_set.source, hierarchy, task, dev_set.labels)
+    hierarchy = build_hierarchy(task, train_set.labels, data.separator, train_set.where)
+    check_labels_known(dev_set.where, hierarchy, task, dev_set.labels)
     return hierarchy, train_set, dev_set
 
 
@@ -265,7 +265,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
-            warn_if_truncated(model, train_set.inputs, train_set.source)
+            warn_if_truncated(model, train_set.inputs, train_set.where)
             steps = -(-len(train_set) // training.batch_size) * training.epochs
             optimizer, scheduler = teacher_optimizer(model, training, steps)
             settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
@@ -332,7 +332,7 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                 torch.manual_seed(training.seed)
                 model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
             for name in heads:  # what a classification head cuts of its training texts, as train_teacher warns
-                warn_if_truncated(model.head(name), train_sets[name].inputs, train_sets[name].source)
+                warn_if_truncated(model.head(name), train_sets[name].inputs, train_sets[name].where)
             weights = sampling.weights({name: len(train_sets[name]) for name in heads})
             top_rate = max(t.encoder_lr for _, _, t in heads.values())
             by_task = {name: FitTask(model.head(name), SupervisedObjective(hierarchy.class_weights(t.class_weights)),
@@ -384,7 +384,7 @@ def _student_task(student: LabelModel | StudentConfig | str) -> str:
 def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples,
                  settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
-    warn_if_truncated(model, train.inputs, train.source)  # a transformer student cuts long texts too
+    warn_if_truncated(model, train.inputs, train.where)  # a transformer student cuts long texts too
     model.to(pick_device(env.device))
     check_student_outputs(model, train.inputs)
     optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
@@ -559,7 +559,7 @@ class Distiller:
         if task != teacher.task:
             raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
                                f"does {teacher.task}")
-        teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.source}")
+        teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.where}")
         as_given, hierarchy = hierarchy, hierarchy.in_order_of(teacher.hierarchy)  # logits line up with the teacher's
         if extra and model_crf(teacher) is not None:
             raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
@@ -575,8 +575,7 @@ class Distiller:
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
-        sources = train.source + (f" and {extra.source}" if extra else "")
-        warn_if_truncated(teacher, examples, sources)
+        sources = train.where + (f" and {extra.where}" if extra else "")  # as messages name them
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
         model = new_student(self.student, hierarchy, examples, settings.seed,
@@ -585,20 +584,23 @@ class Distiller:
             raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
                                "wrong labels; start from a new student")
-        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)
+        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)  # named, not keyed
         loss = self._loss(model, as_given)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
+            warn_if_truncated(teacher, examples, sources)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
                 return _student_run(model, objective, transfer, dev, settings, run, env, summary)
         started = time.perf_counter()
         cache_info: dict = {}
         if self.online_teacher:
+            warn_if_truncated(teacher, examples, sources)
             source = OnlineTeacherLogits(teacher, examples)
         else:
             from distill.cache import LogitStore, teacher_logits
             store = LogitStore(teacher, self.cache_dir)
-            results, hits = teacher_logits(teacher, examples, store, self.teacher_batch_size, env.progress)
+            results, hits = teacher_logits(teacher, examples, store, self.teacher_batch_size, env.progress,
+                                           source=sources)  # warns of what it cuts among those it reads
             source = CachedTeacherLogits(results)
             cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started

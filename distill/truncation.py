@@ -68,6 +68,17 @@ def count_truncation(teacher: Teacher, texts: Sequence[str]) -> Truncation:
     return Truncation(len(lengths), len(cut), sum(cut), sum(n - limit for n in cut))
 
 
+def share(part: int, whole: int) -> str:
+    """`part` of `whole` as a percentage that never reads as none or all when it is neither: 2 of 8,000 is
+    <0.1%, not 0.0%, and 7,999 of 8,000 >99.9%, not 100.0%."""
+    fraction = part / whole
+    if 0 < fraction < 0.001:
+        return "<0.1%"
+    if 0.999 < fraction < 1:
+        return ">99.9%"
+    return f"{fraction:.1%}"
+
+
 def truncation_message(teacher: Teacher, counted: Truncation, source: str, student: bool = False) -> str | None:
     """The warning for `counted` (None when nothing is cut): the share cut, the loss, what reads more of it
     (`student`: `teacher` reads inside a transformer student)."""
@@ -83,10 +94,10 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
     else:
         limit = f"--max-length {config.max_length}"
         remedy = "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole"
-    return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({counted.cut / counted.texts:.1%}) "
+    return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({share(counted.cut, counted.texts)}) "
             f"are longer than the {reach(teacher):,} sub-tokens the {'student' if student else 'teacher'} reads "
             f"({limit}) and lose {counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "
-            f"({counted.lost_sub_tokens / counted.cut_sub_tokens:.1%} of their sub-tokens); {remedy}")
+            f"({share(counted.lost_sub_tokens, counted.cut_sub_tokens)} of their sub-tokens); {remedy}")
 
 
 def warn_truncation(model, counted: Truncation, source: str) -> None:

@@ -252,10 +252,11 @@ def test_the_agreement_records_the_metric_it_scores(tmp_path):
 
 def test_compare_names_models_apart():
     """Only the last 34 characters were shown: runs of one model under different seeds looked alike."""
-    rows = [{"model": model, "score": 0.5, "parameters": 10, "bytes": 1e6, "examples_per_second": 9.0, "speedup": 1.0}
+    rows = [{"model": model, "score": 0.5, "parameters": 10, "bytes": 1e6, "examples_per_second": 9.0, "speedup": 1.0,
+             "examples": 40, "of": 40, "batch_size": 32}
             for model in ("runs/seed1/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
                           "runs/seed2/rotten-tomatoes/lstm-student-kd-kl-temperature-2", "runs/demo/teacher")]
-    table = format_table(rows).splitlines()
+    table = format_table(rows).splitlines()[:-1]  # the last line says what was measured
     assert [line.split()[0] for line in table] == ["model", "seed1/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
                                                    "seed2/rotten-tomatoes/lstm-student-kd-kl-temperature-2",
                                                    "runs/demo/teacher"]

@@ -101,9 +101,8 @@ def test_a_hierarchical_label_with_an_empty_level_stops_the_cli(tmp_path):
                                         r"U\+3000 IDEOGRAPHIC SPACE, a Unicode space"),
     ("\u00a0 O\nMina B-PER\n", r"t.conll:1: tag column -1 is the word itself \(lines have 1 field\); .*: the line "
                                r"holds U\+00A0 NO-BREAK SPACE, a Unicode space"),
-    # a zero-width space is no space to split(): it was read as a word
-    ("Mina B-PER\n\u200b O\n", r"t.conll:2: field 1 is only U\+200B ZERO WIDTH SPACE, which shows nothing"),
-    ("Mina B-PER\nspoke \u2060\n", r"t.conll:2: field 2 is only U\+2060 WORD JOINER, which shows nothing"),
+    # a zero-width character is no space to split(): a tag of one alone was a class no one sees
+    ("Mina B-PER\nspoke \u2060\n", r"t.conll:2: the tag is only U\+2060 WORD JOINER, which shows nothing"),
 ])
 def test_a_conll_field_of_only_invisible_characters_is_named(tmp_path, content, message):
     from distill.data import read_tagging
@@ -111,6 +110,8 @@ def test_a_conll_field_of_only_invisible_characters_is_named(tmp_path, content, 
     path.write_text(content, encoding="utf-8")
     with pytest.raises(DistillError, match=message):
         read_tagging(str(path))
+    path.write_text("Mina B-PER\n\u200b O\nspoke O\n", encoding="utf-8")  # a word may show nothing: no sub-token
+    assert read_tagging(str(path))["tokens"] == [["Mina", "\u200b", "spoke"]]  # reads it, and it gets no loss
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -118,15 +119,107 @@ def test_a_conll_field_of_only_invisible_characters_is_named(tmp_path, content, 
     ("c.csv", "text,label\ngood,\u200b\n", r"c.csv:2: the label in column 'label' is only U\+200B ZERO WIDTH SPACE"),
     ("c.jsonl", '{"text": "\\u200b\\u200d", "label": "pos"}\n',
      r"c.jsonl:1: the text in column 'text' is only U\+200B ZERO WIDTH SPACE, U\+200D ZERO WIDTH JOINER"),
-    ("t.jsonl", '{"tokens": ["Mina", "\\u3164"], "tags": ["B-PER", "O"]}\n',
-     r"t.jsonl:1: token 2 is only U\+3164 HANGUL FILLER"),
+    ("c.csv", "text,label\n\u3164,pos\n", r"c.csv:2: the text in column 'text' is only U\+3164 HANGUL FILLER"),
     ("t.jsonl", '{"tokens": ["Mina", "spoke"], "tags": ["B-PER", "\\ufeff"]}\n',
      r"t.jsonl:1: tag 2 is only U\+FEFF ZERO WIDTH NO-BREAK SPACE"),
 ])
 def test_any_field_of_only_invisible_characters_is_refused_naming_them(tmp_path, name, content, message):
-    """The same rule for every field of labelled data: a text, a label, a token or a tag that shows nothing."""
+    """The same rule for a text, a label or a tag that shows nothing (a word may: it gets a tag, and no loss)."""
     from distill.data import read_classification, read_tagging
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     with pytest.raises(DistillError, match=message + ", which shows nothing"):
         (read_tagging if name.startswith("t") else read_classification)(str(path))
+
+
+# -- messages in the caller's words ---------------------------------------------------------------------------
+
+def test_save_pretrained_names_the_overwrite_argument_and_the_cli_its_option(tmp_path):
+    from distill.errors import on_command_line
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    model = new_student("cnn", LabelHierarchy(["neg", "pos"]), ["a fine film", "dull"], 0)
+    saved = model.save_pretrained(tmp_path / "model")
+    with pytest.raises(DistillError, match=r"already holds a student model \(cnn, classification\); pass "
+                                           r"overwrite=True to replace it"):
+        model.save_pretrained(saved)
+    with on_command_line(), pytest.raises(DistillError, match="; pass --overwrite to replace it"):
+        model.save_pretrained(saved)  # one check, as the CLI's outputs are checked
+    (saved / "resume.pt").write_bytes(b"")
+    with pytest.raises(DistillError, match="continue it with resume=True, or start over with overwrite=True"):
+        model.save_pretrained(saved)
+
+
+def test_data_given_in_memory_is_named_by_its_role_not_its_digest():
+    from distill import Runtime, TrainSettings, train_student
+    train = (["a fine film", "dull", "long and dull", "fine"], ["pos", "neg", "neg", "pos"])
+    with pytest.raises(DistillError) as err:
+        train_student("cnn", train, (["new"], ["unsure"]), TrainSettings(epochs=1),
+                      env=Runtime(device="cpu", threads=1, progress=False))
+    assert str(err.value).startswith("dev: label 'unsure' was not seen in training") and "memory:" not in str(err.value)
+
+
+@pytest.mark.parametrize("value, kind", [({"a": 1}, "a JSON object"), ([1], "a list"), (5, "a number"),
+                                         (True, "true")])
+def test_a_json_value_is_named_as_json_names_it(tmp_path, value, kind):
+    import json
+
+    from distill.data import read_unlabelled
+    path = tmp_path / "u.jsonl"
+    path.write_text(json.dumps({"text": value}) + "\n", encoding="utf-8")
+    with pytest.raises(DistillError, match=rf"u.jsonl:1: 'text' must be a text \(a string\), got {kind}$"):
+        read_unlabelled(str(path), "classification")
+
+
+# -- numbers that mislead -------------------------------------------------------------------------------------
+
+def test_a_share_never_rounds_to_none_or_all():
+    from distill.truncation import share
+    assert [share(2, 8000), share(7999, 8000), share(1, 3), share(8000, 8000), share(0, 8)] == \
+        ["<0.1%", ">99.9%", "33.3%", "100.0%", "0.0%"]
+
+
+def test_kd_warns_of_truncation_only_for_the_texts_its_teacher_reads(tiny_classifier_teacher, tmp_path, caplog):
+    """Every kd run warned of the whole transfer set, also when every teacher output came from the cache."""
+    import csv
+    import logging
+
+    from conftest import SAMPLES
+    with open(SAMPLES / "sentiment_train.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    long = " ".join(row["text"] for row in rows)  # far beyond the teacher's 64 sub-tokens
+    train = tmp_path / "train.csv"
+    with open(train, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([("text", "label"), *[(row["text"], row["label"]) for row in rows[:12]],
+                                      (long, rows[0]["label"])])
+    unlabelled = tmp_path / "more.txt"
+    unlabelled.write_text("a film\n" + long[:2000] + "\n", encoding="utf-8")
+
+    def kd(output: str) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="distill"):
+            status, stderr = run_cli("kd", "--teacher", tiny_classifier_teacher, "--model", "ngram", "--train", train,
+                                     "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", unlabelled, "--output",
+                                     tmp_path / output, "--cache-dir", tmp_path / "cache", "--epochs", "1", "--quiet")
+        assert status == 0, stderr
+        return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
+
+    first, = kd("first")
+    assert f"{train} and {unlabelled}: 2 of 15 texts (13.3%) are longer" in first
+    assert kd("second") == []  # every output from the cache: the teacher reads nothing
+
+
+def test_compare_says_how_many_examples_it_scored_and_the_batch_size_of_its_speeds(tmp_path):
+    """--limit 300 scored the first 300 examples, and the table said neither that nor the batch size."""
+    from conftest import SAMPLES
+    from distill.compare import compare_models, format_table
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    model = new_student("ngram", LabelHierarchy(["negative", "positive"]), ["a fine film", "dull"], 0)
+    model.save_pretrained(tmp_path / "model")
+    data = SAMPLES / "sentiment_dev.csv"
+    total = len(data.read_text(encoding="utf-8").splitlines()) - 1
+    limited = format_table(compare_models([str(tmp_path / "model")], str(data), batch_size=8, limit=5))
+    assert limited.splitlines()[-1] == f"score on the first 5 of {total} examples; ex/s at batch size 8"
+    whole = format_table(compare_models([str(tmp_path / "model")], str(data), batch_size=4))
+    assert whole.splitlines()[-1] == f"score on all {total} examples; ex/s at batch size 4"

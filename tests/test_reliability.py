@@ -1235,7 +1235,7 @@ def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
 
 @pytest.mark.parametrize("content, name, fragment", [
     ("text,label\ngood,positive\n", "texts.csv", "is CSV, a labelled format"),
-    ('{"text": 5}\n', "texts.jsonl", "'text' must be a text (a string), got int"),
+    ('{"text": 5}\n', "texts.jsonl", "'text' must be a text (a string), got a number"),
     ('{"text": "   "}\n', "blank.jsonl", "empty 'text'"),
 ])
 def test_unlabelled_input_that_would_be_misread_is_refused(content, name, fragment, tiny_classifier_teacher,
