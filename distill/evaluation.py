@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TextIO
 
 from distill import distributed
-from distill.data import DataOptions, read_split, read_unlabelled, unlabelled_text
+from distill.data import DataOptions, iter_unlabelled, read_split, unlabelled_text
 from distill.errors import DataError, DistillError
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
 from distill.models import load_model, read_model_card
-from distill.models.multitask import KIND as MULTITASK_KIND, MultiTaskTeacher, head_records, predict_heads, with_head
+from distill.models.base import LabelModel
+from distill.models.card import MULTITASK_KIND
 from distill.outputs import file_output
 from distill.training import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
@@ -35,6 +36,16 @@ def is_metrics_file(path: Path, model_dir: str | Path, head: str | None = None) 
         and record.get("head") == head
 
 
+def load_with_head(model_dir: str | Path, head: str | None, device: str) -> LabelModel:
+    """The model of `model_dir`, or its head `head` (a multi-task teacher's). The multi-task module, which
+    reads transformers, is imported for a head alone: a word student is scored without transformers."""
+    model = load_model(model_dir, device=device)
+    if head is None:
+        return model
+    from distill.models.multitask import with_head
+    return with_head(model, head, str(model_dir))
+
+
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
                    output: str | None = None, batch_size: int = 64, progress: bool = True,
                    device: str = "auto", overwrite: bool = False, head: str | None = None) -> dict:
@@ -51,7 +62,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
                                "--output names another file (the model folder is read-only for this user)")
     with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
                      f"an evaluate result of {model_dir}") as path:
-        model = with_head(load_model(model_dir, device=device), head, model_dir)
+        model = load_with_head(model_dir, head, device)
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
         warn_if_truncated(model, examples, data_path)
@@ -82,19 +93,20 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
                  head: str | None = None) -> int:
     """Predict for a file (or stdin: one example per line, or JSON lines) and write JSONL; a multi-task teacher
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
-    model = with_head(load_model(model_dir, device=device), head, model_dir)
+    model = load_with_head(model_dir, head, device)
     if input_path is None or input_path == "-":
         examples = unlabelled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are
         if not examples:
             raise DistillError("stdin: no input lines")
     else:
-        data = read_unlabelled(input_path, model.task)
-        examples = data["text"] if model.task == "classification" else data["tokens"]
+        examples = [example for _, example in iter_unlabelled(input_path, model.task)]  # no `datasets` to import
     warn_if_truncated(model, examples, "stdin" if input_path in (None, "-") else input_path)
     count = 0
-    records = head_records(model, examples, predict_heads(model, examples, batch_size), with_logits) \
-        if isinstance(model, MultiTaskTeacher) else prediction_records(model, examples, batch_size,
-                                                                       with_logits=with_logits)
+    if getattr(model, "kind", None) == MULTITASK_KIND:  # an ONNX export has no kind: it is never multi-task
+        from distill.models.multitask import head_records, predict_heads
+        records = head_records(model, examples, predict_heads(model, examples, batch_size), with_logits)
+    else:
+        records = prediction_records(model, examples, batch_size, with_logits=with_logits)
     for record in records:
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1

@@ -10,10 +10,12 @@ A text to classify is truncated to one window, or read in up to `max_windows` ov
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
-from transformers import PreTrainedTokenizerBase
+
+if TYPE_CHECKING:  # annotations only: a tokenizer is passed in, so reading these helpers needs no transformers
+    from transformers import PreTrainedTokenizerBase
 
 
 def special_token_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:

@@ -3,17 +3,19 @@
 Like the thread count, precision is a process setting (`nlp-train --precision`), read by the
 two places that run models: the training loop and batched inference. The default is fp32, so
 results stay exactly reproducible; bf16 is opt-in (see docs/distributed.md for what it costs
-in accuracy and buys in speed).
+in accuracy and buys in speed). The setting itself needs no torch, so that the command line reads
+`PRECISIONS` (its `--precision` choices) without importing it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
-
-import torch
+from typing import TYPE_CHECKING, ContextManager
 
 from distill.errors import DistillError
+
+if TYPE_CHECKING:
+    import torch
 
 PRECISIONS = ("fp32", "bf16", "auto")
 _setting = "fp32"
@@ -33,6 +35,7 @@ def current() -> str:
 
 
 def bf16_supported(device: torch.device) -> bool:
+    import torch
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     return device.type == "cpu" and torch.backends.mkldnn.is_available() and \
@@ -48,5 +51,6 @@ def uses_bf16(device: torch.device) -> bool:
 def autocast(device: torch.device) -> ContextManager:
     """bf16 autocast on `device` when the precision setting asks for it; nothing otherwise."""
     if uses_bf16(device):
+        import torch
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from distill import distributed
 from distill.features import content_ids, text_reach, window_frame
-from distill.models.teacher import Teacher
+from distill.models.card import MULTITASK_KIND
+
+if TYPE_CHECKING:
+    from distill.models.teacher import Teacher
 
 logger = logging.getLogger("distill")
 
@@ -39,12 +42,15 @@ class Truncation:
 def classification_reader(model) -> Teacher | None:
     """The `Teacher` module that reads `model`'s text to classify: a teacher (or its ONNX export), a
     multi-task teacher whose heads all classify (they read the text alike), or a transformer student
-    (one reads inside it); None for any other model."""
+    (one reads inside it); None for any other model. Told by the model's kind first, so that a word
+    student's `predict` and `evaluate` never import the teacher's modules (and transformers)."""
     reader = getattr(model, "source", model)  # an OnnxModel prepares text with its source model
-    from distill.models.multitask import MultiTaskTeacher
-    if isinstance(reader, MultiTaskTeacher):
+    if getattr(reader, "kind", None) == MULTITASK_KIND:
         reader = reader.head(reader.names[0]) if reader.task == "classification" else None
     reader = getattr(reader, "network", reader)  # a transformer student's
+    if getattr(reader, "kind", None) != "teacher":
+        return None
+    from distill.models.teacher import Teacher
     return reader if isinstance(reader, Teacher) and reader.task == "classification" else None
 
 

@@ -20,6 +20,7 @@ RESUME_FILE = "resume.pt"
 # 2: a student's config.json holds its architecture alone (1: every student's settings and the run's).
 CARD_VERSION = 2
 KINDS = ("teacher", "multitask-teacher", "student")
+MULTITASK_KIND = "multitask-teacher"  # one encoder, a head per task (models.multitask)
 # Folders whose whole content belongs to the model: nothing unlisted may appear there.
 SEALED_FOLDERS = ("encoder",)
 # The files a model directory may hold, named here for every loader that reads them.

@@ -27,12 +27,12 @@ from distill.inference import ExampleLogits, decode_labels, prediction_records, 
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
-from distill.models.card import card_version, folder_files, write_model_card
+from distill.models.card import MULTITASK_KIND, card_version, folder_files, write_model_card
 from distill.models.teacher import (CHECKPOINT, ENCODER_DIR, Teacher, TeacherConfig, TeacherTraining,
                                     load_encoder_folder, place_in_grid, pool, save_encoder_folder,
                                     split_checkpoint_config)
 
-KIND = "multitask-teacher"
+KIND = MULTITASK_KIND
 SAMPLING = ("proportional", "temperature", "uniform")
 SHARED_CONFIG = ("encoder", "max_length", "long_inputs", "window_overlap", "max_windows")  # one input for every head
 
