@@ -19,7 +19,7 @@ import threading
 
 import click
 
-from distill.errors import DistillError
+from distill.errors import DistillError, on_command_line
 from distill.precision import PRECISIONS, set_precision
 from procedures.options import POSITIVE_INT, OnceCommand, refuse_repeated_options
 
@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a signal handler
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
-        cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
+        with on_command_line():  # messages name the settings as options (--overwrite), not arguments
+            cli.main(args=argv, prog_name="nlp-train", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

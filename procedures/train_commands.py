@@ -448,8 +448,9 @@ def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_l
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                          resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
                          use_cache=not no_cache, head=head)
+    resumed = f"{stats['resumed']:,} of them labelled before the resume; " if stats.get("resumed") else ""
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
-               f"({stats['examples_per_second']} ex/s)")
+               f"({resumed}{stats['examples_per_second']} ex/s)")
 
 
 def report_student(summary: dict, output: str) -> None:
