@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
-from distill.errors import DataError, DistillError
+from distill.errors import DataError, DistillError, option
 from distill.labels import check_levels, split_tag
 
 logger = logging.getLogger("distill")
@@ -604,7 +604,8 @@ def check_tag_scheme(path: str, tags_per_sentence: list[list[str]]) -> None:
     if prefixed and prefixed != tags:
         plain = sorted(tags - prefixed)[:3]
         raise DataError(path, f"mixed tagging schemes: IOB tags like {sorted(prefixed)[0]!r} beside plain "
-                              f"tags like {plain}; choose one scheme or another --tag-column")
+                              f"tags like {plain}; choose one scheme or another "
+                              f"{option('--tag-column', 'DataOptions(tag_column=...)')}")
 
 
 def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
@@ -1109,7 +1110,7 @@ def check_held_out(train: Examples, dev: Examples, other: str = "the training da
     the user. Exact copies of an example (its text, or its token list) count; a smaller share gets a warning."""
     seen = {_example_key(example) for example in train.inputs}
     shared = sum(_example_key(example) in seen for example in dev.inputs) / max(len(dev.inputs), 1)
-    where = "the dev data" if dev.source.startswith("memory:") else dev.source
+    where = dev.where  # its file, or for data given in memory its role (dev, head NAME's dev)
     if shared >= HELD_OUT_REFUSED:
         raise DataError(where, f"{shared:.0%} of its examples are also in {other}, so the best epoch would be "
                                "picked on examples the model learns from: give a held-out dev set")

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from distill import distributed, losses, precision
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.inference import ExampleLogits
 from distill.io import tensors_sha256
 from distill.training import Objective
@@ -198,8 +198,8 @@ class TeacherStudentDistill:
         distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
         terms = [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
         if self.uses_layers and layers is None:
-            raise DistillError("the layer terms need the layers' states: train through a LayerObjective (kd "
-                               "--hidden-weight, --attention-weight, --cosine-weight), or pass layers=LayerStates(...)")
+            raise DistillError("the layer terms need the layers' states: train through a LayerObjective (as "
+                               "Distiller does), or pass layers=LayerStates(...)")
         if self.hidden_weight > 0:
             hidden_loss = losses.hidden_mse_sum(layers.student, layers.teacher, layers.projections, mask)
             terms.append(hidden_loss.scaled(self.hidden_weight))
@@ -245,7 +245,8 @@ class DistillObjective(Objective):
         if saved is not None and saved != getattr(self.teacher, "digest", None):
             raise DistillError("cannot resume: the teacher's logits differ from those the interrupted run trained on "
                                "(its logit cache was cleared or moved, and they were computed again in other "
-                               "batches): resume with that --cache-dir, or start over with --overwrite")
+                               f"batches): resume with that {option('--cache-dir', 'cache_dir')}, or start over "
+                               f"with {option('--overwrite', 'overwrite=True')}")
 
 
 def encoder_reader(model: torch.nn.Module):
@@ -350,6 +351,17 @@ class AttentionMaps:
         self.encoder.set_attn_implementation(self.own)
 
 
+def _no_attention() -> str:
+    """Turning the attention term off, as the caller knows it."""
+    return option("--attention-weight 0", "TeacherStudentDistill(attention_weight=0)")
+
+
+def _layer_terms() -> str:
+    """The layer terms' weights, as the caller knows them."""
+    return option("--hidden-weight, --attention-weight, --cosine-weight", "hidden_weight, attention_weight, "
+                  "cosine_weight")
+
+
 def check_attention_term(student: torch.nn.Module, teacher: torch.nn.Module) -> None:
     """Refuse the attention term where student and teacher do not attend over the same tokens with as
     many heads (it compares their attention head by head, query token by query token), or where an
@@ -358,21 +370,24 @@ def check_attention_term(student: torch.nn.Module, teacher: torch.nn.Module) -> 
     for reader in (ours, theirs):
         if not reader.encoder._can_set_attn_implementation():
             raise DistillError(f"the attention term reads attention through transformers' attention interface, "
-                               f"which {type(reader.encoder).__name__} does not use: set --attention-weight 0")
+                               f"which {type(reader.encoder).__name__} does not use: set {_no_attention()}")
     heads = [reader.encoder.config.num_attention_heads for reader in (ours, theirs)]
     if heads[0] != heads[1]:
         raise DistillError(f"the attention term compares head by head: the student has {heads[0]} attention "
-                           f"heads a layer, the teacher {heads[1]}; set --attention-weight 0")
+                           f"heads a layer, the teacher {heads[1]}; set {_no_attention()}")
     if ours.tokenizer.get_vocab() != theirs.tokenizer.get_vocab():
         raise DistillError("the attention term compares token by token, and the student's tokenizer is not the "
-                           "teacher's: use --hidden-weight, which compares words, or a student cut from the teacher")
+                           f"teacher's: use {option('--hidden-weight', 'hidden_weight')}, which compares words, or a "
+                           "student cut from the teacher")
     if theirs.config.windows_per_text > 1:
+        windows = option("--long-inputs windows", "TeacherConfig(long_inputs='windows')")
         raise DistillError("the attention term compares token by token, and the teacher reads long texts in "
-                           "windows (--long-inputs windows) where the student reads one: set --attention-weight 0")
+                           f"windows ({windows}) where the student reads one: set {_no_attention()}")
     if ours.config.max_length != theirs.config.max_length:
+        length = theirs.config.max_length
         raise DistillError(f"the attention term compares token by token: the student reads {ours.config.max_length} "
-                           f"sub-tokens, the teacher {theirs.config.max_length}; set --max-length "
-                           f"{theirs.config.max_length}")
+                           f"sub-tokens, the teacher {length}; set "
+                           f"{option(f'--max-length {length}', f'TransformerStudentConfig(max_length={length})')}")
 
 
 def parse_teacher_layers(teacher_layers: str | Sequence[int]) -> list[int] | None:
@@ -428,12 +443,11 @@ class LayerObjective(DistillObjective):
                  examples: Sequence, seed: int = 0):
         for role, model in (("teacher", teacher), ("student", student)):
             if encoder_reader(model) is None:
-                raise DistillError(f"the layer terms (--hidden-weight, --attention-weight, --cosine-weight) compare "
-                                   f"transformer layers: the {role} must be a teacher or a transformer student, not "
-                                   f"a {model.config.model} student")
+                raise DistillError(f"the layer terms ({_layer_terms()}) compare transformer layers: the {role} must "
+                                   f"be a teacher or a transformer student, not a {model.config.model} student")
         if distributed.world_size() > 1:
-            raise DistillError("the layer terms (--hidden-weight, --attention-weight, --cosine-weight) run as one "
-                               "process: start kd without torchrun")
+            raise DistillError(f"the layer terms ({_layer_terms()}) run as one process: start "
+                               f"{option('kd', 'it')} without torchrun")
         if loss.attention_weight > 0:
             check_attention_term(student, teacher)
         super().__init__(loss, OnlineTeacherLogits(teacher, examples))
@@ -480,7 +494,7 @@ class LayerObjective(DistillObjective):
             tokens = batch["inputs"]["input_ids"]
             if not torch.equal(tokens, self.teacher.inputs["input_ids"].to(tokens.device)):
                 raise DistillError("the attention term compares token by token, and the student and the teacher "
-                                   "read this batch as different tokens: set --attention-weight 0")
+                                   f"read this batch as different tokens: set {_no_attention()}")
             ours, theirs = (maps.outputs for maps in self.attention)
             states.update(student_attention=[ours[i] for i, _ in self.pairs],
                           teacher_attention=[theirs[j] for _, j in self.pairs],

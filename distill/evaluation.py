@@ -10,7 +10,7 @@ from typing import TextIO
 
 from distill import distributed
 from distill.data import DataOptions, iter_unlabelled, read_split, unlabelled_text
-from distill.errors import DataError, DistillError
+from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
@@ -54,12 +54,14 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     card = read_model_card(model_dir)  # a wrong model path is reported as such before an output is set up
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
-                           f"task's labels): give --head, one of {', '.join(card.get('heads', {}))}")
+                           f"task's labels): give {option('--head', 'head=')}, one of "
+                           f"{', '.join(card.get('heads', {}))}")
     if output is None:  # beside the model: a read-only model folder (a shared copy) needs --output
         output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
         if not os.access(model_dir, os.W_OK | os.X_OK):
             raise DistillError(f"{output}: not writable: evaluate writes its metrics beside the model unless "
-                               "--output names another file (the model folder is read-only for this user)")
+                               f"{option('--output', 'output=')} names another file (the model folder is read-only "
+                               "for this user)")
     with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
                      f"an evaluate result of {model_dir}") as path:
         model = load_with_head(model_dir, head, device)

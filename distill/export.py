@@ -28,7 +28,7 @@ import torch
 
 from distill import precision
 from distill.data import DataOptions, read_split
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.inference import decode_labels, predict_logits
 from distill.io import file_sha256, save_tensors
 from distill.labels import check_labels_known
@@ -91,6 +91,11 @@ def native_output_silenced() -> Iterator[None]:
             os.close(copy)
 
 
+def _format(name: str) -> str:
+    """An export format as the caller chooses it: ``--format onnx``, or ``format='onnx'``."""
+    return option(f"--format {name}", f"format={name!r}")
+
+
 def export_onnx(model: LabelModel, path: Path, where: str | None = None) -> None:
     """Write `model`'s forward pass (window logits for the teacher tagger) as an ONNX graph. A forward the
     exporter cannot translate (a plugin student's operator) is one error naming the model (`where`, else its
@@ -110,7 +115,7 @@ def export_onnx(model: LabelModel, path: Path, where: str | None = None) -> None
     except RuntimeError as err:  # torch.onnx's own errors (an unsupported operator) are RuntimeErrors too
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise DistillError(f"{where or type(model).__name__}: this {model.kind or 'model'} cannot be exported to "
-                           f"ONNX ({reason}); export it with --format safetensors instead") from None
+                           f"ONNX ({reason}); export it with {_format('safetensors')} instead") from None
 
 
 def quantize_int8(source: Path, target: Path) -> None:
@@ -215,11 +220,12 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
     """
     if format not in FORMATS:
         raise DistillError(f"unknown export format {format!r}: choose one of {', '.join(FORMATS)}")
+    quantized = option(f"--quantize {quantize}", f"quantize={quantize!r}")
     if quantize is not None and (quantize not in QUANTIZATIONS or format != "onnx"):
-        raise DistillError(f"--quantize {quantize}: only int8, and only with --format onnx")
+        raise DistillError(f"{quantized}: only int8, and only with {_format('onnx')}")
     if quantize is not None and check_data is None:
-        raise DistillError("--quantize int8 needs --check-data: held-back labelled data on which the int8 model's "
-                           "labels and score are compared with the fp32 model's")
+        raise DistillError(f"{quantized} needs {option('--check-data', 'check_data')}: held-back labelled data on "
+                           "which the int8 model's labels and score are compared with the fp32 model's")
     card = read_model_card(model_dir)
     refuse_multitask(model_dir, "export")
     if card.get("format") == "onnx":

@@ -49,7 +49,7 @@ def to_transformers(teacher: Teacher) -> tuple[PreTrainedModel, PreTrainedTokeni
         raise DistillError(f"only DistilBERT-form teachers convert to a transformers head model, "
                            f"not {type(teacher.encoder).__name__}")
     if teacher.config.long_inputs == "windows":
-        raise DistillError("a teacher with --long-inputs windows has no transformers head model: its head reads "
+        raise DistillError("a teacher with long_inputs='windows' has no transformers head model: its head reads "
                            "the mean of several windows, a transformers model reads one")
     labels = teacher.hierarchy.labels
     config = DistilBertConfig.from_dict({
@@ -61,7 +61,8 @@ def to_transformers(teacher: Teacher) -> tuple[PreTrainedModel, PreTrainedTokeni
     elif teacher.pre_classifier is None:
         model = DistilBertForTokenClassification(config)
     else:
-        raise DistillError("a tagging teacher with --pre-classifier has no transformers token-classification form")
+        raise DistillError("a tagging teacher with pre_classifier=True has no transformers token-classification "
+                           "form")
     model.distilbert.load_state_dict(teacher.encoder.state_dict())
     model.classifier.load_state_dict(teacher.classifier.state_dict())
     if teacher.pre_classifier is not None:

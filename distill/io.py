@@ -23,7 +23,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as tensors_to_bytes
 
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 
 
 _UMASK = os.umask(0)
@@ -309,7 +309,8 @@ def load_sealed(path: str | os.PathLike) -> dict[str, Any]:
         raise DistillError(f"{path}: not a state file written by this version of distill")
     data = outer["state"].numpy().tobytes()
     if hashlib.sha256(data).hexdigest() != outer["sha256"]:
-        raise DistillError(f"{path}: corrupted (its checksum does not match); start over with --overwrite")
+        raise DistillError(f"{path}: corrupted (its checksum does not match); start over with "
+                           f"{option('--overwrite', 'overwrite=True')}")
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as err:

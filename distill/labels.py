@@ -246,7 +246,8 @@ def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -
         raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
                               "two labels to learn anything")
     if task == "tagging" and len(hierarchy) < 2:
-        raise DataError(path, f"every tag is {hierarchy.labels[0]!r}: there is nothing to tag (wrong --tag-column?)")
+        column = option("--tag-column", "DataOptions(tag_column=...)")
+        raise DataError(path, f"every tag is {hierarchy.labels[0]!r}: there is nothing to tag (wrong {column}?)")
     return hierarchy
 
 

@@ -275,7 +275,7 @@ def _put_back(path: Path) -> None:
         _carry_hidden(path, backup)
         shutil.rmtree(path)
     os.replace(backup, path)
-    logger.warning(f"warning: {path}: put back the model that a killed --overwrite run had moved aside "
+    logger.warning(f"warning: {path}: put back the model that a killed {_overwrite()} run had moved aside "
                    f"(to {backup.name}); the killed run's partial output is gone")
 
 
@@ -358,7 +358,8 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
     output, or with `overwrite`. The lock is a hidden ``.NAME.lock`` file beside the output.
     """
     if str(output) == "-":  # `--output -` is not stdout here: it would be a file named "-"
-        raise DistillError(f"--output -: {what} is written to a file; give its name")
+        dash = option("--output -", "output '-'")
+        raise DistillError(f"{dash}: {what} is written to a file; give its name")
     path = Path(output)
     inputs = list(inputs)
 

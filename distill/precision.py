@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, ContextManager
 
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 
 if TYPE_CHECKING:
     import torch
@@ -44,7 +44,8 @@ def bf16_supported(device: torch.device) -> bool:
 
 def uses_bf16(device: torch.device) -> bool:
     if _setting == "bf16" and not bf16_supported(device):
-        raise DistillError(f"--precision bf16: device {device} has no bf16 support; use fp32 or auto")
+        setting = option("--precision bf16", "Runtime(precision='bf16')")
+        raise DistillError(f"{setting}: device {device} has no bf16 support; use fp32 or auto")
     return _setting == "bf16" or (_setting == "auto" and bf16_supported(device))
 
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 from distill import distributed
 from distill.data import iter_unlabelled
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, teacher_logits
 from distill.inference import prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
@@ -84,16 +84,21 @@ def run_signature(teacher_dir: str, input_path: str, **settings) -> dict:
             "runtime": runtime_settings(), **settings}
 
 
+def _resume() -> str:
+    """The resume setting as the caller knows it: --resume, or pseudo_label's resume=True."""
+    return option("--resume", "resume=True")
+
+
 def check_resumable(output: Path, signature: dict) -> None:
     path = signature_path(output)
     if not path.exists():
         raise DistillError(f"{output}: cannot resume: no record of the interrupted run's settings "
-                           f"({path.name}); run without --resume")
+                           f"({path.name}); run without {_resume()}")
     saved = read_json(path)
     current = json.loads(json.dumps(signature))
     if saved != current:
         raise DistillError(f"{output}: cannot resume with different settings or data "
-                           f"({', '.join(changed_settings(saved, current))}); run without --resume")
+                           f"({', '.join(changed_settings(saved, current))}); run without {_resume()}")
 
 
 @functools.cache
@@ -176,9 +181,9 @@ def check_something_to_resume(output: Path) -> None:
         return
     if output.exists():
         raise DistillError(f"{output}: nothing to resume (this run finished: no {part_path(output, 0, 1).name} "
-                           f"or {signature_path(output).name} beside it); run without --resume to label again")
+                           f"or {signature_path(output).name} beside it); run without {_resume()} to label again")
     raise DistillError(f"{output}: nothing to resume (neither it nor {part_path(output, 0, 1).name} and "
-                       f"{signature_path(output).name} exist); check the path, or run without --resume")
+                       f"{signature_path(output).name} exist); check the path, or run without {_resume()}")
 
 
 def _is_signature(path: Path) -> bool:
@@ -199,7 +204,7 @@ def _starts_as_a_record(path: Path) -> bool:
 
 def _not_ours(path: Path) -> DistillError:
     return DistillError(f"{path}: exists and was not written by pseudo-label, which keeps a partial output or its "
-                        "signature under this name: move it, or choose another --output")
+                        f"signature under this name: move it, or choose another {option('--output', 'output_path')}")
 
 
 def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
@@ -242,9 +247,11 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     ``seconds`` and ``examples_per_second`` are this run's.
     """
     if not 0.0 <= min_confidence <= 1.0:
-        raise DistillError(f"--min-confidence must be within [0, 1], got {min_confidence}")
+        raise DistillError(f"{option('--min-confidence', 'min_confidence')} must be within [0, 1], got "
+                           f"{min_confidence}")
     if resume and overwrite:
-        raise DistillError("--resume continues the interrupted run and --overwrite starts over: give one of them")
+        raise DistillError(f"{_resume()} continues the interrupted run and {option('--overwrite', 'overwrite=True')} "
+                           "starts over: give one of them")
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
@@ -293,7 +300,7 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
-                           "resume with that number, or run without --resume")
+                           f"resume with that number, or run without {_resume()}")
     world = distributed.world_size()
     # nothing of this run written yet (killed before its first chunk, or never run): start afresh
     resume = resume and any(part_path(output, r, world).exists() for r in range(world))
@@ -309,7 +316,7 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
             counted += count_truncation(reader, [example for _, example in chunk])
     if kept != already and not min_confidence:  # without a confidence filter every line done has its record
         raise DistillError(f"{part}: cannot resume: the partial output holds {kept:,} records for the {already:,} "
-                           "input lines it covers (records were removed or added); run without --resume")
+                           f"input lines it covers (records were removed or added); run without {_resume()}")
     warn_truncation(teacher, sum(distributed.all_gather_objects(counted), Truncation()), input_path)
     if not resume:
         for stale in [part, *foreign]:

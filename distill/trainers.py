@@ -29,7 +29,7 @@ from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, lab
                           unlabelled_examples)
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill)
-from distill.errors import DistillError, require_flag, require_number, require_type, require_whole
+from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
 from distill.inference import model_crf
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
@@ -102,7 +102,8 @@ class Output:
         require_flag("overwrite", self.overwrite)
         require_flag("resume", self.resume)
         if self.overwrite and self.resume:
-            raise DistillError("--resume continues the interrupted run and --overwrite starts over: give one of them")
+            raise DistillError(f"{option('--resume', 'resume=True')} continues the interrupted run and "
+                               f"{option('--overwrite', 'overwrite=True')} starts over: give one of them")
 
 
 def _check_arguments(**arguments: Any) -> None:
@@ -157,7 +158,7 @@ def _refuse_ignored_weights(model: LabelModel, weights: Any) -> None:
     """Class weights given for a model whose loss would ignore them: a silent no-op otherwise."""
     if weights is not None and not model.takes_class_weights:
         raise DistillError("class weights do not apply to this model's loss (a CRF scores whole tag sequences): "
-                           "drop --class-weights, or --crf")
+                           f"drop {option('--class-weights, or --crf', 'class_weights, or crf=True')}")
 
 
 def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
@@ -201,9 +202,13 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
     return TrainResult(model, summary)
 
 
-def _labelled(train: Any, dev: Any, task: str, data: DataOptions) -> tuple[LabelHierarchy, Examples, Examples]:
-    train_set = labelled_examples(train, task, data, "train")
-    dev_set = labelled_examples(dev, task, data, "dev")
+def _labelled(train: Any, dev: Any, task: str, data: DataOptions,
+              head: str | None = None) -> tuple[LabelHierarchy, Examples, Examples]:
+    """The training and dev data, checked; given in memory, each is named by its role (``train``, ``dev``),
+    and a multi-task teacher's by its head's too (``head ner's dev``)."""
+    owner = "" if head is None else f"head {head}'s "
+    train_set = labelled_examples(train, task, data, f"{owner}train")
+    dev_set = labelled_examples(dev, task, data, f"{owner}dev")
     check_held_out(train_set, dev_set)
     hierarchy = build_hierarchy(task, train_set.labels, data.separator, train_set.where)
     check_labels_known(dev_set.where, hierarchy, task, dev_set.labels)
@@ -254,7 +259,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
     _check_arguments(config=config, training=training, data=data, output=output, env=env)
-    check_pooling(config.task, config.pooling, "--pooling")
+    check_pooling(config.task, config.pooling, option("--pooling", f"TeacherConfig(pooling={config.pooling!r})"))
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()
@@ -314,7 +319,8 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
     with runtime(env.precision, env.threads):
         heads, train_sets, dev_sets = {}, {}, {}
         for spec in tasks:
-            hierarchy, train_sets[spec.name], dev_sets[spec.name] = _labelled(spec.train, spec.dev, spec.task, data)
+            hierarchy, train_sets[spec.name], dev_sets[spec.name] = _labelled(spec.train, spec.dev, spec.task, data,
+                                                                                spec.name)
             head_config = replace(config, task=spec.task, pooling=spec.pooling or config.pooling,
                                   pre_classifier=config.pre_classifier if spec.pre_classifier is None
                                   else spec.pre_classifier).resolved()
@@ -564,7 +570,8 @@ class Distiller:
         if extra and model_crf(teacher) is not None:
             raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
-                               "reproduce: distil it on labelled data only, or distil a teacher without --crf")
+                               "reproduce: distil it on labelled data only, or distil a teacher without "
+                               f"{option('--crf', 'crf=True')}")
         unlabelled = list(extra.inputs) if extra else []
         if extra and self.unlabeled_ratio is not None:
             keep = int(self.unlabeled_ratio * len(train))

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from distill import distributed, precision
-from distill.errors import DistillError, require_number, require_whole
+from distill.errors import DistillError, option, require_number, require_whole
 from distill.inference import evaluate, example_length
 from distill.io import appending, file_sha256, load_sealed, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
@@ -306,7 +306,7 @@ def load_run_state(run: RunState) -> dict | None:
     if saved != current:
         changed = changed_settings(saved, current)
         raise DistillError(f"{run.directory}: cannot resume with different settings or data "
-                           f"({', '.join(changed)}); start over with --overwrite")
+                           f"({', '.join(changed)}); start over with {option('--overwrite', 'overwrite=True')}")
     best = json.loads(state["best"])
     if best is not None:  # the best epoch's model lives only in the folder: a resume that never beats it keeps it
         from distill.models.card import read_model_card, verify_model_files
@@ -314,7 +314,8 @@ def load_run_state(run: RunState) -> dict | None:
             verify_model_files(run.directory, read_model_card(run.directory, unfinished=True))
         except DistillError as err:
             raise DistillError(f"{run.directory}: the model of the interrupted run's best epoch ({best['epoch']}) "
-                               f"is missing or damaged ({err}); start over with --overwrite") from None
+                               f"is missing or damaged ({err}); start over with "
+                               f"{option('--overwrite', 'overwrite=True')}") from None
     return state
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from distill import distributed
+from distill.errors import option
 from distill.features import content_ids, text_reach, window_frame
 from distill.models.card import MULTITASK_KIND
 
@@ -91,15 +92,18 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
     if not counted.cut:
         return None
     config = teacher.config
+    length, windows = option("--max-length", "max_length"), option("--max-windows", "max_windows")
+    size = option(f"--max-length {config.max_length}", f"max_length={config.max_length}")
     if student:
-        limit = f"--max-length {config.max_length}"
-        remedy = "a transformer student with a larger --max-length reads more of them, or a word student all"
+        limit = size
+        remedy = f"a transformer student with a larger {length} reads more of them, or a word student all"
     elif config.long_inputs == "windows":
-        limit = f"--max-windows {config.max_windows} of --max-length {config.max_length}"
-        remedy = "a teacher trained with a larger --max-windows reads them whole"
+        limit = option(f"--max-windows {config.max_windows}", f"max_windows={config.max_windows}") + f" of {size}"
+        remedy = f"a teacher trained with a larger {windows} reads them whole"
     else:
-        limit = f"--max-length {config.max_length}"
-        remedy = "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole"
+        limit = size
+        by_windows = option("--long-inputs windows", "long_inputs='windows'")
+        remedy = f"a teacher trained with {by_windows} (or a larger {length}) reads them whole"
     return (f"warning: {source}: {counted.cut:,} of {counted.texts:,} texts ({share(counted.cut, counted.texts)}) "
             f"are longer than the {reach(teacher):,} sub-tokens the {'student' if student else 'teacher'} reads "
             f"({limit}) and lose {counted.lost_sub_tokens / counted.cut:.0f} sub-tokens each on average "

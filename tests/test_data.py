@@ -417,8 +417,8 @@ def test_the_held_out_check_names_the_set_the_model_learns_from(caplog):
         check_held_out(learned, dev)
     assert str(err.value) == ("dev.csv: 67% of its examples are also in the training data, so the best epoch would "
                               "be picked on examples the model learns from: give a held-out dev set")
-    check_held_out(learned, Examples(["dull", "b", "c", "d"], None, "memory:x"), "the unlabelled data")
-    assert "warning: the dev data: 25% of its examples are also in the unlabelled data; its scores will read high" \
+    check_held_out(learned, Examples(["dull", "b", "c", "d"], None, "memory:x", "dev"), "the unlabelled data")
+    assert "warning: dev: 25% of its examples are also in the unlabelled data; its scores will read high" \
         in caplog.text
 
 

@@ -223,3 +223,138 @@ def test_compare_says_how_many_examples_it_scored_and_the_batch_size_of_its_spee
     assert limited.splitlines()[-1] == f"score on the first 5 of {total} examples; ex/s at batch size 8"
     whole = format_table(compare_models([str(tmp_path / "model")], str(data), batch_size=4))
     assert whole.splitlines()[-1] == f"score on all {total} examples; ex/s at batch size 4"
+
+
+# -- every module's messages in the caller's words ------------------------------------------------------------
+
+def test_a_python_caller_is_told_the_arguments_and_the_command_line_its_options(tmp_path):
+    """Messages reachable from the Python API told a caller to 'pass --overwrite' or 'set --layers 2'."""
+    from distill import Output
+    from distill.errors import on_command_line
+    from distill.export import export_model
+    from distill.io import load_sealed, save_sealed
+    from distill.labels import LabelHierarchy, build_hierarchy
+    from distill.models.multitask import with_head
+    from distill.models.transformer_student import kept_layers
+    from distill.pseudo_label import pseudo_label
+    from distill.trainers import new_student
+    state = tmp_path / "state.pt"
+    save_sealed(state, {"epoch": torch.tensor(1)})
+    state.write_bytes(state.read_bytes().replace(b"epoch", b"epocH"))  # the stored checksum no longer matches
+    model = new_student("cnn", LabelHierarchy(["neg", "pos"]), ["a fine film", "dull"], 0)
+    given = str(model.save_pretrained(tmp_path / "model"))
+    calls = [  # (call, the Python caller's words, the command line's)
+        (lambda: load_sealed(state), "start over with overwrite=True", "start over with --overwrite"),  # io
+        (lambda: Output("runs/x", overwrite=True, resume=True),  # trainers
+         "resume=True continues the interrupted run and overwrite=True starts over: give one of them",
+         "--resume continues the interrupted run and --overwrite starts over: give one of them"),
+        (lambda: pseudo_label(given, "in.txt", str(tmp_path / "p.jsonl"), min_confidence=2),  # pseudo_label
+         "min_confidence must be within [0, 1], got 2", "--min-confidence must be within [0, 1], got 2"),
+        (lambda: pseudo_label(given, "in.txt", str(tmp_path / "p.jsonl"), resume=True, overwrite=True),
+         "resume=True continues the interrupted run and overwrite=True", "--resume continues the interrupted run"),
+        (lambda: export_model(given, str(tmp_path / "e"), quantize="int8"),  # export
+         "quantize='int8' needs check_data: held-back", "--quantize int8 needs --check-data: held-back"),
+        (lambda: export_model(given, str(tmp_path / "e"), format="safetensors", quantize="int8"),
+         "quantize='int8': only int8, and only with format='onnx'", "--quantize int8: only int8, and only with "
+                                                                   "--format onnx"),
+        (lambda: kept_layers("0,2", 3, 6),  # models
+         "keeps 2 layers, not 3: set TransformerStudentConfig(layers=2)", "keeps 2 layers, not 3: set --layers 2"),
+        (lambda: with_head(model, "ner", given), f"{given}: head='ner': not a multi-task teacher",
+         f"{given}: --head ner: not a multi-task teacher"),
+        (lambda: build_hierarchy("tagging", [["O", "O"]], None, "t.conll"),  # labels
+         "there is nothing to tag (wrong DataOptions(tag_column=...)?)", "nothing to tag (wrong --tag-column?)"),
+    ]
+    for call, python, command_line in calls:
+        with pytest.raises(DistillError) as err:
+            call()
+        assert python in str(err.value) and "--" not in str(err.value), str(err.value)
+        with on_command_line(), pytest.raises(DistillError) as err:
+            call()
+        assert command_line in str(err.value), str(err.value)
+
+
+def test_the_teachers_and_the_layer_terms_messages_name_their_settings(tiny_encoder_dir, tiny_classifier_teacher):
+    from distill.distillation import LayerObjective, TeacherStudentDistill
+    from distill.errors import on_command_line
+    from distill.labels import LabelHierarchy
+    from distill.models import load_model
+    from distill.models.teacher import Teacher, TeacherConfig
+    from distill.trainers import new_student
+    hierarchy = LabelHierarchy(["negative", "positive"])
+    with pytest.raises(DistillError, match=r"^TeacherConfig\(max_length=512\) is more than the 128 positions"):
+        Teacher.from_encoder(TeacherConfig(encoder=tiny_encoder_dir, max_length=512), hierarchy)
+    teacher, student = load_model(tiny_classifier_teacher), new_student("cnn", hierarchy, ["a film"], 0)
+    loss = TeacherStudentDistill(hidden_weight=1.0)
+    with pytest.raises(DistillError, match=r"^the layer terms \(hidden_weight, attention_weight, cosine_weight\) "
+                                           "compare transformer layers: the student must be"):
+        LayerObjective(loss, teacher, student, ["a film"])
+    with on_command_line(), pytest.raises(DistillError, match=r"^the layer terms \(--hidden-weight, "
+                                                              "--attention-weight, --cosine-weight\\) compare"):
+        LayerObjective(loss, teacher, student, ["a film"])
+
+
+def test_the_truncation_warning_names_the_settings_as_the_caller_knows_them(tiny_classifier_teacher):
+    from distill.errors import on_command_line
+    from distill.models import load_model
+    from distill.truncation import Truncation, truncation_message
+    teacher, counted = load_model(tiny_classifier_teacher), Truncation(4, 2, 200, 80)
+    python = truncation_message(teacher, counted, "train")
+    assert "the teacher reads (max_length=64)" in python and python.endswith(
+        "a teacher trained with long_inputs='windows' (or a larger max_length) reads them whole")
+    with on_command_line():
+        assert truncation_message(teacher, counted, "train").endswith(
+            "a teacher trained with --long-inputs windows (or a larger --max-length) reads them whole")
+
+
+def test_the_command_line_names_its_options_where_the_library_checks(tmp_path):
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    model = new_student("cnn", LabelHierarchy(["neg", "pos"]), ["a fine film", "dull"], 0)
+    model.save_pretrained(tmp_path / "model")
+    status, stderr = run_cli("export", tmp_path / "model", "--output", tmp_path / "e", "--quantize", "int8")
+    assert status == 2 and stderr.startswith("error: --quantize int8 needs --check-data: held-back"), stderr
+
+
+def test_data_given_in_memory_is_named_by_its_role_and_head():
+    """check_held_out said 'the dev data', and every head of a multi-task teacher said 'dev'."""
+    from distill import Runtime, TaskData, TrainSettings, train_multitask_teacher, train_student
+    env = Runtime(device="cpu", threads=1, progress=False)
+    train = (["a fine film", "dull", "long and dull", "fine"], ["pos", "neg", "neg", "pos"])
+    with pytest.raises(DistillError, match=r"^dev: 100% of its examples are also in the training data"):
+        train_student("cnn", train, train, TrainSettings(epochs=1), env=env)
+    topics = (["rain today", "the match", "more rain", "a goal"], ["weather", "sport", "weather", "sport"])
+    with pytest.raises(DistillError, match=r"^head polarity's dev: label 'unsure' was not seen in training"):
+        train_multitask_teacher([TaskData("topic", "classification", topics, (["rain again"], ["weather"])),
+                                 TaskData("polarity", "classification", train, (["new"], ["unsure"]))], env=env)
+
+
+def test_no_message_hard_codes_an_option():
+    """A message that names a command-line option (--overwrite) gives a Python caller the argument instead,
+    through `distill.errors.option`: every string in distill/ that reads as an option (outside docstrings, and
+    other than pip's) is an argument of an `option(...)` call. The students' field helper, also named `option`,
+    holds the options' own spellings (flag="--crf")."""
+    import ast
+    import re
+    from pathlib import Path
+
+    flag, others = re.compile(r"(?<![\w-])--[a-z][\w-]*"), {"--no-deps"}  # pip install --no-deps, in encoders
+
+    def strings(node: ast.AST, docstrings: set[int]):
+        if isinstance(node, ast.Call) and "option" in (getattr(node.func, "id", None),
+                                                       getattr(node.func, "attr", None)):
+            return
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node
+        for child in ast.iter_child_nodes(node):
+            yield from strings(child, docstrings)
+
+    hard_coded = []
+    for source in sorted((Path(__file__).parents[1] / "distill").glob("**/*.py")):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        hard_coded += [f"{source.name}:{node.lineno}: {node.value!r:.80}" for node in strings(tree, docstrings)
+                       if set(flag.findall(node.value)) - others]
+    assert not hard_coded, "options named outside distill.errors.option:\n" + "\n".join(hard_coded)

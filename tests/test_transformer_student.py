@@ -35,7 +35,8 @@ def test_kept_layers(layer_map, layers, depth, kept):
 
 
 @pytest.mark.parametrize("layer_map, layers, depth, message", [
-    ("uniform", 7, 6, "of 7 layers: its encoder has only 6"), ("0,2", 3, 6, "keeps 2 layers, not 3: set --layers 2"),
+    ("uniform", 7, 6, "of 7 layers: its encoder has only 6"),
+    ("0,2", 3, 6, r"keeps 2 layers, not 3: set TransformerStudentConfig\(layers=2\)$"),  # the API's words
     ("2,1", 2, 6, "increasing layer numbers from 0 to 5"), ("0,6", 2, 6, "from 0 to 5"),
     ("every other", 2, 6, "use uniform, first, last or layer numbers")])
 def test_kept_layers_refuses(layer_map, layers, depth, message):
@@ -298,7 +299,8 @@ def test_attention_term_refuses_other_heads_and_an_encoder_computing_attention_i
         check_attention_term(four_heads, teacher)
     mpnet = reading(MPNetModel(MPNetConfig(vocab_size=600, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                            intermediate_size=32)))
-    with pytest.raises(DistillError, match="which MPNetModel does not use: set --attention-weight 0"):
+    with pytest.raises(DistillError, match=r"which MPNetModel does not use: set "
+                                           r"TeacherStudentDistill\(attention_weight=0\)$"):
         check_attention_term(teacher, mpnet)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.io import file_sha256, read_json, write_json
 
 MODEL_CARD = "distill.json"
@@ -63,7 +63,8 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
         raise DistillError(f"{directory}: model directory not found")
     if not unfinished and (directory / RESUME_FILE).exists():
         raise DistillError(f"{directory}: holds an interrupted run ({RESUME_FILE}), not a finished model: finish "
-                           "it with its command and --resume, or start over with --overwrite")
+                           f"it with its {option('command and --resume', 'run and resume=True')}, or start over with "
+                           f"{option('--overwrite', 'overwrite=True')}")
     if not (directory / MODEL_CARD).exists():
         raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
     card = read_json(directory / MODEL_CARD)

@@ -22,7 +22,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
@@ -70,7 +70,8 @@ class TaskSampling:
 def check_head_names(names: Sequence[str]) -> None:
     """Two or more distinct names fit for options, file names and metrics records."""
     if len(names) < 2:
-        raise DistillError("a multi-task teacher needs at least two tasks; train a single task with --task")
+        raise DistillError("a multi-task teacher needs at least two tasks; train a single task with "
+                           f"{option('--task', 'train_teacher')}")
     duplicate = next((n for n in names if list(names).count(n) > 1), None)
     if duplicate is not None:
         raise DistillError(f"task name {duplicate!r} is given twice; each head needs its own name")
@@ -262,7 +263,8 @@ def with_head(model: LabelModel, head: str | None, where: str) -> LabelModel:
     if head is None:
         return model
     if not isinstance(model, MultiTaskTeacher):
-        raise DistillError(f"{where}: --head {head}: not a multi-task teacher, it has no heads")
+        raise DistillError(f"{where}: {option(f'--head {head}', f'head={head!r}')}: not a multi-task teacher, it has "
+                           "no heads")
     return model.head(head)
 
 
@@ -308,8 +310,8 @@ def head_records(model: MultiTaskTeacher, examples: Sequence, results: dict[str,
 def single_teacher(model: LabelModel, head: str | None, where: str) -> LabelModel:
     """The one teacher a student learns from: `model`, or its head `head`, which a multi-task teacher needs."""
     if isinstance(model, MultiTaskTeacher) and head is None:
-        raise DistillError(f"{where}: is a multi-task teacher: name the head to distil with --head "
-                           f"(one of {', '.join(model.names)})")
+        raise DistillError(f"{where}: is a multi-task teacher: name the head to distil with "
+                           f"{option('--head', 'head=')} (one of {', '.join(model.names)})")
     return with_head(model, head, where)
 
 
@@ -319,4 +321,6 @@ def refuse_multitask(directory: str | Path, command: str) -> None:
     card = read_model_card(directory)
     if card["kind"] == KIND:
         raise DistillError(f"{directory}: {command} does not take a multi-task teacher yet (its heads: "
-                           f"{', '.join(card.get('heads', {}))}); use evaluate --head and predict instead")
+                           f"{', '.join(card.get('heads', {}))}); use "
+                           f"{option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} "
+                           "instead")

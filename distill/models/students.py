@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from distill import losses
+from distill import errors, losses
 from distill.crf import ConditionalRandomField
 from distill.errors import DistillError
 from distill.io import content_fingerprint, load_tensors, read_json, save_tensors, write_json
@@ -316,8 +316,10 @@ class StudentModel(StudentFiles, LabelModel):
                            teacher: LabelModel) -> "StudentModel":
         """`build`, its word embeddings started from the sub-word embeddings of `teacher` (a transformer)."""
         if getattr(teacher, "tokenizer", None) is None:
+            instead = errors.option("--random-embeddings", "random ones (teacher_embeddings=False for Distiller, "
+                                    "None for train_student)")
             raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "
-                               "sub-word embeddings to start word embeddings from: use --random-embeddings")
+                               f"sub-word embeddings to start word embeddings from: use {instead}")
         from distill.embedding_init import init_from_teacher
         model = cls.build(config, hierarchy, examples)
         init_from_teacher(model, teacher)

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
-from distill.errors import DistillError, require_flag, require_number, require_whole
+from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.features import collate_windows, encode_texts, encode_words, window_frame, window_means
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
@@ -136,13 +136,16 @@ def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase)
     if config.long_inputs == "truncate":
         return
     if config.task != "classification":
-        raise DistillError("--long-inputs windows is for classification: tagging always reads a long sentence "
-                           "in windows at word boundaries")
+        windows = option("--long-inputs windows", "TeacherConfig(long_inputs='windows')")
+        raise DistillError(f"{windows} is for classification: tagging always reads a long sentence in windows at "
+                           "word boundaries")
     capacity = window_frame(tokenizer, config.max_length)[2]
     if config.window_overlap >= capacity:
-        raise DistillError(f"--window-overlap {config.window_overlap} leaves the windows no room to advance: a "
-                           f"window of --max-length {config.max_length} holds {capacity} sub-tokens; use at most "
-                           f"{capacity - 1}")
+        overlap, length = config.window_overlap, config.max_length
+        raise DistillError(f"{option(f'--window-overlap {overlap}', f'TeacherConfig(window_overlap={overlap})')} "
+                           "leaves the windows no room to advance: a window of "
+                           f"{option(f'--max-length {length}', f'max_length={length}')} holds {capacity} sub-tokens; "
+                           f"use at most {capacity - 1}")
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -206,8 +209,9 @@ class Teacher(LabelModel):
                               getattr(tokenizer, "model_max_length", None)) if n]
         limit = min(limits, default=None)
         if limit is not None and config.max_length > limit:
-            raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions encoder "
-                               f"{config.encoder} can read; use at most {limit}")
+            length = option(f"--max-length {config.max_length}", f"TeacherConfig(max_length={config.max_length})")
+            raise DistillError(f"{length} is more than the {limit} positions encoder {config.encoder} can read; use "
+                               f"at most {limit}")
         check_long_inputs(config, tokenizer)
         return cls(config, hierarchy, encoder, tokenizer, training_settings)
 

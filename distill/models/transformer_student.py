@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 from torch import nn
 
+from distill import errors
 from distill.errors import DistillError
 from distill.io import atomic_directory, content_fingerprint, read_json
 from distill.labels import LabelHierarchy
@@ -91,9 +92,14 @@ def explicit_layers(layer_map: str, layers: int) -> list[int] | None:
         raise DistillError(f"layer map {layer_map!r}: use {', '.join(LAYER_MAPS)} or layer numbers such as "
                            "0,2,5") from None
     if len(chosen) != layers:
-        raise DistillError(f"layer map {layer_map} keeps {len(chosen)} layers, not {layers}: "
-                           f"set --layers {len(chosen)}")
+        count = errors.option(f"--layers {len(chosen)}", f"TransformerStudentConfig(layers={len(chosen)})")
+        raise DistillError(f"layer map {layer_map} keeps {len(chosen)} layers, not {layers}: set {count}")
     return chosen
+
+
+def _minilm() -> str:
+    """A pretrained encoder for a transformer student, as the caller names one."""
+    return errors.option("--encoder minilm-l6", "TransformerStudentConfig(encoder='minilm-l6')")
 
 
 def kept_layers(layer_map: str, layers: int, depth: int) -> list[int]:
@@ -163,8 +169,10 @@ class TransformerStudent(StudentFiles, LabelModel):
         if not config.max_length:
             config = replace(config, max_length=DEFAULT_MAX_LENGTH)
         if limit is not None and config.max_length > limit:
-            raise DistillError(f"--max-length {config.max_length} is more than the {limit} positions the transformer "
-                               f"student's encoder can read; use at most {limit}")
+            length = errors.option(f"--max-length {config.max_length}",
+                                   f"TransformerStudentConfig(max_length={config.max_length})")
+            raise DistillError(f"{length} is more than the {limit} positions the transformer student's encoder can "
+                               f"read; use at most {limit}")
         self.config, self.hierarchy = config, hierarchy
         reading = TeacherConfig(task=self.task, encoder=config.encoder, dropout=config.dropout,
                                 pre_classifier=config.pre_classifier, pooling=config.sentence_pooling,
@@ -191,8 +199,10 @@ class TransformerStudent(StudentFiles, LabelModel):
         """`build`, reading `max_length` sub-word tokens (at most the encoder's positions) where the
         config leaves it 0."""
         if config.encoder == FROM_TEACHER:
-            raise DistillError("a transformer student needs layers to start from: a pretrained encoder (--encoder "
-                               "minilm-l6, say) or a teacher to copy (kd; student --embeddings-from-teacher)")
+            copy = errors.option("kd; student --embeddings-from-teacher",
+                                 "Distiller, or train_student's teacher_embeddings")
+            raise DistillError(f"a transformer student needs layers to start from: a pretrained encoder ({_minilm()}, "
+                               f"say) or a teacher to copy ({copy})")
         from distill.encoders import load_encoder, native_pooling
         encoder, tokenizer = load_encoder(config.encoder)
         keep = kept_layers(config.layer_map, config.layers, encoder.config.num_hidden_layers)
@@ -215,7 +225,7 @@ class TransformerStudent(StudentFiles, LabelModel):
             # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
             what = f"{teacher.config.model} student" if hasattr(teacher, "config") else "multi-task teacher"
             raise DistillError(f"a transformer student copies a transformer's layers, and the teacher is a "
-                               f"{what}: give a pretrained encoder (--encoder minilm-l6)")
+                               f"{what}: give a pretrained encoder ({_minilm()})")
         keep = kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)
         config = replace(config, sentence_pooling=source.config.pooling,
                          pre_classifier=source.pre_classifier is not None)
