@@ -120,6 +120,11 @@ class LogitStore:
                     self._where.setdefault(bytes(key), shard)
         return self._where
 
+    def holds(self, key: bytes) -> bool:
+        """Whether the store has the logits of example `key`, by its index (a shard found damaged later, at
+        `lookup`, has its examples computed afresh)."""
+        return key in self._index()
+
     def lookup(self, keys: set[bytes]) -> dict[bytes, PerExample]:
         """The cached (logits, scored) of those `keys` the store holds."""
         index = self._index()

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError, option
-from distill.cache import LogitStore, check_cache_beside, check_cache_dir, teacher_logits
+from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.inference import prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import load_teacher
@@ -267,19 +267,42 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
                           resume, progress, device, cache_dir, use_cache, head)
 
 
-def chunk_labeller(teacher: LabelModel, cache_dir: str | None, use_cache: bool, batch_size: int,
+def logit_stores(teacher: LabelModel, cache_dir: str | None, use_cache: bool) -> dict[str, LogitStore] | None:
+    """The caches the teacher's logits come from and go to: one per head of a multi-task teacher (by its
+    name), else the teacher's own (under ""); None without `use_cache`."""
+    if not use_cache:
+        return None
+    if isinstance(teacher, MultiTaskTeacher):
+        return {name: LogitStore(teacher, cache_dir, teacher.head_fingerprint(name)) for name in teacher.names}
+    return {"": LogitStore(teacher, cache_dir)}
+
+
+def read_by_teacher(examples: list, stores: dict[str, LogitStore] | None, counted: set[bytes]) -> list:
+    """Those of `examples` that the teacher reads in this run (`chunk_labeller`): with a cache, each text that
+    the cache lacks (for a multi-task teacher, that any head's cache lacks) once, as the first chunk to hold
+    it adds it to the cache (`counted` keeps the keys of those already counted); without, every one."""
+    if stores is None:
+        return examples
+    read = []
+    for example in examples:
+        key = example_key(example)
+        if key not in counted and not all(store.holds(key) for store in stores.values()):
+            counted.add(key)
+            read.append(example)
+    return read
+
+
+def chunk_labeller(teacher: LabelModel, stores: dict[str, LogitStore] | None, batch_size: int,
                    with_logits: bool) -> Callable[[list], tuple[list[dict], int]]:
     """examples -> (their records, how many came from the cache): every head at once for a multi-task
-    teacher (one encoder pass, a cache per head), else the one teacher's."""
+    teacher (one encoder pass, a cache per head), else the one teacher's (`logit_stores`)."""
     if isinstance(teacher, MultiTaskTeacher):
-        stores = {name: LogitStore(teacher, cache_dir, teacher.head_fingerprint(name)) for name in teacher.names} \
-            if use_cache else None
 
         def label_all_heads(examples: list) -> tuple[list[dict], int]:
             results, cached = all_head_logits(teacher, examples, stores, batch_size)
             return head_records(teacher, examples, results, with_logits, exact=True), cached
         return label_all_heads
-    store = LogitStore(teacher, cache_dir) if use_cache else None
+    store = None if stores is None else stores[""]
 
     def label(examples: list) -> tuple[list[dict], int]:
         results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
@@ -291,7 +314,8 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
                cache_dir: str | None, use_cache: bool, head: str | None) -> dict:
     teacher = load_teacher(teacher_dir, head, device)
-    label = chunk_labeller(teacher, cache_dir, use_cache, batch_size, with_logits)
+    stores = logit_stores(teacher, cache_dir, use_cache)
+    label = chunk_labeller(teacher, stores, batch_size, with_logits)
     part = part_path(output, distributed.rank(), distributed.world_size())
     # the head only when given, so a single-task run's signature is what it always was
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
@@ -308,12 +332,15 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         check_resumable(output, signature)
     done, kept = recover_partial(part) if resume else (0, 0)
     total = already = 0
-    reader, counted = classification_reader(teacher), Truncation()
-    # the whole file up front: validated, what is done counted, what the teacher cuts measured
+    reader, counted, read = classification_reader(teacher), Truncation(), set()
+    # the whole file up front: validated, what is done counted, what the teacher cuts of the texts it reads in
+    # this run measured (not those an interrupted run labelled, nor those whose logits the cache holds)
     for chunk in chunks(rank_examples(input_path, teacher.task, chunk_size), chunk_size):
         total, already = total + len(chunk), already + sum(number <= done for number, _ in chunk)
         if reader is not None:
-            counted += count_truncation(reader, [example for _, example in chunk])
+            todo = read_by_teacher([example for number, example in chunk if number > done], stores, read)
+            counted += count_truncation(reader, todo) if todo else Truncation()
+    del read
     if kept != already and not min_confidence:  # without a confidence filter every line done has its record
         raise DistillError(f"{part}: cannot resume: the partial output holds {kept:,} records for the {already:,} "
                            f"input lines it covers (records were removed or added); run without {_resume()}")

@@ -358,3 +358,54 @@ def test_no_message_hard_codes_an_option():
         hard_coded += [f"{source.name}:{node.lineno}: {node.value!r:.80}" for node in strings(tree, docstrings)
                        if set(flag.findall(node.value)) - others]
     assert not hard_coded, "options named outside distill.errors.option:\n" + "\n".join(hard_coded)
+
+
+# -- numbers that mislead: pseudo-label's truncation warning --------------------------------------------------
+
+def test_pseudo_label_warns_of_truncation_only_for_the_texts_its_teacher_reads(tiny_classifier_teacher, tmp_path,
+                                                                               caplog):
+    """A second pseudo-label run over a corpus whose logits the cache holds warned of every text again, and a
+    resumed run of the lines the interrupted run had labelled."""
+    import csv
+    import json
+    import logging
+
+    from conftest import SAMPLES
+    from distill.pseudo_label import pseudo_label, run_signature, signature_path
+    with open(SAMPLES / "sentiment_train.csv", newline="", encoding="utf-8") as handle:
+        texts = [row["text"] for row in csv.DictReader(handle)][:12]
+    long = " ".join(texts)  # far beyond the teacher's 64 sub-tokens
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join([*texts[:6], long, texts[0], long]) + "\n", encoding="utf-8")
+
+    def label(output: str, *options) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="distill"):
+            status, stderr = run_cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input", corpus,
+                                     "--output", tmp_path / output, "--cache-dir", tmp_path / "cache", "--quiet",
+                                     "--chunk-size", "4", *options)
+        assert status == 0, stderr
+        return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
+
+    first, = label("first.jsonl")  # a text given twice (in two chunks) is read once: the second comes cached
+    assert f"{corpus}: 1 of 7 texts (14.3%) are longer" in first
+    assert label("second.jsonl") == []  # every output from the cache: the teacher reads nothing
+    with open(corpus, "a", encoding="utf-8") as handle:
+        handle.write(f"more: {long}\nnew words\n")
+    grown, = label("third.jsonl")  # the two new texts alone
+    assert f"{corpus}: 1 of 2 texts (50.0%) are longer" in grown
+    # a resumed run reads the lines after the resume alone: here the second copy of the long text
+    full, output = tmp_path / "full.jsonl", tmp_path / "resumed.jsonl"
+    corpus.write_text("\n".join([*texts[:6], long, texts[0], long]) + "\n", encoding="utf-8")
+    pseudo_label(tiny_classifier_teacher, str(corpus), str(full), chunk_size=4, use_cache=False, progress=False)
+    rows = full.read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "resumed.jsonl.part").write_text("".join(rows[:7]), encoding="utf-8")  # killed after line 7
+    signature_path(output).write_text(json.dumps(run_signature(
+        tiny_classifier_teacher, str(corpus), min_confidence=0.0, with_logits=False, batch_size=64, chunk_size=4)))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        pseudo_label(tiny_classifier_teacher, str(corpus), str(output), chunk_size=4, use_cache=False,
+                     resume=True, progress=False)
+    resumed, = [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
+    assert f"{corpus}: 1 of 2 texts (50.0%) are longer" in resumed and "(max_length=64)" in resumed
+    assert output.read_text(encoding="utf-8") == "".join(rows)
