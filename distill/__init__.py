@@ -20,6 +20,7 @@ _EXPORTS = {
     "distill.models.base": ["LabelModel"],
     "distill.models.teacher": ["Teacher", "TeacherConfig", "TeacherTraining"],
     "distill.models.multitask": ["MultiTaskTeacher", "TaskSampling"],
+    "distill.models.hub_teacher": ["TransformersTeacher"],
     "distill.models.students": ["StudentModel", "StudentConfig", "WordStudentConfig", "ClassifierConfig",
                                 "TaggerConfig",
                                 "LSTMClassifier", "LSTMClassifierConfig", "CNNClassifier", "CNNClassifierConfig",

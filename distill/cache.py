@@ -32,8 +32,7 @@ from distill.inference import ExampleLogits, predict_logits, predict_logits_acro
 from distill.errors import DistillError
 from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
                         save_checked_tensors)
-from distill.models.card import MODEL_CARD
-from distill.outputs import enclosing_model
+from distill.outputs import enclosing_model, is_model_folder
 
 KEY_BYTES = 16
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
@@ -65,7 +64,7 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
             raise DistillError(f"{cache_dir}: lies inside {output}, the model this run writes (a file there "
                                "changes the model); choose a cache folder outside it")
         check_cache_beside(cache_dir, output, [f".{glob.escape(out.name)}.*"])
-    model = folder if (folder / MODEL_CARD).is_file() else enclosing_model(folder)
+    model = folder if is_model_folder(folder) else enclosing_model(folder)
     if model is not None:
         raise DistillError(f"{cache_dir}: lies inside the model directory {model} (a file there changes the model); "
                            "choose a cache folder outside it")

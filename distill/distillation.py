@@ -442,6 +442,10 @@ class LayerObjective(DistillObjective):
     def __init__(self, loss: TeacherStudentDistill, teacher: torch.nn.Module, student: torch.nn.Module,
                  examples: Sequence, seed: int = 0):
         for role, model in (("teacher", teacher), ("student", student)):
+            if encoder_reader(model) is None and getattr(model, "kind", None) == "teacher":
+                raise DistillError(f"the layer terms ({_layer_terms()}) are not offered for a transformers "
+                                   "classifier as teacher (distill reads its logits and input embeddings only): "
+                                   f"set {_layer_terms()} to 0")
             if encoder_reader(model) is None:
                 raise DistillError(f"the layer terms ({_layer_terms()}) compare transformer layers: the {role} must "
                                    f"be a teacher or a transformer student, not a {model.config.model} student")

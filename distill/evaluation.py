@@ -14,7 +14,7 @@ from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
-from distill.models import load_model, read_model_card
+from distill.models import load_model, model_card
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
 from distill.outputs import file_output
@@ -51,11 +51,14 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
                    device: str = "auto", overwrite: bool = False, head: str | None = None) -> dict:
     """Score a model (a multi-task teacher: its head `head`) on labelled data; writes the metrics JSON
     (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head)."""
-    card = read_model_card(model_dir)  # a wrong model path is reported as such before an output is set up
+    card = model_card(model_dir)  # a wrong model path is reported as such before an output is set up
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give {option('--head', 'head=')}, one of "
                            f"{', '.join(card.get('heads', {}))}")
+    if output is None and str(model_dir).startswith("hub:"):
+        raise DistillError(f"{model_dir}: a model on the hub has no folder to write its metrics beside: give "
+                           f"{option('--output', 'output=')}")
     if output is None:  # beside the model: a read-only model folder (a shared copy) needs --output
         output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
         if not os.access(model_dir, os.W_OK | os.X_OK):

@@ -141,13 +141,17 @@ def runtime(precision_name: str | None = None, threads: int | None = None) -> It
 def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     """What each input of a run holds: a file's sha256, a model directory's card (which records the
     sha256 of every model file), another folder's files (a local encoder: its config, tokenizer and
-    weights), a hub spec or an encoder's name as written. Size and mtime are not enough: an edited
+    weights), a transformers classifier given as a teacher by its files (`hub_teacher.source_fingerprint`),
+    a hub spec or an encoder's name as written. Size and mtime are not enough: an edited
     file of the same size, or a file copied over with its old mtime, must count as changed."""
     from distill.models.card import MODEL_CARD
+    from distill.models.hub_teacher import is_transformers_source, source_fingerprint
     prints: dict[str, str | None] = {}
     for role, value in inputs.items():
         path = Path(value) if value else None
-        if path is None or str(value).startswith(("hub:", "memory:")):  # as written: a spec, or a digest
+        if path is not None and role in TEACHER_ROLES and is_transformers_source(value):
+            prints[role] = f"transformers:{source_fingerprint(value)}"  # its files, as they key the logit cache
+        elif path is None or str(value).startswith(("hub:", "memory:")):  # as written: a spec, or a digest
             prints[role] = value
         elif (path / MODEL_CARD).is_file():
             prints[role] = file_sha256(path / MODEL_CARD)
@@ -158,6 +162,7 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     return prints
 
 
+TEACHER_ROLES = ("teacher", "embeddings_from_teacher")  # inputs that may be a transformers classifier (no card)
 LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
 
 

@@ -51,8 +51,10 @@ def classification_reader(model) -> Teacher | None:
     reader = getattr(reader, "network", reader)  # a transformer student's
     if getattr(reader, "kind", None) != "teacher":
         return None
+    from distill.models.hub_teacher import TransformersTeacher
     from distill.models.teacher import Teacher
-    return reader if isinstance(reader, Teacher) and reader.task == "classification" else None
+    reads = isinstance(reader, (Teacher, TransformersTeacher))  # a transformers classifier reads as a teacher
+    return reader if reads and reader.task == "classification" else None
 
 
 def is_student(model) -> bool:
@@ -97,6 +99,10 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
     if student:
         limit = size
         remedy = f"a transformer student with a larger {length} reads more of them, or a word student all"
+    elif getattr(config, "fixed_length", False):  # a transformers classifier: its head reads one window
+        limit = f"the model's {config.max_length}"
+        remedy = "a transformers classifier is not read in windows: a teacher of distill's own, trained with " \
+            f"{option('--long-inputs windows', 'long_inputs=' + repr('windows'))}, reads them whole"
     elif config.long_inputs == "windows":
         limit = option(f"--max-windows {config.max_windows}", f"max_windows={config.max_windows}") + f" of {size}"
         remedy = f"a teacher trained with a larger {windows} reads them whole"

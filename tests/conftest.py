@@ -73,6 +73,18 @@ def tiny_other_encoder_dir(tmp_path_factory) -> str:
                    max_position_embeddings=128)))
 
 
+@pytest.fixture(scope="session")
+def tiny_hf_classifier(tmp_path_factory) -> str:
+    """A folder as `save_pretrained` writes one for a transformers classifier and its tokenizer: a tiny random
+    DistilBertForSequenceClassification with the sentiment samples' labels (a teacher without a model card)."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+    folder = tmp_path_factory.mktemp("hf-classifier") / "sentiment"
+    folder.mkdir()
+    labels = {"id2label": {0: "negative", 1: "positive"}, "label2id": {"negative": 0, "positive": 1}}
+    return tiny_encoder(folder, 600, True, 0, lambda size: DistilBertForSequenceClassification(DistilBertConfig(
+        vocab_size=size, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, **labels)))
+
+
 def config_for(name: str, **settings):
     """Student `name`'s config with those of `settings` it has (tests share one set of tiny sizes)."""
     from dataclasses import fields

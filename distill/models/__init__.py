@@ -8,12 +8,24 @@ from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
 from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 
-__all__ = ["MODEL_CARD", "load_model", "load_teacher", "read_model_card"]
+__all__ = ["MODEL_CARD", "load_model", "load_teacher", "model_card", "read_model_card"]
+
+
+def model_card(directory: str | Path) -> dict:
+    """The model card of `directory` (`read_model_card`), or for a transformers classifier, which has none
+    (`distill.models.hub_teacher`), what one would say of it: a teacher."""
+    from distill.models.hub_teacher import is_transformers_source
+    if is_transformers_source(directory):
+        return {"kind": "teacher", "model": "transformers"}
+    return read_model_card(directory)
 
 def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu",
                pytorch: bool = False) -> LabelModel:
     """Load a model directory onto `device`; `expect` (a card kind: 'teacher', 'multitask-teacher', 'student')
-    rejects the other kinds, `pytorch` an ONNX export (which `predict`, `evaluate` and `compare` run)."""
+    rejects the other kinds, `pytorch` an ONNX export (which `predict`, `evaluate` and `compare` run).
+    A folder of a transformers sequence or token classifier (no model card; `save_pretrained` of
+    ``AutoModelForSequenceClassification`` and its tokenizer), or ``hub:NAME``, loads as a teacher
+    (`distill.models.hub_teacher`)."""
     return _load(directory, expect, pytorch).to(pick_device(device))
 
 
@@ -27,6 +39,12 @@ def load_teacher(directory: str | Path, head: str | None = None, device: str = "
 
 
 def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:
+    from distill.models.hub_teacher import is_transformers_source
+    if is_transformers_source(directory):
+        if expect not in (None, "teacher"):
+            raise DistillError(f"{directory}: is a transformers classifier (a teacher), expected a {expect}")
+        from distill.models.hub_teacher import load_transformers_teacher
+        return load_transformers_teacher(directory)
     card = read_model_card(directory)
     if expect is not None and card["kind"] != expect:
         raise DistillError(f"{directory}: is a {card['kind']} directory, expected a {expect}")

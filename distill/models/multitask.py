@@ -317,8 +317,8 @@ def single_teacher(model: LabelModel, head: str | None, where: str) -> LabelMode
 
 def refuse_multitask(directory: str | Path, command: str) -> None:
     """`command` works on one model with one label set: a multi-task teacher is refused with why."""
-    from distill.models import read_model_card
-    card = read_model_card(directory)
+    from distill.models import model_card
+    card = model_card(directory)
     if card["kind"] == KIND:
         raise DistillError(f"{directory}: {command} does not take a multi-task teacher yet (its heads: "
                            f"{', '.join(card.get('heads', {}))}); use "

@@ -223,7 +223,9 @@ class TransformerStudent(StudentFiles, LabelModel):
         source = teacher.network if isinstance(teacher, TransformerStudent) else teacher
         if not isinstance(source, Teacher):
             # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
-            what = f"{teacher.config.model} student" if hasattr(teacher, "config") else "multi-task teacher"
+            what = f"{teacher.config.model} student" if getattr(teacher, "kind", None) == "student" else \
+                "multi-task teacher" if not hasattr(teacher, "config") else \
+                "transformers classifier, whose layers distill does not copy"  # distill.models.hub_teacher
             raise DistillError(f"a transformer student copies a transformer's layers, and the teacher is a "
                                f"{what}: give a pretrained encoder ({_minilm()})")
         keep = kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)

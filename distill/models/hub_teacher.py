@@ -1,0 +1,310 @@
+"""A Hugging Face classifier as a teacher: a folder that `save_pretrained` wrote for an
+``AutoModelForSequenceClassification`` or ``AutoModelForTokenClassification`` model and its tokenizer
+(or such a model on the hub, ``hub:NAME``), used as it is.
+
+The task comes from the config's architecture, the labels from its ``id2label``. The model reads
+text as our own teacher does (`distill.features`): a text to classify truncated to the model's
+length, a sentence to tag in windows at word boundaries, each word scored at its first sub-token.
+It has no model card: its fingerprint (which keys the logit cache and a run's resume signature)
+is the sha256 of the files it is loaded from. Weights are read from safetensors only, never
+unpickled. It is an input only: `save_pretrained` refuses it.
+
+Nothing here imports `transformers` until a model is loaded, so telling whether a folder holds
+such a model (`is_transformers_source`) costs a JSON read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from distill.errors import DistillError
+from distill.io import file_sha256
+from distill.labels import LabelHierarchy, scheme_of_labels
+from distill.models.base import LabelModel
+from distill.models.card import MODEL_CARD
+
+logger = logging.getLogger("distill")
+
+HUB = "hub:"  # a model on the Hugging Face hub, as data on the hub is named (distill.data.HUB_PREFIX)
+CONFIG_FILE = "config.json"
+SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+# What a tokenizer may be read from: those a folder holds are part of the model's fingerprint.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "chat_template.jinja")
+TASKS = {"ForSequenceClassification": "classification", "ForTokenClassification": "tagging"}
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
+EXPECTED = "a transformers sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)"
+
+
+def _config_of(folder: Path) -> dict | None:
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def is_transformers_source(source: str | Path) -> bool:
+    """Whether `source` is ``hub:NAME``, or a folder without a model card whose config.json is a transformers
+    model's (it names its architectures or model type). Reads no weights and imports no transformers."""
+    if str(source).startswith(HUB):
+        return True
+    folder = Path(source)
+    if not folder.is_dir() or (folder / MODEL_CARD).exists():
+        return False
+    config = _config_of(folder)
+    return config is not None and ("architectures" in config or "model_type" in config)
+
+
+def local_folder(source: str | Path) -> Path:
+    """The folder `source` names, or for ``hub:NAME`` its snapshot in the Hugging Face cache, fetched by the
+    hub client transformers uses: config, safetensors weights and tokenizer files only (no pickled weights)."""
+    if not str(source).startswith(HUB):
+        return Path(source)
+    name = str(source)[len(HUB):]
+    if not name:
+        raise DistillError(f"{source}: give a model's name on the Hugging Face hub after hub:")
+    from huggingface_hub import snapshot_download
+    try:
+        return Path(snapshot_download(name, allow_patterns=[CONFIG_FILE, "*.safetensors", SAFE_INDEX,
+                                                            *TOKENIZER_FILES]))
+    except Exception as error:  # network, unknown repository, offline without a cached copy: one line
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        raise DistillError(f"{source}: cannot fetch the model from the Hugging Face hub ({detail})") from None
+
+
+def model_files(folder: Path) -> list[str]:
+    """The files of `folder` the model is loaded from: config, safetensors weights, tokenizer files."""
+    names = [CONFIG_FILE]
+    if (folder / SAFE_INDEX).is_file():
+        try:
+            shards = sorted(set(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            raise DistillError(f"{folder / SAFE_INDEX}: not a safetensors index (no weight_map)") from None
+        names += [SAFE_INDEX, *shards]
+    else:
+        names.append(SAFE_WEIGHTS)
+    return names + [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+
+
+def reads_file(name: str) -> bool:
+    """Whether a file of this name in a transformers model's folder may be read by its loaders: its config,
+    weights of any format, tokenizer files (an output of that name would change or replace the model)."""
+    return name in (CONFIG_FILE, *TOKENIZER_FILES, "generation_config.json", "preprocessor_config.json") \
+        or name.endswith((".safetensors", ".bin", ".h5", ".msgpack", ".index.json", ".pt", ".pth", ".ckpt"))
+
+
+def files_fingerprint(folder: Path, names: Sequence[str]) -> str:
+    """One digest of the named files of `folder`: the name and sha256 of each (one missing counts as absent:
+    loading the model refuses it)."""
+    listing = "".join(f"{name}\0{file_sha256(folder / name)}\n" for name in sorted(names) if (folder / name).is_file())
+    return hashlib.sha256(f"transformers classifier\n{listing}".encode()).hexdigest()[:40]
+
+
+def source_fingerprint(source: str | Path) -> str:
+    """The fingerprint of the model `source` names (`TransformersTeacher.fingerprint`), from its files alone."""
+    folder = local_folder(source)
+    return files_fingerprint(folder, model_files(folder))
+
+
+def _what(architecture: str) -> str:
+    """What a model of `architecture` is, for a refusal."""
+    if architecture.endswith(("ForCausalLM", "LMHeadModel")):
+        return "a causal language model"
+    if architecture.endswith("ForMaskedLM"):
+        return "a masked language model"
+    if architecture.endswith("Model"):
+        return "a bare encoder, with no classification head"
+    return "not a sequence or token classifier"
+
+
+def classifier_kind(source: str | Path, config: dict) -> tuple[str, str]:
+    """(task, auto class name) of the classifier a transformers config describes; anything else is refused."""
+    from transformers.models.auto import modeling_auto
+    architectures = config.get("architectures") or []
+    model_type = config.get("model_type")
+    if not architectures:
+        raise DistillError(f"{source}: its {CONFIG_FILE} names no architecture, so the head it was saved with is "
+                           f"unknown; distill takes {EXPECTED}")
+    architecture = architectures[0]
+    suffix = next((suffix for suffix in TASKS if architecture.endswith(suffix)), None)
+    if suffix is None:
+        raise DistillError(f"{source}: is a {architecture} ({_what(architecture)}); distill takes {EXPECTED}")
+    task = TASKS[suffix]
+    mapping = (modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES if task == "classification"
+               else modeling_auto.MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES)
+    if mapping.get(model_type) != architecture:
+        raise DistillError(f"{source}: is a {architecture}, which transformers does not build for model type "
+                           f"{model_type!r} (a class of custom code, which distill never runs); distill takes {EXPECTED}")
+    problem = config.get("problem_type")
+    one_output = len(config.get("id2label") or "ab") == 1 and task == "classification"
+    if problem in ("multi_label_classification", "regression") or one_output and problem is None:
+        what = "several labels per text (multi-label)" if problem == "multi_label_classification" else \
+            "a number (regression)"
+        raise DistillError(f"{source}: predicts {what}; distill's teachers give one label per text or word")
+    return task, "AutoModelForSequenceClassification" if task == "classification" else "AutoModelForTokenClassification"
+
+
+def _failed(source: str | Path, what: str, error: Exception) -> DistillError:
+    detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return DistillError(f"{source}: cannot load its {what} ({detail})")
+
+
+def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
+    """The teacher of a transformers classifier folder (or ``hub:NAME``), checked: a classifier, safetensors
+    weights, a fast tokenizer (tagging needs each sub-token's word)."""
+    import transformers
+
+    folder = local_folder(source)
+    config = _config_of(folder)
+    if config is None:
+        raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
+    task, auto_class = classifier_kind(source, config)
+    if not (folder / SAFE_WEIGHTS).is_file() and not (folder / SAFE_INDEX).is_file():
+        pickled = next((name for name in PICKLED_WEIGHTS if (folder / name).is_file()), None)
+        if pickled:
+            raise DistillError(f"{source}: holds its weights only as {pickled}, a pickle, which distill never loads "
+                               "(unpickling runs code); save them as safetensors: "
+                               "model.save_pretrained(DIR, safe_serialization=True)")
+        raise DistillError(f"{source}: holds no weights ({SAFE_WEIGHTS} is missing)")
+    names = model_files(folder)
+    missing = next((name for name in names if not (folder / name).is_file()), None)
+    if missing:
+        raise DistillError(f"{source}: missing {missing}, which its weights index lists")
+    fingerprint = files_fingerprint(folder, names)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    except Exception as error:  # no tokenizer files, or files it cannot read
+        raise _failed(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
+    if task == "tagging" and not tokenizer.is_fast:
+        raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
+                           "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
+    try:
+        model = getattr(transformers, auto_class).from_pretrained(folder, use_safetensors=True)
+    except Exception as error:  # weights that do not fit the config, a damaged file
+        raise _failed(source, "weights", error) from None
+    labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+    if all(GENERIC_LABEL.fullmatch(label) for label in labels):
+        logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"
+                       f"{', ...' if len(labels) > 3 else ''}), kept as its labels: training and gold files must use "
+                       "them (or name them in its config.json's id2label)")
+    hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
+        LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
+    teacher = TransformersTeacher(model.eval(), tokenizer, task, hierarchy, str(source), fingerprint)
+    teacher.loaded_from = str(folder.resolve())
+    return teacher
+
+
+@dataclass(frozen=True)
+class TransformersReading:
+    """How a transformers classifier reads text, in the terms of `TeacherConfig` (which the truncation warning
+    and `teacher_max_length` read): one window of `max_length` sub-tokens for a text to classify (no windows:
+    its head reads one), windows at word boundaries for a sentence to tag."""
+
+    task: str
+    source: str
+    max_length: int
+    long_inputs: str = "truncate"
+    window_overlap: int = 0
+    max_windows: int = 1
+    fixed_length: bool = True  # a transformers classifier reads at most max_length: no setting reads more
+
+    @property
+    def windows_per_text(self) -> int:
+        return 1
+
+
+def max_length_of(model, tokenizer) -> int:
+    """The sub-tokens the model reads at once: its position table, or its tokenizer's limit if lower."""
+    limits = [n for n in (getattr(model.config, "max_position_embeddings", None),
+                          getattr(tokenizer, "model_max_length", None)) if isinstance(n, int) and 8 <= n < 1_000_000]
+    return min(limits, default=512)
+
+
+class TransformersTeacher(LabelModel):
+    """A transformers sequence or token classifier and its tokenizer: logits per text, or per word (at each
+    word's first sub-token). `model` is the transformers model, `encoder` too (its input embeddings start a
+    word student's, as a teacher's encoder does)."""
+
+    kind = "teacher"
+
+    def __init__(self, model: torch.nn.Module, tokenizer, task: str, hierarchy: LabelHierarchy, source: str,
+                 fingerprint: str):
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.hierarchy = hierarchy
+        self.config = TransformersReading(task, source, max_length_of(model, tokenizer))
+        self._fingerprint = fingerprint
+
+    @property
+    def task(self) -> str:
+        return self.config.task
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        return self.model
+
+    def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Sub-word ids of a batch (a text truncated to `max_length`); tagging windows also carry each word's
+        first sub-token and its slot in the (sentences, words) grid, as the teacher's do."""
+        from distill.features import collate_windows, encode_texts, encode_words
+        device = self.device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        if self.task == "classification":
+            windows = encode_texts(self.tokenizer, examples, self.config.max_length)
+            inputs = collate_windows(windows, pad)
+            return {k: v.to(device) for k, v in inputs.items()}, None
+        windows = encode_words(self.tokenizer, examples, self.config.max_length)
+        inputs = collate_windows(windows, pad, tagging=True)
+        width = max(len(e) for e in examples)
+        slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
+        scored = torch.zeros((len(examples), width), dtype=torch.bool)
+        for row, window in enumerate(windows):
+            slots[row, : len(window.word_index)] = torch.tensor(window.word_index, dtype=torch.long) \
+                + window.example * width
+            scored[window.example, window.word_index] = True
+        inputs.update(word_slots=slots, grid_shape=torch.tensor([len(examples), width]))
+        return {k: v.to(device) for k, v in inputs.items()}, scored.to(device)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
+                grid_shape: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's own logits: (batch, labels), or for tagging (sentences, words, labels) taken at each
+        word's first sub-token; words no window holds keep zero logits."""
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        if word_positions is None:
+            return logits
+        from distill.models.teacher import place_in_grid
+        index = word_positions.unsqueeze(-1).expand(-1, -1, logits.size(-1))
+        return place_in_grid(logits.gather(1, index), word_slots, grid_shape)
+
+    def fingerprint(self) -> str:
+        """The sha256 of the files it was loaded from (config, weights, tokenizer): they decide its logits and
+        labels. Keys the logit cache, so a cached logit is never another model's."""
+        return self._fingerprint
+
+    def write_files(self, directory: Path, **extra) -> None:
+        raise DistillError(f"{self.config.source}: a transformers classifier is a teacher given to distill, not a "
+                           "model it saves; save the transformers model with its own save_pretrained")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, device: str = "cpu") -> "TransformersTeacher":
+        """The transformers classifier of `directory` (or ``hub:NAME``) as a teacher."""
+        from distill.models.base import pick_device
+        if not isinstance(directory, (str, Path)):
+            raise DistillError(f"give a model directory (a path) or hub:NAME, not {type(directory).__name__}")
+        if not is_transformers_source(directory):
+            raise DistillError(f"{directory}: not a transformers model folder (no {CONFIG_FILE} of a transformers "
+                               "model, or it holds a distill model card)")
+        return load_transformers_teacher(directory).to(pick_device(device))

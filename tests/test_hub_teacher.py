@@ -1,0 +1,323 @@
+"""A transformers classifier folder (`save_pretrained` of an AutoModelFor...Classification and its tokenizer)
+is a teacher wherever one is taken: kd, pseudo-label, evaluate, predict, compare and the Python API."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from distill.errors import DistillError
+from tests.conftest import SAMPLES, cli, tiny_encoder
+
+SENTIMENT = ["negative", "positive"]
+NER = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+
+
+def labelled(names: list[str]) -> dict:
+    return {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+
+
+def folder(tmp_path_factory, name: str) -> Path:
+    made = tmp_path_factory.mktemp("hf") / name
+    made.mkdir()
+    return made
+
+
+@pytest.fixture(scope="session")
+def hf_classifier(tiny_hf_classifier) -> str:
+    """A tiny random DistilBertForSequenceClassification with the sentiment labels, and its tokenizer."""
+    return tiny_hf_classifier
+
+
+@pytest.fixture(scope="session")
+def hf_tagger(tmp_path_factory) -> str:
+    """A tiny random BertForTokenClassification with CoNLL's tags, reading 24 sub-tokens at a time (a long
+    sentence is read in windows)."""
+    from transformers import BertConfig, BertForTokenClassification
+    return tiny_encoder(folder(tmp_path_factory, "ner"), 400, False, 1, lambda size:
+                        BertForTokenClassification(BertConfig(
+                            vocab_size=size, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=48, max_position_embeddings=24, **labelled(NER))))
+
+
+@pytest.fixture(scope="session")
+def hf_generic(tmp_path_factory) -> str:
+    """A tiny BertForSequenceClassification whose config names its labels LABEL_0 and LABEL_1."""
+    from transformers import BertConfig, BertForSequenceClassification
+    return tiny_encoder(folder(tmp_path_factory, "generic"), 400, False, 2, lambda size:
+                        BertForSequenceClassification(BertConfig(
+                            vocab_size=size, hidden_size=24, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=48, max_position_embeddings=64)))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def conll_sentences(path: Path) -> list[list[str]]:
+    sentences, words = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("-DOCSTART-"):
+            continue
+        if not line.strip():
+            if words:
+                sentences.append(words)
+            words = []
+        else:
+            words.append(line.split()[0])
+    return sentences + ([words] if words else [])
+
+
+def test_classifier_logits_are_the_models_own(hf_classifier):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from distill.inference import predict_logits
+    from distill.models import load_model
+    teacher = load_model(hf_classifier)
+    assert type(teacher).__name__ == "TransformersTeacher" and teacher.task == "classification"
+    assert teacher.hierarchy.labels == SENTIMENT and teacher.kind == "teacher"
+    texts = ["A witty, heartfelt film.", "The plot is stale and the acting is worse.", "Fine."]
+    model = AutoModelForSequenceClassification.from_pretrained(hf_classifier).eval()
+    tokenizer = AutoTokenizer.from_pretrained(hf_classifier)
+    with torch.no_grad():
+        theirs = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    assert torch.allclose(predict_logits(teacher, texts).logits, theirs, atol=1e-5)
+    assert teacher.predict(texts) == [SENTIMENT[i] for i in theirs.argmax(-1).tolist()]
+
+
+def test_tagger_logits_are_the_models_own_at_first_sub_tokens(hf_tagger):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from distill.inference import predict_logits
+    from distill.models import load_teacher
+    teacher = load_teacher(hf_tagger)
+    assert teacher.task == "tagging" and teacher.hierarchy.labels == NER and teacher.hierarchy.tag_scheme == "IOB2"
+    sentences = [["Altavian", "police", "arrested", "8"], ["LAKE", "ORRIN"], ["Peace", "talks", "resumed", "."]]
+    model = AutoModelForTokenClassification.from_pretrained(hf_tagger).eval()
+    tokenizer = AutoTokenizer.from_pretrained(hf_tagger)
+    encoded = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        theirs = model(**encoded).logits
+    results = predict_logits(teacher, sentences)
+    for row, words in enumerate(sentences):
+        ids = encoded.word_ids(row)
+        first = [ids.index(word) for word in range(len(words))]
+        ours, scored = results.example(row)
+        assert scored.all() and torch.allclose(ours, theirs[row, first], atol=1e-5)
+
+
+def test_a_long_sentence_is_tagged_in_windows(hf_tagger):
+    from distill.models import load_teacher
+    teacher = load_teacher(hf_tagger)
+    long = [word for sentence in conll_sentences(SAMPLES / "ner_dev.conll")[:6] for word in sentence]
+    assert len(teacher.tokenizer(long, is_split_into_words=True)["input_ids"]) > 24
+    (tags,) = teacher.predict([long])
+    assert len(tags) == len(long) and set(tags) <= set(NER)
+
+
+def summary_of(run: Path) -> dict:
+    return json.loads((run / "train_summary.json").read_text(encoding="utf-8"))
+
+
+def test_cli_classifier_teacher_through_every_command(hf_classifier, tmp_path, cache, capsys):
+    """pseudo-label stores the logits kd then reads (no second teacher pass over the unlabelled text);
+    evaluate, predict and compare take the folder as a model."""
+    pseudo, run = tmp_path / "pseudo.jsonl", tmp_path / "student"
+    cli("pseudo-label", "--teacher", hf_classifier, "--input", SAMPLES / "unlabeled_movies.txt", "--output", pseudo,
+        "--quiet")
+    records = [json.loads(line) for line in pseudo.read_text(encoding="utf-8").splitlines()]
+    assert records and {record["label"] for record in records} <= set(SENTIMENT)
+    cli("kd", "--teacher", hf_classifier, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
+        "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", pseudo, "--output", run, "--epochs", "1",
+        "--embedding-dim", "16", "--hidden-dim", "16", "--quiet")
+    summary = summary_of(run)
+    assert summary["cached_examples"] >= len(records) and summary["teacher"] == hf_classifier
+    assert summary["inputs"]["teacher"].startswith("transformers:")
+    from distill.models import load_teacher
+    assert Path(summary["cache_dir"]).name == load_teacher(hf_classifier).fingerprint()
+    metrics = tmp_path / "teacher_metrics.json"
+    cli("evaluate", hf_classifier, SAMPLES / "sentiment_test.csv", "--output", metrics, "--quiet")
+    assert 0 <= json.loads(metrics.read_text(encoding="utf-8"))["accuracy"] <= 1
+    cli("evaluate", hf_classifier, SAMPLES / "sentiment_test.csv", "--quiet")  # beside the model's files
+    assert (Path(hf_classifier) / "eval_metrics.json").is_file()
+    (Path(hf_classifier) / "eval_metrics.json").unlink()
+    capsys.readouterr()
+    cli("predict", hf_classifier, SAMPLES / "unlabeled_movies.txt")
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [p["label"] for p in predicted] == [r["label"] for r in records]
+    cli("compare", hf_classifier, run, "--data", SAMPLES / "sentiment_test.csv", "--limit", "20")
+    assert "sentiment" in capsys.readouterr().out
+
+
+def test_cli_tagger_teacher(hf_tagger, tmp_path, cache, capsys):
+    run = tmp_path / "tagger"
+    cli("kd", "--teacher", hf_tagger, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
+        "--dev", SAMPLES / "ner_dev.conll", "--output", run, "--epochs", "1", "--quiet")
+    assert summary_of(run)["teacher"] == hf_tagger
+    metrics = tmp_path / "metrics.json"
+    cli("evaluate", hf_tagger, SAMPLES / "ner_test.conll", "--output", metrics, "--quiet")
+    assert {"f1", "token_accuracy"} <= set(json.loads(metrics.read_text(encoding="utf-8")))
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(" ".join(words) + "\n" for words in conll_sentences(SAMPLES / "ner_dev.conll")),
+                    encoding="utf-8")
+    pseudo = tmp_path / "tags.jsonl"
+    cli("pseudo-label", "--teacher", hf_tagger, "--input", text, "--output", pseudo, "--quiet")
+    records = [json.loads(line) for line in pseudo.read_text(encoding="utf-8").splitlines()]
+    assert all(set(r["tags"]) <= set(NER) and len(r["tags"]) == len(r["tokens"]) for r in records)
+    capsys.readouterr()
+    cli("predict", hf_tagger, text)
+    assert [json.loads(line)["tags"] for line in capsys.readouterr().out.splitlines()] == [r["tags"] for r in records]
+    cli("compare", hf_tagger, run, "--data", SAMPLES / "ner_test.conll", "--limit", "10")
+
+
+def refused(capsys, *args) -> str:
+    """nlp-train ARGS fails with status 2; its one-line error."""
+    from procedures.cli import main
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    return err
+
+
+def copy_of(folder: str, tmp_path: Path, name: str) -> Path:
+    return Path(shutil.copytree(folder, tmp_path / name))
+
+
+def kd_args(teacher, output) -> list:
+    return ["kd", "--teacher", teacher, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
+            "--dev", SAMPLES / "sentiment_dev.csv", "--output", output, "--epochs", "1", "--quiet"]
+
+
+def test_distiller_takes_the_folder_or_the_loaded_teacher(hf_classifier, tmp_path, cache):
+    from distill import Distiller, LabelModel, Output, Runtime, Teacher, TrainSettings, TransformersTeacher
+    quiet = Runtime(threads=1, progress=False)
+    train, dev = str(SAMPLES / "sentiment_train.csv"), str(SAMPLES / "sentiment_dev.csv")
+    by_path = Distiller(hf_classifier, "lstm", settings=TrainSettings(epochs=1), env=quiet).fit(train, dev)
+    teacher = TransformersTeacher.from_pretrained(hf_classifier)
+    assert type(LabelModel.from_pretrained(hf_classifier)) is TransformersTeacher
+    loaded = Distiller(teacher, "lstm", settings=TrainSettings(epochs=1), env=quiet).fit(train, dev)
+    assert by_path.summary["cached_examples"] == 0 and loaded.summary["cached_examples"] == len(by_path.model.predict(
+        [row for row in (SAMPLES / "sentiment_train.csv").read_text().splitlines()[1:]]))
+    texts = ["A witty, heartfelt film.", "Tedious."]
+    assert by_path.model.predict(texts) == loaded.model.predict(texts)
+    with pytest.raises(DistillError, match="holds a TransformersTeacher, not a Teacher"):
+        Teacher.from_pretrained(hf_classifier)
+    with pytest.raises(DistillError, match="lies inside"):  # never written into the teacher's folder
+        Distiller(teacher, "lstm", settings=TrainSettings(epochs=1), env=quiet).fit(
+            train, dev, output=Output(Path(hf_classifier) / "student"))
+    with pytest.raises(DistillError, match="a transformers classifier is a teacher given to distill"):
+        teacher.save_pretrained(tmp_path / "copy")
+
+
+def test_pickled_weights_are_refused_unread(hf_classifier, tmp_path, capsys):
+    folder = copy_of(hf_classifier, tmp_path, "pickled")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"never unpickled")
+    err = refused(capsys, *kd_args(folder, tmp_path / "run"))
+    assert "holds its weights only as pytorch_model.bin, a pickle, which distill never loads" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, capsys, hf_classifier):
+    from transformers import BertConfig, BertModel, GPT2Config
+    encoder = tmp_path / "encoder"
+    BertModel(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=8)).save_pretrained(encoder)
+    err = refused(capsys, "predict", encoder, SAMPLES / "unlabeled_movies.txt")
+    assert "is a BertModel (a bare encoder, with no classification head); distill takes a transformers sequence or " \
+           "token classifier" in err
+    causal = tmp_path / "gpt2"
+    causal.mkdir()
+    GPT2Config(n_layer=1, n_embd=8, n_head=2, architectures=["GPT2LMHeadModel"]).to_json_file(causal / "config.json")
+    err = refused(capsys, *kd_args(causal, tmp_path / "run"))
+    assert "is a GPT2LMHeadModel (a causal language model)" in err
+
+
+def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier, tmp_path, capsys, caplog, cache):
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        err = refused(capsys, *kd_args(hf_generic, tmp_path / "run"))
+    assert "label sets differ: teacher ['LABEL_0', 'LABEL_1'] vs ['negative', 'positive']" in err
+    assert "id2label gives generic names (LABEL_0, LABEL_1), kept as its labels" in caplog.text
+    err = refused(capsys, "evaluate", hf_generic, SAMPLES / "sentiment_test.csv", "--output", tmp_path / "m.json")
+    assert "was not seen in training (known: LABEL_0, LABEL_1)" in err and "sentiment_test.csv: label '" in err
+    err = refused(capsys, "kd", "--teacher", hf_classifier, "--model", "lstm-tagger", "--train",
+                  SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "t")
+    assert "does tagging but teacher" in err and "does classification" in err
+
+
+def test_outputs_never_go_into_the_teacher_folder(hf_classifier, tmp_path, capsys, cache):
+    teacher = Path(hf_classifier)
+    before = sorted(p.name for p in teacher.iterdir())
+    assert "lies inside" in refused(capsys, *kd_args(teacher, teacher / "student"))
+    assert "lies inside" in refused(capsys, *kd_args(teacher, tmp_path / "run"), "--cache-dir", teacher / "cache")
+    err = refused(capsys, "pseudo-label", "--teacher", teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+                  "--output", teacher / "vocab.txt", "--overwrite")
+    assert "is a file of the transformers model" in err
+    err = refused(capsys, "evaluate", teacher, SAMPLES / "sentiment_test.csv", "--output", teacher / "config.json",
+                  "--overwrite")
+    assert "is a file of the transformers model" in err
+    assert sorted(p.name for p in teacher.iterdir()) == before
+
+
+def test_what_kd_needs_beyond_logits(hf_classifier, tmp_path, capsys, cache):
+    """The input embeddings start a word student's (kd's default); the layer terms and copying layers are
+    refused in one line."""
+    err = refused(capsys, *kd_args(hf_classifier, tmp_path / "run"), "--hidden-weight", "1")
+    assert "the layer terms" in err and "not offered for a transformers classifier" in err
+    err = refused(capsys, "kd", "--teacher", hf_classifier, "--model", "transformer", "--train",
+                  SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "t")
+    assert "transformers classifier, whose layers distill does not copy" in err
+
+
+def test_the_fingerprint_is_the_files(hf_classifier, tmp_path):
+    from distill.models import load_teacher
+    folder = copy_of(hf_classifier, tmp_path, "copy")
+    first = load_teacher(folder).fingerprint()
+    assert load_teacher(hf_classifier).fingerprint() == first
+    (folder / "eval_metrics.json").write_text("{}")  # not a file the model reads
+    assert load_teacher(folder).fingerprint() == first
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {"0": "bad", "1": "good"}
+    (folder / "config.json").write_text(json.dumps(config))
+    changed = load_teacher(folder)
+    assert changed.fingerprint() != first and changed.hierarchy.labels == ["bad", "good"]
+
+
+def test_a_hub_name_loads_through_the_hub_cache(hf_classifier, tmp_path, monkeypatch, cache):
+    """hub:NAME is fetched by the hub client into its cache (offline here: a snapshot put there by hand) and
+    read from there as a folder is, with the same fingerprint."""
+    from huggingface_hub import constants
+
+    from distill.models import load_teacher
+    snapshot = tmp_path / "hub" / "models--tiny--sentiment" / "snapshots" / ("0" * 40)
+    shutil.copytree(hf_classifier, snapshot)
+    (tmp_path / "hub" / "models--tiny--sentiment" / "refs").mkdir()
+    (tmp_path / "hub" / "models--tiny--sentiment" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    teacher = load_teacher("hub:tiny/sentiment")
+    assert teacher.fingerprint() == load_teacher(hf_classifier).fingerprint()
+    assert teacher.predict(["A witty film."]) == load_teacher(hf_classifier).predict(["A witty film."])
+    with pytest.raises(DistillError, match="hub:tiny/missing: cannot fetch the model from the Hugging Face hub"):
+        load_teacher("hub:tiny/missing")
+
+
+def test_a_text_longer_than_the_model_reads_is_truncated_with_the_warning(hf_classifier, tmp_path, caplog):
+    from distill.models import load_teacher
+    long_text = " ".join(["a quietly devastating film"] * 40)
+    texts = tmp_path / "long.txt"
+    texts.write_text(long_text + "\nshort and sweet\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        cli("predict", hf_classifier, texts)
+    assert "1 of 2 texts (50.0%) are longer than the 62 sub-tokens the teacher reads (the model's 64)" in caplog.text
+    assert "a transformers classifier is not read in windows" in caplog.text
+    (label,) = load_teacher(hf_classifier).predict([long_text])
+    assert label in SENTIMENT
