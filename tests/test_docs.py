@@ -6,10 +6,11 @@
   anything else (``mkdir``, ``cp``, the left side of a pipe) through bash.
 * ``console`` blocks are ``$ command`` lines followed by the exact output the command prints.
 
-Commands run as written in a fresh folder per page, with four stand-ins so that the whole
+Commands run as written in a fresh folder per page, with five stand-ins so that the whole
 file takes well under a minute on one CPU thread: the real datasets under ``data/`` are the
 bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, the
-trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, and every training
+trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, the transformers
+classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, and every training
 command runs one epoch. The troubleshooting page must list every error message
 the code raises.
 """
@@ -59,13 +60,15 @@ def pages_with(language: str) -> list:
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch, tiny_classifier_teacher) -> Path:
+def workspace(tmp_path, monkeypatch, tiny_classifier_teacher, tiny_hf_classifier) -> Path:
     """A fresh folder like a checkout with `make data` done: samples/, examples/, data/ (sample
-    stand-ins) and, for pages that load one, a trained teacher (the tiny one of conftest.py)."""
+    stand-ins) and, for pages that load one, a trained teacher (the tiny one of conftest.py) and a
+    transformers classifier's folder (conftest.py's tiny one, `runs/sst2-classifier`)."""
     (tmp_path / "samples").symlink_to(SAMPLES)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "rt-teacher").symlink_to(tiny_classifier_teacher)
+    (tmp_path / "runs" / "sst2-classifier").symlink_to(tiny_hf_classifier)
     for doc_path, sample in DATA_STAND_INS.items():
         (tmp_path / doc_path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc_path).symlink_to(SAMPLES / sample)
