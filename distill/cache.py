@@ -7,11 +7,11 @@ transfer set (labelled and unlabelled) and runs the teacher on the missing ones 
 a second `kd` run (another student, another loss) none at all.
 
 Layout: ``CACHE_DIR/<teacher fingerprint>[-bf16]/<shard>.safetensors``. The folder is named by
-`Teacher.fingerprint` (its weights and how it reads text) and the precision, so another teacher
-or precision never shares it. A shard holds the logits of a set of examples (tagging: words
-packed with offsets and a `scored` mask, as `ExampleLogits` keeps them), a 16-byte sha256 key per
-example (its exact JSON text) and a checksum of all of it: a damaged shard is ignored and its
-examples recomputed, never trusted. Under a launcher the ranks share the work of a miss and
+`Teacher.fingerprint` (its weights and how it reads text; an ONNX export's: its files) and the
+precision, so another teacher or precision never shares it. A shard holds the logits of a set of
+examples (tagging: words packed with offsets and a `scored` mask, as `ExampleLogits` keeps them), a
+16-byte sha256 key per example (its exact JSON text) and a checksum of all of it: a damaged shard is
+ignored and its examples recomputed, never trusted. Under a launcher the ranks share the work of a miss and
 rank 0 alone writes.
 """
 
@@ -100,7 +100,9 @@ class LogitStore:
 
     def __init__(self, teacher, cache_dir: str | Path | None = None, fingerprint: str | None = None):
         check_cache_dir(cache_dir)
-        suffix = "-bf16" if precision.uses_bf16(teacher.device) else ""
+        # an ONNX export computes in its graph's types whatever the precision setting (`fixed_precision`)
+        bf16 = not getattr(teacher, "fixed_precision", False) and precision.uses_bf16(teacher.device)
+        suffix = "-bf16" if bf16 else ""
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it

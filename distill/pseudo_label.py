@@ -28,7 +28,7 @@ from distill.errors import DistillError, option
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.inference import prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
-from distill.models import load_teacher
+from distill.models import is_onnx_export, load_teacher
 from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
@@ -244,7 +244,9 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     Returns counts of the whole output, so they add up to the input after a resume too: ``read``
     (input examples), ``written`` (records) and ``skipped_low_confidence``, of which ``resumed``
     examples were labelled by the interrupted run (up to input line ``resumed_after_line``); ``cached``,
-    ``seconds`` and ``examples_per_second`` are this run's.
+    ``seconds`` and ``examples_per_second`` are this run's. An ONNX export as the teacher adds
+    ``teacher_export`` (`OnnxModel.teacher_record`: its content's fingerprint and its agreement record
+    from its card), which the resume signature holds too.
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"{option('--min-confidence', 'min_confidence')} must be within [0, 1], got "
@@ -317,10 +319,12 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     stores = logit_stores(teacher, cache_dir, use_cache)
     label = chunk_labeller(teacher, stores, batch_size, with_logits)
     part = part_path(output, distributed.rank(), distributed.world_size())
-    # the head only when given, so a single-task run's signature is what it always was
+    # the head only when given, and an ONNX teacher's record (its content and agreement) only for one, so a
+    # single-task PyTorch run's signature is what it always was
+    export = {"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {}
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
                               batch_size=batch_size, chunk_size=chunk_size,
-                              **({"head": head} if head is not None else {}))
+                              **({"head": head} if head is not None else {}), **export)
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
@@ -394,4 +398,4 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     totals["read"] += totals["resumed"]
     totals["written"] += earlier
     totals["skipped_low_confidence"] += totals["resumed"] - earlier
-    return {**totals, "seconds": round(seconds, 2), "examples_per_second": speed}
+    return {**totals, "seconds": round(seconds, 2), "examples_per_second": speed, **export}

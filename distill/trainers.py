@@ -34,7 +34,7 @@ from distill.inference import model_crf
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
-from distill.models import load_teacher
+from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel, pick_device
 from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, student_default
@@ -374,6 +374,9 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
     if not isinstance(config, entry.cls.config_class):
         raise DistillError(f"student {config.model!r} needs a {entry.cls.config_class.__name__}, "
                            f"got a {type(config).__name__}")
+    if is_onnx_export(teacher):  # its embedding table from the graph; a transformer's layers from its source model
+        from distill.models.transformer_student import FROM_TEACHER
+        teacher = teacher.initialising_teacher(layers=getattr(config, "encoder", None) == FROM_TEACHER)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if teacher is None:
@@ -548,6 +551,7 @@ class Distiller:
             extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabelled data")
+            self._refuse_for_an_export()
             teacher_input = _teacher_source(self.teacher)
             inputs = {"teacher": teacher_input, "train": train_set, "dev": dev_set, "unlabeled": extra}
             if not self.online_teacher and output.directory is not None:  # the default cache too
@@ -556,6 +560,24 @@ class Distiller:
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
+
+    def _refuse_for_an_export(self) -> None:
+        """An ONNX export teaches through the logit cache: it gives logits, not the PyTorch model that an
+        online teacher runs every batch nor the layers' states that a layer term compares."""
+        if not self.teacher_source:
+            return
+        try:
+            card = model_card(self.teacher_source)
+        except DistillError:
+            return  # loading it says what is wrong
+        if card.get("format") != "onnx" or not (self.online_teacher or self.loss.uses_layers):
+            return
+        source = card.get("export", {}).get("source")
+        what = option("--online-teacher", "online_teacher=True") if self.online_teacher else \
+            option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
+                   "attention_weight, cosine_weight)")
+        raise DistillError(f"{self.teacher_source}: is an ONNX export, which teaches kd through the logit cache "
+                           f"only; {what} needs the PyTorch teacher: drop it, or give the PyTorch teacher ({source})")
 
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
              settings: TrainSettings, run: RunState | None) -> TrainResult:
@@ -593,7 +615,8 @@ class Distiller:
                                "wrong labels; start from a new student")
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)  # named, not keyed
         loss = self._loss(model, as_given)
-        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled)}
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
+                   **({"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {})}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, sources)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:

@@ -197,11 +197,9 @@ def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
         assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, (argv, err)
         assert set(tmp_path.rglob("*")) == before, f"{argv} left files behind"
     cli("export", model_dir, "--output", onnx_dir, "--overwrite")  # replaced on request
-    with pytest.raises(DistillError, match="is an exported ONNX model"):  # kd, pseudo-label: PyTorch models only
+    with pytest.raises(DistillError, match="is an exported ONNX model"):  # from_pretrained: PyTorch weights only
         load_model(onnx_dir, expect="student")
-    status, err = run_main(capsys, "pseudo-label", "--teacher", onnx_dir, "--input", SAMPLES / "unlabeled_movies.txt",
-                           "--output", tmp_path / "p.jsonl")
-    assert status == 2 and "give the PyTorch model directory it was exported from" in err
+    # (kd and pseudo-label take an export as their teacher: tests/test_onnx_teacher.py)
 
 
 @pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)

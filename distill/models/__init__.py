@@ -8,7 +8,7 @@ from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
 from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
 
-__all__ = ["MODEL_CARD", "load_model", "load_teacher", "model_card", "read_model_card"]
+__all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_card", "read_model_card"]
 
 
 def model_card(directory: str | Path) -> dict:
@@ -32,10 +32,21 @@ def load_model(directory: str | Path, expect: str | None = None, device: str = "
 def load_teacher(directory: str | Path, head: str | None = None, device: str = "cpu") -> LabelModel:
     """A model directory as the teacher of a distillation stage or of `pseudo-label`: a teacher, a
     multi-task teacher (with `head`: that head alone), or a trained student (a teacher-assistant chain:
-    teacher -> transformer student -> BiLSTM). Not an ONNX export: a teacher needs a content fingerprint
-    for the logit cache, and `kd --online-teacher` runs it in PyTorch."""
+    teacher -> transformer student -> BiLSTM), or an ONNX export of either (fp32 or int8, run by ONNX Runtime
+    on the CPU, keyed in the logit cache by its files' content: `distill.models.onnx`; what it agreed with its
+    source on is logged once here)."""
     from distill.models.multitask import with_head
-    return with_head(_load(directory, None, pytorch=True).to(pick_device(device)), head, str(directory))
+    model = with_head(_load(directory, None).to(pick_device(device)), head, str(directory))
+    if is_onnx_export(model):
+        from distill.models.onnx import agreement_line, logger
+        logger.warning(agreement_line(model, directory))
+    return model
+
+
+def is_onnx_export(model) -> bool:
+    """Whether `model` is an exported ONNX model (`distill.models.onnx.OnnxModel`), without importing it."""
+    card = getattr(model, "card", None)
+    return isinstance(card, dict) and card.get("format") == "onnx"
 
 
 def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:

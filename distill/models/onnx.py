@@ -11,18 +11,23 @@ per-window logits; they are put in the sentence grid here, as its `forward` does
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from distill.errors import DistillError
-from distill.io import load_tensors, read_json
+from distill.errors import DistillError, option
+from distill.io import file_sha256, load_tensors, read_json
 from distill.models.base import LabelModel
 from distill.models.card import CRF_WEIGHTS, ONNX_FILE
 
 
-__all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "onnxruntime_module", "weightless_model"]
+__all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "agreement_line", "onnxruntime_module", "weightless_model"]
+
+logger = logging.getLogger("distill")
 
 
 def onnxruntime_module():
@@ -60,6 +65,7 @@ class OnnxModel:
 
     training = False
     device = torch.device("cpu")
+    fixed_precision = True  # ONNX Runtime computes in the graph's types whatever --precision says (the logit cache)
 
     def __init__(self, directory: str | Path, card: dict):
         self.directory = Path(directory)
@@ -123,3 +129,85 @@ class OnnxModel:
     def weight_bytes(self) -> int:
         """Bytes a deployment loads: the ONNX file (weights, int8 ones for a quantized model, and graph)."""
         return (self.directory / ONNX_FILE).stat().st_size
+
+    def fingerprint(self) -> str:
+        """A digest of the export's content: the sha256 of every file as its card records them (checked when it
+        was loaded), so the logit cache keeps an int8 export's logits apart from its fp32 one's and from the
+        PyTorch model's, and a re-export (other weights, another quantization) starts afresh."""
+        files = json.dumps({"onnx": self.card["sha256"]}, sort_keys=True)
+        return hashlib.sha256(files.encode()).hexdigest()[:40]
+
+    def teacher_record(self) -> dict:
+        """What a run that takes this export as its teacher records of it (its summary, pseudo-label's
+        signature): the export's fingerprint, format, quantization and source, and its agreement with the
+        source model on its check data (None: exported without --check-data)."""
+        export = self.card["export"]
+        return {"fingerprint": self.fingerprint(), "format": "onnx", "quantize": export.get("quantize"),
+                "source": export.get("source"), "source_card_sha256": export.get("source_card_sha256"),
+                "agreement": self.card.get("agreement")}
+
+    def source_model(self) -> LabelModel | None:
+        """The PyTorch model this export was made from, if its card names it, it is still there and its card is
+        the one the export recorded (so its files, checked on loading, are those exported); else None."""
+        export = self.card.get("export", {})
+        source, recorded = export.get("source"), export.get("source_card_sha256")
+        from distill.models.card import MODEL_CARD
+        if not source or not recorded or not (Path(source) / MODEL_CARD).is_file() \
+                or file_sha256(Path(source) / MODEL_CARD) != recorded:
+            return None
+        from distill.models import load_model
+        return load_model(source, device="cpu")
+
+    def embedding_table(self) -> torch.Tensor | None:
+        """The source model's sub-word embedding table, read from the graph's initializers (int8 quantization
+        leaves embedding tables fp32): by its parameter's name, else the one initializer of its shape; None
+        for a model without one (a word student) or a graph where it cannot be told."""
+        embeddings = getattr(getattr(self.source, "encoder", None), "get_input_embeddings", lambda: None)()
+        if embeddings is None:
+            return None
+        names = [name for name, value in self.source.named_parameters() if value is embeddings.weight]
+        try:
+            import onnx
+            from onnx import numpy_helper
+            graph = onnx.load(str(self.directory / ONNX_FILE), load_external_data=False).graph
+        except Exception:  # no onnx module, or a file it cannot read: the source model may still be there
+            return None
+        shape = list(embeddings.weight.shape)
+        fp32 = [init for init in graph.initializer if list(init.dims) == shape and init.data_type == 1]
+        found = [init for init in fp32 if init.name in names] or (fp32 if len(fp32) == 1 else [])
+        return torch.from_numpy(numpy_helper.to_array(found[0]).copy()) if found else None
+
+    def initialising_teacher(self, layers: bool) -> LabelModel:
+        """The PyTorch model a new student starts from (`--embeddings-from-teacher`): for its embeddings alone,
+        the weightless source model with its embedding table from the graph (else the source model itself);
+        for a transformer student's layers and head (`layers`), the source model the export was made from."""
+        where = self.directory
+        if not layers:
+            if getattr(self.source, "tokenizer", None) is None:
+                return self.source  # a word student exported: it has no sub-word embeddings, as build_from_teacher says
+            table = self.embedding_table()
+            if table is not None:
+                with torch.no_grad():
+                    self.source.encoder.get_input_embeddings().weight.copy_(table)
+                return self.source
+        source = self.source_model()
+        if source is not None:
+            return source
+        found = self.card.get("export", {}).get("source")
+        what = "its embedding table cannot be read from the graph, and" if not layers else \
+            "a transformer student copies the teacher's layers, which an ONNX graph does not give back, and"
+        instead = option("--random-embeddings", "teacher_embeddings=False") if not layers else \
+            option("--encoder minilm-l6 (a pretrained encoder)", "a pretrained encoder")
+        raise DistillError(f"{where}: an ONNX export as the teacher: {what} the model it was exported from "
+                           f"({found}) is gone or changed since; use {instead}, or give that PyTorch model")
+
+
+def agreement_line(model: OnnxModel, directory: str | Path) -> str:
+    """One line on an export used as a teacher: what it is, and how it agreed with its source on its check data."""
+    export, agreed = model.card["export"], model.card.get("agreement")
+    kind = f"ONNX {export.get('quantize') or 'fp32'} export of {export.get('source')}"
+    if not agreed:
+        return f"teacher {directory}: {kind}; no agreement record (exported without --check-data)"
+    return (f"teacher {directory}: {kind}; on {agreed['data']}: max logit difference {agreed['max_abs_logit_diff']:.2g}, "
+            f"{agreed['labels_changed']:,} of {agreed['labels_compared']:,} labels changed, {agreed['metric']} "
+            f"{agreed['reference_score']:.4f} -> {agreed['score']:.4f}")

@@ -1,0 +1,212 @@
+"""An ONNX export (fp32 or int8) as the teacher of pseudo-label and kd: its labels, its own logit cache keyed by
+its files, its agreement record logged and recorded, the resume signature, what it cannot do (an online
+teacher, layer terms) and where a student's embeddings come from."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install -e .[export])")
+
+from distill.errors import DistillError  # noqa: E402
+from distill.models import load_model, load_teacher  # noqa: E402
+from distill.pseudo_label import pseudo_label  # noqa: E402
+from tests.conftest import SAMPLES, cli  # noqa: E402
+from tests.test_reliability import run_main  # noqa: E402
+
+DATA = {"classification": (SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv",
+                           SAMPLES / "unlabeled_movies.txt", "lstm"),
+        "tagging": (SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll", SAMPLES / "unlabeled_news.txt",
+                    "lstm-tagger")}
+
+
+@pytest.fixture(scope="module")
+def exports(tiny_classifier_teacher, tiny_tagging_teacher, tmp_path_factory) -> dict:
+    """task -> {"pytorch": teacher, "fp32": export, "int8": export (checked on the dev data)}."""
+    found = {}
+    for task, teacher in (("classification", tiny_classifier_teacher), ("tagging", tiny_tagging_teacher)):
+        folder = tmp_path_factory.mktemp(f"onnx-{task}")
+        cli("export", teacher, "--output", folder / "fp32")
+        cli("export", teacher, "--output", folder / "int8", "--quantize", "int8", "--check-data", DATA[task][1])
+        found[task] = {"pytorch": teacher, "fp32": str(folder / "fp32"), "int8": str(folder / "int8")}
+    return found
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def labels_of(rows: list[dict]) -> list:
+    return [row.get("label", row.get("tags")) for row in rows]
+
+
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_pseudo_label_with_an_export_keys_its_own_cache(task, exports, tmp_path, caplog):
+    corpus, models = DATA[task][2], exports[task]
+    cache, stats, rows = tmp_path / "cache", {}, {}
+    for name in ("pytorch", "fp32", "int8"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="distill"):
+            stats[name] = pseudo_label(models[name], str(corpus), str(tmp_path / f"{name}.jsonl"), progress=False,
+                                       cache_dir=str(cache))
+        notes = [r.getMessage() for r in caplog.records if "ONNX" in r.getMessage()]
+        if name == "pytorch":
+            assert not notes and "teacher_export" not in stats[name]
+        else:  # the export and its agreement, said once
+            assert len(notes) == 1 and notes[0].startswith(f"teacher {models[name]}: ONNX {name} export of "), notes
+        rows[name] = records(tmp_path / f"{name}.jsonl")
+    assert labels_of(rows["fp32"]) == labels_of(rows["pytorch"])  # the same model, float rounding aside
+    assert len(rows["int8"]) == len(rows["pytorch"])
+    folders = sorted(p.name for p in cache.iterdir())
+    fingerprints = {name: load_teacher(models[name]).fingerprint() for name in models}
+    assert len(set(fingerprints.values())) == 3 and folders == sorted(fingerprints.values())
+    int8 = stats["int8"]["teacher_export"]
+    assert int8["quantize"] == "int8" and int8["fingerprint"] == fingerprints["int8"]
+    assert int8["agreement"]["labels_compared"] > 0 and int8["source"] == models["pytorch"]
+    assert stats["fp32"]["teacher_export"]["quantize"] is None and stats["fp32"]["teacher_export"]["agreement"] is None
+    # a second run over the same corpus is served by the export's own cache
+    again = pseudo_label(models["int8"], str(corpus), str(tmp_path / "again.jsonl"), progress=False,
+                         cache_dir=str(cache))
+    assert again["cached"] == again["read"] and records(tmp_path / "again.jsonl") == rows["int8"]
+
+
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_kd_with_an_export_as_teacher(task, variant, exports, tmp_path):
+    train, dev, unlabeled, student = DATA[task]
+    cache = tmp_path / "cache"
+    cli("kd", "--teacher", exports[task][variant], "--model", student, "--train", train, "--dev", dev,
+        "--epochs", "1", "--output", tmp_path / "kd", "--cache-dir", cache, "--quiet",
+        *(["--unlabeled", unlabeled] if task == "classification" else []))
+    summary = json.loads((tmp_path / "kd" / "train_summary.json").read_text())
+    fingerprint = load_teacher(exports[task][variant]).fingerprint()
+    assert summary["teacher_export"]["fingerprint"] == fingerprint and Path(summary["cache_dir"]).name == fingerprint
+    assert summary["teacher_export"]["quantize"] == (None if variant == "fp32" else "int8")
+    assert summary["kd"]["embeddings_from_teacher"]
+    assert load_model(tmp_path / "kd").predict(["EU rejects German call"] if task == "classification"
+                                               else [["EU", "rejects", "German", "call"]])
+
+
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_a_students_embeddings_start_from_the_exports_graph(task, exports):
+    """--embeddings-from-teacher reads the sub-word table from the graph's initializers (int8 leaves it fp32): the
+    student starts exactly as from the PyTorch teacher, with the source model not needed."""
+    from distill.data import read_split
+    from distill.labels import build_hierarchy
+    from distill.models.registry import student_config
+    from distill.trainers import new_student
+    train, _, _, name = DATA[task]
+    examples, labels = read_split(str(train), task)
+    hierarchy = build_hierarchy(task, labels, None, str(train))
+    start = {variant: new_student(student_config(name), hierarchy, examples, 0, load_teacher(exports[task][variant]))
+             for variant in ("pytorch", "fp32", "int8")}
+    for variant in ("fp32", "int8"):
+        assert torch.equal(start[variant].embedding.weight, start["pytorch"].embedding.weight), variant
+
+
+def test_an_export_whose_table_is_unreadable_falls_back_to_its_source_or_is_refused(exports, tmp_path, monkeypatch,
+                                                                                    capsys):
+    from distill.models.onnx import OnnxModel
+    monkeypatch.setattr(OnnxModel, "embedding_table", lambda self: None)
+    train, dev, _, student = DATA["classification"]
+    teacher = tmp_path / "teacher"
+    shutil.copytree(exports["classification"]["pytorch"], teacher)
+    cli("export", teacher, "--output", tmp_path / "onnx")
+    args = ["kd", "--teacher", tmp_path / "onnx", "--model", student, "--train", train, "--dev", dev, "--epochs", "1",
+            "--cache-dir", tmp_path / "cache", "--quiet"]
+    cli(*args, "--output", tmp_path / "from-source")  # the source model is there, unchanged: its table
+    (teacher / "distill.json").write_text((teacher / "distill.json").read_text() + "\n")  # changed since
+    status, err = run_main(capsys, *args, "--output", tmp_path / "refused")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "its embedding table cannot be read from the graph, and the model it was exported from" in err
+    assert "is gone or changed since; use --random-embeddings, or give that PyTorch model" in err
+    assert not (tmp_path / "refused").exists()
+    cli(*args, "--output", tmp_path / "random", "--random-embeddings")
+
+
+@pytest.mark.parametrize("flags, named", [(["--online-teacher"], "--online-teacher"),
+                                          (["--hidden-weight", "1"], "--hidden-weight, --attention-weight or "
+                                                                     "--cosine-weight")])
+def test_kd_refuses_what_an_export_cannot_give(flags, named, exports, tmp_path, capsys):
+    train, dev, _, _ = DATA["classification"]
+    student = "transformer" if "--hidden-weight" in flags else "lstm"
+    status, err = run_main(capsys, "kd", "--teacher", exports["classification"]["int8"], "--model", student,
+                           "--train", train, "--dev", dev, "--output", tmp_path / "kd", "--quiet", *flags)
+    expected = (f"error: {exports['classification']['int8']}: is an ONNX export, which teaches kd through the logit "
+                f"cache only; {named} needs the PyTorch teacher: drop it, or give the PyTorch teacher "
+                f"({exports['classification']['pytorch']})")
+    assert status == 2 and err.strip() == expected, err
+    assert not (tmp_path / "kd").exists()
+
+
+def test_a_students_export_teaches_as_the_student_does(exports, tmp_path, capsys):
+    """A trained student is a teacher (a teacher-assistant chain), so its export is one too; a word student has
+    no sub-word embeddings to give, as in PyTorch form."""
+    train, dev, unlabeled, _ = DATA["classification"]
+    cli("student", "--model", "cnn", "--train", train, "--dev", dev, "--epochs", "1", "--output", tmp_path / "cnn",
+        "--quiet")
+    cli("export", tmp_path / "cnn", "--output", tmp_path / "cnn-onnx")
+    pseudo_label(str(tmp_path / "cnn-onnx"), str(unlabeled), str(tmp_path / "onnx.jsonl"), progress=False,
+                 use_cache=False)
+    pseudo_label(str(tmp_path / "cnn"), str(unlabeled), str(tmp_path / "pt.jsonl"), progress=False, use_cache=False)
+    assert labels_of(records(tmp_path / "onnx.jsonl")) == labels_of(records(tmp_path / "pt.jsonl"))
+    args = ["kd", "--teacher", tmp_path / "cnn-onnx", "--model", "lstm", "--train", train, "--dev", dev,
+            "--epochs", "1", "--cache-dir", tmp_path / "cache", "--quiet"]
+    status, err = run_main(capsys, *args, "--output", tmp_path / "kd")
+    assert status == 2 and "has no sub-word embeddings to start word embeddings from: use --random-embeddings" in err
+    cli(*args, "--output", tmp_path / "kd", "--random-embeddings")
+
+
+def test_the_resume_signature_covers_the_exports_content(exports, tmp_path, capsys, monkeypatch):
+    import distill.pseudo_label as module
+    teacher = exports["classification"]["pytorch"]
+    cli("export", teacher, "--output", tmp_path / "onnx")
+    args = ["pseudo-label", "--teacher", tmp_path / "onnx", "--input", DATA["classification"][2], "--output",
+            tmp_path / "p.jsonl", "--chunk-size", "50", "--quiet", "--no-cache"]
+    chunks = []
+
+    def interrupt_after_the_first_chunk():
+        chunks.append(1)
+        if len(chunks) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "release_freed_memory", interrupt_after_the_first_chunk)
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.undo()
+    signature = json.loads((tmp_path / "p.jsonl.part.json").read_text())
+    assert signature["teacher_export"]["fingerprint"] == load_teacher(tmp_path / "onnx").fingerprint()
+    saved = (tmp_path / "p.jsonl.part").read_bytes(), (tmp_path / "p.jsonl.part.json").read_bytes()
+    cli("export", teacher, "--output", tmp_path / "onnx", "--overwrite", "--quantize", "int8", "--check-data",
+        DATA["classification"][1])  # the same folder, another model
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and "cannot resume with different settings or data (inputs.teacher, teacher_export" in err, err
+    cli("export", teacher, "--output", tmp_path / "onnx", "--overwrite")  # the fp32 export again: the same files
+    (tmp_path / "p.jsonl.part").write_bytes(saved[0])
+    (tmp_path / "p.jsonl.part.json").write_bytes(saved[1])
+    cli(*args, "--resume")
+    assert len(records(tmp_path / "p.jsonl")) == len(DATA["classification"][2].read_text().splitlines())
+
+
+def test_a_transformer_student_copies_its_layers_from_the_exports_source(exports, tmp_path, capsys, monkeypatch):
+    train, dev, _, _ = DATA["classification"]
+    teacher = tmp_path / "teacher"
+    shutil.copytree(exports["classification"]["pytorch"], teacher)
+    cli("export", teacher, "--output", tmp_path / "onnx")
+    args = ["kd", "--teacher", tmp_path / "onnx", "--model", "transformer", "--layers", "1", "--train", train,
+            "--dev", dev, "--epochs", "1", "--cache-dir", tmp_path / "cache", "--quiet"]
+    cli(*args, "--output", tmp_path / "kd")
+    shutil.rmtree(teacher)
+    status, err = run_main(capsys, *args, "--output", tmp_path / "kd2")
+    assert status == 2 and "a transformer student copies the teacher's layers, which an ONNX graph does not give " \
+        "back, and the model it was exported from" in err, err
+
+
+def test_an_export_is_refused_where_a_pytorch_model_is_expected(exports):
+    with pytest.raises(DistillError, match="is an exported ONNX model"):
+        load_model(exports["classification"]["fp32"], expect="teacher")
