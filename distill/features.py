@@ -114,6 +114,24 @@ def encode_words(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[Sequenc
     return windows
 
 
+def word_grid_inputs(tokenizer: "PreTrainedTokenizerBase", sentences: Sequence[Sequence[str]], max_length: int,
+                     pad_id: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """A tagger's encoder inputs for `sentences` (word windows, each word read at its first sub-token)
+    plus where each window's words go in a (sentences x words) grid (`word_slots`, `grid_shape`), and
+    which words any window scores: a word no sub-token covers is not scored."""
+    windows = encode_words(tokenizer, sentences, max_length)
+    inputs = collate_windows(windows, pad_id, tagging=True)
+    width = max(len(s) for s in sentences)
+    slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
+    scored = torch.zeros((len(sentences), width), dtype=torch.bool)
+    for row, window in enumerate(windows):
+        slots[row, : len(window.word_index)] = torch.tensor(window.word_index, dtype=torch.long) \
+            + window.example * width
+        scored[window.example, window.word_index] = True
+    inputs.update(word_slots=slots, grid_shape=torch.tensor([len(sentences), width]))
+    return inputs, scored
+
+
 def encode(tokenizer: PreTrainedTokenizerBase, examples: Sequence, task: str, max_length: int) -> list[Window]:
     if task == "classification":
         return encode_texts(tokenizer, examples, max_length)

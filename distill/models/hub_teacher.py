@@ -258,23 +258,14 @@ class TransformersTeacher(LabelModel):
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """Sub-word ids of a batch (a text truncated to `max_length`); tagging windows also carry each word's
         first sub-token and its slot in the (sentences, words) grid, as the teacher's do."""
-        from distill.features import collate_windows, encode_texts, encode_words
+        from distill.features import collate_windows, encode_texts, word_grid_inputs
         device = self.device
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         if self.task == "classification":
             windows = encode_texts(self.tokenizer, examples, self.config.max_length)
             inputs = collate_windows(windows, pad)
             return {k: v.to(device) for k, v in inputs.items()}, None
-        windows = encode_words(self.tokenizer, examples, self.config.max_length)
-        inputs = collate_windows(windows, pad, tagging=True)
-        width = max(len(e) for e in examples)
-        slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
-        scored = torch.zeros((len(examples), width), dtype=torch.bool)
-        for row, window in enumerate(windows):
-            slots[row, : len(window.word_index)] = torch.tensor(window.word_index, dtype=torch.long) \
-                + window.example * width
-            scored[window.example, window.word_index] = True
-        inputs.update(word_slots=slots, grid_shape=torch.tensor([len(examples), width]))
+        inputs, scored = word_grid_inputs(self.tokenizer, examples, self.config.max_length, pad)
         return {k: v.to(device) for k, v in inputs.items()}, scored.to(device)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder, native_pooling
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
-from distill.features import collate_windows, encode_texts, encode_words, window_frame, window_means
+from distill.features import collate_windows, encode_texts, window_frame, window_means, word_grid_inputs
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
@@ -230,16 +230,7 @@ class Teacher(LabelModel):
             if config.long_inputs == "windows":
                 inputs["window_weights"] = window_means(windows, len(examples))
             return {k: v.to(device) for k, v in inputs.items()}, None
-        windows = encode_words(self.tokenizer, examples, self.config.max_length)
-        inputs = collate_windows(windows, self.tokenizer.pad_token_id, tagging=True)
-        width = max(len(e) for e in examples)
-        slots = torch.full(inputs["word_positions"].shape, -1, dtype=torch.long)
-        scored = torch.zeros((len(examples), width), dtype=torch.bool)
-        for row, window in enumerate(windows):
-            slots[row, : len(window.word_index)] = torch.tensor(window.word_index, dtype=torch.long) \
-                + window.example * width
-            scored[window.example, window.word_index] = True
-        inputs.update(word_slots=slots, grid_shape=torch.tensor([len(examples), width]))
+        inputs, scored = word_grid_inputs(self.tokenizer, examples, self.config.max_length, self.tokenizer.pad_token_id)
         return {k: v.to(device) for k, v in inputs.items()}, scored.to(device)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
