@@ -41,7 +41,7 @@ from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
 from distill.training import learnt_record, warn_if_learnt_from
 
-FORMATS = ("onnx", "safetensors")
+FORMATS = ("onnx", "safetensors", "transformers")
 QUANTIZATIONS = ("int8",)
 OPSET = 17
 # Tracing inputs: two examples of different lengths, so padding and per-example lengths are in the graph.
@@ -59,7 +59,7 @@ INT8_OPS = ("MatMul", "Attention", "LSTM", "Conv")
 GRID_INPUTS = ("word_slots", "grid_shape")  # the teacher tagger's grid placement stays outside the graph
 
 __all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "quantize_int8",
-           "save_onnx_files", "save_slim_files"]
+           "save_onnx_files", "save_slim_files", "save_transformers_files"]
 
 
 def onnx_module():
@@ -177,6 +177,57 @@ def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: P
             *save_slim_checkpoint(directory, model.checkpoint())]
 
 
+def transformers_network(model: LabelModel, where: str):
+    """The teacher module a transformers export holds: the teacher itself, or a transformer student's (the
+    teacher's code with fewer layers); a word student is refused in one line."""
+    from distill.models.teacher import Teacher
+    network = model if isinstance(model, Teacher) else getattr(model, "network", None)
+    if not isinstance(network, Teacher):
+        what = getattr(getattr(model, "config", None), "model", None) or type(model).__name__
+        raise DistillError(f"{where}: a {what} student is not a transformers model (only the teacher and the "
+                           f"transformer students are); export it with {_format('onnx')} for ONNX Runtime")
+    return network
+
+
+def save_transformers_files(network, directory: Path, where: str) -> list[str]:
+    """A stock transformers model (`distill.hf_model.stock_transformers`) and its tokenizer, as their
+    `save_pretrained` writes them; returns the files' names."""
+    from distill.hf_model import stock_transformers
+    from transformers.utils import logging as transformers_logging
+    model, tokenizer = stock_transformers(network, where)
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.save_pretrained(directory)
+            tokenizer.save_pretrained(directory)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    return sorted(path.name for path in directory.iterdir() if path.is_file() and path.name != MODEL_CARD)
+
+
+def export_transformers(model: LabelModel, card: dict, source: Path, directory: Path, exported: dict) -> list[str]:
+    """The files of a transformers export; a multi-task teacher's heads each in a folder of their own
+    (``DIR/HEAD``, a transformers model and a card each), all of them listed in the top card."""
+    from distill.models.multitask import MultiTaskTeacher
+    if not isinstance(model, MultiTaskTeacher):
+        return save_transformers_files(transformers_network(model, str(source)), directory, str(source))
+    files = []
+    for name in model.names:
+        head = model.head(name)
+        folder = directory / name
+        folder.mkdir()
+        head_files = save_transformers_files(head, folder, f"{source} head {name}")
+        head_card = {**exported, "kind": "teacher", "model": type(head).__name__, "task": head.task,
+                     "labels": head.hierarchy.labels, "head": name}
+        head_card.pop("heads", None)
+        write_model_card(folder, head_card, head_files, {"parameters": head.parameter_count(),
+                                                         "base_model": head.config.encoder})
+        files += [f"{name}/{file}" for file in [*read_model_card(folder)["sha256"], MODEL_CARD]]
+    return files
+
+
 def agreement(reference: LabelModel, exported, examples: Sequence, gold: Sequence, batch_size: int = 64) -> dict:
     """How far `exported` is from `reference` on labelled examples: the largest logit difference,
     the share of labels (words, for tagging) that stay the same, and each model's score in the metric
@@ -197,6 +248,19 @@ def agreement(reference: LabelModel, exported, examples: Sequence, gold: Sequenc
             "labels_compared": len(pairs), "labels_changed": len(pairs) - same, "identical_labels": same / len(pairs),
             "metric": metric, "reference_score": reference_score, "score": score,
             "points_lost": 100 * (reference_score - score)}
+
+
+def about_export(model: LabelModel, source: Path) -> dict:
+    """What the export's README card says beyond its card: the source model's base model, and what its run
+    read and scored (its ``train_summary.json``)."""
+    from distill.models.readme import about_run
+    from distill.outputs import SUMMARY_FILE
+    about = model.card_about()
+    if (source / SUMMARY_FILE).is_file():
+        with contextlib.suppress(OSError, ValueError):
+            import json
+            about.update(about_run(json.loads((source / SUMMARY_FILE).read_text(encoding="utf-8"))))
+    return about
 
 
 def export_settings(format: str, quantize: str | None) -> dict:
@@ -227,7 +291,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         raise DistillError(f"{quantized} needs {option('--check-data', 'check_data')}: held-back labelled data on "
                            "which the int8 model's labels and score are compared with the fp32 model's")
     card = read_model_card(model_dir)
-    refuse_multitask(model_dir, "export")
+    if format != "transformers" or check_data is not None:
+        refuse_multitask(model_dir, "export" if format != "transformers" else "export --check-data")
     if card.get("format") == "onnx":
         raise DistillError(f"{model_dir}: is already an ONNX export; export from the PyTorch model directory "
                            "it came from")
@@ -238,20 +303,22 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
             examples, gold = read_split(check_data, model.task, data)
             check_labels_known(check_data, model.hierarchy, model.task, gold)
             learnt_from = warn_if_learnt_from(model_dir, check_data, examples)
-        if format == "onnx":
-            files = save_onnx_files(model, card["kind"], source, directory, quantize)
-        else:
-            files = save_slim_files(model, card["kind"], source, directory)
-        description = {key: card[key] for key in ("kind", "model", "class", "task", "labels") if key in card}
+        description = {key: card[key] for key in ("kind", "model", "class", "task", "labels", "heads") if key in card}
         exported = {**description, "format": format,
                     "export": {"source": str(model_dir), "source_card_sha256": file_sha256(source / MODEL_CARD),
                                "parameters": model.parameter_count(), **export_settings(format, quantize),
                                **({"learnt_from": record} if (record := learnt_record(model_dir)) else {})},
                     "agreement": None}
+        if format == "onnx":
+            files = save_onnx_files(model, card["kind"], source, directory, quantize)
+        elif format == "transformers":
+            files = export_transformers(model, card, source, directory, exported)
+        else:
+            files = save_slim_files(model, card["kind"], source, directory)
         if check_data is not None:
             exported["agreement"] = {"data": check_data, **({"learnt_from": learnt_from} if learnt_from else {}),
                                      "reference": f"pytorch {precision.current()}",
                                      **agreement(model, model_from_card(directory, exported), examples, gold,
                                                  batch_size)}
-        write_model_card(directory, exported, files)  # last: a directory with a card is complete
+        write_model_card(directory, exported, files, about_export(model, source))  # last: a card means complete
         return {**exported, "sha256": read_model_card(directory)["sha256"]}

@@ -24,10 +24,11 @@ from typing import Callable, Iterable, Iterator
 
 from distill import distributed
 from distill.errors import DistillError, option
-from distill.io import check_target, writing
+from distill.io import check_target, file_sha256, writing
 from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, STAGING_PREFIX, model_files,
                                  read_model_card)
+from distill.models.readme import README
 
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
@@ -179,9 +180,13 @@ def _written_by_distill(path: Path, listed: set[str]) -> bool:
 
 def _foreign(directory: Path, names: list[str]) -> list[str]:
     """The entries of a run's folder that no distill command wrote (a user's notes, other models)."""
-    listed = set()
+    recorded: dict = {}
     with contextlib.suppress(DistillError, AttributeError):
-        listed = {name.split("/")[0] for name in read_model_card(directory, unfinished=True).get("sha256", {})}
+        recorded = dict(read_model_card(directory, unfinished=True).get("sha256", {}))
+    listed = {name.split("/")[0] for name in recorded}
+    readme = directory / README  # the model card for people: distill's as written (its checksum), not as edited
+    if README in listed and (not readme.is_file() or file_sha256(readme) != recorded.get(README)):
+        listed.discard(README)
     return [name for name in names if not _written_by_distill(directory / name, listed)]
 
 

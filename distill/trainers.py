@@ -142,6 +142,7 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
     with training_run(output.directory, output.resume, output.overwrite, inputs, protected, **settings) as run:
         run.learnt = learnt
+        run.sources = {role: str(value) for role, value in inputs.items() if value is not None}
         yield run
 
 
@@ -194,12 +195,21 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
     summary = {**summary, "parameters": model.parameter_count(),
                "train_examples": sum(len(task.train_examples) for task in tasks.values()), **result}
     if run is not None:
-        summary["size_bytes"] = model_size_bytes(run.directory)
         summary["inputs"] = run.signature["inputs"]  # what it learnt from, by content: `learnt_from`
+        summary["sources"] = run.sources  # and by name (the README model card names them)
         summary["example_digests"] = run.learnt
         if distributed.is_main():
-            run.finish(lambda: write_json(run.directory / SUMMARY_FILE, summary))
+            run.finish(lambda: _finish_files(model, run.directory, summary))
     return TrainResult(model, summary)
+
+
+def _finish_files(model: LabelModel, directory: Path, summary: dict) -> None:
+    """A finished run's last files: the README model card again, now with the run's data and scores (and
+    its checksum in the card), then the summary, whose size counts it."""
+    from distill.models.readme import about_run, rewrite_readme
+    rewrite_readme(directory, {**model.card_about(), **about_run(summary)})
+    summary["size_bytes"] = model_size_bytes(directory)
+    write_json(directory / SUMMARY_FILE, summary)
 
 
 def _labelled(train: Any, dev: Any, task: str, data: DataOptions,

@@ -248,6 +248,7 @@ class RunState:
     signature: dict
     resume: bool = False
     learnt: dict = field(default_factory=dict)  # role -> digest of the examples it learns from: `learnt_from`
+    sources: dict = field(default_factory=dict)  # role -> the input as given (a file's name): the README card
 
     def __post_init__(self) -> None:
         # checked at once, so a refused resume costs no data reading or teacher pass and touches nothing

@@ -80,6 +80,13 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
 def model_from_card(directory: str | Path, card: dict) -> LabelModel:
     """The model of `directory` as `card` describes it, its files unchecked (`load_model` checks them;
     `nlp-train export` measures an export before its card is written)."""
+    if card.get("format") == "transformers":  # `nlp-train export --format transformers`: a stock classifier
+        if card["kind"] == "multitask-teacher":
+            heads = ", ".join(card.get("heads", {}))
+            raise DistillError(f"{directory}: holds one transformers model per head ({heads}); load a head's "
+                               "folder, DIR/HEAD")
+        from distill.models.hub_teacher import load_transformers_teacher
+        return load_transformers_teacher(directory)
     if card.get("format") == "onnx":  # `nlp-train export`: run by ONNX Runtime, see distill/models/onnx.py
         from distill.models.onnx import OnnxModel
         return OnnxModel(directory, card)

@@ -78,6 +78,11 @@ class LabelModel(nn.Module):
     def write_files(self, directory: Path, **extra) -> None:
         raise NotImplementedError
 
+    def card_about(self) -> dict:
+        """What the README model card says of this model beyond its `distill.json` card: its size, and the
+        pretrained encoder it starts from (``base_model``) where it has one."""
+        return {"parameters": self.parameter_count()}
+
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> "LabelModel":
         raise NotImplementedError

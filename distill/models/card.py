@@ -37,9 +37,14 @@ __all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_
            "write_model_card"]
 
 
-def write_model_card(directory: str | Path, card: dict, files: list[str]) -> None:
-    """Write the card with the sha256 of each of the model's files (call after they are all saved)."""
+def write_model_card(directory: str | Path, card: dict, files: list[str], about: dict | None = None) -> None:
+    """Write the card with the sha256 of each of the model's files (call after they are all saved), after
+    the README.md model card for people and the Hub (`distill.models.readme`; `about`: what the model's
+    writer knows beyond the card, such as its base model), which the checksums include."""
+    from distill.models.readme import README, write_readme
     directory = Path(directory)
+    files = [name for name in files if name != README]
+    files.append(write_readme(directory, card, files, about))
     write_json(directory / MODEL_CARD, {"format_version": CARD_VERSION, **card,
                                         "sha256": {name: file_sha256(directory / name) for name in files}})
 

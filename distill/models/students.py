@@ -187,7 +187,7 @@ class StudentFiles:
         files = [WEIGHTS, *self.write_description(directory)]
         entry = student_entry(self.config.model)
         write_model_card(directory, {"kind": "student", "model": entry.name, "class": entry.source,
-                                     "task": self.task, "labels": self.hierarchy.labels}, files)
+                                     "task": self.task, "labels": self.hierarchy.labels}, files, self.card_about())
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> LabelModel:

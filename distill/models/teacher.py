@@ -291,7 +291,10 @@ class Teacher(LabelModel):
         save_checkpoint(directory / CHECKPOINT, self.checkpoint(optimizer_state))
         write_model_card(directory, {"kind": "teacher", "model": type(self).__name__, "task": self.config.task,
                                      "labels": self.hierarchy.labels},
-                         [CHECKPOINT, *folder_files(directory, ENCODER_DIR)])
+                         [CHECKPOINT, *folder_files(directory, ENCODER_DIR)], self.card_about())
+
+    def card_about(self) -> dict:
+        return {**super().card_about(), "base_model": self.config.encoder}
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> "Teacher":

@@ -251,6 +251,12 @@ class TransformerStudent(StudentFiles, LabelModel):
         return content_fingerprint({"config": asdict(self.config), "labels": self.hierarchy.labels,
                                     "vocabulary": len(self.tokenizer)}, self.state_dict())
 
+    def card_about(self) -> dict:
+        """Its pretrained encoder as the base model (a student of the teacher's layers: the teacher, named by
+        its run)."""
+        encoder = self.config.encoder
+        return {**super().card_about(), **({"base_model": encoder} if encoder != FROM_TEACHER else {})}
+
     def write_description(self, directory: Path) -> list[str]:
         """Config, labels, and the encoder's config and tokenizer; returns the files' names."""
         with atomic_directory(directory / ENCODER_DIR) as encoder_dir:

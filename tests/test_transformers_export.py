@@ -1,0 +1,199 @@
+"""`nlp-train export --format transformers` and the README model card of every model folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from torch import nn
+from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                          AutoTokenizer, pipeline)
+
+from distill.errors import DistillError
+from distill.export import export_model
+from distill.hf_model import max_logit_difference, stock_transformers
+from distill.inference import decode_labels, predict_logits
+from distill.models import load_model
+from distill.models.registry import student_config
+from distill.trainers import new_student
+from tests.conftest import SAMPLES, cli
+
+TEXTS = ["a witty , heartfelt film", "the plot is stale and the acting worse", "fine"]
+SENTENCES = [["Peter", "lives", "in", "Paris"], ["EU", "rejects", "German", "call"]]  # within max_length
+
+
+@pytest.fixture(scope="module")
+def transformer_students(tiny_classifier_teacher, tiny_tagging_teacher, tmp_path_factory) -> dict[str, str]:
+    """A transformer student and a transformer tagger (all their teacher's layers), saved."""
+    folders = {}
+    for teacher_dir, name in ((tiny_classifier_teacher, "transformer"), (tiny_tagging_teacher, "transformer-tagger")):
+        teacher = load_model(teacher_dir)
+        examples = TEXTS if teacher.task == "classification" else SENTENCES
+        student = new_student(student_config(name, layers=1), teacher.hierarchy, examples, 0, teacher)
+        folders[name] = str(student.save_pretrained(tmp_path_factory.mktemp("student") / name))
+    return folders
+
+
+def source_of(request, which: str) -> str:
+    if which.startswith("transformer"):
+        return request.getfixturevalue("transformer_students")[which]
+    return request.getfixturevalue(which)
+
+
+@pytest.mark.parametrize("which", ["tiny_classifier_teacher", "tiny_tagging_teacher", "transformer",
+                                   "transformer-tagger"])
+def test_a_transformers_export_loads_with_auto_classes_and_pipeline(request, tmp_path, which):
+    source = source_of(request, which)
+    out = tmp_path / "hf"
+    cli("export", source, "--format", "transformers", "--output", out)
+    ours = load_model(source)
+    network = getattr(ours, "network", ours)
+    classification = ours.task == "classification"
+    assert AutoConfig.from_pretrained(out).id2label == dict(enumerate(ours.hierarchy.labels))
+    auto = AutoModelForSequenceClassification if classification else AutoModelForTokenClassification
+    model, info = auto.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    model.eval()
+    examples = TEXTS if classification else SENTENCES
+    if classification:  # the saved tokenizer, as a user of the folder runs it
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        with torch.no_grad():
+            theirs = model(**tokenizer(examples, padding=True, truncation=True, return_tensors="pt")).logits
+        assert (theirs - predict_logits(ours, examples).logits).abs().max() <= 1e-5
+    else:
+        assert max_logit_difference(network, model, examples) <= 1e-5
+    task = "text-classification" if classification else "token-classification"
+    run = pipeline(task, model=str(out), device="cpu")
+    expected = decode_labels(ours, predict_logits(ours, examples))
+    if classification:
+        assert [result["label"] for result in run(examples)] == expected
+    else:
+        for words, tags in zip(examples, expected):
+            text = " ".join(words)
+            starts = [sum(len(w) + 1 for w in words[:i]) for i in range(len(words))]
+            by_start = {token["start"]: token["entity"] for token in run(text, ignore_labels=[])}
+            assert [by_start[start] for start in starts] == tags
+    # distill loads it too (a teacher: the transformers classifier), every file checked against its card
+    assert load_model(out).predict(examples) == expected
+    card = json.loads((out / "distill.json").read_text())
+    assert card["format"] == "transformers" and {"config.json", "model.safetensors", "README.md"} <= set(card["sha256"])
+
+
+def test_a_head_without_pre_classifier_is_exact_through_distilberts_relu(tiny_classifier_teacher):
+    """DistilBertForSequenceClassification's ReLU never clips: its pre_classifier adds a shift above the
+    bound of the encoder's last LayerNorm, which the classifier's bias takes back."""
+    teacher = load_model(tiny_classifier_teacher)
+    assert teacher.pre_classifier is None and teacher.config.pooling == "first"
+    model, _ = stock_transformers(teacher, "t")
+    hidden = teacher.encoder(**teacher.prepare(TEXTS)[0]).last_hidden_state[:, 0]
+    assert (model.pre_classifier(hidden) > 0).all()
+    teacher.pre_classifier = nn.Linear(32, 32)  # with one: DistilBERT's head as it is
+    model, _ = stock_transformers(teacher, "t")
+    assert torch.equal(model.pre_classifier.weight, teacher.pre_classifier.weight)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: setattr(t.config, "pooling", "mean"), "pools by mean; DistilBertForSequenceClassification reads the "
+                                                     "first token); train it with --pooling first"),
+    (lambda t: setattr(t.config, "long_inputs", "windows"), "reads a long text in windows"),
+])
+def test_heads_no_stock_class_computes_are_refused(tiny_classifier_teacher, change, message):
+    teacher = load_model(tiny_classifier_teacher)
+    change(teacher)
+    with pytest.raises(DistillError, match="has no stock transformers form") as error:
+        stock_transformers(teacher, "t")
+    assert message in str(error.value) and "format='onnx'" in str(error.value)
+
+
+def test_a_tagger_with_pre_classifier_and_word_students_are_refused(tiny_tagging_teacher, tmp_path):
+    teacher = load_model(tiny_tagging_teacher)
+    teacher.pre_classifier = nn.Linear(32, 32)
+    with pytest.raises(DistillError, match="train it without --pre-classifier"):
+        stock_transformers(teacher, "t")
+    cli("student", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+        "--epochs", "1", "--output", tmp_path / "lstm", "--quiet")
+    with pytest.raises(DistillError, match="a lstm student is not a transformers model.*format='onnx'"):
+        export_model(str(tmp_path / "lstm"), str(tmp_path / "out"), format="transformers")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_multitask_teacher_exports_a_folder_per_head(tiny_encoder_dir, tmp_path):
+    from tests.test_multitask import NER, SENTIMENT
+    cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "64", "--task-spec", SENTIMENT,
+        "--task-spec", NER, "--output", tmp_path / "mt", "--quiet")
+    export_model(str(tmp_path / "mt"), str(tmp_path / "hf"), format="transformers")
+    teacher = load_model(tmp_path / "mt")
+    for head, auto in (("sentiment", AutoModelForSequenceClassification), ("ner", AutoModelForTokenClassification)):
+        model, info = auto.from_pretrained(tmp_path / "hf" / head, output_loading_info=True)
+        assert not info["missing_keys"] and not info["unexpected_keys"]
+        examples = TEXTS if head == "sentiment" else SENTENCES
+        assert max_logit_difference(teacher.head(head), model.eval(), examples) <= 1e-5
+        assert load_model(tmp_path / "hf" / head).predict(examples) == teacher.head(head).predict(examples)
+    card = json.loads((tmp_path / "hf" / "distill.json").read_text())
+    assert card["kind"] == "multitask-teacher" and "ner/model.safetensors" in card["sha256"]
+    with pytest.raises(DistillError, match="one transformers model per head"):
+        load_model(tmp_path / "hf")
+    cli("export", tmp_path / "mt", "--format", "transformers", "--output", tmp_path / "hf", "--overwrite")
+
+
+# ---- the README model card ----
+
+def header(folder: str | Path) -> dict:
+    text = (Path(folder) / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n")[1])
+
+
+def test_every_kind_of_save_writes_a_card_with_hub_metadata(tiny_classifier_teacher, tiny_tagging_teacher,
+                                                            transformer_students, tmp_path):
+    meta = header(tiny_classifier_teacher)
+    assert meta["library_name"] == "distill" and meta["pipeline_tag"] == "text-classification"
+    assert "distillation" in meta["tags"] and meta["base_model"] and meta["datasets"] == ["samples"]
+    assert "accuracy" in meta["metrics"] and meta["model-index"][0]["results"][0]["metrics"][0]["value"] >= 0
+    text = (Path(tiny_classifier_teacher) / "README.md").read_text()
+    summary = json.loads((Path(tiny_classifier_teacher) / "train_summary.json").read_text())
+    assert summary["inputs"]["train"] in text and "sentiment_train.csv" in text and "load_model" in text
+    assert header(tiny_tagging_teacher)["pipeline_tag"] == "token-classification"
+    assert "README.md" in json.loads((Path(transformer_students["transformer"]) / "distill.json").read_text())["sha256"]
+    cli("kd", "--teacher", tiny_classifier_teacher, "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
+        "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--output", tmp_path / "kd", "--quiet")
+    meta = header(tmp_path / "kd")
+    assert meta["base_model"] == tiny_classifier_teacher and "Distilled from the teacher" in \
+        (tmp_path / "kd" / "README.md").read_text()
+    export_model(str(tmp_path / "kd"), str(tmp_path / "onnx"))
+    assert header(tmp_path / "onnx")["library_name"] == "distill"
+    export_model(tiny_classifier_teacher, str(tmp_path / "hf"), format="transformers")
+    assert header(tmp_path / "hf")["library_name"] == "transformers"
+    assert header(tmp_path / "hf")["datasets"] == ["samples"]
+
+
+def test_the_card_is_checked_and_overwrite_knows_it_as_distills(tmp_path):
+    out = tmp_path / "student"
+    args = ["student", "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+            SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--output", out, "--quiet"]
+    cli(*args)
+    readme = out / "README.md"
+    original = readme.read_text()
+    cli(*args, "--overwrite")  # the card distill wrote goes with the model it replaces
+    assert readme.is_file() and load_model(out)
+    readme.write_text(original + "\nmy notes\n")
+    with pytest.raises(DistillError, match="README.md: corrupted or truncated"):
+        load_model(out)
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:  # an edited card is the user's work: not replaced silently
+        main([str(a) for a in (*args, "--overwrite")])
+    assert exit_info.value.code == 2 and "my notes" in readme.read_text()
+
+
+def test_a_model_without_a_card_readme_still_loads(tmp_path, tiny_classifier_teacher):
+    import shutil
+    old = tmp_path / "old"
+    shutil.copytree(tiny_classifier_teacher, old)
+    card = json.loads((old / "distill.json").read_text())
+    del card["sha256"]["README.md"]
+    (old / "distill.json").write_text(json.dumps(card))
+    (old / "README.md").unlink()
+    assert load_model(old).predict(TEXTS) == load_model(tiny_classifier_teacher).predict(TEXTS)
