@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 from distill.errors import DataError, DistillError, option
-from distill.labels import check_levels, split_tag
+from distill.labels import check_levels, shows_nothing as _invisible, split_tag
 
 logger = logging.getLogger("distill")
 
@@ -43,19 +43,6 @@ def _check_length(path: str, text: str, line: int | None) -> None:
     if len(text) > MAX_EXAMPLE_CHARS:
         raise DataError(path, f"example is {len(text):,} characters long, over the {MAX_EXAMPLE_CHARS:,} limit "
                               "(a missing line break?)", line)
-
-
-# Characters that show nothing on their own: every Unicode space (U+00A0, U+2028, U+3000...), format
-# characters (U+200B ZERO WIDTH SPACE, U+2060, U+FEFF...), controls, and the letters drawn blank (the
-# Hangul fillers, the blank Braille pattern).
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_INVISIBLE_CATEGORIES = ("Cf", "Cc", "Zs", "Zl", "Zp")
-
-
-def _invisible(value: str) -> bool:
-    """Whether `value` shows nothing in an editor: only spaces, format and control characters (or nothing)."""
-    return all(char.isspace() or char in _BLANK_LETTERS or unicodedata.category(char) in _INVISIBLE_CATEGORIES
-               for char in value)
 
 
 def _characters(value: str) -> str:

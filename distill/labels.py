@@ -204,16 +204,30 @@ def spelling_key(label: str) -> str:
     return str(int(number)) if number.is_integer() else key
 
 
+# Characters that show nothing on their own: every Unicode space (U+00A0, U+2028, U+3000...), format
+# characters (U+200B ZERO WIDTH SPACE, U+2060, U+FEFF...), controls, and the letters drawn blank (the
+# Hangul fillers, the blank Braille pattern).
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_INVISIBLE_CATEGORIES = ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
+def shows_nothing(value: str) -> bool:
+    """Whether `value` shows nothing in an editor: only spaces, format and control characters (or nothing)."""
+    return all(char.isspace() or char in _BLANK_LETTERS or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+               for char in value)
+
+
 def check_levels(where: str, label: str, separator: str | None, line: int | None = None) -> None:
     """Refuse a `label` that is no path of named levels at `separator` (none: flat labels, nothing to check).
 
-    ``/a``, ``a/`` and ``a//b`` have an empty level: the first would train a level-0 class named '' and
-    the last a deeper hierarchy than the labels mean, silently. Every reader of labelled data that will
-    build a hierarchy applies this, where it knows the file and `line` (or the example: `where`)."""
+    ``/a``, ``a/``, ``a//b`` and ``a/`` + U+200B have an empty level (one that `shows_nothing`): the first
+    would train a level-0 class named '' and the last a deeper hierarchy than the labels mean, silently.
+    Every reader of labelled data that will build a hierarchy applies this, where it knows the file and
+    `line` (or the example: `where`)."""
     if not separator or separator not in label:
         return
     levels = label.split(separator)
-    if all(level.strip() for level in levels):
+    if not any(map(shows_nothing, levels)):  # a level of a zero-width space alone is as empty as ''
         return
     flat = option("--label-separator ''", "DataOptions(separator=None)")
     raise DataError(where, f"label {label!r} has an empty level (split at {separator!r}: "

@@ -409,3 +409,19 @@ def test_pseudo_label_warns_of_truncation_only_for_the_texts_its_teacher_reads(t
     resumed, = [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
     assert f"{corpus}: 1 of 2 texts (50.0%) are longer" in resumed and "(max_length=64)" in resumed
     assert output.read_text(encoding="utf-8") == "".join(rows)
+
+
+# -- input that only looks valid: levels, lines and options that show or do nothing ----------------------------
+
+@pytest.mark.parametrize("level", ["\u200b", "\ufeff", "\u2060\u200b"])
+def test_a_hierarchy_level_that_shows_nothing_is_an_empty_level(tmp_path, level):
+    """'Science/' + U+200B trained a level-1 class no one sees: str.strip keeps the format characters."""
+    from distill.data import DataOptions, labelled_examples
+    path = tmp_path / "train.csv"
+    path.write_text(f"text,label\ngood film,Arts/Film\nnew stars,Science/{level}\n", encoding="utf-8")
+    escaped = repr(f"Science/{level}")[1:-1].replace("\\", "\\\\")
+    with pytest.raises(DistillError, match=rf"train.csv:3: label '{escaped}' has an empty level"):
+        labelled_examples(str(path), "classification", DataOptions(), "train")
+    with pytest.raises(DistillError, match=rf"^train: example 1: label '{escaped}' has an empty level"):
+        labelled_examples((["good film", "new stars"], ["Arts/Film", f"Science/{level}"]), "classification",
+                          DataOptions(), "train")
