@@ -276,7 +276,7 @@ def _hub_examples(spec: str, task: str, example_column: str, label_column: str |
         return inputs, []
     feature = data.features[label_column]
     names = getattr(getattr(feature, "feature", feature), "names", None)  # a ClassLabel, or a sequence of them
-    return inputs, _check_labels(spec, task, inputs, list(data[label_column]), names, separator)
+    return inputs, _check_labels(spec, task, inputs, list(data[label_column]), names, separator, label_column)
 
 
 def _require_columns(path: str, columns: list[str], wanted: list[str], line: int | None = None) -> None:
@@ -342,16 +342,20 @@ def _unclosed_quote(text: str, first: int, last: int) -> int | None:
     return next((number for number in range(first, last + 1) if lines[number - 1].count('"') % 2), None)
 
 
-def _label_text(path: str, value, column: str, line: int | None, separator: str | None = None) -> str:
-    """A label as text: strings and finite numbers (1 and "1" are the same label); never a list or object,
-    nor one that shows nothing; with the `separator` of the hierarchy it will build, a path of named levels."""
+def _label_text(path: str, value, column: str | None, line: int | None, separator: str | None = None,
+                kind: str = "label") -> str:
+    """A label (or with `kind` a tag) as text: strings and finite numbers (1 and "1" are the same label); never
+    a list or object, nor one that shows nothing; with the `separator` of the hierarchy it will build, a path
+    of named levels. `column`: where a file or dataset holds it; None for labels given in a list, which has
+    no columns."""
+    named = f"{kind} in column {column!r}" if column is not None else kind
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
             (isinstance(value, float) and not math.isfinite(value)):
-        raise DataError(path, f"label in column {column!r} must be a string or a finite number, got {value!r}", line)
+        raise DataError(path, f"{named} must be a string or a finite number, got {value!r}", line)
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 1.0 from a spreadsheet export is the label 1
     if isinstance(value, str):
-        _check_visible(path, value, f"the label in column {column!r}", line)
+        _check_visible(path, value, f"the {named}", line)
     text = _surrogate_free(path, str(value).strip(), "the label", line)
     check_levels(path, text, separator, line)
     return text
@@ -998,16 +1002,17 @@ def checked_examples(where: str, task: str, inputs: list) -> list:
 
 
 def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: list | None,
-                  separator: str | None = None) -> list:
-    """Labels (or tag lists) as text, one per example; an error names the example (and the tag's position).
-    Class labels are paths of named levels at `separator`, where it is given."""
+                  separator: str | None = None, column: str | None = None) -> list:
+    """Labels (or tag lists) as text, one per example; an error names the example (and the tag's position),
+    and the `column` of a dataset that holds them (none for a list of labels). Class labels are paths of named
+    levels at `separator`, where it is given."""
     if len(labels) != len(inputs):
         raise DataError(where, f"{len(inputs)} examples but {len(labels)} labels")
     checked = []
     for row, (example, label) in enumerate(zip(inputs, labels)):
         if task == "classification":
             label = _class_name(where, names, label, row) if names is not None and _is_index(label) else label
-            checked.append(_label_text(f"{where}: example {row}", label, "label", None, separator))
+            checked.append(_label_text(f"{where}: example {row}", label, column, None, separator))
             if not checked[-1]:
                 raise DataError(where, f"example {row} has an empty label")
             continue
@@ -1015,7 +1020,7 @@ def _check_labels(where: str, task: str, inputs: list, labels: Sequence, names: 
         if tags is None or len(tags) != len(example):
             raise DataError(where, f"example {row}: expected one tag per token ({len(example)}), got {label!r:.60}")
         checked.append([_class_name(where, names, t, row, position) if names is not None and _is_index(t)
-                        else _label_text(f"{where}: example {row} at position {position}", t, "tags", None)
+                        else _label_text(f"{where}: example {row} at position {position}", t, column, None, kind="tag")
                         for position, t in enumerate(tags)])
         if not all(checked[-1]):
             raise DataError(where, f"example {row} has an empty tag at position {checked[-1].index('')}")
@@ -1047,17 +1052,18 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     if isinstance(data, (str, Path)):
         inputs, labels = read_split(str(data), task, options, hierarchy=True)
         return Examples(list(inputs), list(labels), str(data), name)
-    names = None
+    names = column = None  # a list of labels has no column
     if _is_dataset(data):
         inputs, labels, feature = _dataset_columns(data, task, options, labelled=True)
         names = getattr(feature, "names", None)
+        column = options.label_column if task == "classification" else "tags"
     elif isinstance(data, (tuple, list)) and len(data) == 2:
         inputs, labels = list(data[0]), list(data[1])
     else:
         raise DistillError(f"{name}: give a file path, a datasets.Dataset or an (examples, labels) pair, "
                            f"not {type(data).__name__}")
     inputs = checked_examples(name, task, inputs)
-    labels = _check_labels(name, task, inputs, labels, names, options.separator)
+    labels = _check_labels(name, task, inputs, labels, names, options.separator, column)
     if task == "tagging":
         check_tag_scheme(name, labels)
     return Examples(inputs, labels, memory_source(inputs, labels), name)

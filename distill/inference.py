@@ -238,8 +238,9 @@ def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_s
     if isinstance(gold, (str, bytes)) or len(examples) != len(gold):
         raise DistillError(f"{len(examples)} examples but {1 if isinstance(gold, (str, bytes)) else len(gold)} "
                            "gold labels")
-    if examples:  # read as training labels are: 1 is the label "1", None or a list is refused
-        gold = labelled_examples((examples, gold), model.task, DataOptions(separator=model.hierarchy.separator),
+    if examples:  # read as training labels are: 1 is the label "1", None or a list is refused; flat, as a file
+        # read to score is (no hierarchy is built: a label the model lacks, 'a/' too, is named as unseen below)
+        gold = labelled_examples((examples, gold), model.task, DataOptions(separator=None),
                                  name="the gold labels").labels
     check_labels_known("the gold labels", model.hierarchy, model.task, gold)  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))

@@ -536,7 +536,7 @@ def test_a_hub_tagging_split_without_a_tags_column_names_its_tag_columns(monkeyp
 @pytest.mark.parametrize("tokens, tags, message", [
     (["", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
     (["  ", "fell"], ["O", "O"], "example 1 is not a non-empty list of tokens (strings)"),
-    (["Rain", "fell"], [None, "O"], "example 1 at position 0: label in column 'tags' must be a string or a finite "
+    (["Rain", "fell"], [None, "O"], "example 1 at position 0: tag in column 'tags' must be a string or a finite "
                                     "number, got None"),
     (["Rain", "fell"], ["O"], "example 1: expected one tag per token (2), got ['O']"),
 ])

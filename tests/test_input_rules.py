@@ -425,3 +425,24 @@ def test_a_hierarchy_level_that_shows_nothing_is_an_empty_level(tmp_path, level)
     with pytest.raises(DistillError, match=rf"^train: example 1: label '{escaped}' has an empty level"):
         labelled_examples((["good film", "new stars"], ["Arts/Film", f"Science/{level}"]), "classification",
                           DataOptions(), "train")
+
+
+def test_labels_given_in_a_list_are_named_without_a_column_and_evaluate_without_a_hierarchy():
+    """An (examples, labels) pair has no columns, yet its labels were 'label in column 'label''; evaluate()
+    advised DataOptions(separator=None), an argument it does not take, for a gold label the model lacks."""
+    from distill.data import DataOptions, labelled_examples
+    from distill.inference import evaluate
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    texts = ["a fine film", "dull"]
+    with pytest.raises(DistillError, match=r"^train: example 1: label must be a string or a finite number, got None"):
+        labelled_examples((texts, ["pos", None]), "classification", DataOptions(), "train")
+    with pytest.raises(DistillError, match=r"^train: example 1: the label is only U\+00A0 NO-BREAK SPACE"):
+        labelled_examples((texts, ["pos", "\u00a0"]), "classification", DataOptions(), "train")
+    with pytest.raises(DistillError, match=r"^train: example 0 at position 1: tag must be a string"):
+        labelled_examples(([["Mina", "spoke"]], [["B-PER", None]]), "tagging", DataOptions(), "train")
+    model = new_student("ngram", LabelHierarchy(["neg", "pos"]), texts, 0)
+    with pytest.raises(DistillError) as err:
+        evaluate(model, texts, ["neg", "pos/"])
+    assert str(err.value).startswith("the gold labels: label 'pos/' was not seen in training") \
+        and "DataOptions" not in str(err.value)
