@@ -798,14 +798,16 @@ def _head_lines(handle: BinaryIO) -> Iterator[str]:
 
 def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
                        text_column: str, tokens_field: str) -> Iterator[tuple[int, object]]:
-    """(line number, example) from numbered lines of plain text or JSONL; blank lines are skipped.
-    `pseudo-label` output is read by the fields it writes (``text``/``tokens``) whatever the column
+    """(line number, example) from numbered lines of plain text or JSONL. Blank lines are skipped, by the one
+    rule for what shows nothing (`_invisible`): a line of spaces, of U+00A0 or U+3000, and one of U+200B or
+    U+FEFF alike, which no editor tells apart (line numbers stay those of the file). A JSONL text that shows
+    nothing is refused with its line, as an empty one is. `pseudo-label` output is read by the fields it writes (``text``/``tokens``) whatever the column
     options, which name the labelled data's: it goes to `kd --unlabeled` as it is."""
     named = text_column if task == "classification" else tokens_field
     for number, line in lines:
         if "\x00" in line:
             raise DataError(path, "binary data (NUL byte) in a text file", number)
-        if not line.strip():
+        if _invisible(line):
             continue
         if is_jsonl:
             record = _parsed(path, line, number)
@@ -831,6 +833,7 @@ def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, i
             elif not isinstance(value, str):
                 raise DataError(path, f"{field!r} must be a text (a string), got {_json_kind(value)}", number)
             else:
+                _check_visible(path, value, f"the text in {field!r}", number)
                 _surrogate_free(path, value, "the text", number)
         else:
             value = line.strip() if task == "classification" else line.split()

@@ -446,3 +446,21 @@ def test_labels_given_in_a_list_are_named_without_a_column_and_evaluate_without_
         evaluate(model, texts, ["neg", "pos/"])
     assert str(err.value).startswith("the gold labels: label 'pos/' was not seen in training") \
         and "DataOptions" not in str(err.value)
+
+
+def test_an_unlabelled_line_that_shows_nothing_is_a_blank_line_whatever_its_characters(tmp_path):
+    """A line of U+00A0, U+3000 or spaces was skipped as blank, one of U+200B or U+FEFF stopped the run as
+    'examples: example N is not a non-empty text', its N counting the texts the teacher read (so it shifted
+    with the cache), naming no file or line."""
+    from distill.data import iter_unlabelled, unlabelled_text
+    lines = ["a fine movie", "\u200b", "\ufeff", "\u00a0", "\u3000", "  ", "\u200b \u2060", "bad film"]
+    path = tmp_path / "u.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert list(iter_unlabelled(str(path), "classification")) == [(1, "a fine movie"), (8, "bad film")]
+    assert list(iter_unlabelled(str(path), "tagging")) == [(1, ["a", "fine", "movie"]), (8, ["bad", "film"])]
+    assert unlabelled_text("\n".join(lines), "classification") == ["a fine movie", "bad film"]
+    records = tmp_path / "u.jsonl"
+    records.write_text('{"text": "a fine movie"}\n\u200b\n{"text": "\\u200b"}\n', encoding="utf-8")
+    with pytest.raises(DistillError, match=r"u.jsonl:3: the text in 'text' is only U\+200B ZERO WIDTH SPACE, "
+                                           "which shows nothing"):
+        list(iter_unlabelled(str(records), "classification"))
