@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pickle
+import shlex
 import shutil
 import signal
 import tempfile
@@ -51,16 +52,30 @@ def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX, named: str | None 
         raise DistillError(f"{named or path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
 
 
-def check_target(path: str | os.PathLike, folder: bool = False) -> None:
+def check_target(path: str | os.PathLike, folder: bool = False, in_place: bool = False) -> None:
     """The one rule for every path distill writes: not a link (`refuse_link`), and, where it exists,
-    of the kind written there: a regular file (not a folder, device or pipe), or with `folder` a folder."""
+    of the kind written there: a regular file (not a folder, device or pipe), or with `folder` a folder.
+    A file written `in_place` (appended to, or continued after a resume) is no other name's too
+    (`refuse_hard_links`); one replaced by a rename may be: the other name keeps the old file."""
     refuse_link(path)
     path = Path(path)
     if not path.exists() or (path.is_dir() if folder else path.is_file()):
+        if in_place and path.is_file():
+            refuse_hard_links(path, path.stat().st_nlink)
         return
     found = "a folder" if path.is_dir() else "a file" if path.is_file() else "not a regular file (a device or a pipe)"
     raise DistillError(f"{path}: is {found}, where distill writes a {'folder' if folder else 'file'} of its own; "
                        "move it away, or choose another output")
+
+
+def refuse_hard_links(path: str | os.PathLike, links: int) -> None:
+    """A file distill appends to or continues must have no other hard link: written in place, the file
+    under the other name changes too (another file grows), as through a symbolic link."""
+    if links > 1:
+        name = shlex.quote(str(path))
+        raise DistillError(f"{path}: has {links - 1} other hard link{'s' if links > 2 else ''} (the same file under "
+                           f"another name), and distill writes it in place, which would change the other too: make "
+                           f"it a file of its own (cp {name} {name}.copy && mv {name}.copy {name})")
 
 
 def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
@@ -80,11 +95,11 @@ def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike, folder: bool = False) -> Iterator[None]:
-    """Write `path` (with `folder`, make or lock a folder) under the one rule of `check_target`, checked
-    first, and turn an OSError raised while writing (full disk, quota, permissions) into a one-line
+def writing(path: str | os.PathLike, folder: bool = False, in_place: bool = False) -> Iterator[None]:
+    """Write `path` (with `folder`, make or lock a folder; `in_place`, append to or continue a file) under
+    the one rule of `check_target`, checked first, and turn an OSError raised while writing (full disk, quota, permissions) into a one-line
     error naming the file the user asked for, not a temporary one."""
-    check_target(path, folder)
+    check_target(path, folder, in_place)
     try:
         yield
     except DistillError:
@@ -172,10 +187,16 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def appending(path: str | os.PathLike) -> Iterator[TextIO]:
-    """`path` opened to append text (made if missing), under `writing`'s rule: a link is refused, and
-    the open itself does not follow one (a link made after the check)."""
-    with writing(path):
+    """`path` opened to append text (made if missing), under `writing`'s rule for a file written in place:
+    a link or a hard-linked file is refused, and the open itself does not follow a link (one made after the
+    check), nor goes on with a file hard-linked since."""
+    with writing(path, in_place=True):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            refuse_hard_links(path, os.fstat(fd).st_nlink)
+        except DistillError:
+            os.close(fd)
+            raise
         with open(fd, "a", encoding="utf-8") as handle:
             yield handle
 

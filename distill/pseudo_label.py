@@ -57,7 +57,7 @@ def recover_partial(part: Path) -> tuple[int, int]:
         if not isinstance(line, int) or line <= last_line:
             raise DistillError(f"{part}: cannot resume: the partial output is damaged (input lines out of order)")
         last_line = line
-    with writing(part), open(part, "r+b") as handle:
+    with writing(part, in_place=True), open(part, "r+b") as handle:
         handle.truncate(end)
     return last_line, len(records)
 

@@ -321,3 +321,23 @@ def test_a_multitask_teachers_summary_records_each_heads_metric_and_the_selectio
     assert summary["training"]["ner"]["select_metric"] == "f1"
     assert summary["sampling"]["select"] == "ner"
     assert summary["size_bytes"] == model_bytes(out)
+
+
+# --- a file written in place is no other name's ---------------------------------------------------------------
+
+def test_a_file_appended_to_or_continued_with_another_hard_link_is_refused(tiny_classifier_teacher, tmp_path,
+                                                                             capsys):
+    """A hard-linked OUT.part was continued on --resume: the file under the other name grew from 130 records
+    to 300, as through a symbolic link. A file replaced by a rename may have other links: they keep the old."""
+    output, _ = interrupted_pseudo_label(tiny_classifier_teacher, tmp_path)
+    part = tmp_path / "pseudo.jsonl.part"
+    os.link(part, tmp_path / "other.txt")
+    assert_refused(capsys, pseudo_label_args(tiny_classifier_teacher, output, "--resume"), tmp_path,
+                   f"{part}: has 1 other hard link (the same file under another name)", "cp ")
+    log = tmp_path / "log.jsonl"
+    log.write_text("{}\n")
+    os.link(log, tmp_path / "log-copy.jsonl")
+    with pytest.raises(DistillError, match="has 1 other hard link"):
+        FILE_WRITERS["appending"](log)
+    io.write_text(log, "new\n")  # replaced, not written through: the other name keeps its content
+    assert (tmp_path / "log-copy.jsonl").read_text() == "{}\n" and log.read_text() == "new\n"
