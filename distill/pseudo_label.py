@@ -207,6 +207,15 @@ def _not_ours(path: Path) -> DistillError:
                         f"signature under this name: move it, or choose another {option('--output', 'output_path')}")
 
 
+def leave_nothing_unwritten(output: Path, part: Path) -> None:
+    """A fresh run refused before it wrote a record leaves no part and no signature: nothing half-written.
+    (One that wrote records keeps them for --resume, as an interrupted run does.)"""
+    if part.is_file() and not part.is_symlink() and part.stat().st_size == 0:
+        part.unlink()
+        if distributed.world_size() == 1:  # under a launcher, another rank's part may hold records
+            signature_path(output).unlink(missing_ok=True)
+
+
 def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
     """This rank's (line, example) pairs: chunk k of the input belongs to rank k % world size."""
     rank, world = distributed.rank(), distributed.world_size()
@@ -359,24 +368,29 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     started = time.perf_counter()
     bar = progress_bar(total=total, initial=already, desc="pseudo-label", unit="ex",
                        disable=not (progress and distributed.is_main()))
-    with appending(part) as out:
-        for chunk in chunks(stream, chunk_size):
-            numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]
-            records, cached = label(examples)
-            counts["cached"] += cached
-            lines = []
-            for number, record in zip(numbers, records):
-                if record["confidence"] < min_confidence:  # the exact confidence, as kd filters on
-                    counts["skipped_low_confidence"] += 1
-                    continue
-                lines.append(json.dumps({"line": number, **rounded(record)}, ensure_ascii=False) + "\n")
-            out.write("".join(lines))
-            out.flush()
-            os.fsync(out.fileno())
-            counts["read"] += len(chunk)
-            counts["written"] += len(lines)
-            bar.update(len(chunk))
-            release_freed_memory()
+    try:
+        with appending(part) as out:
+            for chunk in chunks(stream, chunk_size):
+                numbers, examples = [n for n, _ in chunk], [x for _, x in chunk]
+                records, cached = label(examples)
+                counts["cached"] += cached
+                lines = []
+                for number, record in zip(numbers, records):
+                    if record["confidence"] < min_confidence:  # the exact confidence, as kd filters on
+                        counts["skipped_low_confidence"] += 1
+                        continue
+                    lines.append(json.dumps({"line": number, **rounded(record)}, ensure_ascii=False) + "\n")
+                out.write("".join(lines))
+                out.flush()
+                os.fsync(out.fileno())
+                counts["read"] += len(chunk)
+                counts["written"] += len(lines)
+                bar.update(len(chunk))
+                release_freed_memory()
+    except DistillError:
+        if not resume:
+            leave_nothing_unwritten(output, part)
+        raise
     bar.close()
     per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part,
                                                "resumed": already, "resumed_written": kept})

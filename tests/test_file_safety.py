@@ -341,3 +341,19 @@ def test_a_file_appended_to_or_continued_with_another_hard_link_is_refused(tiny_
         FILE_WRITERS["appending"](log)
     io.write_text(log, "new\n")  # replaced, not written through: the other name keeps its content
     assert (tmp_path / "log-copy.jsonl").read_text() == "{}\n" and log.read_text() == "new\n"
+
+
+def test_a_refused_pseudo_label_run_leaves_no_part_and_no_signature(tiny_classifier_teacher, tmp_path, monkeypatch):
+    """A run refused while labelling its first chunk (then: a line of U+200B alone, refused by the teacher)
+    left an empty OUT.part and OUT.part.json, a resumable run of nothing."""
+    import distill.pseudo_label
+
+    def refusing(*args):
+        def label(examples):
+            raise DistillError("refused by the teacher")
+        return label
+    monkeypatch.setattr(distill.pseudo_label, "chunk_labeller", refusing)
+    with pytest.raises(DistillError, match="refused by the teacher"):
+        pseudo_label(tiny_classifier_teacher, str(MOVIES), str(tmp_path / "out.jsonl"), use_cache=False,
+                     progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
