@@ -210,3 +210,21 @@ def test_a_transformer_student_copies_its_layers_from_the_exports_source(exports
 def test_an_export_is_refused_where_a_pytorch_model_is_expected(exports):
     with pytest.raises(DistillError, match="is an exported ONNX model"):
         load_model(exports["classification"]["fp32"], expect="teacher")
+
+
+def test_the_onnx_teacher_benchmark_runs_every_variant(tiny_classifier_teacher, tmp_path, capsys):
+    """scripts/bench_onnx_teacher.py: pseudo-label with int8, fp32 ONNX and PyTorch and the pipeline on the same
+    texts, and a student from each export's logits."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from bench_onnx_teacher import main
+    train, dev, unlabeled, _ = DATA["classification"]
+    result = main([tiny_classifier_teacher, "--input", str(unlabeled), "--lines", "40", "--check-data", str(dev),
+                   "--rounds", "1", "--out", str(tmp_path / "out"), "--kd", "--train", str(train), "--dev", str(dev),
+                   "--test", str(SAMPLES / "sentiment_test.csv"), "--epochs", "1"])
+    variants = result["pseudo_label"]["variants"]
+    assert set(variants) == {"onnx-int8", "onnx-fp32", "pytorch", "pipeline"}
+    assert variants["onnx-fp32"]["labels_changed"] == 0 and variants["pipeline"]["labels_compared"] == 40
+    assert set(result["kd"]) == {"onnx-fp32", "onnx-int8"}
+    assert result["kd"]["onnx-fp32"]["teacher_export"] != result["kd"]["onnx-int8"]["teacher_export"]
+    assert "| onnx-int8 |" in capsys.readouterr().out
