@@ -92,6 +92,15 @@ class LayerStates(NamedTuple):
     queries: torch.Tensor | None = None
 
 
+def refuse_unweighted_class_weights(student_weight: float, class_weights: object) -> None:
+    """Class weights weight the student's loss on the (gold or pseudo) labels, the NLL: with its weight 0 they
+    would be accepted and change nothing."""
+    if class_weights is not None and student_weight == 0:
+        raise DistillError(f"class weights weight the student's loss on the labels, whose weight "
+                           f"({option('--student-weight', 'student_weight')}) is 0: they would change nothing; "
+                           f"drop them, or give that loss a weight")
+
+
 class TeacherStudentDistill:
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
@@ -142,6 +151,7 @@ class TeacherStudentDistill:
         self.teacher_layers = "uniform" if chosen is None else ",".join(map(str, chosen))  # one spelling per choice
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
+        refuse_unweighted_class_weights(student_weight, class_weights)
         self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
         self.min_confidence = min_confidence
 

@@ -263,6 +263,9 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if resume and overwrite:
         raise DistillError(f"{_resume()} continues the interrupted run and {option('--overwrite', 'overwrite=True')} "
                            "starts over: give one of them")
+    if not use_cache and cache_dir not in (None, ""):
+        raise DistillError(f"{option('--no-cache', 'use_cache=False')} reads and stores no cached logits: give it or "
+                           f"a cache folder ({option('--cache-dir', 'cache_dir')}), not both")
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")

@@ -28,7 +28,7 @@ from distill import distributed
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
-                                  OnlineTeacherLogits, TeacherStudentDistill)
+                                  OnlineTeacherLogits, TeacherStudentDistill, refuse_unweighted_class_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
 from distill.inference import model_crf
 from distill.io import tensors_sha256, write_json
@@ -531,6 +531,7 @@ class Distiller:
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
         if class_weights is not None and self.loss.class_weights is not None:
             raise DistillError("class weights given twice: to the Distiller and to its loss")
+        refuse_unweighted_class_weights(self.loss.student_weight, class_weights)
         self.class_weights = class_weights
         self.teacher_embeddings, self.unlabeled_ratio = teacher_embeddings, unlabeled_ratio
         self.online_teacher, self.cache_dir, self.teacher_batch_size = online_teacher, cache_dir, teacher_batch_size
@@ -553,6 +554,7 @@ class Distiller:
         """Train the student on `train` (+ `unlabelled`, pseudo-labelled by the teacher's argmax); the
         best epoch on `dev` wins. Returns the trained student and the run's summary."""
         _check_arguments(data=data, output=output)
+        self._refuse_unlabelled_settings_without_text(unlabelled)
         env = self.env
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)
@@ -570,6 +572,19 @@ class Distiller:
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
+
+    def _refuse_unlabelled_settings_without_text(self, unlabelled: Any) -> None:
+        """`unlabeled_ratio` samples the unlabelled text and `min_confidence` filters its pseudo-labels: without
+        unlabelled text either would be accepted and change nothing."""
+        if unlabelled is not None:
+            return
+        named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.unlabeled_ratio is not None else None,
+                 option("--min-confidence", "TeacherStudentDistill(min_confidence=...)")
+                 if self.loss.min_confidence > 0 else None]
+        if any(named):
+            name = next(filter(None, named))
+            raise DistillError(f"{name} applies to unlabelled text, and none was given: give "
+                               f"{option('--unlabeled', 'fit(..., unlabelled=...)')}, or drop {name}")
 
     def _refuse_for_an_export(self) -> None:
         """An ONNX export teaches through the logit cache: it gives logits, not the PyTorch model that an

@@ -5,10 +5,28 @@ A module of its own because its choices come from `distill.export`, which import
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from distill.export import FORMATS, QUANTIZATIONS
-from procedures.options import column_options, command, overwrite_option, report
+from procedures.options import column_options, command, given, overwrite_option, report
+
+
+def columns_need_check_data(func):
+    """--text-column, --label-column and --tag-column say where --check-data holds its texts and labels:
+    without --check-data they would be accepted and read nothing (refused before column_options checks them)."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        context = click.get_current_context()
+        named = [f"--{name.replace('_', '-')}" for name in ("text_column", "label_column", "tag_column")
+                 if given(context, name)]
+        if named and kwargs["check_data"] is None:
+            raise click.BadParameter(f"{', '.join(named)} say{'s' if len(named) == 1 else ''} where --check-data "
+                                     "holds its texts and labels, and no --check-data was given: give it, or drop "
+                                     f"{'it' if len(named) == 1 else 'them'}", param_hint=f"'{named[0]}'")
+        return func(*args, **kwargs)
+    return wrapper
 
 
 @command()
@@ -24,6 +42,7 @@ from procedures.options import column_options, command, overwrite_option, report
 @click.option("--check-data", help="Held-back labelled data: the card records how the export agrees with the "
               "PyTorch model there (largest logit difference, labels changed, score lost).")
 @overwrite_option
+@columns_need_check_data
 @column_options
 def export(model_dir, output, export_format, quantize, check_data, overwrite, data):
     """Export MODEL_DIR for deployment: ONNX (fp32 or int8), a slim safetensors copy, or a transformers model.

@@ -396,9 +396,6 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     if student_weight == 0 and distill_weight == 0:
         raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
                                  param_hint="'--distill-weight'")
-    if not unlabeled_path and (unlabeled_ratio is not None or min_confidence > 0):
-        name = "--unlabeled-ratio" if unlabeled_ratio is not None else "--min-confidence"
-        raise click.BadParameter(f"{name} applies to --unlabeled text, and none was given", param_hint=f"'{name}'")
     if kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")

@@ -464,3 +464,49 @@ def test_an_unlabelled_line_that_shows_nothing_is_a_blank_line_whatever_its_char
     with pytest.raises(DistillError, match=r"u.jsonl:3: the text in 'text' is only U\+200B ZERO WIDTH SPACE, "
                                            "which shows nothing"):
         list(iter_unlabelled(str(records), "classification"))
+
+
+def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_the_command_line(
+        tiny_classifier_teacher, tmp_path):
+    """Accepted and ignored: min_confidence or unlabeled_ratio with no unlabelled text (the CLI alone refused
+    them), a cache folder without a cache, class weights on a student loss of weight 0, and export's column
+    options without --check-data."""
+    from conftest import SAMPLES
+    from distill import Distiller, Output, TrainSettings
+    from distill.errors import on_command_line
+    from distill.pseudo_label import pseudo_label
+    train = (["a fine film", "dull", "long and dull", "fine"], ["positive", "negative", "negative", "positive"])
+    dev = (["new"], ["positive"])
+    cases = [
+        (lambda: Distiller(tiny_classifier_teacher, "cnn", TeacherStudentDistill(min_confidence=0.5),
+                           TrainSettings(epochs=1)).fit(train, dev, output=Output(tmp_path / "a")),
+         "TeacherStudentDistill(min_confidence=...) applies to unlabelled text, and none was given: give "
+         "fit(..., unlabelled=...)", "--min-confidence applies to unlabelled text, and none was given: give --unlabeled"),
+        (lambda: Distiller(tiny_classifier_teacher, "cnn", unlabeled_ratio=0.5).fit(train, dev),
+         "unlabeled_ratio applies to unlabelled text", "--unlabeled-ratio applies to unlabelled text"),
+        (lambda: pseudo_label(tiny_classifier_teacher, str(SAMPLES / "unlabeled_movies.txt"), str(tmp_path / "p.jsonl"),
+                              use_cache=False, cache_dir=str(tmp_path / "cache")),
+         "use_cache=False reads and stores no cached logits: give it or a cache folder (cache_dir), not both",
+         "--no-cache reads and stores no cached logits: give it or a cache folder (--cache-dir)"),
+        (lambda: TeacherStudentDistill(student_weight=0, class_weights=[5.0, 1.0]),
+         "class weights weight the student's loss on the labels, whose weight (student_weight) is 0",
+         "whose weight (--student-weight) is 0"),
+        (lambda: Distiller(tiny_classifier_teacher, "cnn", TeacherStudentDistill(student_weight=0), class_weights=[5, 1]),
+         "whose weight (student_weight) is 0: they would change nothing", "(--student-weight) is 0"),
+    ]
+    for call, python, command_line in cases:
+        with pytest.raises(DistillError) as err:
+            call()
+        assert python in str(err.value) and "--" not in str(err.value), str(err.value)
+        with on_command_line(), pytest.raises(DistillError) as err:
+            call()
+        assert command_line in str(err.value), str(err.value)
+    assert sorted(path.name for path in tmp_path.iterdir()) == []  # refused before anything is written
+    model = tmp_path / "model"
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    new_student("ngram", LabelHierarchy(["neg", "pos"]), ["a fine film", "dull"], 0).save_pretrained(model)
+    status, stderr = run_cli("export", model, "--format", "safetensors", "--output", tmp_path / "e",
+                             "--text-column", "body", "--tag-column", "2")
+    assert status == 2 and "--text-column, --tag-column say where --check-data holds its texts and labels, and no " \
+        "--check-data was given" in stderr and not (tmp_path / "e").exists(), stderr
