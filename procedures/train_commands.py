@@ -336,7 +336,8 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 
 @command()
 @click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
-              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
+                   "or an ONNX export of either (fp32 or int8; docs/export.md).")
 @click.option("--train", "train_path", required=True, help="Labelled training data.")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -414,7 +415,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 
 @command("pseudo-label")
 @click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
-              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain).")
+              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
+                   "or an ONNX export of either (fp32 or int8; docs/export.md).")
 @click.option("--input", "input_path", required=True,
               help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")

@@ -37,7 +37,8 @@ def load_teacher(directory: str | Path, head: str | None = None, device: str = "
     source on is logged once here)."""
     from distill.models.multitask import with_head
     model = with_head(_load(directory, None).to(pick_device(device)), head, str(directory))
-    if is_onnx_export(model):
+    from distill import distributed
+    if is_onnx_export(model) and distributed.is_main():  # said once, under a launcher too
         from distill.models.onnx import agreement_line, logger
         logger.warning(agreement_line(model, directory))
     return model
