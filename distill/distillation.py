@@ -133,8 +133,11 @@ class TeacherStudentDistill:
                             ("cosine weight", cosine_weight)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise DistillError(f"{name} must be a finite number, got {value!r}")
-        if temperature <= 0:
-            raise DistillError(f"temperature must be > 0, got {temperature}")
+        if temperature < losses.MIN_TEMPERATURE:
+            raise DistillError(f"temperature must be at least {losses.MIN_TEMPERATURE:g}, got {temperature:g}: below, "
+                               "softening makes the distributions one-hot to within float32, so the kl term keeps "
+                               "only the teacher's argmax and shrinks with T (at T -> 0, T times the student's "
+                               "margin): distillation is off in effect; T = 1 compares the distributions as they are")
         if temperature > losses.MAX_TEMPERATURE:
             raise DistillError(f"temperature must be at most {losses.MAX_TEMPERATURE:g}, got {temperature:g}: by then "
                                "softening leaves the distributions uniform to within float32 (the kl term has long "

@@ -109,6 +109,13 @@ def supervised_nll_sum(logits: torch.Tensor, targets: torch.Tensor, mask: torch.
 # centred logits, long before (within 0.05% at T = 1000 for logits of order 10); `softened_kl` keeps to a
 # 60-digit reference within 1e-5 far beyond this, but above ~1e18 (logit differences / T)^2 leaves float32.
 MAX_TEMPERATURE = 1e12
+# The smallest. Softened by T, two logits d apart differ by a factor e^(d/T) in probability, which float32
+# (24 bits) keeps apart only while d/T < ln(2^24) = 16.6: at T = 1e-3 every pair of logits more than 0.017
+# apart is one-hot in float32, so T^2 * KL carries the teacher's argmax alone, and it tends to T times the
+# student's margin against it, its gradient T * (q - p): a term of weight 1/1000 of the student's loss.
+# Below, it is off in effect (at 1e-6 the loss matched --distill-weight 0 to 7 digits), and below ~1e-38
+# logits / T leave float32 (inf, then NaN).
+MIN_TEMPERATURE = 1e-3
 _SMALL = 0.5  # rows whose centred log-ratio stays within +-_SMALL take the series form of `softened_kl`
 _EXPM1_MINUS_X = (1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720, 1 / 5040, 1 / 40320, 1 / 362880)
 

@@ -83,7 +83,7 @@ def test_loss_weights_compose(tiny_classifier_teacher):
     assert plain.item() == pytest.approx(loss.item(), rel=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be > 0"),
+@pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be at least 0.001, got 0: below"),
                                              ({"student_weight": -1}, "weights must be >= 0"),
                                              ({"kd_loss": "js"}, "unknown kd loss"),
                                              ({"kd_loss": "mse", "temperature": 5.0}, "has no effect there")])

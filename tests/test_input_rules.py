@@ -510,3 +510,18 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
                              "--text-column", "body", "--tag-column", "2")
     assert status == 2 and "--text-column, --tag-column say where --check-data holds its texts and labels, and no " \
         "--check-data was given" in stderr and not (tmp_path / "e").exists(), stderr
+
+
+@pytest.mark.parametrize("temperature", [1e-6, 1e-40, 5e-324])
+def test_a_temperature_too_small_for_float32_is_refused_with_the_reason(temperature, tiny_classifier_teacher, tmp_path):
+    """1e-6 turned distillation off in silence (the loss matched --distill-weight 0 to 7 digits); 1e-40 trained an
+    epoch, then blamed the learning rate for a NaN."""
+    TeacherStudentDistill(temperature=losses.MIN_TEMPERATURE)
+    with pytest.raises(DistillError, match=rf"^temperature must be at least 0.001, got {temperature:g}: .*float32"):
+        TeacherStudentDistill(temperature=temperature)
+    from conftest import SAMPLES
+    status, stderr = run_cli("kd", "--teacher", tiny_classifier_teacher, "--model", "cnn", "--train",
+                             SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                             "--output", tmp_path / "student", "--temperature", str(temperature), "--quiet")
+    assert status == 2 and stderr.startswith("error: temperature must be at least 0.001") \
+        and not (tmp_path / "student").exists(), stderr
