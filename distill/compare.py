@@ -8,7 +8,7 @@ from distill.data import DataOptions, read_split
 from distill.errors import DistillError
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
-from distill.metrics import headline
+from distill.metrics import headline, megabytes
 from distill.models import load_model
 from distill.models.multitask import refuse_multitask
 from distill.training import warn_if_learnt_from
@@ -83,6 +83,6 @@ def format_table(rows: list[dict]) -> str:
     lines = [f"{'model':<{width}} {'score':>7} {'params':>12} {'MB':>8} {'ex/s':>9} {'speed-up':>8}"]
     for name, row in zip(names, rows):
         lines.append(f"{name:<{width}} {row['score']:>7.4f} {row['parameters']:>12,} "
-                     f"{row['bytes'] / 1e6:>8.1f} {row['examples_per_second']:>9.1f} {row['speedup']:>7.1f}x")
+                     f"{megabytes(row['bytes']):>8} {row['examples_per_second']:>9.1f} {row['speedup']:>7.1f}x")
     lines.append(measured_on(rows))
     return "\n".join(lines)

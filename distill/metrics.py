@@ -112,3 +112,13 @@ def select_metric(name: str | None, task: str, scheme: str | None) -> str:
         raise DistillError(f"select metric {name!r} is not scored for {what}: choose one of "
                            f"{', '.join(METRICS[kind])}")
     return name
+
+
+def megabytes(size: int) -> str:
+    """`size` bytes in MB to one decimal that never reads 0.0 for a model that has a size: <0.1."""
+    return "<0.1" if 0 < size < 50_000 else f"{size / 1e6:.1f}"
+
+
+def size_text(size: int) -> str:
+    """`size` bytes for a report: kB below 0.1 MB (a small student's 19.7 kB, not 0.0 MB), else MB."""
+    return f"{size / 1e3:.1f} kB" if size < 100_000 else f"{megabytes(size)} MB"

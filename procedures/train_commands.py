@@ -453,8 +453,9 @@ def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_l
 
 
 def report_student(summary: dict, output: str) -> None:
+    from distill.metrics import size_text
     best = summary["best"]
-    report(f"{summary['model']}: {summary['parameters']:,} parameters, {summary['size_bytes'] / 1e6:.1f} MB; "
+    report(f"{summary['model']}: {summary['parameters']:,} parameters, {size_text(summary['size_bytes'])}; "
                f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
 
 

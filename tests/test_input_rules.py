@@ -525,3 +525,19 @@ def test_a_temperature_too_small_for_float32_is_refused_with_the_reason(temperat
                              "--output", tmp_path / "student", "--temperature", str(temperature), "--quiet")
     assert status == 2 and stderr.startswith("error: temperature must be at least 0.001") \
         and not (tmp_path / "student").exists(), stderr
+
+
+def test_a_models_size_never_reads_zero(tmp_path, capsys):
+    """A small student printed 'lstm: 3,370 parameters, 0.0 MB' for 19,664 bytes; compare's MB column too."""
+    from conftest import SAMPLES
+    from distill.compare import compare_models, format_table
+    from distill.metrics import megabytes, size_text
+    assert [size_text(19_664), size_text(99_949), size_text(550_000), megabytes(19_664), megabytes(0)] == \
+        ["19.7 kB", "99.9 kB", "0.6 MB", "<0.1", "0.0"]
+    status, _ = run_cli("student", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1",
+                        "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                        "--output", tmp_path / "small", "--quiet")
+    printed = capsys.readouterr().out
+    assert status == 0 and " kB; best epoch 1" in printed and "0.0 MB" not in printed, printed
+    row = format_table(compare_models([str(tmp_path / "small")], str(SAMPLES / "sentiment_dev.csv"))).splitlines()[1]
+    assert "<0.1" in row.split() and "0.0" not in row.split(), row

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distill.io import file_sha256, read_json, write_text
+from distill.metrics import size_text
 
 README = "README.md"
 # The offline encoders by their names on the Hub (distill.encoders.OFFLINE_ENCODERS).
@@ -104,7 +105,7 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
     parameters = about.get("parameters") or export.get("parameters")
     size = _size(directory, files)
     lines += ["## Size", "", (f"{parameters:,} parameters; " if parameters else "")
-              + f"{size / 1e6:.1f} MB of model files (speed: measure it with `nlp-train compare`).", ""]
+              + f"{size_text(size)} of model files (speed: measure it with `nlp-train compare`).", ""]
     lines += ["## How to load it", "", *_loading(card, form, task), ""]
     return "\n".join(lines)
 
