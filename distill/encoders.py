@@ -159,6 +159,25 @@ def native_pooling(name_or_path: str) -> str:
     return "mean" if name_or_path.startswith("sentence-transformers/") else "first"
 
 
+def refuse_non_encoder(name_or_path: str, config) -> None:
+    """Refuse a model that does not read a whole text both ways, which a teacher or student reads its first token
+    (or the mean of its tokens) from: an encoder-decoder, or a causal (left-to-right) language model, whose first
+    token sees only itself. A classifier or masked-LM checkpoint of an encoder is fine: `AutoModel` takes its
+    base model."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    kind = getattr(config, "model_type", "")
+    if getattr(config, "is_encoder_decoder", False):
+        what = "an encoder-decoder (sequence-to-sequence) model"
+    elif getattr(config, "is_decoder", False) or (
+            kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES):
+        what = "a causal (left-to-right) language model"
+    else:
+        return
+    raise DistillError(f"cannot load encoder {name_or_path!r}: it is a {kind} model, {what}, not an encoder that "
+                       "reads the whole text; give a BERT-like encoder (BERT, DistilBERT, RoBERTa, MPNet, ...)")
+
+
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Pretrained encoder and its tokenizer from an offline short name, a local folder or a hub name."""
     if name_or_path in OFFLINE_ENCODERS:
@@ -168,9 +187,11 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # its table of missing weights: said below in one line
     try:
+        config = AutoConfig.from_pretrained(name_or_path)
+        refuse_non_encoder(name_or_path, config)  # before its weights are read (or downloaded)
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model, loading = AutoModel.from_pretrained(name_or_path, dtype=torch.float32,  # v5's "auto" may be fp16
-                                                   output_loading_info=True)
+        model, loading = AutoModel.from_pretrained(name_or_path, config=config, dtype=torch.float32,  # v5's "auto"
+                                                   output_loading_info=True)  # may be fp16
     except RuntimeError as err:  # weights of other shapes than the config's
         if "mismatched_sizes" not in str(err) and "size mismatch" not in str(err):
             raise

@@ -18,7 +18,7 @@ import copy
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -36,6 +36,7 @@ from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
 from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel, pick_device
+from distill.models.protocol import check_student
 from distill.models.registry import student_entry
 from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
@@ -391,6 +392,11 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
         torch.manual_seed(seed)
         if teacher is None:
             return entry.cls.build(config, hierarchy, examples)
+        if not callable(getattr(entry.cls, "build_from_teacher", None)):
+            random = option("--random-embeddings", "teacher_embeddings=False (Distiller) or no teacher_embeddings "
+                            "(train_student)")
+            raise DistillError(f"student {config.model!r} lacks build_from_teacher(config, hierarchy, examples, "
+                               f"teacher) to start from the teacher's weights: use {random}")
         return entry.cls.build_from_teacher(config, hierarchy, examples, teacher)
 
 
@@ -405,11 +411,13 @@ def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: 
     """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
     warn_if_truncated(model, train.inputs, train.where)  # a transformer student cuts long texts too
     model.to(pick_device(env.device))
+    check_student(model, output=run is not None)
     check_student_outputs(model, train.inputs)
     optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
                                settings.select_metric, progress=env.progress)
-    summary = {"kind": "student", "model": model.config.model, "settings": asdict(settings), **summary}
+    name = getattr(getattr(model, "config", None), "model", type(model).__name__)  # a class of the API's: its name
+    summary = {"kind": "student", "model": name, "settings": asdict(settings), **summary}
     return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
                 lambda d: model.write_model(d), summary)
 
@@ -465,6 +473,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
     its word embeddings from the teacher's (a transformer student: its layers and head)."""
     _check_arguments(settings=settings, data=data, output=output, env=env)
+    check_student(student)
     with runtime(env.precision, env.threads):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
@@ -486,7 +495,10 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
 def _config_of(student: LabelModel | StudentConfig | str) -> dict:
     """The student as a run's signature sees it: its config, or a digest of a built model's weights."""
     if isinstance(student, LabelModel):
-        return {"config": asdict(student.config), "weights": tensors_sha256(student.state_dict())}
+        config = getattr(student, "config", None)
+        cls = type(student)
+        described = asdict(config) if is_dataclass(config) else f"{cls.__module__}:{cls.__qualname__}"
+        return {"config": described, "weights": tensors_sha256(student.state_dict())}
     if isinstance(student, str):
         return {"model": student}
     return asdict(student)
@@ -519,6 +531,7 @@ class Distiller:
         if not isinstance(teacher, (str, Path, LabelModel)):
             raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
                                f"not {type(teacher).__name__}")
+        check_student(student)
         _check_arguments(settings=settings, env=env, **({"loss": loss} if loss is not None else {}))
         require_flag("teacher_embeddings", teacher_embeddings)
         require_flag("online_teacher", online_teacher)

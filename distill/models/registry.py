@@ -59,17 +59,20 @@ def register_student(name: str, task: str) -> Callable[[Model], Model]:
 
     def decorate(cls: Model) -> Model:
         from distill.models.base import LabelModel
+        from distill.models.protocol import check_student_class
         from distill.models.students import StudentConfig
         if not (isinstance(cls, type) and issubclass(cls, LabelModel) and cls.kind == "student"):
             raise DistillError(f"student {name!r}: {cls!r} is not a student model (a StudentModel, or a "
                                "LabelModel with kind 'student')")
-        if not (isinstance(cls.config_class, type) and issubclass(cls.config_class, StudentConfig)):
+        config_class = getattr(cls, "config_class", None)
+        if not (isinstance(config_class, type) and issubclass(config_class, StudentConfig)):
             raise DistillError(f"student {name!r}: config_class must be a StudentConfig subclass")
         if cls.__module__ not in BUILT_IN:  # a built-in student registered later (lazily) must not find its name gone
             _import_built_in()
         taken = _STUDENTS.get(name)
         if taken is not None and taken.source != StudentEntry(name, cls, task).source:
             raise DistillError(f"student name {name!r} is already registered by {taken.source}")
+        check_student_class(cls, name)  # what the registry builds, trains, saves and loads it by
         cls.task = task
         cls.registered_name = name
         _STUDENTS[name] = StudentEntry(name, cls, task)

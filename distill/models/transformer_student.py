@@ -116,25 +116,70 @@ def kept_layers(layer_map: str, layers: int, depth: int) -> list[int]:
     return chosen
 
 
+def encoder_depth(encoder: PreTrainedModel) -> int:
+    """How many layers `encoder` has (its config's ``num_hidden_layers``)."""
+    depth = getattr(encoder.config, "num_hidden_layers", None)
+    if not isinstance(depth, int) or depth < 1:
+        raise DistillError(f"encoder {type(encoder).__name__} does not say how many layers it has (no "
+                           "num_hidden_layers in its config): a transformer student cannot keep some of them")
+    return depth
+
+
 def layer_stack(encoder: PreTrainedModel) -> tuple[nn.Module, str]:
     """The module holding the encoder's layers and its attribute name (DistilBERT's ``transformer.layer``,
     BERT's and MPNet's ``encoder.layer``): the first list of as many modules as the encoder has layers."""
-    depth = encoder.config.num_hidden_layers
+    depth = encoder_depth(encoder)
     for name, module in encoder.named_modules():
         if isinstance(module, nn.ModuleList) and len(module) == depth and name:
             parent, _, attribute = name.rpartition(".")
             return encoder.get_submodule(parent), attribute
-    raise DistillError(f"cannot find the layers of encoder {type(encoder).__name__} to keep some of")
+    every = errors.option(f"--layers {depth}", f"TransformerStudentConfig(layers={depth})")
+    raise DistillError(f"cannot find the layers of encoder {type(encoder).__name__} to keep some of (it has no "
+                       f"list of its {depth} layers: they may share their weights): keep all of them, {every}")
 
 
 def cut_layers(encoder: PreTrainedModel, keep: list[int]) -> PreTrainedModel:
-    """A copy of `encoder` with only the layers `keep`, in order (embeddings and the rest copied)."""
+    """A copy of `encoder` with only the layers `keep`, in order (embeddings and the rest copied); the
+    config's per-layer settings (a list of one entry per layer: ModernBERT's ``layer_types``, Longformer's
+    ``attention_window``) keep the same layers' entries. Keeping every layer copies the encoder as it is."""
+    depth = encoder_depth(encoder)
     encoder = copy.deepcopy(encoder)
+    if keep == list(range(depth)):
+        return encoder
     parent, attribute = layer_stack(encoder)
     stack = getattr(parent, attribute)
     setattr(parent, attribute, nn.ModuleList(stack[i] for i in keep))
-    encoder.config.num_hidden_layers = len(keep)
+    per_layer = {name: value for name, value in vars(encoder.config).items()
+                 if isinstance(value, (list, tuple)) and len(value) == depth and name != "architectures"}
+    try:
+        for name, value in per_layer.items():
+            setattr(encoder.config, name, type(value)(value[i] for i in keep))
+        encoder.config.num_hidden_layers = len(keep)
+    except (AttributeError, NotImplementedError, TypeError, ValueError) as err:  # a depth the config derives
+        every = errors.option(f"--layers {depth}", f"TransformerStudentConfig(layers={depth})")
+        raise DistillError(f"encoder {type(encoder).__name__} cannot keep {len(keep)} of its {depth} layers (its "
+                           f"config cannot say so: {str(err).splitlines()[0][:120]}): keep all of them, {every}") \
+            from None
+    _check_rebuilds(encoder, keep)
     return encoder
+
+
+def _check_rebuilds(encoder: PreTrainedModel, keep: list[int]) -> None:
+    """Refuse a cut that its config would not rebuild (a saved student is rebuilt from it): a family whose
+    layers differ by their place (ModernBERT's first layer has no attention norm) keeps only layers that
+    fit their new places."""
+    from transformers import AutoModel
+    with torch.device("meta"):
+        rebuilt = AutoModel.from_config(copy.deepcopy(encoder.config))
+    ours = {name: tuple(t.shape) for name, t in encoder.state_dict().items()}
+    theirs = {name: tuple(t.shape) for name, t in rebuilt.state_dict().items()}
+    if ours != theirs:
+        differ = sorted(set(ours).symmetric_difference(theirs)) or \
+            sorted(name for name in ours if ours[name] != theirs[name])
+        layers = ",".join(map(str, keep))
+        raise DistillError(f"encoder {type(encoder).__name__}: layers {layers} do not fit their new places (e.g. "
+                           f"{differ[0]}: its layers differ by position): choose other layers with "
+                           f"{errors.option('--layer-map', 'layer_map')}")
 
 
 def teacher_max_length(teacher: LabelModel) -> int:
@@ -205,7 +250,7 @@ class TransformerStudent(StudentFiles, LabelModel):
                                f"say) or a teacher to copy ({copy})")
         from distill.encoders import load_encoder, native_pooling
         encoder, tokenizer = load_encoder(config.encoder)
-        keep = kept_layers(config.layer_map, config.layers, encoder.config.num_hidden_layers)
+        keep = kept_layers(config.layer_map, config.layers, encoder_depth(encoder))
         pooling = native_pooling(config.encoder) if config.sentence_pooling == "auto" else config.sentence_pooling
         limit = getattr(encoder.config, "max_position_embeddings", None) or max_length
         config = replace(config, sentence_pooling=pooling, max_length=config.max_length or min(max_length, limit))
