@@ -292,7 +292,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
                            "which the int8 model's labels and score are compared with the fp32 model's")
     card = read_model_card(model_dir)
     if format != "transformers" or check_data is not None:
-        refuse_multitask(model_dir, "export" if format != "transformers" else "export --check-data")
+        refuse_multitask(model_dir, "export" if format != "transformers" else option("export --check-data",
+                                                                                         "export with check_data"))
     if card.get("format") == "onnx":
         raise DistillError(f"{model_dir}: is already an ONNX export; export from the PyTorch model directory "
                            "it came from")

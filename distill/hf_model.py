@@ -163,18 +163,19 @@ def stock_transformers(network: Teacher, where: str) -> tuple[PreTrainedModel, P
     if network.task == "classification":
         if network.config.long_inputs == "windows":
             raise _refuse(where, "it reads a long text in windows and averages them; a transformers classifier "
-                          "reads one window", "train it with --long-inputs truncate")
+                          "reads one window",
+                          "train it with " + option("--long-inputs truncate", "long_inputs='truncate'"))
         if not isinstance(network.encoder, DistilBertModel):
             raise _refuse(where, f"a {type(network.encoder).__name__}'s sequence classifier adds a pooler of its own",
                           "train it on a DistilBERT encoder (minilm-l6)")
         if network.config.pooling != "first":
             raise _refuse(where, f"it pools by {network.config.pooling}; DistilBertForSequenceClassification "
-                          "reads the first token", "train it with --pooling first")
+                          "reads the first token", "train it with " + option("--pooling first", "pooling='first'"))
         model = _sequence_classifier(network, config, where)
     else:
         if network.pre_classifier is not None:
             raise _refuse(where, "a token classifier has no dense layer before its Linear",
-                          "train it without --pre-classifier")
+                          "train it " + option("without --pre-classifier", "with pre_classifier=False"))
         model = _token_classifier(network, config, where)
     model.eval()
     tokenizer = copy.deepcopy(network.tokenizer)

@@ -97,7 +97,7 @@ def test_a_head_without_pre_classifier_is_exact_through_distilberts_relu(tiny_cl
 
 @pytest.mark.parametrize("change, message", [
     (lambda t: setattr(t.config, "pooling", "mean"), "pools by mean; DistilBertForSequenceClassification reads the "
-                                                     "first token); train it with --pooling first"),
+                                                     "first token); train it with pooling='first'"),
     (lambda t: setattr(t.config, "long_inputs", "windows"), "reads a long text in windows"),
 ])
 def test_heads_no_stock_class_computes_are_refused(tiny_classifier_teacher, change, message):
@@ -111,7 +111,7 @@ def test_heads_no_stock_class_computes_are_refused(tiny_classifier_teacher, chan
 def test_a_tagger_with_pre_classifier_and_word_students_are_refused(tiny_tagging_teacher, tmp_path):
     teacher = load_model(tiny_tagging_teacher)
     teacher.pre_classifier = nn.Linear(32, 32)
-    with pytest.raises(DistillError, match="train it without --pre-classifier"):
+    with pytest.raises(DistillError, match="train it with pre_classifier=False"):
         stock_transformers(teacher, "t")
     cli("student", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
         "--epochs", "1", "--output", tmp_path / "lstm", "--quiet")

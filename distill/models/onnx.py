@@ -207,7 +207,8 @@ def agreement_line(model: OnnxModel, directory: str | Path) -> str:
     export, agreed = model.card["export"], model.card.get("agreement")
     kind = f"ONNX {export.get('quantize') or 'fp32'} export of {export.get('source')}"
     if not agreed:
-        return f"teacher {directory}: {kind}; no agreement record (exported without --check-data)"
+        unchecked = option("--check-data", "check_data")
+        return f"teacher {directory}: {kind}; no agreement record (exported without {unchecked})"
     return (f"teacher {directory}: {kind}; on {agreed['data']}: max logit difference {agreed['max_abs_logit_diff']:.2g}, "
             f"{agreed['labels_changed']:,} of {agreed['labels_compared']:,} labels changed, {agreed['metric']} "
             f"{agreed['reference_score']:.4f} -> {agreed['score']:.4f}")
