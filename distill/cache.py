@@ -155,13 +155,14 @@ class LogitStore:
 
 def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_size: int = 64,
                    progress: bool = False, across_ranks: bool = True,
-                   source: str | None = None) -> tuple[ExampleLogits, int]:
+                   source: str | Sequence[str] | None = None) -> tuple[ExampleLogits, int]:
     """The teacher's logits for `examples`, in order, and how many came from `store`.
 
     Only examples the store lacks (each distinct one once) go through the teacher, and their
     logits are added to the store. `across_ranks`: under a launcher the ranks share that work
     (rank 0 decides what is missing and alone writes); otherwise this process does its own.
-    Given the `source` of the examples, the teacher warns of the texts it cuts among those it reads
+    Given the `source` of the examples (or of each example: kd's training and unlabelled files), the teacher
+    warns of the texts it cuts among those it reads, naming only the files they came from
     (`distill.truncation`): none when the store holds them all.
     """
     keys = [example_key(example) for example in examples]
@@ -176,7 +177,8 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
     todo = [examples[index] for index in missing.values()]
     if todo and source is not None:
         from distill.truncation import warn_if_truncated
-        warn_if_truncated(teacher, todo, source)
+        warn_if_truncated(teacher, todo, source if isinstance(source, str)
+                          else [source[index] for index in missing.values()])
     score = predict_logits_across_ranks if shared else predict_logits
     computed = score(teacher, todo, batch_size, progress, "teacher logits") if todo else None
     hits = sum(key in found for key in keys)

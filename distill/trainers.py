@@ -643,6 +643,7 @@ class Distiller:
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         examples = list(train.inputs) + unlabelled
         sources = train.where + (f" and {extra.where}" if extra else "")  # as messages name them
+        read_from = [train.where] * len(train.inputs) + [extra.where] * len(unlabelled) if extra else train.where
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
         model = new_student(self.student, hierarchy, examples, settings.seed,
@@ -656,19 +657,19 @@ class Distiller:
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
                    **({"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {})}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
-            warn_if_truncated(teacher, examples, sources)
+            warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
                 return _student_run(model, objective, transfer, dev, settings, run, env, summary)
         started = time.perf_counter()
         cache_info: dict = {}
         if self.online_teacher:
-            warn_if_truncated(teacher, examples, sources)
+            warn_if_truncated(teacher, examples, read_from)
             source = OnlineTeacherLogits(teacher, examples)
         else:
             from distill.cache import LogitStore, teacher_logits
             store = LogitStore(teacher, self.cache_dir)
             results, hits = teacher_logits(teacher, examples, store, self.teacher_batch_size, env.progress,
-                                           source=sources)  # warns of what it cuts among those it reads
+                                           source=read_from)  # warns of what it cuts among those it reads
             source = CachedTeacherLogits(results)
             cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started

@@ -124,8 +124,20 @@ def warn_truncation(model, counted: Truncation, source: str) -> None:
         logger.warning(message)
 
 
-def warn_if_truncated(model, texts: Sequence, source: str) -> None:
-    """Warn once if `model` is a classification transformer that cuts some of `texts` (read from `source`)."""
+def warn_if_truncated(model, texts: Sequence, source: str | Sequence[str]) -> None:
+    """Warn once if `model` is a classification transformer that cuts some of `texts` (read from `source`).
+
+    `source` may name each text's file instead (kd's training and unlabelled texts): then each file whose
+    texts are cut gets its own warning, counted over its texts among `texts` alone, so that no file is named
+    for texts that were not read from it."""
     teacher = classification_reader(model)
-    if teacher is not None:
+    if teacher is None:
+        return
+    if isinstance(source, str):
         warn_truncation(model, count_truncation(teacher, texts), source)
+        return
+    by_source: dict[str, list] = {}
+    for text, name in zip(texts, source, strict=True):
+        by_source.setdefault(name, []).append(text)
+    for name, some in by_source.items():
+        warn_truncation(model, count_truncation(teacher, some), name)

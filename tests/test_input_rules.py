@@ -204,8 +204,9 @@ def test_kd_warns_of_truncation_only_for_the_texts_its_teacher_reads(tiny_classi
         assert status == 0, stderr
         return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
 
-    first, = kd("first")
-    assert f"{train} and {unlabelled}: 2 of 15 texts (13.3%) are longer" in first
+    first = kd("first")  # each file named with its own count
+    assert [message.split(" are longer")[0] for message in first] == \
+        [f"warning: {train}: 1 of 13 texts (7.7%)", f"warning: {unlabelled}: 1 of 2 texts (50.0%)"]
     assert kd("second") == []  # every output from the cache: the teacher reads nothing
 
 
@@ -541,3 +542,27 @@ def test_a_models_size_never_reads_zero(tmp_path, capsys):
     assert status == 0 and " kB; best epoch 1" in printed and "0.0 MB" not in printed, printed
     row = format_table(compare_models([str(tmp_path / "small")], str(SAMPLES / "sentiment_dev.csv"))).splitlines()[1]
     assert "<0.1" in row.split() and "0.0" not in row.split(), row
+
+
+def test_kd_names_only_the_files_whose_texts_its_teacher_read(tiny_classifier_teacher, tmp_path, caplog):
+    """With the training texts cached, kd warned 'train.csv and more.txt: 1 of 2 texts' of the two unlabelled
+    ones: the training file was named for texts that were not read from it."""
+    import logging
+
+    from conftest import SAMPLES
+    unlabelled = tmp_path / "more.txt"
+    unlabelled.write_text("a film\n" + "a long review of a film that goes on and on " * 40 + "\n", encoding="utf-8")
+
+    def kd(output: str, *more) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="distill"):
+            status, stderr = run_cli("kd", "--teacher", tiny_classifier_teacher, "--model", "ngram", "--train",
+                                     SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                                     "--output", tmp_path / output, "--cache-dir", tmp_path / "cache", "--epochs",
+                                     "1", "--quiet", *more)
+        assert status == 0, stderr
+        return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
+
+    kd("first")  # caches the training texts' logits
+    warned, = kd("second", "--unlabeled", unlabelled)
+    assert warned.startswith(f"warning: {unlabelled}: 1 of 2 texts (50.0%) are longer"), warned
