@@ -31,7 +31,7 @@ from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError
 from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
-                        save_checked_tensors)
+                        save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
 
 KEY_BYTES = 16
@@ -69,7 +69,7 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
         raise DistillError(f"{cache_dir}: lies inside the model directory {model} (a file there changes the model); "
                            "choose a cache folder outside it")
     if folder.exists() and not folder.is_dir():
-        raise DistillError(f"{cache_dir}: is a file; the logit cache is a folder")
+        raise DistillError(f"{cache_dir}: is {what_is(folder)}; the logit cache is a folder")
     check_folder(given, cache_dir)
 
 

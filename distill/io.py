@@ -12,6 +12,7 @@ import pickle
 import shlex
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import zipfile
@@ -35,8 +36,10 @@ CACHE_ENV = "DISTILL_CACHE"
 
 def cache_root() -> Path:
     """Where distill keeps derived files it can rebuild (teacher logits, unpacked encoders); an empty
-    $DISTILL_CACHE counts as unset (it would be the working directory)."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "distill")
+    $DISTILL_CACHE, or one of only spaces, counts as unset (it would be the working directory, or a
+    folder named ' ' in it)."""
+    given = os.environ.get(CACHE_ENV, "")
+    return Path(given) if given.strip() else Path.home() / ".cache" / "distill"
 
 
 LINK_FIX = "distill never writes through a link (that changes the file it points to): remove the link"
@@ -78,6 +81,16 @@ def refuse_hard_links(path: str | os.PathLike, links: int) -> None:
                            f"it a file of its own (cp {name} {name}.copy && mv {name}.copy {name})")
 
 
+def what_is(path: Path) -> str:
+    """What is at `path`, which is not a folder, as a message says it: a file, a named pipe, a broken link..."""
+    if path.is_symlink():
+        return f"a symbolic link (to {os.readlink(path)}{'' if path.exists() else ', which does not exist'})"
+    mode = path.stat().st_mode
+    return "a file" if stat.S_ISREG(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else \
+        "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else \
+        "not a folder"
+
+
 def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
     """A folder distill makes (with the folders above it) or writes into, under a user-given path (a
     cache): neither a link nor anything but a folder, nor under a file. `named`: how the error names it."""
@@ -85,12 +98,13 @@ def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
     named = named or str(path)
     refuse_link(path, "give the real path", named)
     if path.exists() and not path.is_dir():
-        raise DistillError(f"{named}: is a file, not a folder; give a folder (or a path where one can be made)")
+        raise DistillError(f"{named}: is {what_is(path)}, not a folder; give a folder (or a path where one can "
+                           "be made)")
     for above in path.absolute().parents:
         if above.is_dir():
             return
         if above.exists() or above.is_symlink():
-            raise DistillError(f"{named}: {above} is a file (or a broken link), not a folder; give a folder "
+            raise DistillError(f"{named}: {above} is {what_is(above)}, not a folder; give a folder "
                                "(or a path where one can be made)")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,7 @@ def test_a_cache_under_a_file_is_refused_as_such(command, how, tiny_classifier_t
         extra = ["--cache-dir", plain / "cache"]
     argv = kd_args(tiny_classifier_teacher, tmp_path / "kd", *extra) if command == "kd" else \
         pseudo_label_args(tiny_classifier_teacher, tmp_path / "p.jsonl", *extra)
-    err = assert_refused(capsys, argv, tmp_path, f"{plain} is a file (or a broken link), not a folder")
+    err = assert_refused(capsys, argv, tmp_path, f"{plain} is a file, not a folder")
     assert how.startswith("option") or "the default logit cache, $DISTILL_CACHE/teacher-logits" in err
 
 
@@ -357,3 +358,28 @@ def test_a_refused_pseudo_label_run_leaves_no_part_and_no_signature(tiny_classif
         pseudo_label(tiny_classifier_teacher, str(MOVIES), str(tmp_path / "out.jsonl"), use_cache=False,
                      progress=False)
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+# --- the cache folder named as what it is ---------------------------------------------------------------------
+
+def test_a_blank_distill_cache_counts_as_unset(tmp_path, monkeypatch):
+    """DISTILL_CACHE=' ' made a folder named ' ' in the working directory; an empty value was unset already."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for blank in ("", " ", "\t "):
+        monkeypatch.setenv("DISTILL_CACHE", blank)
+        assert io.cache_root() == Path.home() / ".cache" / "distill"
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "a named pipe (FIFO)"),
+                                        (lambda path: path.symlink_to(path.parent / "nowhere"),
+                                         "a symbolic link (to")])
+def test_a_cache_under_a_pipe_or_a_broken_link_says_what_is_there(make, kind, tmp_path, monkeypatch):
+    """$DISTILL_CACHE as a FIFO or a dangling link was 'a file (or a broken link)'."""
+    from distill.cache import check_cache_dir
+    make(tmp_path / "cache")
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DistillError, match=re.escape(f": {tmp_path / 'cache'} is {kind}")):
+        check_cache_dir(None)
+    if make is os.mkfifo:
+        with pytest.raises(DistillError, match=r"cache: is a named pipe \(FIFO\); the logit cache is a folder"):
+            check_cache_dir(tmp_path / "cache")
