@@ -541,11 +541,11 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
             width, first = len(fields), (number, line)
             if not -width <= tag_column < width:
                 raise DataError(path, f"tag column {tag_column} does not exist: lines have {width} fields"
-                                      f"{_unusual_space_note(line)}", number)
+                                      f"{_unusual_space_note(line) or _invisible_line_note(line)}", number)
             if tag_column % width == 0:  # the word itself: its "tags" would be the words
                 raise DataError(path, f"tag column {tag_column} is the word itself (lines have {width} field"
                                       f"{'s' if width > 1 else ''}); a labelled CoNLL line is the word, then "
-                                      f"its tag(s){_unusual_space_note(line)}", number)
+                                      f"its tag(s){_unusual_space_note(line) or _invisible_line_note(line)}", number)
         if len(fields) != width:
             for culprit, text in ((number, line), first):  # this line, or the one that set the width
                 note = _unusual_space_note(text, "the line" if culprit == number else
@@ -555,7 +555,7 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                     raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}{note}",
                                     culprit)
             raise DataError(path, f"expected {width} fields like the first line (line {first[0]}), found "
-                                  f"{len(fields)}", number)
+                                  f"{len(fields)}{_invisible_line_note(line)}", number)
         if not tokens:
             start = number
         if not line.isascii():  # a tag of a zero-width space alone: a class no one sees
@@ -564,6 +564,16 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
         tags.append(fields[tag_column])
     if tokens:
         yield start, tokens, tags
+
+
+def _invisible_line_note(line: str) -> str:
+    """Why a line that looks blank is not one, as ': the line is only ...' for a message, or '': it holds
+    only characters that show nothing (U+200B ZERO WIDTH SPACE, U+FEFF...) but are not spaces, so it is
+    read as a line of one word, not as the blank line that ends a sentence."""
+    if not _invisible(line) or not line.split():
+        return ""
+    return (f": the line is only {_characters(''.join(line.split()))}, which shows nothing in an editor but is "
+            "not a space, so it is not the blank line that ends a sentence: remove those characters")
 
 
 def _unusual_space_note(line: str, where: str = "the line", lacking: bool = False) -> str:

@@ -566,3 +566,16 @@ def test_kd_names_only_the_files_whose_texts_its_teacher_read(tiny_classifier_te
     kd("first")  # caches the training texts' logits
     warned, = kd("second", "--unlabeled", unlabelled)
     assert warned.startswith(f"warning: {unlabelled}: 1 of 2 texts (50.0%) are longer"), warned
+
+
+@pytest.mark.parametrize("content, line", [("Mina B-PER\n\u200b\nspoke O\n", 2), ("Mina B-PER\n\ufeff \nspoke O\n", 2),
+                                           ("\u200b\nMina B-PER\n", 1)])
+def test_a_conll_line_that_looks_blank_but_is_not_is_named(tmp_path, content, line):
+    """A line of only U+200B or U+FEFF inside a sentence gave 'expected 2 fields like the first line (line 1),
+    found 1', naming nothing on a line that looks blank."""
+    from distill.data import read_tagging
+    path = tmp_path / "t.conll"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DistillError, match=rf"t.conll:{line}: .*: the line is only U\+(200B ZERO WIDTH SPACE|FEFF "
+                                           r"ZERO WIDTH NO-BREAK SPACE), which shows nothing in an editor but is not"):
+        read_tagging(str(path))
