@@ -29,6 +29,7 @@ import torch
 from distill import precision
 from distill.data import DataOptions, read_split
 from distill.errors import DistillError, option
+from distill.export_speed import speed_record as measure_speed
 from distill.inference import decode_labels, predict_logits
 from distill.io import file_sha256, save_tensors
 from distill.labels import check_labels_known
@@ -280,7 +281,9 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
 
     With `check_data` (labelled, held back from training) the card records how the export agrees
     with the PyTorch model there: largest logit difference, labels changed, score lost. int8 needs
-    it: quantization is lossy, and its cost should be measured, not assumed.
+    it: quantization is lossy, and its cost should be measured, not assumed. An ONNX export's card
+    then records its speed against the PyTorch model's on this machine too (``speed``:
+    `distill.export_speed.speed_record`), by which `pseudo_label(..., use_export=...)` chooses.
     """
     if format not in FORMATS:
         raise DistillError(f"unknown export format {format!r}: choose one of {', '.join(FORMATS)}")
@@ -316,10 +319,14 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
             files = export_transformers(model, card, source, directory, exported)
         else:
             files = save_slim_files(model, card["kind"], source, directory)
+        if format == "onnx":
+            exported["speed"] = None
         if check_data is not None:
+            loaded = model_from_card(directory, exported)
             exported["agreement"] = {"data": check_data, **({"learnt_from": learnt_from} if learnt_from else {}),
                                      "reference": f"pytorch {precision.current()}",
-                                     **agreement(model, model_from_card(directory, exported), examples, gold,
-                                                 batch_size)}
+                                     **agreement(model, loaded, examples, gold, batch_size)}
+            if format == "onnx":  # which teacher a bulk pass should run on this machine (distill.export_speed)
+                exported["speed"] = measure_speed(model, loaded, examples)
         write_model_card(directory, exported, files, about_export(model, source))  # last: a card means complete
         return {**exported, "sha256": read_model_card(directory)["sha256"]}

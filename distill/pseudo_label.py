@@ -237,7 +237,8 @@ def merge_parts(parts: list[Path], output: Path) -> None:
 def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
                  resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False,
-                 cache_dir: str | None = None, use_cache: bool = True, head: str | None = None) -> dict:
+                 cache_dir: str | None = None, use_cache: bool = True, head: str | None = None,
+                 use_export: str | None = None) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
 
     A multi-task teacher labels with head `head`, or without it with every head from one encoder
@@ -256,6 +257,11 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     ``seconds`` and ``examples_per_second`` are this run's. An ONNX export as the teacher adds
     ``teacher_export`` (`OnnxModel.teacher_record`: its content's fingerprint and its agreement record
     from its card), which the resume signature holds too.
+
+    With `use_export` (an ONNX export of `teacher_dir`) the teacher pass runs the export where its card's speed
+    measurement, taken on this CPU model with these threads, says it is faster than the PyTorch teacher, else the
+    teacher (`distill.export_speed.choose_teacher_pass`); one log line says which and why, and ``teacher_pass``
+    in the result records it.
     """
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"{option('--min-confidence', 'min_confidence')} must be within [0, 1], got "
@@ -275,10 +281,10 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
-    with file_output(output_path, [teacher_dir, input_path], overwrite, is_pseudo_label_output,
-                     "pseudo-label output") as output:
+    with file_output(output_path, [teacher_dir, input_path, *([use_export] if use_export else [])], overwrite,
+                     is_pseudo_label_output, "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
-                          resume, progress, device, cache_dir, use_cache, head)
+                          resume, progress, device, cache_dir, use_cache, head, use_export)
 
 
 def logit_stores(teacher: LabelModel, cache_dir: str | None, use_cache: bool) -> dict[str, LogitStore] | None:
@@ -326,8 +332,17 @@ def chunk_labeller(teacher: LabelModel, stores: dict[str, LogitStore] | None, ba
 
 def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
-               cache_dir: str | None, use_cache: bool, head: str | None) -> dict:
-    teacher = load_teacher(teacher_dir, head, device)
+               cache_dir: str | None, use_cache: bool, head: str | None, use_export: str | None = None) -> dict:
+    chosen = {}
+    if use_export is not None:  # the PyTorch teacher or its export, whichever was measured faster here
+        from distill.export_speed import choose_teacher_pass, logger
+        loaded, choice = choose_teacher_pass(teacher_dir, use_export, device)
+        if distributed.is_main():
+            logger.warning(choice.pop("line"))
+        else:
+            choice.pop("line")
+        chosen = {"teacher_pass": choice}
+    teacher = load_teacher(loaded if use_export is not None else teacher_dir, head, device)
     stores = logit_stores(teacher, cache_dir, use_cache)
     label = chunk_labeller(teacher, stores, batch_size, with_logits)
     part = part_path(output, distributed.rank(), distributed.world_size())
@@ -415,4 +430,4 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
     totals["read"] += totals["resumed"]
     totals["written"] += earlier
     totals["skipped_low_confidence"] += totals["resumed"] - earlier
-    return {**totals, "seconds": round(seconds, 2), "examples_per_second": speed, **export}
+    return {**totals, "seconds": round(seconds, 2), "examples_per_second": speed, **export, **chosen}

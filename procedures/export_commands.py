@@ -59,4 +59,9 @@ def export(model_dir, output, export_format, quantize, check_data, overwrite, da
         f"; on {agreed['data']}: max logit difference {agreed['max_abs_logit_diff']:.2g}, "
         f"{agreed['labels_changed']:,} of {agreed['labels_compared']:,} labels changed, "
         f"{agreed['metric']} {agreed['reference_score']:.4f} -> {agreed['score']:.4f}")
-    report(f"export: {model_dir} as {what} in {output}{checked}")
+    speed = card.get("speed")
+    timed = "" if not speed else (
+        f"; {speed['ratio']:.2f}x PyTorch's speed here ({speed['export_examples_per_second']:,} against "
+        f"{speed['pytorch_examples_per_second']:,} ex/s, batch {speed['batch_size']}, {speed['threads']} "
+        f"thread{'s' if speed['threads'] != 1 else ''})")
+    report(f"export: {model_dir} as {what} in {output}{checked}{timed}")

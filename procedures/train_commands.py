@@ -439,14 +439,18 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--head", help="A multi-task teacher's head to label with (default: every head, from one encoder "
                              "pass, each under `heads` in the record).")
+@click.option("--use-export", "use_export", type=click.Path(file_okay=False),
+              help="An ONNX export of --teacher (made with --check-data): run the teacher pass with it where its "
+                   "card's speed measurement, taken on this CPU model with these threads, says it is faster than "
+                   "the PyTorch teacher, else with the teacher; one line says which and why (docs/export.md).")
 @device_option
 def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         cache_dir, no_cache, resume, overwrite, quiet, head, device):
+                         cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                          resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
-                         use_cache=not no_cache, head=head)
+                         use_cache=not no_cache, head=head, use_export=use_export)
     resumed = f"{stats['resumed']:,} of them labelled before the resume; " if stats.get("resumed") else ""
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({resumed}{stats['examples_per_second']} ex/s)")

@@ -228,3 +228,100 @@ def test_the_onnx_teacher_benchmark_runs_every_variant(tiny_classifier_teacher, 
     assert set(result["kd"]) == {"onnx-fp32", "onnx-int8"}
     assert result["kd"]["onnx-fp32"]["teacher_export"] != result["kd"]["onnx-int8"]["teacher_export"]
     assert "| onnx-int8 |" in capsys.readouterr().out
+
+
+# -- --use-export: the PyTorch teacher or its export, whichever was measured faster on this machine ---------------
+
+def with_speed(export: str, folder: Path, **speed) -> str:
+    """A copy of `export` whose card records `speed` over what was measured (the card's checksums cover the
+    model's files, not the card)."""
+    shutil.copytree(export, folder)
+    card = json.loads((folder / "distill.json").read_text())
+    card["speed"] = {**card["speed"], **speed}
+    (folder / "distill.json").write_text(json.dumps(card))
+    return str(folder)
+
+
+def test_an_export_checked_on_data_records_its_speed_here(exports):
+    from distill.export_speed import cpu_model
+    card = json.loads((Path(exports["classification"]["int8"]) / "distill.json").read_text())
+    speed = card["speed"]
+    assert speed["cpu"] == cpu_model() and speed["threads"] == torch.get_num_threads()
+    assert speed["batch_size"] == 64 and speed["precision"] == "fp32" and len(speed["date"]) == 10
+    assert 0 < speed["examples"] <= 256 and speed["pytorch_examples_per_second"] > 0
+    assert speed["ratio"] == pytest.approx(speed["export_examples_per_second"] / speed["pytorch_examples_per_second"],
+                                           rel=0.05)
+    # exported without --check-data: nothing measured
+    assert json.loads((Path(exports["classification"]["fp32"]) / "distill.json").read_text())["speed"] is None
+
+
+def test_export_measures_with_the_hook_and_says_it(tiny_classifier_teacher, tmp_path, capsys, monkeypatch):
+    import distill.export
+    calls = []
+
+    def fake(reference, exported, examples):
+        calls.append(len(examples))
+        return {"examples": 3, "batch_size": 64, "threads": 1, "precision": "fp32", "cpu": "Test CPU",
+                "date": "2025-01-01", "pytorch_examples_per_second": 100.0, "export_examples_per_second": 183.0,
+                "ratio": 1.83}
+    monkeypatch.setattr(distill.export, "measure_speed", fake)
+    cli("export", tiny_classifier_teacher, "--output", tmp_path / "onnx", "--check-data", DATA["classification"][1])
+    assert calls
+    assert "; 1.83x PyTorch's speed here (183.0 against 100.0 ex/s, batch 64, 1 thread)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "onnx" / "distill.json").read_text())["speed"]["cpu"] == "Test CPU"
+
+
+def test_use_export_runs_the_export_where_it_was_measured_faster(exports, tmp_path, caplog):
+    from distill.export_speed import cpu_model
+    teacher, corpus = exports["classification"]["pytorch"], str(DATA["classification"][2])
+    here = {"cpu": cpu_model(), "threads": torch.get_num_threads(), "precision": "fp32"}
+    cases = {"faster": {**here, "ratio": 1.83}, "slower": {**here, "ratio": 0.84},
+             "elsewhere": {**here, "cpu": "Another CPU", "ratio": 3.0},
+             "other-threads": {**here, "threads": here["threads"] + 1, "ratio": 3.0}}
+    for name, speed in cases.items():
+        export = with_speed(exports["classification"]["int8"], tmp_path / name, **speed)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="distill"):
+            stats = pseudo_label(teacher, corpus, str(tmp_path / f"{name}.jsonl"), progress=False, use_cache=False,
+                                 device="cpu", use_export=export)
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("teacher pass: ")]
+        assert len(lines) == 1, caplog.text
+        if name == "faster":
+            assert stats["teacher_pass"]["export"] and stats["teacher_export"]["quantize"] == "int8"
+            assert lines[0].startswith(f"teacher pass: ONNX int8 export {export} (measured 1.83x PyTorch on this "
+                                       f"CPU, {here['threads']} thread"), lines[0]
+            assert "labels may differ from PyTorch on " in lines[0] and "% of the check data" in lines[0]
+        else:
+            assert not stats["teacher_pass"]["export"] and "teacher_export" not in stats
+            assert lines[0].startswith(f"teacher pass: PyTorch teacher {teacher} (the ONNX int8 export {export} ")
+        if name == "slower":
+            assert "measured 0.84x PyTorch on this CPU" in lines[0]
+        if name in ("elsewhere", "other-threads"):
+            assert "was measured on " in lines[0] and "export it here with check_data to measure" in lines[0]
+    # the command line: the same choice, said in the log
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        cli("pseudo-label", "--teacher", teacher, "--input", corpus, "--output", tmp_path / "cli.jsonl", "--use-export",
+            tmp_path / "faster", "--device", "cpu", "--quiet", "--no-cache")
+    assert "teacher pass: ONNX int8 export" in caplog.text, caplog.text
+    # an export made without --check-data has no measurement: the PyTorch teacher
+    with caplog.at_level(logging.WARNING, logger="distill"):
+        stats = pseudo_label(teacher, corpus, str(tmp_path / "unmeasured.jsonl"), progress=False, use_cache=False,
+                             device="cpu", use_export=exports["classification"]["fp32"])
+    assert not stats["teacher_pass"]["export"] and "has no speed measurement (exported without check_data)" in \
+        stats["teacher_pass"]["reason"]
+
+
+def test_use_export_refuses_an_export_of_another_teacher(exports, tmp_path, capsys):
+    teacher, corpus = exports["classification"]["pytorch"], DATA["classification"][2]
+    args = ["pseudo-label", "--input", corpus, "--output", tmp_path / "p.jsonl", "--quiet", "--no-cache"]
+    tagger = exports["tagging"]["int8"]
+    status, err = run_main(capsys, *args, "--teacher", teacher, "--use-export", tagger)
+    assert status == 2 and err.strip() == (f"error: {tagger}: is an export of {exports['tagging']['pytorch']}, not of "
+                                           f"{teacher} (the model card it recorded differs); give that teacher, or "
+                                           f"export {teacher}"), err
+    status, err = run_main(capsys, *args, "--teacher", exports["classification"]["int8"], "--use-export", tagger)
+    assert status == 2 and "is an ONNX export; --use-export chooses between a PyTorch teacher and its export" in err
+    status, err = run_main(capsys, *args, "--teacher", teacher, "--use-export", teacher)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "is not an ONNX export; --use-export takes" in err
+    assert not (tmp_path / "p.jsonl").exists()
