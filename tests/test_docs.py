@@ -6,12 +6,13 @@
   anything else (``mkdir``, ``cp``, the left side of a pipe) through bash.
 * ``console`` blocks are ``$ command`` lines followed by the exact output the command prints.
 
-Commands run as written in a fresh folder per page, with five stand-ins so that the whole
+Commands run as written in a fresh folder per page, with six stand-ins so that the whole
 file takes well under a minute on one CPU thread: the real datasets under ``data/`` are the
 bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, the
 trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, the transformers
-classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, and every training
-command runs one epoch. The troubleshooting page must list every error message
+classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, a Python example that
+loads the transformers export ``runs/rt/teacher-hf`` gets that tiny teacher's (and the teacher
+as ``runs/rt/teacher-first``), and every training command runs one epoch. The troubleshooting page must list every error message
 the code raises.
 """
 
@@ -158,8 +159,22 @@ def test_every_code_block_is_executed():
     assert not unrun, "code blocks no test runs (use pycon, bash or console):\n" + "\n".join(unrun)
 
 
+@pytest.fixture(scope="session")
+def tiny_transformers_export(tiny_classifier_teacher, tmp_path_factory) -> str:
+    """`nlp-train export --format transformers` of the tiny teacher (first-token pooling, a stock DistilBERT
+    classifier)."""
+    from tests.conftest import cli
+    out = tmp_path_factory.mktemp("teacher-hf") / "teacher-hf"
+    cli("export", tiny_classifier_teacher, "--format", "transformers", "--output", out)
+    return str(out)
+
+
 @pytest.mark.parametrize("page", pages_with("pycon"))
-def test_python_examples(page, workspace):
+def test_python_examples(page, workspace, request):
+    if "runs/rt/teacher-hf" in "".join(body for _, body in code_blocks(page, "pycon")):
+        (workspace / "runs" / "rt").mkdir(exist_ok=True)
+        (workspace / "runs" / "rt" / "teacher-hf").symlink_to(request.getfixturevalue("tiny_transformers_export"))
+        (workspace / "runs" / "rt" / "teacher-first").symlink_to(request.getfixturevalue("tiny_classifier_teacher"))
     parser, globs = doctest.DocTestParser(), {}
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report = io.StringIO()
