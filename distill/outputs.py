@@ -211,10 +211,18 @@ def _replaceable(directory: Path, names: list[str]) -> bool:
 
 
 def _continued(directory: Path) -> None:
-    """A resumed run writes, appends to and replaces the files it finds in its folder: each must be what a
-    run writes there (`distill.io.check_target`: no link, a file or the model's folder), checked before any."""
+    """A resumed run writes, appends to and replaces the files it finds in its folder, and keeps those it does
+    not write again (a teacher's encoder/ when the best epoch stays): each, down to the files in its folders,
+    must be what a run writes there (`distill.io.check_target`: no link, a file or the model's folder),
+    checked before any."""
     for name in RUN_FILES:
         check_target(directory / name, folder=name in SEALED_FOLDERS)
+    for name in SEALED_FOLDERS:  # and what is inside them (a teacher's encoder/), which a run may keep as it is
+        for folder, folders, files in os.walk(directory / name):  # links to folders are listed, not followed
+            for inner in folders:
+                check_target(Path(folder) / inner, folder=True)
+            for inner in files:
+                check_target(Path(folder) / inner)
 
 
 def _refuse_unless(directory: Path, overwrite: bool, resume: bool) -> bool:

@@ -383,3 +383,26 @@ def test_a_cache_under_a_pipe_or_a_broken_link_says_what_is_there(make, kind, tm
     if make is os.mkfifo:
         with pytest.raises(DistillError, match=r"cache: is a named pipe \(FIFO\); the logit cache is a folder"):
             check_cache_dir(tmp_path / "cache")
+
+
+@pytest.mark.parametrize("inner", ["config.json", "sub"])
+def test_a_resumed_run_refuses_a_link_inside_its_encoder_folder(inner, tmp_path):
+    """A resumed teacher checked its own files but not encoder/: a finished model kept encoder/config.json as a
+    link to a file outside it (not rewritten, as the best epoch stayed)."""
+    from distill.outputs import model_output
+    run = tmp_path / "teacher"
+    (run / "encoder").mkdir(parents=True)
+    (run / "resume.pt").write_bytes(b"state")
+    (run / "metrics.jsonl").write_text("{}\n")
+    outside = tmp_path / "outside"
+    if inner == "sub":
+        outside.mkdir()
+    else:
+        outside.write_text("{}")
+    (run / "encoder" / inner).symlink_to(outside)
+    with pytest.raises(DistillError, match=re.escape(f"{run / 'encoder' / inner}: is a symbolic link (to {outside})")):
+        with model_output(run, resume=True):
+            pass
+    (run / "encoder" / inner).unlink()
+    with model_output(run, resume=True):  # a real encoder folder resumes
+        pass
