@@ -953,6 +953,23 @@ class DataOptions:
     separator: str | None = "/"
 
 
+def check_columns_read(task: str, options: DataOptions) -> None:
+    """For a command that reads one task's labelled data (evaluate): refuse the column options that task's
+    reader never reads, which would be accepted and do nothing. (A multi-task teacher's training shares one
+    DataOptions between heads of both tasks, so its readers cannot refuse them.)"""
+    tag = option("--tag-column", "DataOptions(tag_column=...)")
+    if task == "classification" and options.tag_column != -1:
+        raise DistillError(f"{tag} picks the CoNLL field of a tagging model's tags, and this model classifies texts "
+                           f"(read from the columns that {option('--text-column', 'text_column')} and "
+                           f"{option('--label-column', 'label_column')} name): drop {tag}")
+    named = [option(f"--{name.replace('_', '-')}", name) for name, default in
+             (("text_column", "text"), ("label_column", "label")) if getattr(options, name) != default]
+    if task == "tagging" and named:
+        raise DistillError(f"{' and '.join(named)} name{'s' if len(named) == 1 else ''} a classification model's "
+                           "columns, and this model tags words (read from CoNLL, its tag field picked by "
+                           f"{tag}, or from JSONL 'tokens' and 'tags'): drop {'it' if len(named) == 1 else 'them'}")
+
+
 def read_split(path: str, task: str, options: DataOptions = DataOptions(),
                hierarchy: bool = False) -> tuple[list, list]:
     """Examples (texts or token lists) and their labels (strings or tag lists) from a labelled file; with

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from distill import distributed
-from distill.data import DataOptions, iter_unlabelled, read_split, unlabelled_text
+from distill.data import DataOptions, check_columns_read, iter_unlabelled, read_split, unlabelled_text
 from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
@@ -68,6 +68,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
                      f"an evaluate result of {model_dir}") as path:
         model = load_with_head(model_dir, head, device)
+        check_columns_read(model.task, data)  # a column option the task's reader ignores did nothing
         examples, gold = read_split(data_path, model.task, data)
         check_labels_known(data_path, model.hierarchy, model.task, gold)
         warn_if_truncated(model, examples, data_path)

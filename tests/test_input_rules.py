@@ -579,3 +579,25 @@ def test_a_conll_line_that_looks_blank_but_is_not_is_named(tmp_path, content, li
     with pytest.raises(DistillError, match=rf"t.conll:{line}: .*: the line is only U\+(200B ZERO WIDTH SPACE|FEFF "
                                            r"ZERO WIDTH NO-BREAK SPACE), which shows nothing in an editor but is not"):
         read_tagging(str(path))
+
+
+def test_evaluate_refuses_a_column_option_its_models_data_never_reads(tiny_tagging_teacher, tmp_path):
+    """evaluate --tag-column 2 of a classifier was accepted and did nothing; --text-column of a tagger too."""
+    from conftest import SAMPLES
+    from distill.labels import LabelHierarchy
+    from distill.trainers import new_student
+    classifier = tmp_path / "classifier"
+    new_student("ngram", LabelHierarchy(["negative", "positive"]), ["a fine film", "dull"], 0).save_pretrained(
+        classifier)
+    status, stderr = run_cli("evaluate", classifier, SAMPLES / "sentiment_test.csv", "--tag-column", "2",
+                             "--output", tmp_path / "m.json")
+    assert status == 2 and stderr.startswith("error: --tag-column picks the CoNLL field of a tagging model's tags, "
+                                             "and this model classifies texts"), stderr
+    status, stderr = run_cli("evaluate", tiny_tagging_teacher, SAMPLES / "ner_test.conll", "--text-column", "words",
+                             "--output", tmp_path / "m.json")
+    assert status == 2 and stderr.startswith("error: --text-column names a classification model's columns, and this "
+                                             "model tags words"), stderr
+    assert not (tmp_path / "m.json").exists()
+    status, stderr = run_cli("evaluate", tiny_tagging_teacher, SAMPLES / "ner_test.conll", "--tag-column", "-1",
+                             "--output", tmp_path / "m.json")
+    assert status == 0, stderr
