@@ -41,7 +41,8 @@ COMMANDS = {
     "compare": ("procedures.use_commands:compare", "Compare models (the first is the reference, e.g. the "
                 "teacher): score, size, CPU throughput."),
     "export": ("procedures.export_commands:export",
-               "Export MODEL_DIR for deployment: ONNX (fp32 or int8) or a slim safetensors copy."),
+               "Export MODEL_DIR for deployment: ONNX (fp32 or int8), a slim safetensors copy, or a "
+               "transformers model."),
 }
 
 

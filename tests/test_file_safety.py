@@ -15,6 +15,7 @@ import torch
 
 from distill import io
 from distill.errors import DistillError
+from distill.metrics import size_text
 from distill.models.card import MODEL_CARD, read_model_card
 from distill.pseudo_label import pseudo_label, run_signature, signature_path
 from tests.conftest import SAMPLES, cli, interrupt_evaluation
@@ -302,7 +303,7 @@ def test_a_models_size_is_its_files_alone(tmp_path, capsys):
     assert status == 0, err
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["size_bytes"] == model_bytes(out)
-    assert f"{model_bytes(out) / 1e6:.1f} MB" in printed
+    assert f"{size_text(model_bytes(out))};" in printed
 
 
 def test_a_teachers_summary_records_what_chose_its_best_epoch_and_its_size(tiny_classifier_teacher):
