@@ -201,6 +201,8 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
         summary["example_digests"] = run.learnt
         if distributed.is_main():
             run.finish(lambda: _finish_files(model, run.directory, summary))
+        # rank 0 alone writes the model and measures it; every rank's result says its size
+        summary["size_bytes"] = distributed.broadcast_object(summary.get("size_bytes"))
     return TrainResult(model, summary)
 
 

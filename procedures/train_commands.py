@@ -457,12 +457,7 @@ def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_l
 
 
 def report_student(summary: dict, output: str) -> None:
-    """The finished student in one line, from rank 0 alone: only it writes the model, so only its summary
-    holds the model folder's size."""
-    from distill import distributed
     from distill.metrics import size_text
-    if not distributed.is_main():
-        return
     best = summary["best"]
     report(f"{summary['model']}: {summary['parameters']:,} parameters, {size_text(summary['size_bytes'])}; "
                f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")

@@ -124,6 +124,10 @@ def test_a_multitask_teacher_exports_a_folder_per_head(tiny_encoder_dir, tmp_pat
     from tests.test_multitask import NER, SENTIMENT
     cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "64", "--task-spec", SENTIMENT,
         "--task-spec", NER, "--output", tmp_path / "mt", "--quiet")
+    meta = header(tmp_path / "mt")  # the finished run's card: each head's dev scores and the shared encoder
+    assert meta["base_model"] == tiny_encoder_dir and len(meta["model-index"][0]["results"]) > 1, meta
+    assert {result["dataset"]["split"] for result in meta["model-index"][0]["results"]} >= \
+        {"dev (sentiment)", "dev (ner)", "dev"}, meta
     export_model(str(tmp_path / "mt"), str(tmp_path / "hf"), format="transformers")
     teacher = load_model(tmp_path / "mt")
     for head, auto in (("sentiment", AutoModelForSequenceClassification), ("ner", AutoModelForTokenClassification)):
@@ -186,6 +190,12 @@ def test_the_card_is_checked_and_overwrite_knows_it_as_distills(tmp_path):
     with pytest.raises(SystemExit) as exit_info:  # an edited card is the user's work: not replaced silently
         main([str(a) for a in (*args, "--overwrite")])
     assert exit_info.value.code == 2 and "my notes" in readme.read_text()
+
+
+def test_save_pretrained_names_the_model_by_its_folder_not_the_staging_one(tiny_classifier_teacher, tmp_path):
+    load_model(tiny_classifier_teacher).save_pretrained(tmp_path / "my-teacher")
+    text = (tmp_path / "my-teacher" / "README.md").read_text(encoding="utf-8")
+    assert "# my-teacher\n" in text and ".saving-" not in text
 
 
 def test_a_model_without_a_card_readme_still_loads(tmp_path, tiny_classifier_teacher):

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import torch
 
+from distill import distributed
 from distill.errors import DistillError
 from distill.io import file_sha256
 from distill.labels import LabelHierarchy, scheme_of_labels
@@ -194,7 +195,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     except Exception as error:  # weights that do not fit the config, a damaged file
         raise _failed(source, "weights", error) from None
     labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
-    if all(GENERIC_LABEL.fullmatch(label) for label in labels):
+    if all(GENERIC_LABEL.fullmatch(label) for label in labels) and distributed.is_main():
         logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"
                        f"{', ...' if len(labels) > 3 else ''}), kept as its labels: training and gold files must use "
                        "them (or name them in its config.json's id2label)")

@@ -206,8 +206,10 @@ class MultiTaskTeacher(LabelModel):
         save_checkpoint(directory / CHECKPOINT, self.checkpoint(optimizer_state))
         heads = {name: {"task": view.task, "labels": view.hierarchy.labels} for name, view in self._views.items()}
         write_model_card(directory, {"kind": KIND, "model": type(self).__name__, "task": self.task, "heads": heads},
-                         [CHECKPOINT, *folder_files(directory, ENCODER_DIR)],
-                         {**self.card_about(), "base_model": next(iter(self._views.values())).config.encoder})
+                         [CHECKPOINT, *folder_files(directory, ENCODER_DIR)], self.card_about())
+
+    def card_about(self) -> dict:
+        return {**super().card_about(), "base_model": next(iter(self._views.values())).config.encoder}
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, card: dict) -> "MultiTaskTeacher":

@@ -36,13 +36,13 @@ def about_run(summary: dict) -> dict:
     sources, prints = summary.get("sources") or {}, summary.get("inputs") or {}
     data = [{"role": role.replace("unlabeled", "unlabelled"), "name": str(name), "sha256": prints.get(role)}
             for role, name in sources.items() if role.split(":")[0] in DATA_ROLES and name]
-    best = summary.get("best") or {}
-    scores = [{"split": "dev", "metric": metric, "value": value} for metric, value in (best.get("dev") or {}).items()
-              if isinstance(value, (int, float))]
-    if not scores:  # a multi-task run: dev scores per head
-        scores = [{"split": f"dev ({head})", "metric": metric, "value": value}
-                  for head, metrics in (best.get("dev") or {}).items() if isinstance(metrics, dict)
-                  for metric, value in metrics.items() if isinstance(value, (int, float))]
+    dev = (summary.get("best") or {}).get("dev") or {}
+    # a multi-task run's dev scores are per head (a dict each), beside their mean
+    scores = [{"split": f"dev ({head})", "metric": metric, "value": value}
+              for head, metrics in dev.items() if isinstance(metrics, dict)
+              for metric, value in metrics.items() if isinstance(value, (int, float))]
+    scores += [{"split": "dev", "metric": metric, "value": value} for metric, value in dev.items()
+               if isinstance(value, (int, float))]
     about = {"data": data, "scores": scores, "parameters": summary.get("parameters")}
     teacher = summary.get("teacher") or sources.get("teacher")
     if teacher:
@@ -58,13 +58,20 @@ def _size(directory: Path, files: list[str]) -> int:
     return sum((directory / name).stat().st_size for name in files if name != README and (directory / name).is_file())
 
 
+def _model_name(directory: Path) -> str:
+    """The model's folder name: a model is written in a hidden staging folder inside its own, then moved in."""
+    from distill.models.card import STAGING_PREFIX
+    folder = directory.resolve()
+    return folder.parent.name if folder.name.startswith(STAGING_PREFIX) else folder.name
+
+
 def render_readme(directory: str | Path, card: dict, files: list[str], about: dict | None = None) -> str:
     """The README.md text of the model in `directory` that `card` describes (its `files` written)."""
     from huggingface_hub import EvalResult, ModelCardData
     directory, about = Path(directory), about or {}
     kind, task, form = card.get("kind", "model"), _task(card), card.get("format")
     export = card.get("export") or {}
-    name = directory.resolve().name
+    name = _model_name(directory)
     base_model = about.get("teacher") if kind == "student" else None
     base_model = base_model or _hub_name(about.get("base_model")) or export.get("source")
     data = about.get("data") or []
