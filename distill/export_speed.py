@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import logging
 import platform
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -21,15 +20,14 @@ import torch
 
 from distill import precision
 from distill.errors import DistillError, option
-from distill.inference import predict_logits
+from distill.inference import throughput
 
-__all__ = ["SPEED_BATCH_SIZE", "SPEED_EXAMPLES", "choose_teacher_pass", "cpu_model", "speed_record", "throughput"]
+__all__ = ["SPEED_BATCH_SIZE", "SPEED_EXAMPLES", "choose_teacher_pass", "cpu_model", "speed_record"]
 
 logger = logging.getLogger("distill")
 
 SPEED_EXAMPLES = 256  # check examples a measurement reads (one pass per model)
 SPEED_BATCH_SIZE = 64  # pseudo-label's default --batch-size
-WARM_UP = 8  # examples run once before timing (ONNX Runtime allocates on its first run)
 
 
 def cpu_model() -> str:
@@ -43,14 +41,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
-
-
-def throughput(model, examples: Sequence, batch_size: int) -> float:
-    """Examples per second of one pass of `model` over `examples` (after a warm-up on a few of them)."""
-    predict_logits(model, list(examples[:WARM_UP]), batch_size)
-    started = time.perf_counter()
-    predict_logits(model, examples, batch_size)
-    return len(examples) / max(time.perf_counter() - started, 1e-9)
 
 
 def speed_record(reference, exported, examples: Sequence, batch_size: int = SPEED_BATCH_SIZE) -> dict:
