@@ -101,7 +101,7 @@ def refuse_unweighted_class_weights(student_weight: float, class_weights: object
                            f"drop them, or give that loss a weight")
 
 
-class TeacherStudentDistill:
+class TeacherStudentDistill(nn.Module):
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
     (+ w_h, w_a, w_c * the hidden-state, attention and cosine terms, given the layers' states: `LayerObjective`,
@@ -115,6 +115,11 @@ class TeacherStudentDistill:
     below `min_confidence`; for tagging, `mask` marks the (batch, words) positions both sides scored.
     `temperature` is kl's (and a registered loss's) T, 2 unless given; ``mse`` compares raw logits and
     refuses one, as ``--kd-loss mse --temperature`` is refused.
+
+    An `nn.Module`, so it composes with other modules and `.to(device)` moves its class weights (a buffer
+    outside `state_dict`: a setting, recorded by `settings`). It holds no trainable weights: the
+    hidden-state term's width maps are the caller's (`LayerStates.projections`; in distill's loop
+    `LayerObjective`'s, kept in the run's resume state).
     """
 
     def __init__(self, kd_loss: str = DEFAULT_KD_LOSS, temperature: float | None = None,
@@ -149,14 +154,19 @@ class TeacherStudentDistill:
         for name, weight in (("hidden", hidden_weight), ("attention", attention_weight), ("cosine", cosine_weight)):
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
+        super().__init__()
         self.hidden_weight, self.attention_weight, self.cosine_weight = hidden_weight, attention_weight, cosine_weight
         chosen = parse_teacher_layers(teacher_layers)  # its form now; its length and range once the layers are known
         self.teacher_layers = "uniform" if chosen is None else ",".join(map(str, chosen))  # one spelling per choice
         self.kd_loss, self.temperature = kd_loss, temperature
         self.student_weight, self.distill_weight = student_weight, distill_weight
         refuse_unweighted_class_weights(student_weight, class_weights)
-        self.class_weights = None if class_weights is None else torch.tensor(class_weights, dtype=torch.float)
+        self.register_buffer("class_weights", None if class_weights is None
+                             else torch.tensor(class_weights, dtype=torch.float), persistent=False)
         self.min_confidence = min_confidence
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={value!r}" for name, value in self.settings().items())
 
     def settings(self) -> dict:
         """The knobs as JSON-able values (for a run's signature and summary)."""
@@ -225,8 +235,8 @@ class TeacherStudentDistill:
             terms.append(cosine_loss.scaled(self.cosine_weight))
         return terms
 
-    def __call__(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
-                 mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
+                mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None) -> torch.Tensor:
         """The loss of one batch: logits (batch[, words], labels), targets (batch[, words]) label
         indices (`distill.losses.IGNORE_INDEX`: none), `mask` (batch, words) for tagging."""
         return losses.combine(self.terms(student_logits, teacher_logits, targets, mask, labelled))

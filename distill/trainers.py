@@ -684,7 +684,7 @@ class Distiller:
         the student, may not follow; they are put in the student's order by label."""
         loss = self.loss
         if self.class_weights is not None:
-            loss = copy.copy(self.loss)
+            loss = copy.deepcopy(self.loss)  # a shallow copy of a Module shares its buffers
             given = as_given or model.hierarchy
             weights = given.class_weights(self.class_weights)
             if weights is not None:

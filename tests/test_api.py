@@ -69,6 +69,7 @@ def test_kd_inverse_class_weights_come_from_its_own_training_data(tiny_classifie
     model = distiller.fit((texts, labels), rows(SAMPLES / "sentiment_dev.csv")).model
     assert model.hierarchy.counts == Counter(labels)
     weights = distiller._loss(model).class_weights.tolist()
+    assert distiller.loss.class_weights is None  # the run's loss is a copy: the one given keeps its own
     counts = Counter(labels)
     assert weights == pytest.approx([2 / (1 + counts["negative"] / counts["positive"]),
                                      2 / (1 + counts["positive"] / counts["negative"])])

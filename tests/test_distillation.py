@@ -83,6 +83,16 @@ def test_loss_weights_compose(tiny_classifier_teacher):
     assert plain.item() == pytest.approx(loss.item(), rel=1e-6)
 
 
+def test_the_loss_is_a_module_whose_class_weights_move_with_it():
+    loss = TeacherStudentDistill(class_weights=[1.0, 3.0])
+    assert isinstance(loss, torch.nn.Module) and list(loss.parameters()) == []
+    assert loss.state_dict() == {}  # the weights are a setting, recorded by settings()
+    assert loss.double().class_weights.dtype == torch.float64
+    assert "class_weights=[1.0, 3.0]" in repr(loss)
+    outer = torch.nn.ModuleDict({"loss": loss})  # composes as a submodule
+    assert outer["loss"] is loss and loss.settings()["class_weights"] == [1.0, 3.0]
+
+
 @pytest.mark.parametrize("kwargs, message", [({"temperature": 0}, "temperature must be at least 0.001, got 0: below"),
                                              ({"student_weight": -1}, "weights must be >= 0"),
                                              ({"kd_loss": "js"}, "unknown kd loss"),
