@@ -133,7 +133,8 @@ def pseudo_label_stage(models: dict[str, Path], corpus: Path, out: Path, rounds:
     return result
 
 
-def kd_stage(models: dict[str, Path], corpus: Path, out: Path, args: argparse.Namespace) -> dict:
+def kd_stage(models: dict[str, Path], corpus: Path, out: Path, student: str, train: str, dev: str, test: str,
+             epochs: int | None) -> dict:
     """A student distilled from the int8 export's logits and one from the fp32 export's (same seed, data, settings),
     each scored on the test data; the teachers' logits come from their own caches under OUT/cache."""
     from distill.data import read_split
@@ -142,13 +143,13 @@ def kd_stage(models: dict[str, Path], corpus: Path, out: Path, args: argparse.Na
     from distill.trainers import Distiller, Output, Runtime, TrainSettings
     result = {}
     for variant in ("onnx-fp32", "onnx-int8"):
-        log(f"kd {args.student} from {variant}")
-        target = out / f"kd-{args.student}-{variant}"
-        distiller = Distiller(str(models[variant]), args.student, settings=TrainSettings(epochs=args.epochs),
+        log(f"kd {student} from {variant}")
+        target = out / f"kd-{student}-{variant}"
+        distiller = Distiller(str(models[variant]), student, settings=TrainSettings(epochs=epochs),
                               cache_dir=str(out / "cache"), env=Runtime("cpu", progress=False))
-        summary = distiller.fit(args.train, args.dev, str(corpus), output=Output(str(target), overwrite=True)).summary
-        student = load_model(target)
-        metrics = evaluate(student, *read_split(args.test, student.task))
+        summary = distiller.fit(train, dev, str(corpus), output=Output(str(target), overwrite=True)).summary
+        model = load_model(target)
+        metrics = evaluate(model, *read_split(test, model.task))
         result[variant] = {"best_epoch": summary["best"]["epoch"], "dev": summary["best"]["dev"],
                            "test": {key: value for key, value in metrics.items() if isinstance(value, float)},
                            "teacher_logits_seconds": summary["teacher_logits_seconds"],
@@ -221,7 +222,8 @@ def main(argv: list[str] | None = None) -> dict:
               "pseudo_label": pseudo_label_stage(models, corpus, args.out, args.rounds, args.batch_size,
                                                  not args.no_pipeline)}
     if args.kd:
-        result["kd"] = kd_stage(models, corpus, args.out, args)
+        result["kd"] = kd_stage(models, corpus, args.out, args.student, args.train, args.dev, args.test,
+                                args.epochs)
     write_json(args.out / "onnx-teacher.json", result)
     print(report(result))
     return result

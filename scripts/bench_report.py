@@ -17,7 +17,8 @@ VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled"
 KD_SUFFIXES = VARIANT_SUFFIXES[2:]
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
-           "inference_ratio": 3.0, "transformer_retention": 0.98, "transformer_speedup_b32": 1.8}
+           "inference_ratio": 3.0, "transformer_retention": 0.98, "transformer_speedup_b32": 1.8,
+           "int8_kd_points": 0.3}
 # Students cut from the teacher's layers (docs/models/transformer-student.md): they have targets of their
 # own, between the teacher and the small students; the KD-gain, retention and speed targets are the
 # small students'.
@@ -70,9 +71,10 @@ def collect(out: Path, specs: dict) -> dict:
                 "models": models, "tfidf": read(base / "tfidf.json"),
                 "speed": {k: v for k, v in speed.items() if k != "models"} if speed else None,
                 "training_cost": read(base / "training_cost.json"),
-                "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json")}
-        expected = ["speed", "training_cost", "teacher_inference", "export"] + (["tfidf"] if spec["task"] == "classification"
-                                                                      else [])
+                "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json"),
+                "onnx_teacher": read(base / "onnx_teacher.json")}
+        expected = ["speed", "training_cost", "teacher_inference", "onnx_teacher", "export"] + \
+            (["tfidf"] if spec["task"] == "classification" else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
         task["models_complete"] = not missing
         derive(task)
@@ -119,6 +121,10 @@ def derive(task: dict) -> None:
             bf16["gflops"] = inference["flops_real_tokens"] / bf16["seconds"] / 1e9
             bf16["fraction_of_bf16_peak"] = bf16["gflops"] / inference["matmul_gflops_bf16"]
             bf16["speedup_over_pipeline"] = inference["pipeline_seconds"] / bf16["seconds"]
+    onnx = task["onnx_teacher"]
+    if onnx:
+        scores = {variant: run["test"][task["metric"]] for variant, run in onnx["kd"].items()}
+        onnx["kd_int8_minus_fp32_points"] = 100 * (scores["onnx-int8"] - scores["onnx-fp32"])
     task["targets"] = targets(task)
 
 
@@ -174,6 +180,19 @@ def targets(task: dict) -> list[dict]:
                        "measured": f"{bf16['speedup_over_pipeline']:.2f}x, {bf16['labels_changed']} of "
                                    f"{bf16['labels_compared']:,} labels changed",
                        "met": bf16["speedup_over_pipeline"] >= TARGETS["inference_ratio"]})
+    onnx = task["onnx_teacher"]
+    int8 = onnx["pseudo_label"]["variants"]["onnx-int8"] if onnx else None
+    ratio = onnx["pseudo_label"]["ratios"].get("int8 / pipeline") if onnx else None
+    checks.append({"target": f"pseudo-label with the int8 ONNX teacher >= {TARGETS['inference_ratio']:g}x the "
+                             "transformers pipeline",
+                   "measured": f"{ratio:.2f}x, {int8['labels_changed']:,} of {int8['labels_compared']:,} labels "
+                               "changed against the PyTorch teacher" if ratio is not None else None,
+                   "met": ratio >= TARGETS["inference_ratio"] if ratio is not None else None})
+    gap = onnx["kd_int8_minus_fp32_points"] if onnx else None
+    checks.append({"target": f"a student distilled from int8 teacher logits within {TARGETS['int8_kd_points']:g} "
+                             "points of one from fp32 logits",
+                   "measured": f"{gap:+.2f} points ({onnx['student']})" if gap is not None else None,
+                   "met": abs(gap) <= TARGETS["int8_kd_points"] if gap is not None else None})
     return checks
 
 
@@ -293,6 +312,31 @@ def task_section(task: dict) -> list[str]:
             bf16 = inference["bf16"]
             lines += [f"With bf16 autocast pseudo-label is {bf16['speedup_over_pipeline']:.2f}x the (fp32) pipeline; "
                       f"{bf16['labels_changed']} of {bf16['labels_compared']:,} labels differ from the fp32 run.", ""]
+    if task["onnx_teacher"]:
+        lines += onnx_teacher_section(task["onnx_teacher"], task["metric"])
+    return lines
+
+
+def onnx_teacher_section(onnx: dict, metric: str) -> list[str]:
+    """The exported teacher for the bulk pass: pseudo-label speed per teacher form, and kd from int8 vs fp32 logits."""
+    stage = onnx["pseudo_label"]
+    lines = [f"The exported teacher for the bulk pass (`nlp-train export --quantize int8`, docs/export.md): "
+             f"`pseudo-label` over {stage['examples']:,} unlabelled lines, batch {stage['batch_size']}, "
+             f"{onnx['threads']} thread(s) on {onnx['cpu']}, onnxruntime {onnx['onnxruntime']}, each teacher's best "
+             "of two alternating rounds, the transformers pipeline (fp32) on the same model; labels changed count "
+             "against the PyTorch teacher's (words for tagging):", "",
+             "| teacher | ex/s | x pipeline | labels changed |", "|---|---|---|---|"]
+    pipeline = stage["variants"].get("pipeline", {}).get("examples_per_second")
+    for name, entry in stage["variants"].items():
+        moved = f"{entry['labels_changed']:,} of {entry['labels_compared']:,}" if "labels_changed" in entry else "–"
+        times = number(pipeline and entry["examples_per_second"] / pipeline, ".2f")
+        lines.append(f"| {name} | {entry['examples_per_second']:,.1f} | {times} | {moved} |")
+    lines += ["", f"`{onnx['student']}` distilled from each export's logits (same seed, data and settings; the "
+                  "training data plus those lines as unlabelled text):", "",
+              f"| teacher logits | best epoch | dev {metric} | test {metric} |", "|---|---|---|---|"]
+    for name, run in onnx["kd"].items():
+        lines.append(f"| {name} | {run['best_epoch']} | {run['dev'][metric]:.4f} | {run['test'][metric]:.4f} |")
+    lines += ["", f"int8 minus fp32: {onnx['kd_int8_minus_fp32_points']:+.2f} points of test {metric}.", ""]
     return lines
 
 

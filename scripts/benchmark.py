@@ -241,6 +241,7 @@ class Bench:
                    covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name for m in stored["models"]})
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
+        self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
 
     def speed(self, runs: dict, test: Path, task: str) -> dict:
         """Batch-32 throughput and batch-1 latency of every model on the same test sentences, this process,
@@ -348,6 +349,25 @@ class Bench:
                 "pipeline": name, "label_agreement": agreement, "max_logit_difference": difference,
                 "flops_real_tokens": useful, "flops_padded": executed, "bf16": bf16, **peaks}
 
+    def onnx_teacher(self, key: str, teacher: Path, train: Path, dev: Path, test: Path) -> dict:
+        """The exported teacher for the bulk pass: `pseudo-label` with the int8 and fp32 ONNX exports and the
+        PyTorch teacher against the transformers pipeline on the same corpus (alternating rounds, best kept), and
+        the task's first student distilled from the int8 export's logits against one from the fp32 export's,
+        on the training data and that corpus (scripts/bench_onnx_teacher.py measures both)."""
+        import onnxruntime
+        import torch
+        from bench_onnx_teacher import cpu_name, exports, kd_stage, pseudo_label_stage
+        torch.set_num_threads(self.args.threads)  # before any session: ONNX Runtime takes torch's thread count
+        out = self.out / key / "onnx-teacher"
+        out.mkdir(parents=True, exist_ok=True)
+        models = exports(teacher, out, str(dev))
+        corpus = self.subset(Path(self.args.data) / TASKS[key]["unlabeled"], self.args.pipeline_examples)
+        student = self.students(key)[0]
+        return {"cpu": cpu_name(), "threads": self.args.threads, "onnxruntime": onnxruntime.__version__,
+                "pseudo_label": pseudo_label_stage(models, corpus, out, 2, INFERENCE_BATCH, with_pipeline=True),
+                "student": student,
+                "kd": kd_stage(models, corpus, out, student, str(train), str(dev), str(test), self.args.student_epochs)}
+
     def bf16_pseudo_label(self, teacher: Path, corpus: Path, fp32_records: list[dict]) -> dict:
         """The bf16 lever: `nlp-train --precision bf16 pseudo-label` on the same corpus (best of two), and
         how many labels (tagging: words) differ from the fp32 run."""
@@ -440,11 +460,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Comma-separated torch/ONNX Runtime thread counts for the export speed rows.")
     parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
-    parser.add_argument("--pipeline-examples", type=int, default=1000,
-                        help="Unlabelled lines for pseudo-label vs transformers pipeline.")
+    parser.add_argument("--pipeline-examples", type=int,
+                        help="Unlabelled lines for pseudo-label (PyTorch, ONNX fp32 and int8 teachers) vs the "
+                             "transformers pipeline [default: 1000; 256 with --quick].")
     parser.add_argument("--quick", action="store_true", help="Subsets and few epochs: minutes, not hours.")
     parser.add_argument("--quick-size", type=int, default=1000, help="Training examples per task with --quick.")
     args = parser.parse_args(argv)
+    args.pipeline_examples = args.pipeline_examples or (256 if args.quick else 1000)
     unknown = set(args.tasks.split(",")) - set(TASKS)
     if unknown:
         parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
@@ -452,7 +474,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.teacher_epochs, args.student_epochs = 1, min(args.student_epochs or 3, 3)
         args.speed_examples = min(args.speed_examples, 256)
         args.latency_examples = min(args.latency_examples, 50)
-        args.pipeline_examples = min(args.pipeline_examples, 256)
     return args
 
 

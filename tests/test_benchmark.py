@@ -73,9 +73,13 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert len(inference["pipeline_runs_seconds"]) == len(inference["pseudo_label_runs_seconds"]) == 2
         bf16 = inference["bf16"]  # measured where the CPU has bf16, and then a sixth target row
         assert bf16 is None or (len(bf16["runs_seconds"]) == 2 and bf16["labels_compared"] >= 40)
-        # classification: the best student against TF-IDF; RT's transformer+kd-kl: >= 98% at >= 1.8x
+        onnx = task["onnx_teacher"]  # the int8 export as the bulk-pass teacher, and kd from its logits
+        assert set(onnx["pseudo_label"]["variants"]) == {"onnx-int8", "onnx-fp32", "pytorch", "pipeline"}
+        assert onnx["pseudo_label"]["examples"] == 40 and set(onnx["kd"]) == {"onnx-fp32", "onnx-int8"}
+        assert onnx["student"] == task["students"][0] and task["targets"][-1]["measured"].endswith(f"({onnx['student']})")
+        # classification: the best student against TF-IDF; RT's transformer+kd-kl: >= 98% at >= 1.8x; two int8 rows
         extra_rows = 2 if key == "rt" else 0
-        assert [t["met"] is not None for t in task["targets"]] == [True] * (5 + extra_rows + (bf16 is not None))
+        assert [t["met"] is not None for t in task["targets"]] == [True] * (7 + extra_rows + (bf16 is not None))
     assert results["tasks"]["rt"]["teacher_inference"]["label_agreement"] == 1.0
     rt = results["tasks"]["rt"]
     assert rt["targets"][3]["target"] == "... and beats TF-IDF + logistic regression"
@@ -91,6 +95,7 @@ def test_quick_benchmark_measures_every_stage(quick_run):
     text = report.read_text()
     assert "Status: **complete**" in text and "## Targets" in text and "nlp-train --threads 1 kd" in text
     assert "## Export: ONNX Runtime fp32 and int8 against PyTorch" in text and "out/rt/lstm+kd-kl" in text
+    assert text.count("The exported teacher for the bulk pass") == 2
     for plot in results["plots"].values():
         assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
