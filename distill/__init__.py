@@ -27,7 +27,7 @@ _EXPORTS = {
                                 "LSTMTagger", "LSTMTaggerConfig", "IDCNNTagger", "IDCNNTaggerConfig", "option"],
     "distill.models.transformer_student": ["TransformerStudent", "TransformerStudentConfig", "TransformerTagger"],
     "distill.models.registry": ["register_student", "student_config", "students"],
-    "distill.losses": ["register_kd_loss"],
+    "distill.losses": ["IGNORE_INDEX", "LossSum", "register_kd_loss"],
     "distill.distillation": ["TeacherStudentDistill"],
     "distill.training": ["TrainSettings"],
     "distill.trainers": ["Distiller", "Output", "Runtime", "TaskData", "TrainResult", "train_multitask_teacher",
@@ -35,6 +35,9 @@ _EXPORTS = {
     "distill.data": ["DataOptions"],
     "distill.labels": ["LabelHierarchy"],
     "distill.inference": ["evaluate", "predict_logits", "prediction_records"],
+    "distill.cache": ["LogitStore", "teacher_logits"],
+    "distill.export": ["export_model"],
+    "distill.hf_model": ["to_transformers"],
     "distill.errors": ["DataError", "DistillError"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

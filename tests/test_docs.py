@@ -227,3 +227,24 @@ def test_troubleshooting_lists_every_error_message():
     assert len(messages) > 40  # the scan finds them
     missing = [f"{where}: {fragment!r}" for where, fragment in messages if fragment not in page]
     assert not missing, "undocumented error messages:\n" + "\n".join(missing)
+
+
+DOC_IMPORT = re.compile(r"from distill import (\([^)]*\)|[^\n`]*)")
+
+
+def documented_imports() -> list[str]:
+    """Every name a `from distill import ...` in docs/ or the README imports (prompts, parentheses and a
+    prose ``...`` dropped)."""
+    names = set()
+    for page in [*PAGES, ROOT / "README.md"]:
+        text = re.sub(r"^(>>>|\.\.\.) ?", "", page.read_text(encoding="utf-8"), flags=re.M)
+        for match in DOC_IMPORT.finditer(text):
+            names.update(part.split(" as ")[0].strip() for part in match.group(1).strip("()").split(","))
+    return sorted(name for name in names if name.isidentifier())
+
+
+def test_every_documented_import_from_distill_works():
+    names = documented_imports()
+    assert {"Distiller", "TeacherStudentDistill", "IGNORE_INDEX", "export_model", "to_transformers"} <= set(names)
+    for name in names:
+        exec(f"from distill import {name}", {})
