@@ -1062,36 +1062,76 @@ def _is_dataset(data: Any) -> bool:
     return hasattr(data, "column_names") and hasattr(data, "features")
 
 
-def _dataset_columns(data: Any, task: str, options: DataOptions, labelled: bool) -> tuple[list, list | None, Any]:
-    """The example column, the label column (or None) and the label feature of a `datasets.Dataset`."""
+def _is_dataframe(data: Any) -> bool:
+    """A pandas DataFrame, checked without importing pandas."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns") and hasattr(data, "iloc")
+
+
+def _is_records(data: Any) -> bool:
+    """Rows given as a list of dicts (column -> value), as `csv.DictReader` or `DataFrame.to_dict("records")`
+    give them."""
+    return isinstance(data, (list, tuple)) and bool(data) and isinstance(data[0], dict)
+
+
+def _is_table(data: Any) -> bool:
+    return _is_dataset(data) or _is_dataframe(data) or _is_records(data)
+
+
+def _cell(value: Any) -> Any:
+    """A DataFrame cell as plain Python: a token array (as parquet gives them) as a list."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _table_columns(data: Any, task: str, options: DataOptions, labelled: bool, name: str
+                   ) -> tuple[list, list | None, Any]:
+    """The example column, the label column (or None) and the label feature (a `datasets` ClassLabel's) of a
+    table in memory: a `datasets.Dataset`, a pandas DataFrame or a list of dicts. Classification reads the
+    columns `options` names, tagging ``tokens`` and ``tags``."""
     example_column = options.text_column if task == "classification" else "tokens"
     label_column = options.label_column if task == "classification" else "tags"
     wanted = [example_column, label_column] if labelled else [example_column]
-    missing = [c for c in wanted if c not in data.column_names]
+    naming = "name them with DataOptions(text_column=..., label_column=...)" if task == "classification" else \
+        "a tagging table has a 'tokens' and a 'tags' column"
+    if _is_records(data):
+        for row, record in enumerate(data):
+            if not isinstance(record, dict):
+                raise DataError(name, f"example {row} is a {type(record).__name__}, not a dict as the first one is: "
+                                      "give every row as a dict of columns")
+            missing = [column for column in wanted if column not in record]
+            if missing:
+                raise DataError(name, f"example {row} has no key {missing[0]!r} (keys: "
+                                      f"{', '.join(map(str, record))}); {naming}")
+        return [record[example_column] for record in data], \
+            [record[label_column] for record in data] if labelled else None, None
+    columns = list(data.column_names) if _is_dataset(data) else [str(column) for column in data.columns]
+    missing = [column for column in wanted if column not in columns]
     if missing:
-        raise DataError("dataset", f"no column {missing[0]!r} (columns: {', '.join(data.column_names)}); "
-                                   "name them with DataOptions(text_column=..., label_column=...)")
+        raise DataError(name, f"no column {missing[0]!r} (columns: {', '.join(columns)}); {naming}")
+    if _is_dataframe(data):
+        return [_cell(value) for value in data[example_column].tolist()], \
+            [_cell(value) for value in data[label_column].tolist()] if labelled else None, None
     feature = data.features[label_column] if labelled else None
     feature = getattr(feature, "feature", feature)  # a sequence of ClassLabel for tags
     return list(data[example_column]), list(data[label_column]) if labelled else None, feature
 
 
 def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "data") -> Examples:
-    """Labelled examples from a file path, a `datasets.Dataset` (text/label or tokens/tags columns; a
-    ClassLabel feature gives label names) or an (examples, labels) pair of sequences."""
+    """Labelled examples from a file path, a table (`datasets.Dataset`, pandas DataFrame or list of dicts, with
+    text/label or tokens/tags columns; a ClassLabel feature gives label names) or an (examples, labels) pair
+    of sequences."""
     if isinstance(data, (str, Path)):
         inputs, labels = read_split(str(data), task, options, hierarchy=True)
         return Examples(list(inputs), list(labels), str(data), name)
     names = column = None  # a list of labels has no column
-    if _is_dataset(data):
-        inputs, labels, feature = _dataset_columns(data, task, options, labelled=True)
+    if _is_table(data):
+        inputs, labels, feature = _table_columns(data, task, options, True, name)
         names = getattr(feature, "names", None)
         column = options.label_column if task == "classification" else "tags"
     elif isinstance(data, (tuple, list)) and len(data) == 2:
         inputs, labels = list(data[0]), list(data[1])
     else:
-        raise DistillError(f"{name}: give a file path, a datasets.Dataset or an (examples, labels) pair, "
-                           f"not {type(data).__name__}")
+        raise DistillError(f"{name}: give a file path, a datasets.Dataset, a pandas DataFrame, a list of dicts or "
+                           f"an (examples, labels) pair, not {type(data).__name__}")
     inputs = checked_examples(name, task, inputs)
     labels = _check_labels(name, task, inputs, labels, names, options.separator, column)
     if task == "tagging":
@@ -1101,17 +1141,18 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
 
 def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "unlabelled"
                         ) -> Examples:
-    """Unlabelled examples from a file path (one per line, or JSONL), a `datasets.Dataset` or a sequence."""
+    """Unlabelled examples from a file path (one per line, or JSONL), a table (`datasets.Dataset`, pandas
+    DataFrame or list of dicts: its text or tokens column) or a sequence of examples."""
     if isinstance(data, (str, Path)):
         read = read_unlabelled(str(data), task, options.text_column)
         return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data), name)
-    if _is_dataset(data):
-        inputs = _dataset_columns(data, task, options, labelled=False)[0]
+    if _is_table(data):
+        inputs = _table_columns(data, task, options, False, name)[0]
     elif isinstance(data, (list, tuple)):
         inputs = list(data)
     else:
-        raise DistillError(f"{name}: give a file path, a datasets.Dataset or a list of examples, "
-                           f"not {type(data).__name__}")
+        raise DistillError(f"{name}: give a file path, a datasets.Dataset, a pandas DataFrame, a list of dicts or "
+                           f"a list of examples, not {type(data).__name__}")
     inputs = checked_examples(name, task, inputs)
     return Examples(inputs, None, memory_source(inputs), name)
 

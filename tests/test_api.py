@@ -149,6 +149,60 @@ def test_datasets_with_class_label_and_bad_examples():
         labelled_examples(([""], ["x"]), "classification")
 
 
+def test_a_dataframe_and_a_list_of_dicts_train_what_a_pair_of_lists_trains():
+    """Classification from a pandas DataFrame and a list of dicts, read from the columns DataOptions names:
+    the same student, weight for weight, as from (texts, labels)."""
+    import pandas as pd
+    from distill import DataOptions
+    (texts, labels), dev = rows(SAMPLES / "sentiment_train.csv"), rows(SAMPLES / "sentiment_dev.csv")
+    frame = pd.DataFrame({"review": texts, "sentiment": labels, "stars": range(len(texts))})
+    records = [{"review": text, "sentiment": label} for text, label in zip(*dev)]
+    columns = DataOptions(text_column="review", label_column="sentiment")
+    config, settings = student_config("lstm", **TINY), TrainSettings(epochs=1, seed=3)
+    tables = train_student(config, frame, records, settings, data=columns, env=QUIET).model
+    pairs = train_student(config, (texts, labels), dev, settings, env=QUIET).model
+    assert all(torch.equal(a, b) for a, b in zip(tables.state_dict().values(), pairs.state_dict().values()))
+
+
+def test_tagging_tables_read_tokens_and_tags():
+    import numpy as np
+    import pandas as pd
+    from distill.data import labelled_examples, read_tagging, unlabelled_examples
+    read = read_tagging(str(SAMPLES / "ner_dev.conll"))
+    tokens, tags = list(read["tokens"]), list(read["tags"])
+    pair = labelled_examples((tokens, tags), "tagging")
+    records = [{"tokens": t, "tags": g, "id": i} for i, (t, g) in enumerate(zip(tokens, tags))]
+    frame = pd.DataFrame({"tokens": [np.array(t) for t in tokens], "tags": tags})  # arrays, as parquet gives
+    for table in (records, frame):
+        assert labelled_examples(table, "tagging").labels == pair.labels
+        assert labelled_examples(table, "tagging").inputs == unlabelled_examples(table, "tagging").inputs == tokens
+    train = read_tagging(str(SAMPLES / "ner_train.conll"))
+    train = [{"tokens": t, "tags": g} for t, g in zip(train["tokens"], train["tags"])]
+    tagger = student_config("lstm-tagger", embedding_dim=8, hidden_dim=8)
+    result = train_student(tagger, train, frame, TrainSettings(epochs=1), env=QUIET)
+    assert result.summary["train_examples"] == len(train)
+
+
+@pytest.mark.parametrize("table, task, message", [
+    ([{"text": "good", "label": "pos"}, {"review": "bad", "label": "neg"}], "classification",
+     r"train: example 1 has no key 'text' \(keys: review, label\); name them with DataOptions"),
+    ([{"tokens": ["Mina"], "ner": ["B-PER"]}], "tagging",
+     r"train: example 0 has no key 'tags' \(keys: tokens, ner\); a tagging table has a 'tokens' and a 'tags' column"),
+    ([{"text": "good", "label": "pos"}, "bad"], "classification", "example 1 is a str, not a dict as the first one"),
+])
+def test_a_list_of_dicts_missing_a_column_is_named(table, task, message):
+    from distill.data import labelled_examples
+    with pytest.raises(DistillError, match=message):
+        labelled_examples(table, task, name="train")
+
+
+def test_a_dataframe_missing_a_column_is_named():
+    import pandas as pd
+    from distill.data import labelled_examples
+    with pytest.raises(DistillError, match=r"dev: no column 'label' \(columns: text, stars\)"):
+        labelled_examples(pd.DataFrame({"text": ["good"], "stars": [5]}), "classification", name="dev")
+
+
 def test_building_a_student_leaves_the_global_random_state_alone():
     state = torch.get_rng_state()
     first = new_student("lstm", LabelHierarchy(["a", "b"]), ["one text", "another"], seed=3)
