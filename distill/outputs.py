@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from distill import distributed
+from distill.config import RUN_CONFIG
 from distill.errors import DistillError, option
 from distill.io import check_target, file_sha256, writing
 from distill.io import refuse_link as refuse_any_link
@@ -33,7 +34,8 @@ from distill.models.readme import README
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
-RUN_FILES = (*RUN_MARKERS, RESUME_FILE, *LOADED_FILES, *SEALED_FOLDERS)  # what a training run writes
+# what a training run writes; its run_config.yaml (distill.config) is no file of the model's card, as the log is not
+RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS)
 
 
 def check_writable(output: str | os.PathLike) -> None:
@@ -116,7 +118,7 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
             raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
                                "tokenizer); choose another output file")
         return
-    if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE):
+    if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
     if out.name in LOADED_FILES:  # not the model's file yet, but its card would not list it: refused from then on
         raise DistillError(f"{output}: is a name the model's loader reads in {model} (a file there changes the "

@@ -29,6 +29,7 @@ from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, lab
                           unlabelled_examples)
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill, refuse_unweighted_class_weights)
+from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
 from distill.inference import model_crf
 from distill.io import tensors_sha256, write_json
@@ -93,15 +94,19 @@ class Runtime:
 @dataclass
 class Output:
     """Where a run writes: a model directory (None: nothing written), and the CLI's `--overwrite` /
-    `--resume` for it."""
+    `--resume` for it; `config`: the run's options as a config file gives them (`distill.config`), written
+    into the directory as run_config.yaml (the CLI's resolved options)."""
 
     directory: str | Path | None = None
     overwrite: bool = False
     resume: bool = False
+    config: dict | None = None
 
     def __post_init__(self) -> None:
         require_flag("overwrite", self.overwrite)
         require_flag("resume", self.resume)
+        if self.config is not None and not isinstance(self.config, dict):
+            raise DistillError(f"config must be a dict of option names and values, got {type(self.config).__name__}")
         if self.overwrite and self.resume:
             raise DistillError(f"{option('--resume', 'resume=True')} continues the interrupted run and "
                                f"{option('--overwrite', 'overwrite=True')} starts over: give one of them")
@@ -144,6 +149,8 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     with training_run(output.directory, output.resume, output.overwrite, inputs, protected, **settings) as run:
         run.learnt = learnt
         run.sources = {role: str(value) for role, value in inputs.items() if value is not None}
+        if output.config is not None and distributed.is_main():  # before any epoch: an interrupted run has it too
+            write_run_config(run.directory / RUN_CONFIG, output.config, settings["command"])
         yield run
 
 

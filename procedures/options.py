@@ -33,9 +33,12 @@ LEARNING_RATE = FiniteFloatRange(min=0, max=1, min_open=True)
 
 
 def given(context: click.Context, name: str) -> bool:
-    """Whether the user set option `name` (rather than it taking its default)."""
+    """Whether the user set option `name` (rather than it taking its default): on the command line, or in
+    the --config file to other than its default (a run's run_config.yaml lists the defaults too)."""
+    from procedures.config import set_in_file
     source = context.get_parameter_source(name)
-    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+    return source is not None and (source.name in ("COMMANDLINE", "ENVIRONMENT") or
+                                   source.name == "DEFAULT_MAP" and set_in_file(context, name))
 
 
 def column_options(func):

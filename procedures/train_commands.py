@@ -18,6 +18,7 @@ from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAU
 from distill.errors import DistillError
 from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
+from procedures.config import config_option, recorded_beside, resolved_config
 from procedures.options import (DROPOUT, LEARNING_RATE, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, FiniteFloatRange,
                                 command, data_options, device_option, given, overwrite_option, quiet_option, report,
                                 resume_option)
@@ -207,6 +208,7 @@ def parse_task_spec(value: str):
 
 
 @command()
+@config_option
 @click.option("--task", type=click.Choice(["classification", "tagging"]),
               help="Sentence classification or word tagging (e.g. NER).")
 @click.option("--train", "train_path", help="Training data file.")
@@ -297,7 +299,7 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
     training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
                                epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
                                select_metric=select_metric)
-    run = Output(output, overwrite, resume), Runtime(device, progress=not quiet)
+    run = Output(output, overwrite, resume, resolved_config()), Runtime(device, progress=not quiet)
     if task_specs:
         summary = train_multitask_teacher(task_specs, config, training,
                                           TaskSampling(task_sampling, task_temperature, select_task), data, *run).summary
@@ -313,6 +315,7 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
 
 
 @command()
+@config_option
 @click.option("--train", "train_path", required=True, help="Training data file.")
 @click.option("--dev", "dev_path", required=True, help="Dev data file: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -330,11 +333,13 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
     """Train a small student on gold labels alone (the baseline for `kd`)."""
     from distill.trainers import Output, Runtime, train_student
     summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
-                            data, Output(output, overwrite, resume), Runtime(device, progress=not quiet)).summary
+                            data, Output(output, overwrite, resume, resolved_config()),
+                            Runtime(device, progress=not quiet)).summary
     report_student(summary, output)
 
 
 @command()
+@config_option
 @click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
               help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
                    "or an ONNX export of either (fp32 or int8; docs/export.md).")
@@ -409,11 +414,13 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers)
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
-    summary = distiller.fit(train_path, dev_path, unlabeled_path, data, Output(output, overwrite, resume)).summary
+    summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
+                            Output(output, overwrite, resume, resolved_config())).summary
     report_student(summary, output)
 
 
 @command("pseudo-label")
+@config_option
 @click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
               help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
                    "or an ONNX export of either (fp32 or int8; docs/export.md).")
@@ -448,9 +455,10 @@ def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_l
                          cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
-    stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                         resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
-                         use_cache=not no_cache, head=head, use_export=use_export)
+    with recorded_beside(output):  # its options, in OUTPUT.config.yaml
+        stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
+                             resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
+                             use_cache=not no_cache, head=head, use_export=use_export)
     resumed = f"{stats['resumed']:,} of them labelled before the resume; " if stats.get("resumed") else ""
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({resumed}{stats['examples_per_second']} ex/s)")

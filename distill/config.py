@@ -1,0 +1,129 @@
+"""Run configs: a run's options in a YAML or JSON file, which `nlp-train teacher|student|kd|pseudo-label
+--config FILE` reads and every training run writes into its folder as ``run_config.yaml``.
+
+A file maps option names, spelled as on the command line without the dashes (``kd-loss``; ``kd_loss``
+is read too), to values: numbers, strings, true/false, a list for an option given several times
+(``task-spec``), null for the option's default. A written file holds every option of the run, its
+defaults too, but ``output``, ``resume`` and ``overwrite``, so that ``nlp-train kd --config
+runs/x/run_config.yaml --output runs/y`` replays the run; its input paths are absolute, so the replay
+finds them from any folder. Relative paths in a file you write are read from the working directory,
+as on the command line (see docs/configs.md).
+
+The Python API reads the same files: `load_run_config` gives the options as a dict keyed by Python
+names (``kd_loss``), and `settings_from` fills one of the API's settings classes from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+from distill.errors import DistillError
+
+RUN_CONFIG = "run_config.yaml"  # in a training run's folder, beside the model: not part of the model's card
+HEADER = "# nlp-train {command}: the options of a run"  # the first line of a written config
+
+Settings = TypeVar("Settings")
+
+
+def _unique_keys(pairs: list[tuple[Any, Any]], path: str | os.PathLike) -> dict[str, Any]:
+    """A mapping's items with each key in the CLI's spelling (``kd_loss`` as ``kd-loss``): a key given
+    twice, in one spelling or both, is refused, as an option given twice on the command line is."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if not isinstance(key, str):
+            raise DistillError(f"{path}: {key!r} is not an option name; keys are option names such as kd-loss")
+        name = key.replace("_", "-")
+        if name in found:
+            raise DistillError(f"{path}: {name} is given twice; give it once")
+        found[name] = value
+    return found
+
+
+def _yaml_loader(path: str | os.PathLike):
+    """PyYAML's safe loader, refusing a key given twice (which it would silently keep the last of)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            pairs = [(self.construct_object(key, deep=deep), self.construct_object(value, deep=deep))
+                     for key, value in node.value]
+            return _unique_keys(pairs, path)
+
+    return Loader
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The options a config file sets, keyed as on the command line (``kd-loss``); JSON for a ``.json``
+    file, else YAML. Every problem with the file is one `DistillError` naming it."""
+    import yaml
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DistillError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise DistillError(f"{path}: is a folder, not a config file") from None
+    except UnicodeDecodeError:
+        raise DistillError(f"{path}: not a text file (a config file is UTF-8 YAML or JSON)") from None
+    except OSError as err:
+        raise DistillError(f"{path}: cannot read the config file ({err.strerror})") from None
+    if str(path).endswith(".json"):
+        try:
+            values = json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
+        except json.JSONDecodeError as err:
+            raise DistillError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    else:
+        try:
+            values = yaml.load(text, Loader=_yaml_loader(path))  # noqa: S506 (a SafeLoader)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise DistillError(f"{path}: not valid YAML ({where}{problem})") from None
+    if values is None:  # an empty file, or comments alone: it sets nothing
+        return {}
+    if not isinstance(values, dict):
+        raise DistillError(f"{path}: holds a {type(values).__name__}, not option names with their values "
+                           "(such as `epochs: 3`)")
+    return values
+
+
+def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
+    """A config file's options keyed by Python names (``kd_loss``), for the API: pass those of a settings
+    class with `settings_from`, the others by name (``Distiller(..., cache_dir=config["cache_dir"])``)."""
+    return {key.replace("-", "_"): value for key, value in read_config(path).items()}
+
+
+def settings_from(cls: type[Settings], config: dict[str, Any] | str | os.PathLike, **changes: Any) -> Settings:
+    """The settings dataclass `cls` (`TrainSettings`, `TeacherTraining`, `TeacherConfig`...) with every field a
+    run config sets (a dict of `load_run_config`, or the file's path), null ones left at their default, then
+    `changes`. Its own checks apply, as to any settings given in Python."""
+    if not dataclasses.is_dataclass(cls):
+        raise DistillError(f"settings_from fills a settings dataclass such as TrainSettings, not {cls!r}")
+    if not isinstance(config, dict):
+        config = load_run_config(config)
+    names = {spec.name for spec in dataclasses.fields(cls) if spec.init}
+    values = {name: value for name, value in config.items() if name in names and value is not None}
+    return cls(**{**values, **changes})
+
+
+def write_run_config(path: str | os.PathLike, config: dict[str, Any], command: str) -> None:
+    """Write `config` (option names as on the command line, their values) as YAML, atomically, under a
+    header that says how to replay it."""
+    import yaml
+    from distill.io import write_text
+    header = (f"{HEADER.format(command=command)}, its defaults too (null: the command's default).\n"
+              f"# Replay it: nlp-train {command} --config {Path(path).name} --output NEW_OUTPUT\n")
+    write_text(path, header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False))
+
+
+def is_run_config(path: str | os.PathLike, command: str) -> bool:
+    """Whether `path` is a config that `write_run_config` wrote for `command` (a rerun may replace it)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline(200).startswith(HEADER.format(command=command))
+    except (OSError, UnicodeDecodeError):
+        return False

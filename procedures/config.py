@@ -1,0 +1,208 @@
+"""`--config FILE` for the training commands, and the resolved options a run records (`distill.config`).
+
+The file fills click's ``default_map``, so a flag on the command line overrides it and every option,
+those other modules add too, can be set there, each value checked by the option's own type and callback
+and refused with its key named. An option the file sets counts as given (`procedures.options.given`)
+unless it holds the option's default, since a run's ``run_config.yaml`` lists the defaults too.
+
+`--threads` and `--precision`, options of the `nlp-train` group that change a run's numbers, may be set
+in the file too (the command line wins), and are recorded.
+
+Light on purpose, as `procedures.options`: PyYAML and the library load when a file is read or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import click
+from click.core import ParameterSource
+
+RAW = "distill.config.raw"  # ctx.meta: the values as typed on the command line
+GLOBALS = "distill.config.globals"  # ctx.meta: the group's options that the file set
+NOT_REPLAYED = ("output", "resume", "overwrite")  # a replay names its own output
+GROUP_OPTIONS = ("threads", "precision")
+# Options that may name a local file or folder, or something else (a hub dataset or model): written absolute
+# where they name one that exists. Options of type click.Path always are; --task-spec's TRAIN and DEV too.
+PATH_OPTIONS = ("train", "dev", "input", "unlabeled", "encoder")
+NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
+CONFIG_SUFFIX = ".config.yaml"  # beside a one-file output: OUTPUT.config.yaml
+
+
+class ConfigOption(click.Option):
+    """--config, processed before every other option (eager): it keeps the command line's raw values,
+    which a run records for options whose parsed value is an object (a student class, a task spec)."""
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> tuple[Any, list[str]]:
+        ctx.meta[RAW] = dict(opts)
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def option_name(param: click.Parameter) -> str:
+    """An option's key in a config file: its long name without the dashes (``kd-loss``)."""
+    return next(opt for opt in param.opts if opt.startswith("--"))[2:]
+
+
+def _options(command: click.Command) -> dict[str, click.Option]:
+    return {option_name(param): param for param in command.params
+            if isinstance(param, click.Option) and param.expose_value}
+
+
+def _checked(ctx: click.Context, param: click.Parameter, key: str, value: Any, path: str) -> Any:
+    """A file's value for `param`, as the command line would give it, after the option's own type and
+    callback accepted it: a list for an option given several times, a list joined with commas for one
+    that takes comma-separated values (--class-weights 1,2 as [1, 2])."""
+    if param.multiple:
+        value = list(value) if isinstance(value, list) else [value]
+    elif isinstance(value, list) and not any(isinstance(item, (list, dict)) for item in value):
+        value = ",".join(map(str, value))
+    if isinstance(value, dict) or (param.multiple and any(isinstance(item, (list, dict)) for item in value)):
+        takes = "a list of values" if param.multiple else "one value, or a list joined with commas"
+        raise click.UsageError(f"{path}: {key} takes {takes}; got {value!r}", ctx)
+    try:
+        param.process_value(ctx, value)
+    except click.BadParameter as err:
+        raise click.UsageError(f"{path}: {key}: {err.message}", ctx) from None
+    return value
+
+
+def load_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
+    """--config's callback: the file's values become the command's defaults (flags override them)."""
+    if path is None:
+        return
+    from distill.config import read_config
+    options, root = _options(ctx.command), ctx.find_root()
+    defaults, group = {}, {}
+    for key, value in read_config(path).items():
+        if key in GROUP_OPTIONS and root is not ctx:
+            target = next(p for p in root.command.params if p.name == key)
+            if value is not None:
+                group[key] = target.process_value(root, _checked(root, target, key, value, path))
+            continue
+        if key not in options or key == "config":
+            known = [*options, *GROUP_OPTIONS]
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the options are those of '{ctx.command_path} --help'"
+            raise click.UsageError(f"{path}: unknown option {key!r} for {ctx.command.name}{hint}", ctx)
+        if value is not None:  # null: the option's default
+            defaults[options[key].name] = _checked(ctx, options[key], key, value, path)
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    _apply_group_options(root, group)
+    ctx.meta[GLOBALS] = group
+
+
+def _apply_group_options(root: click.Context, values: dict[str, Any]) -> None:
+    """--threads and --precision from the file, where the command line did not give them."""
+    from distill.precision import set_precision
+    for name, value in values.items():
+        if root.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            continue
+        if name == "precision":
+            set_precision(value)
+        else:
+            import torch
+            torch.set_num_threads(value)
+
+
+def set_in_file(ctx: click.Context, name: str) -> bool:
+    """Whether the config file set option `name` to other than its default (`procedures.options.given`)."""
+    param = next(p for p in ctx.command.params if p.name == name)
+    value, default = (ctx.default_map or {}).get(name), _own_default(ctx, param)
+    if param.multiple:
+        return list(value or ()) != list(default or ())
+    return value != default
+
+
+def _own_default(ctx: click.Context, param: click.Parameter) -> Any:
+    """An option's default as declared, not the file's (asked through a context without its defaults)."""
+    value = param.get_default(click.Context(ctx.command, info_name=ctx.info_name), call=True)
+    return None if value is NO_DEFAULT else value
+
+
+def config_option(func: Callable) -> Callable:
+    """Add --config to a training command."""
+    return click.option("--config", cls=ConfigOption, is_eager=True, expose_value=False, callback=load_config,
+                        metavar="FILE", help="Read the options from a YAML or JSON file (keys: the option names "
+                        "without dashes, e.g. kd-loss: mse); options given here override it. Every run writes its "
+                        "own as run_config.yaml (docs/configs.md).")(func)
+
+
+def _absolute(path: str, always: bool = False) -> str:
+    return os.path.abspath(path) if always or os.path.exists(path) else path
+
+
+def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
+    """`value` with the local files and folders it names made absolute, so a replay finds them from anywhere."""
+    if value is None or isinstance(value, bool):
+        return value
+    if key == "task-spec":  # NAME:TASK:TRAIN:DEV[:SETTING=VALUE...]
+        return [":".join(part if i < 2 or "=" in part else _absolute(part) for i, part in enumerate(spec.split(":")))
+                for spec in value]
+    if isinstance(param.type, click.Path):
+        return _absolute(value, always=True)
+    from distill.models.transformer_student import FROM_TEACHER
+    if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside a folder so named
+        return value
+    return _absolute(value) if key in PATH_OPTIONS else value
+
+
+def _plain(value: Any) -> bool:
+    scalars = (str, int, float, bool, type(None))
+    return isinstance(value, scalars) or (isinstance(value, (list, tuple)) and all(isinstance(v, scalars) for v in value))
+
+
+def _raw(ctx: click.Context, param: click.Option) -> Any:
+    """An option's value as given: typed on the command line, in the file, or its default."""
+    source = ctx.get_parameter_source(param.name)
+    if source is ParameterSource.COMMANDLINE:
+        return ctx.meta[RAW][param.name]
+    if source is ParameterSource.DEFAULT_MAP:
+        return ctx.default_map[param.name]
+    if source is ParameterSource.ENVIRONMENT:
+        return param.value_from_envvar(ctx)
+    return _own_default(ctx, param)
+
+
+def resolved_config(ctx: click.Context | None = None) -> dict[str, Any]:
+    """Every option of the running command with its final value, as a config file gives it (`--config` reads
+    it back): from the flag, the file or the default; all but output, resume and overwrite."""
+    from distill.precision import current
+    ctx = ctx or click.get_current_context()
+    config: dict[str, Any] = {}
+    for key, param in _options(ctx.command).items():
+        if param.name in NOT_REPLAYED:
+            continue
+        value = ctx.params[param.name]
+        if param.callback is not None or not _plain(value):  # parsed into an object: the text that gave it
+            value = _raw(ctx, param)
+        config[key] = _absolute_paths(param, key, list(value) if isinstance(value, tuple) else value)
+    root = ctx.find_root()
+    threads = root.params.get("threads") if root is not ctx else None
+    if root.get_parameter_source("threads") is not ParameterSource.COMMANDLINE:
+        threads = ctx.meta.get(GLOBALS, {}).get("threads", threads)
+    return {**config, "precision": current(), "threads": threads}
+
+
+@contextlib.contextmanager
+def recorded_beside(output: str) -> Iterator[None]:
+    """A command whose output is one file (pseudo-label) records its options beside it, in
+    OUTPUT.config.yaml: checked first (never a link, nor a file this command did not write), written by
+    rank 0 once the command has succeeded."""
+    from distill import distributed
+    from distill.config import is_run_config, write_run_config
+    from distill.errors import DistillError
+    from distill.io import check_target
+    ctx = click.get_current_context()
+    path = Path(output).with_name(Path(output).name + CONFIG_SUFFIX)
+    check_target(path)
+    if path.exists() and not is_run_config(path, ctx.command.name):
+        raise DistillError(f"{path}: exists and is not the options of an earlier {ctx.command.name} run, which "
+                           "this run writes there; move it, or choose another --output")
+    config = resolved_config(ctx)
+    yield
+    if distributed.is_main():
+        write_run_config(path, config, ctx.command.name)

@@ -1,0 +1,171 @@
+"""Run configs (`--config FILE`, `run_config.yaml`): a run replays from the config it wrote with identical
+weights, flags override the file, and a bad file is one line naming what is wrong (docs/configs.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from distill.errors import DistillError
+from tests.conftest import SAMPLES, cli
+
+TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
+TINY_STUDENT = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--dropout", "0", "--epochs", "2",
+                "--quiet"]
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+
+
+def run_cli(*args) -> tuple[int, str]:
+    """nlp-train in-process: its exit status and what it wrote to stderr."""
+    from procedures.cli import main
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    return exit_info.value.code, stderr.getvalue()
+
+
+def recorded(folder: Path) -> dict:
+    return yaml.safe_load((folder / "run_config.yaml").read_text(encoding="utf-8"))
+
+
+def assert_same_weights(first: Path, second: Path) -> None:
+    from distill.models.base import LabelModel
+    a, b = LabelModel.from_pretrained(first).state_dict(), LabelModel.from_pretrained(second).state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_a_kd_run_replays_from_its_run_config_with_identical_weights(tiny_classifier_teacher, tmp_path, monkeypatch):
+    """Started with relative paths, replayed from another folder: the config holds them absolute. --kd-loss mse
+    with the temperature's default in the file: a default the file repeats is not 'given' (it would be refused)."""
+    (tmp_path / "first").mkdir()
+    shutil.copy(TRAIN, tmp_path / "first" / "train.csv")
+    monkeypatch.chdir(tmp_path / "first")
+    cli("kd", "--teacher", tiny_classifier_teacher, "--train", "train.csv", "--dev", DEV, "--output", "runs/x",
+        "--kd-loss", "mse", "--seed", "7", *TINY_STUDENT)
+    config = recorded(tmp_path / "first" / "runs" / "x")
+    assert config["train"] == str(tmp_path / "first" / "train.csv") and config["teacher"] == tiny_classifier_teacher
+    assert config["kd-loss"] == "mse" and config["temperature"] == 2.0 and config["seed"] == 7  # defaults too
+    assert not {"output", "resume", "overwrite"} & set(config)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    cli("kd", "--config", tmp_path / "first" / "runs" / "x" / "run_config.yaml", "--output", "runs/y")
+    assert_same_weights(tmp_path / "first" / "runs" / "x", tmp_path / "elsewhere" / "runs" / "y")
+    assert recorded(tmp_path / "elsewhere" / "runs" / "y") == config
+
+
+def test_a_teacher_run_replays(tiny_encoder_dir, tmp_path):
+    cli("teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "1", "--encoder-lr", "1e-3",
+        "--train", TRAIN, "--dev", DEV, "--output", tmp_path / "t1", "--quiet", "--max-length", "32")
+    cli("teacher", "--config", tmp_path / "t1" / "run_config.yaml", "--output", tmp_path / "t2")
+    assert_same_weights(tmp_path / "t1", tmp_path / "t2")
+    assert recorded(tmp_path / "t2") == recorded(tmp_path / "t1")
+
+
+def test_flags_override_the_file_and_a_replay_may_replace_its_own_folder(tmp_path):
+    config = tmp_path / "student.yaml"
+    config.write_text(f"train: {TRAIN}\ndev: {DEV}\nmodel: lstm\nembedding_dim: 16\nhidden-dim: 16\nepochs: 1\n"
+                      "quiet: true\n", encoding="utf-8")
+    cli("student", "--config", config, "--epochs", "2", "--output", tmp_path / "s")
+    assert len(json.loads((tmp_path / "s" / "train_summary.json").read_text())["history"]) == 2
+    assert recorded(tmp_path / "s")["epochs"] == 2 and recorded(tmp_path / "s")["embedding-dim"] == 16
+    shutil.copytree(tmp_path / "s", tmp_path / "before")
+    # the folder's run_config.yaml is a file of the run: --overwrite replaces it with the rest
+    cli("student", "--config", tmp_path / "s" / "run_config.yaml", "--output", tmp_path / "s", "--overwrite")
+    assert_same_weights(tmp_path / "before", tmp_path / "s")
+
+
+def test_json_and_yaml_configs_give_the_same_run(tmp_path):
+    options = {"train": str(TRAIN), "dev": str(DEV), "model": "lstm", "embedding-dim": 16, "hidden-dim": 16,
+               "epochs": 1, "quiet": True, "class-weights": [1, 2], "precision": "fp32"}
+    (tmp_path / "c.json").write_text(json.dumps(options), encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(options), encoding="utf-8")
+    cli("student", "--config", tmp_path / "c.json", "--output", tmp_path / "from-json")
+    cli("student", "--config", tmp_path / "c.yaml", "--output", tmp_path / "from-yaml")
+    assert_same_weights(tmp_path / "from-json", tmp_path / "from-yaml")
+    assert recorded(tmp_path / "from-json")["class-weights"] == "1,2"  # a list for comma-separated values
+
+
+def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teacher, tmp_path):
+    first = tmp_path / "labels.jsonl"
+    cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+        "--output", first, "--min-confidence", "0.5", "--quiet")
+    beside = tmp_path / "labels.jsonl.config.yaml"
+    config = yaml.safe_load(beside.read_text(encoding="utf-8"))
+    assert config["min-confidence"] == 0.5 and "output" not in config
+    cli("pseudo-label", "--config", beside, "--output", tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_text() == first.read_text()
+    (tmp_path / "mine.jsonl.config.yaml").write_text("my notes\n")
+    status, error = run_cli("pseudo-label", "--config", beside, "--output", tmp_path / "mine.jsonl")
+    assert status == 2 and "mine.jsonl.config.yaml: exists and is not the options of an earlier pseudo-label" in error
+    assert not (tmp_path / "mine.jsonl").exists()
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("typo.yaml", "tempreature: 3\n", "typo.yaml: unknown option 'tempreature' for kd; did you mean 'temperature'?"),
+    ("type.yaml", "epochs: many\n", "type.yaml: epochs: 'many' is not a valid integer range"),
+    ("bad.yaml", "epochs: [3\n", "bad.yaml: not valid YAML (line 2, column 1: expected ',' or ']'"),
+    ("bad.json", '{"epochs": 3,}', "bad.json: not valid JSON (line 1, column 14: Expecting property name"),
+    ("twice.yaml", "kd-loss: kl\nkd_loss: mse\n", "twice.yaml: kd-loss is given twice; give it once"),
+    ("list.yaml", "- epochs\n", "list.yaml: holds a list, not option names with their values"),
+    ("nested.yaml", "epochs: {a: 1}\n", "nested.yaml: epochs takes one value, or a list joined with commas"),
+    ("given.yaml", "kd-loss: mse\ntemperature: 3\n", "--kd-loss mse compares raw logits; a temperature has no effect"),
+])
+def test_a_bad_config_is_one_line_naming_the_problem(tmp_path, tiny_classifier_teacher, name, text, expected):
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    status, error = run_cli("kd", "--config", tmp_path / name, "--teacher", tiny_classifier_teacher, "--train", TRAIN,
+                            "--dev", DEV, "--output", tmp_path / "out", *TINY_STUDENT)
+    assert status == 2 and expected in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_config_file_is_one_line(tmp_path):
+    status, error = run_cli("teacher", "--config", tmp_path / "nowhere.yaml")
+    assert status == 2 and error == f"error: {tmp_path / 'nowhere.yaml'}: config file not found\n"
+
+
+def test_the_commands_help_shows_config():
+    from click.testing import CliRunner
+
+    from procedures.cli import cli as group
+    for command in ("teacher", "student", "kd", "pseudo-label"):
+        shown = CliRunner().invoke(group, [command, "--help"])
+        assert shown.exit_code == 0 and "--config FILE" in shown.output
+
+
+def test_task_specs_are_recorded_with_absolute_paths(monkeypatch):
+    from procedures.cli import cli as group
+    from procedures.config import resolved_config
+    monkeypatch.chdir(SAMPLES.parent)
+    root = group.make_context("nlp-train", ["teacher"])
+    teacher = group.get_command(root, "teacher")
+    spec = "ner:tagging:samples/ner_train.conll:samples/ner_dev.conll:pooling=first"
+    with teacher.make_context("teacher", ["--task-spec", spec, "--output", "runs/mt"], parent=root) as ctx:
+        config = resolved_config(ctx)
+    assert config["task-spec"] == [f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}:pooling=first"]
+    assert config["train"] is None and config["encoder"] == "distilbert-base-uncased"  # a hub name stays one
+
+
+def test_the_api_reads_a_run_config(tmp_path):
+    from distill.config import load_run_config, settings_from
+    from distill.trainers import Output
+    from distill.training import TrainSettings
+    path = tmp_path / "kd.yaml"
+    path.write_text("lr: 0.01\nbatch-size: 8\nepochs: 3\nkd_loss: mse\npatience: null\n", encoding="utf-8")
+    config = load_run_config(path)
+    assert config["kd_loss"] == "mse" and config["batch_size"] == 8
+    assert settings_from(TrainSettings, path) == TrainSettings(lr=0.01, batch_size=8, epochs=3)
+    assert settings_from(TrainSettings, config, seed=1).seed == 1
+    with pytest.raises(DistillError, match="config must be a dict"):
+        Output(tmp_path / "out", config="kd.yaml")
