@@ -87,7 +87,7 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(values, dict):
         raise DistillError(f"{path}: holds a {type(values).__name__}, not option names with their values "
-                           "(such as `epochs: 3`)")
+                           "(such as epochs: 3)")
     return values
 
 

@@ -86,6 +86,18 @@ def test_flags_override_the_file_and_a_replay_may_replace_its_own_folder(tmp_pat
     assert_same_weights(tmp_path / "before", tmp_path / "s")
 
 
+def test_an_interrupted_run_finishes_from_its_own_config(tmp_path, monkeypatch):
+    """The config is written before the first epoch: --resume with it continues the run, its paths now absolute."""
+    from tests.conftest import interrupt_evaluation
+    shutil.copy(TRAIN, tmp_path / "train.csv")
+    monkeypatch.chdir(tmp_path)
+    interrupt_evaluation(monkeypatch)
+    status, _ = run_cli("student", "--train", "train.csv", "--dev", DEV, "--output", "runs/s", *TINY_STUDENT)
+    assert status == 130 and (tmp_path / "runs" / "s" / "resume.pt").exists()
+    cli("student", "--config", tmp_path / "runs" / "s" / "run_config.yaml", "--output", "runs/s", "--resume")
+    assert len(json.loads((tmp_path / "runs" / "s" / "train_summary.json").read_text())["history"]) == 2
+
+
 def test_json_and_yaml_configs_give_the_same_run(tmp_path):
     options = {"train": str(TRAIN), "dev": str(DEV), "model": "lstm", "embedding-dim": 16, "hidden-dim": 16,
                "epochs": 1, "quiet": True, "class-weights": [1, 2], "precision": "fp32"}
