@@ -1073,7 +1073,8 @@ def _is_records(data: Any) -> bool:
     return isinstance(data, (list, tuple)) and bool(data) and isinstance(data[0], dict)
 
 
-def _is_table(data: Any) -> bool:
+def is_table(data: Any) -> bool:
+    """Examples given as a table: a `datasets.Dataset`, a pandas DataFrame or a list of dicts."""
     return _is_dataset(data) or _is_dataframe(data) or _is_records(data)
 
 
@@ -1123,7 +1124,7 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
         inputs, labels = read_split(str(data), task, options, hierarchy=True)
         return Examples(list(inputs), list(labels), str(data), name)
     names = column = None  # a list of labels has no column
-    if _is_table(data):
+    if is_table(data):
         inputs, labels, feature = _table_columns(data, task, options, True, name)
         names = getattr(feature, "names", None)
         column = options.label_column if task == "classification" else "tags"
@@ -1146,7 +1147,7 @@ def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions
     if isinstance(data, (str, Path)):
         read = read_unlabelled(str(data), task, options.text_column)
         return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data), name)
-    if _is_table(data):
+    if is_table(data):
         inputs = _table_columns(data, task, options, False, name)[0]
     elif isinstance(data, (list, tuple)):
         inputs = list(data)

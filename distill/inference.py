@@ -9,14 +9,14 @@ under a launcher, evaluation and the teacher cache split the examples across ran
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
 from distill import distributed, precision
 from distill.crf import ConditionalRandomField
-from distill.data import TASKS, DataOptions, checked_examples, labelled_examples
+from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabelled_examples
 from distill.errors import DistillError, require_whole
 from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, tagging_metrics
@@ -125,18 +125,21 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
     return per_example
 
 
-def readable_examples(model: torch.nn.Module, examples: Sequence) -> list:
+def readable_examples(model: torch.nn.Module, examples: Sequence, data: DataOptions = DataOptions()) -> list:
     """`examples` as a list `model` can read, checked as in-memory training data is
     (`distill.data.checked_examples`): a number fails deep in a tokenizer, and an empty token list
-    in a teacher's reshape. A string alone would be read as one example per character, and a mapping
+    in a teacher's reshape. A table (`datasets.Dataset`, DataFrame, list of dicts) gives the column `data`
+    names, as `fit` reads it. A string alone would be read as one example per character, and a mapping
     (a `datasets` slice or row: a dict of columns) as its column names: both refused."""
     if isinstance(examples, (str, bytes)):
         raise DistillError("give a list of examples, not one string: predict([text]) for a single one")
     if isinstance(examples, Mapping):
         raise DistillError(f"give a list of examples, not a mapping of {', '.join(map(str, examples))[:80]} (a "
                            "dataset slice or row is a dict of columns): pass one column, e.g. dataset['text']")
-    examples = list(examples)
     task = getattr(model, "task", None)
+    if is_table(examples) and task in TASKS:
+        return unlabelled_examples(examples, task, data, "examples").inputs
+    examples = list(examples)
     if not examples or task not in TASKS:  # no examples: nothing to predict; a model of several heads: theirs
         return examples
     return checked_examples("examples", task, examples)
@@ -224,13 +227,17 @@ def crf_path_confidences(crf: ConditionalRandomField, results: ExampleLogits, pa
     return confidences
 
 
-def evaluate(model: torch.nn.Module, examples: Sequence, gold: Sequence, batch_size: int = 64,
-             progress: bool = False) -> dict:
-    """Metrics of `model` on labelled examples (label strings, or tag-string lists); `gold` may be any
-    iterable (a generator is read once, here)."""
+def evaluate(model: torch.nn.Module, examples: Any, gold: Sequence | None = None, batch_size: int = 64,
+             progress: bool = False, data: DataOptions = DataOptions()) -> dict:
+    """Metrics of `model` on labelled examples: the examples and their `gold` labels (label strings, or
+    tag-string lists; any iterable, a generator is read once, here), or without `gold` labelled data as
+    `fit` takes it (a file, a table with the columns `data` names, an (examples, labels) pair)."""
     require_whole("batch_size", batch_size)  # before the gold labels are read and checked
     one_head(model)
-    examples = readable_examples(model, examples)
+    if gold is None:  # read flat, as a file to score is (no hierarchy is built)
+        labelled = labelled_examples(examples, model.task, replace(data, separator=None), "data")
+        examples, gold = labelled.inputs, labelled.labels
+    examples = readable_examples(model, examples, data)
     if isinstance(gold, Mapping):
         raise DistillError("give the gold labels as a list, not a mapping (a dataset slice is a dict of columns): "
                            "pass one column, e.g. dataset['label']")

@@ -27,6 +27,7 @@ import torch
 from distill import distributed
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
+from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill, refuse_unweighted_class_weights)
 from distill.config import RUN_CONFIG, write_run_config
@@ -112,13 +113,13 @@ class Output:
                                f"{option('--overwrite', 'overwrite=True')} starts over: give one of them")
 
 
-def _check_arguments(**arguments: Any) -> None:
-    """The settings objects of an entry point, each of its class: `output="runs/x"` fails here, named, not
-    deep inside on a missing attribute."""
+def _check_arguments(teacher: bool = False, **arguments: Any) -> None:
+    """The settings objects of an entry point, each of its class (a `teacher`'s settings: TeacherTraining):
+    `output="runs/x"` fails here, named, not deep inside on a missing attribute."""
     expected = {"output": (Output, 'Output("runs/x")'), "env": (Runtime, "Runtime(threads=2)"),
                 "data": (DataOptions, 'DataOptions(text_column="review")'),
-                "settings": (TrainSettings, "TrainSettings(epochs=5)"),
-                "training": (TeacherTraining, "TeacherTraining(epochs=3)"),
+                "settings": (TeacherTraining, "TeacherTraining(epochs=3)") if teacher
+                else (TrainSettings, "TrainSettings(epochs=5)"),
                 "config": (TeacherConfig, 'TeacherConfig(task="tagging")'),
                 "sampling": (TaskSampling, 'TaskSampling("uniform")'),
                 "loss": (TeacherStudentDistill, 'TeacherStudentDistill("kl", temperature=2)')}
@@ -274,11 +275,13 @@ def check_pooling(task: str, pooling: str, what: str) -> None:
                            "and pools nothing")
 
 
+@renamed_arguments(training="settings")
 def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
-                  training: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
+                  settings: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
                   output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
-    _check_arguments(config=config, training=training, data=data, output=output, env=env)
+    _check_arguments(True, config=config, settings=settings, data=data, output=output, env=env)
+    training = settings  # a TeacherTraining; `settings` below is the loop's FitSettings
     check_pooling(config.task, config.pooling, option("--pooling", f"TeacherConfig(pooling={config.pooling!r})"))
     with runtime(env.precision, env.threads):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
@@ -317,19 +320,21 @@ class TaskData:
     encoder_lr: float | None = None
 
 
+@renamed_arguments(training="settings")
 def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = TeacherConfig(),
-                            training: TeacherTraining = TeacherTraining(), sampling: TaskSampling = TaskSampling(),
+                            settings: TeacherTraining = TeacherTraining(), sampling: TaskSampling = TaskSampling(),
                             data: DataOptions = DataOptions(), output: Output = Output(),
                             env: Runtime = Runtime()) -> TrainResult:
     """Fine-tune one encoder with a head per task (docs/multitask.md): each batch is one task's, drawn
     as `sampling` says; the best epoch by the heads' dev scores (their mean by default) wins.
 
-    `config` and `training` hold the shared settings (`config.task` is each task's own), which a
+    `config` and `settings` hold the shared settings (`config.task` is each task's own), which a
     `TaskData` may override for its head. Each head's batches move the shared encoder at the head's
-    own rate: its `encoder_lr`, else `training.encoder_lr`, else its task's default (docs/multitask.md)."""
+    own rate: its `encoder_lr`, else `settings.encoder_lr`, else its task's default (docs/multitask.md)."""
     if distributed.launched():
         raise DistillError("a multi-task teacher trains as one process: start it without torchrun")
-    _check_arguments(config=config, training=training, sampling=sampling, data=data, output=output, env=env)
+    _check_arguments(True, config=config, settings=settings, sampling=sampling, data=data, output=output, env=env)
+    training = settings  # a TeacherTraining; `settings` below is the loop's FitSettings
     if isinstance(tasks, (str, bytes)) or not all(isinstance(spec, TaskData) for spec in tasks):
         raise DistillError('tasks: give a list of TaskData (TaskData("sentiment", "classification", TRAIN, DEV))')
     check_head_names([spec.name for spec in tasks])
@@ -524,7 +529,7 @@ class Distiller:
     teacher is not scored again), or recomputed every batch with `online_teacher`. A student built
     here gets a vocabulary covering the whole transfer set and, with `teacher_embeddings`, word
     embeddings started from the teacher's (a transformer student with ``encoder="teacher"``: the
-    teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio` unlabelled
+    teacher's embeddings, some of its layers and its head). At most `unlabeled_ratio` unlabeled
     examples per labelled one are used (a seeded sample; None: all). `class_weights` (``"inverse"`` or
     one number per label) weight the student's NLL. A loss with a layer term (``hidden_weight``,
     ``attention_weight``, ``cosine_weight``) runs the teacher on every batch, whatever `online_teacher`
@@ -571,18 +576,19 @@ class Distiller:
                 "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings,
                 **({"head": self.head} if self.head is not None else {})}
 
-    def fit(self, train: Any, dev: Any, unlabelled: Any = None, data: DataOptions = DataOptions(),
+    @renamed_arguments(unlabelled="unlabeled")
+    def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
             output: Output = Output()) -> TrainResult:
-        """Train the student on `train` (+ `unlabelled`, pseudo-labelled by the teacher's argmax); the
+        """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax); the
         best epoch on `dev` wins. Returns the trained student and the run's summary."""
         _check_arguments(data=data, output=output)
-        self._refuse_unlabelled_settings_without_text(unlabelled)
+        self._refuse_unlabelled_settings_without_text(unlabeled)
         env = self.env
         with runtime(env.precision, env.threads):
             task = _student_task(self.student)
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
             settings = _student_settings(self.settings, self.student, task, hierarchy)
-            extra = unlabelled_examples(unlabelled, task, data) if unlabelled is not None else None
+            extra = unlabelled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabelled data")
             self._refuse_for_an_export()
@@ -593,7 +599,9 @@ class Distiller:
                 check_cache_dir(self.cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
-                return self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
+                result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
+        result.summary = RenamedKeys(result.summary, {"unlabelled_examples": "unlabeled_examples"})
+        return result
 
     def _refuse_unlabelled_settings_without_text(self, unlabelled: Any) -> None:
         """`unlabeled_ratio` samples the unlabelled text and `min_confidence` filters its pseudo-labels: without
@@ -606,7 +614,7 @@ class Distiller:
         if any(named):
             name = next(filter(None, named))
             raise DistillError(f"{name} applies to unlabelled text, and none was given: give "
-                               f"{option('--unlabeled', 'fit(..., unlabelled=...)')}, or drop {name}")
+                               f"{option('--unlabeled', 'fit(..., unlabeled=...)')}, or drop {name}")
 
     def _refuse_for_an_export(self) -> None:
         """An ONNX export teaches through the logit cache: it gives logits, not the PyTorch model that an
@@ -663,7 +671,7 @@ class Distiller:
                                "wrong labels; start from a new student")
         transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)  # named, not keyed
         loss = self._loss(model, as_given)
-        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabelled_examples": len(unlabelled),
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabelled),
                    **({"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {})}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)

@@ -203,6 +203,48 @@ def test_a_dataframe_missing_a_column_is_named():
         labelled_examples(pd.DataFrame({"text": ["good"], "stars": [5]}), "classification", name="dev")
 
 
+def test_predict_and_evaluate_take_what_fit_takes(tiny_classifier_teacher):
+    import pandas as pd
+    from datasets import Dataset
+    from distill import DataOptions, evaluate
+    teacher = Teacher.from_pretrained(tiny_classifier_teacher)
+    texts, labels = rows(SAMPLES / "sentiment_dev.csv")
+    frame = pd.DataFrame({"review": texts, "sentiment": labels})
+    columns = DataOptions(text_column="review", label_column="sentiment")
+    predicted = teacher.predict(texts)
+    for table in (frame, frame.to_dict("records"), Dataset.from_pandas(frame)):
+        assert teacher.predict(table, data=columns) == predicted
+        assert evaluate(teacher, table, data=columns) == evaluate(teacher, texts, labels)
+    assert evaluate(teacher, str(SAMPLES / "sentiment_dev.csv")) == evaluate(teacher, (texts, labels))
+    with pytest.raises(DistillError, match="examples: no column 'text' \\(columns: review, sentiment\\)"):
+        teacher.predict(frame)
+
+
+def test_old_spellings_work_for_one_release_with_a_deprecation_warning(tiny_classifier_teacher):
+    """The API speaks the CLI's words: unlabeled (--unlabeled, unlabeled_ratio), and settings= for every
+    entry point's training settings."""
+    from distill import TaskData, TeacherTraining, train_multitask_teacher, train_teacher
+    train, dev = rows(SAMPLES / "sentiment_train.csv"), rows(SAMPLES / "sentiment_dev.csv")
+    movies = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()[:20]
+    distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), student_config("lstm", **TINY),
+                          settings=TrainSettings(epochs=1), teacher_embeddings=False, env=QUIET)
+    with pytest.warns(DeprecationWarning, match="Distiller.fit: unlabelled= is deprecated, use unlabeled="):
+        result = distiller.fit(train, dev, unlabelled=movies)
+    assert result.summary["unlabeled_examples"] == 20
+    with pytest.warns(DeprecationWarning, match=r"\['unlabelled_examples'\] is deprecated, use \['unlabeled_"):
+        assert result.summary["unlabelled_examples"] == 20
+    with pytest.raises(DistillError, match="unlabelled= is the old name of unlabeled=: give unlabeled= alone"):
+        distiller.fit(train, dev, movies, unlabelled=movies)
+    # a teacher's settings: settings= too (checked, and refused here, before anything trains)
+    for call in (lambda **kw: train_teacher(train, dev, **kw),
+                 lambda **kw: train_multitask_teacher([TaskData("sentiment", "classification", train, dev)], **kw)):
+        with pytest.warns(DeprecationWarning, match="training= is deprecated, use settings="), \
+                pytest.raises(DistillError, match="settings must be of type TeacherTraining"):
+            call(training=TrainSettings())
+        with pytest.raises(DistillError, match="give settings= alone"):
+            call(training=TeacherTraining(), settings=TeacherTraining())
+
+
 def test_building_a_student_leaves_the_global_random_state_alone():
     state = torch.get_rng_state()
     first = new_student("lstm", LabelHierarchy(["a", "b"]), ["one text", "another"], seed=3)

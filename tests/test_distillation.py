@@ -121,7 +121,7 @@ def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
     summaries = [json.load(open(tmp_path / n / "train_summary.json")) for n in ("cached", "cached-again")]
     assert summaries[0]["cached_examples"] == 0
     assert summaries[1]["cached_examples"] == summaries[1]["train_examples"] > 0  # every example found
-    assert summaries[0]["unlabelled_examples"] == 300
+    assert summaries[0]["unlabeled_examples"] == 300
 
 
 def test_kd_vocabulary_covers_the_unlabelled_text(tiny_classifier_teacher, tmp_path):
@@ -253,6 +253,6 @@ def test_kd_reuses_the_logits_pseudo_label_computed(tiny_classifier_teacher, tmp
     monkeypatch.setattr(Teacher, "forward", no_teacher_pass)
     cli(*kd, "--unlabeled", tmp_path / "pseudo.jsonl", "--output", tmp_path / "with-unlabelled")
     summary = json.load(open(tmp_path / "with-unlabelled" / "train_summary.json"))
-    assert summary["unlabelled_examples"] == 300 and summary["cached_examples"] == summary["train_examples"]
+    assert summary["unlabeled_examples"] == 300 and summary["cached_examples"] == summary["train_examples"]
     cli("pseudo-label", *common, "--input", SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "again.jsonl")
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "pseudo.jsonl").read_bytes()

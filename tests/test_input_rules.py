@@ -482,7 +482,7 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
         (lambda: Distiller(tiny_classifier_teacher, "cnn", TeacherStudentDistill(min_confidence=0.5),
                            TrainSettings(epochs=1)).fit(train, dev, output=Output(tmp_path / "a")),
          "TeacherStudentDistill(min_confidence=...) applies to unlabelled text, and none was given: give "
-         "fit(..., unlabelled=...)", "--min-confidence applies to unlabelled text, and none was given: give --unlabeled"),
+         "fit(..., unlabeled=...)", "--min-confidence applies to unlabelled text, and none was given: give --unlabeled"),
         (lambda: Distiller(tiny_classifier_teacher, "cnn", unlabeled_ratio=0.5).fit(train, dev),
          "unlabeled_ratio applies to unlabelled text", "--unlabeled-ratio applies to unlabelled text"),
         (lambda: pseudo_label(tiny_classifier_teacher, str(SAMPLES / "unlabeled_movies.txt"), str(tmp_path / "p.jsonl"),

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from distill import losses
+from distill.data import DataOptions
 from distill.errors import DistillError, require_flag, require_whole
 from distill.labels import LabelHierarchy
 from distill.models.card import MODEL_CARD, STAGING_PREFIX
@@ -61,12 +62,13 @@ class LabelModel(nn.Module):
             return (logits.squeeze(-1) > 0).long().tolist()
         return logits.argmax(-1).tolist()
 
-    def predict(self, examples: Sequence, batch_size: int = 64) -> list:
+    def predict(self, examples: Sequence, batch_size: int = 64, data: DataOptions = DataOptions()) -> list:
         """Labels for texts (classification) or tag lists for token lists (tagging), by argmax
-        (a CRF tagger: its best path)."""
+        (a CRF tagger: its best path). `examples` may be a table, as `fit` takes it: a `datasets.Dataset`,
+        a pandas DataFrame or a list of dicts, whose text (or tokens) column `data` names."""
         from distill.inference import decode_labels, predict_logits, readable_examples
         require_whole("batch_size", batch_size)  # also when there is nothing to predict
-        examples = readable_examples(self, examples)
+        examples = readable_examples(self, examples, data)
         return decode_labels(self, predict_logits(self, examples, batch_size)) if examples else []
 
     def supervised_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,

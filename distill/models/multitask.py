@@ -22,6 +22,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
+from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
@@ -183,9 +184,10 @@ class MultiTaskTeacher(LabelModel):
             return fingerprint
         return hashlib.sha256(f"{fingerprint}:words".encode()).hexdigest()[:40]
 
-    def predict(self, examples: Sequence, batch_size: int = 64) -> dict[str, list]:
-        """Every head's labels for `examples` (token lists when a head tags, else texts), by name."""
-        examples = readable_examples(self, examples)  # a text given to a tagging head would be read as characters
+    def predict(self, examples: Sequence, batch_size: int = 64, data: DataOptions = DataOptions()) -> dict[str, list]:
+        """Every head's labels for `examples` (token lists when a head tags, else texts; or a table, whose
+        column `data` names), by name."""
+        examples = readable_examples(self, examples, data)  # a text given to a tagging head would be read as characters
         if not examples:
             return {name: [] for name in self.names}
         results = predict_heads(self, examples, batch_size)
