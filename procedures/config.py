@@ -83,10 +83,11 @@ def load_config(ctx: click.Context, param: click.Parameter, path: str | None) ->
             if value is not None:
                 group[key] = target.process_value(root, _checked(root, target, key, value, path))
             continue
-        if key not in options or key == "config":
+        if key not in options:
             known = [*options, *GROUP_OPTIONS]
             close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; the options are those of '{ctx.command_path} --help'"
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f"; the options are those of '{ctx.command_path} --help'"
             raise click.UsageError(f"{path}: unknown option {key!r} for {ctx.command.name}{hint}", ctx)
         if value is not None:  # null: the option's default
             defaults[options[key].name] = _checked(ctx, options[key], key, value, path)
@@ -145,14 +146,16 @@ def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
     if isinstance(param.type, click.Path):
         return _absolute(value, always=True)
     from distill.models.transformer_student import FROM_TEACHER
-    if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside a folder so named
+    if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside such a folder
         return value
     return _absolute(value) if key in PATH_OPTIONS else value
 
 
 def _plain(value: Any) -> bool:
+    """Whether a parsed value is written as it is: a YAML scalar, or a list of them."""
     scalars = (str, int, float, bool, type(None))
-    return isinstance(value, scalars) or (isinstance(value, (list, tuple)) and all(isinstance(v, scalars) for v in value))
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return all(isinstance(item, scalars) for item in values)
 
 
 def _raw(ctx: click.Context, param: click.Option) -> Any:

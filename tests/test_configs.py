@@ -165,7 +165,8 @@ def test_task_specs_are_recorded_with_absolute_paths(monkeypatch):
     spec = "ner:tagging:samples/ner_train.conll:samples/ner_dev.conll:pooling=first"
     with teacher.make_context("teacher", ["--task-spec", spec, "--output", "runs/mt"], parent=root) as ctx:
         config = resolved_config(ctx)
-    assert config["task-spec"] == [f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}:pooling=first"]
+    train, dev = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
+    assert config["task-spec"] == [f"ner:tagging:{train}:{dev}:pooling=first"]
     assert config["train"] is None and config["encoder"] == "distilbert-base-uncased"  # a hub name stays one
 
 

@@ -199,7 +199,8 @@ def test_pseudo_label_on_two_processes_resumes_each_shard_and_matches_one_proces
     # the whole output is counted: 40 + 70 labelled before the resume, 190 by this run
     assert "300 of 300 examples written" in stdout and "110 of them labelled before the resume" in stdout, stdout
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "two.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "one.jsonl.config.yaml", "two.jsonl",
+                                                          "two.jsonl.config.yaml"]  # each run's options beside it
 
 
 def test_pseudo_label_resume_refuses_parts_of_another_process_count(tiny_classifier_teacher, tmp_path):
@@ -211,7 +212,7 @@ def test_pseudo_label_resume_refuses_parts_of_another_process_count(tiny_classif
         main([str(a) for a in args] + ["--resume"])
     assert exit_info.value.code == 2
     cli(*args)  # a fresh run clears the other run's parts
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.config.yaml"]
 
 
 def test_a_lost_peer_is_told_from_other_errors(monkeypatch):

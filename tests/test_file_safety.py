@@ -176,7 +176,7 @@ def interrupted_student(tmp: Path, capsys, monkeypatch) -> list:
     return args
 
 
-@pytest.mark.parametrize("name", ["metrics.jsonl", "resume.pt", "model.safetensors"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", "resume.pt", "model.safetensors", "run_config.yaml"])
 def test_a_resumed_run_refuses_its_files_as_links(name, tmp_path, capsys, monkeypatch):
     """A resumed run appends to its log and replaces its state and model: a link among them is refused
     before anything is written, naming it (the log's target grew before)."""
