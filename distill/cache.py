@@ -101,8 +101,8 @@ class LogitStore:
     def __init__(self, teacher, cache_dir: str | Path | None = None, fingerprint: str | None = None):
         check_cache_dir(cache_dir)
         # an ONNX export computes in its graph's types whatever the precision setting (`fixed_precision`)
-        bf16 = not getattr(teacher, "fixed_precision", False) and precision.uses_bf16(teacher.device)
-        suffix = "-bf16" if bf16 else ""
+        reduced = None if getattr(teacher, "fixed_precision", False) else precision.reduced(teacher.device)
+        suffix = f"-{reduced}" if reduced else ""  # bf16 or fp16 logits are kept apart from fp32 ones
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it

@@ -219,20 +219,21 @@ class TeacherStudentDistill(nn.Module):
         student_loss = supervised_loss(student_logits, targets, mask if student_mask is None else student_mask,
                                        weights)
         distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
-        terms = [student_loss.scaled(self.student_weight), distill_loss.scaled(self.distill_weight)]
+        terms = [student_loss.scaled(self.student_weight).named("student"),
+                 distill_loss.scaled(self.distill_weight).named("distillation")]
         if self.uses_layers and layers is None:
             raise DistillError("the layer terms need the layers' states: train through a LayerObjective (as "
                                "Distiller does), or pass layers=LayerStates(...)")
         if self.hidden_weight > 0:
             hidden_loss = losses.hidden_mse_sum(layers.student, layers.teacher, layers.projections, mask)
-            terms.append(hidden_loss.scaled(self.hidden_weight))
+            terms.append(hidden_loss.scaled(self.hidden_weight).named("hidden"))
         if self.attention_weight > 0:
             attention_loss = losses.attention_kl_sum(layers.student_attention, layers.teacher_attention, layers.queries)
-            terms.append(attention_loss.scaled(self.attention_weight))
+            terms.append(attention_loss.scaled(self.attention_weight).named("attention"))
         if self.cosine_weight > 0:
             cosine_loss = losses.cosine_distance_sum(layers.student[-1], layers.teacher[-1], layers.projections[-1],
                                                      mask)
-            terms.append(cosine_loss.scaled(self.cosine_weight))
+            terms.append(cosine_loss.scaled(self.cosine_weight).named("cosine"))
         return terms
 
     def forward(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,

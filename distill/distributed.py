@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 import torch.distributed as dist
 
-from distill.losses import LossSum, combine
+from distill.losses import LossSum
 
 
 def launched() -> bool:
@@ -138,18 +138,36 @@ def batch_share(indices: Sequence[int]) -> tuple[list[int], bool]:
     return mine or list(indices[:1]), bool(mine)
 
 
-def global_batch_part(terms: Sequence[LossSum], counted: bool = True) -> torch.Tensor:
+def global_denominators(parts: Sequence[tuple[Sequence[LossSum], bool]]) -> torch.Tensor:
+    """Each term's denominator over the whole global batch: summed over this rank's `parts` (its terms of
+    each micro-batch of an accumulated step, and whether that share counts) and across all ranks (one
+    all-reduce for all terms)."""
+    return all_reduce_sum(sum(torch.stack([term.denominator for term in terms]) * (1.0 if counted else 0.0)
+                              for terms, counted in parts))
+
+
+def global_batch_terms(terms: Sequence[LossSum], counted: bool = True,
+                       denominators: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """This rank's part of each term's mean over the whole global batch: its sum on this rank over the
+    term's `denominators` (default: `global_denominators` of this batch alone)."""
+    weight = 1.0 if counted else 0.0
+    if denominators is None:
+        denominators = global_denominators([(terms, counted)])
+    return [term.scaled(weight).mean(denominator) for term, denominator in zip(terms, denominators)]
+
+
+def global_batch_part(terms: Sequence[LossSum], counted: bool = True,
+                      denominators: torch.Tensor | None = None) -> torch.Tensor:
     """This rank's part of the loss of the whole global batch: each term's sum on this rank over
-    the term's denominator summed across all ranks (one all-reduce for all terms).
+    the term's denominator summed across all ranks (`global_batch_terms`), or over `denominators`
+    summed over the micro-batches of an accumulated step too.
 
     Whatever a term averages over (examples, scored words, summed class weights, sentences), the
-    ranks' parts add up to the one-process loss of the batch, so under DDP's gradient average the
-    gradient of `world_size()` times the part is the one-process gradient. A share that does not
-    count adds nothing to the sums or the denominators.
+    ranks' (and micro-batches') parts add up to the one-process loss of the batch, so under DDP's
+    gradient average the gradient of `world_size()` times the part is the one-process gradient. A
+    share that does not count adds nothing to the sums or the denominators.
     """
-    weight = 1.0 if counted else 0.0
-    denominators = all_reduce_sum(torch.stack([term.denominator for term in terms]) * weight)
-    return combine([term.scaled(weight) for term in terms], denominators)
+    return sum(global_batch_terms(terms, counted, denominators))
 
 
 def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:

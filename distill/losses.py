@@ -25,10 +25,12 @@ IGNORE_INDEX = -100
 class LossSum(NamedTuple):
     """A loss before averaging: `total` (differentiable) over the scored items and the `denominator`
     (detached) that makes it a mean. Sums and denominators of disjoint parts of a batch add up to those
-    of the whole batch, which their means do not."""
+    of the whole batch, which their means do not. `name` is what the training loop reports the term as
+    (``student``, ``distillation``, ``hidden``...: `distill.callbacks`)."""
 
     total: torch.Tensor
     denominator: torch.Tensor
+    name: str = "loss"
 
     @classmethod
     def of(cls, values: torch.Tensor, weights: torch.Tensor | None = None) -> "LossSum":
@@ -39,7 +41,11 @@ class LossSum(NamedTuple):
 
     def scaled(self, factor: float) -> "LossSum":
         """`factor` times the loss: only the sum scales, the denominator stays what it counts."""
-        return LossSum(self.total * factor, self.denominator)
+        return self._replace(total=self.total * factor)
+
+    def named(self, name: str) -> "LossSum":
+        """The same term under `name`, as reports show it."""
+        return self._replace(name=name)
 
     def mean(self, denominator: torch.Tensor | None = None) -> torch.Tensor:
         """`total` over `denominator` (default: its own); 0, not NaN, when nothing was scored."""

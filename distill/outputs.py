@@ -34,8 +34,9 @@ from distill.models.readme import README
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
+TRACKING_FOLDER = "runs"  # --report-to tensorboard's events (`distill.callbacks`): beside the model, not part of it
 # what a training run writes; its run_config.yaml (distill.config) is no file of the model's card, as the log is not
-RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS)
+RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS, TRACKING_FOLDER)
 
 
 def check_writable(output: str | os.PathLike) -> None:
@@ -218,7 +219,7 @@ def _continued(directory: Path) -> None:
     must be what a run writes there (`distill.io.check_target`: no link, a file or the model's folder),
     checked before any."""
     for name in RUN_FILES:
-        check_target(directory / name, folder=name in SEALED_FOLDERS)
+        check_target(directory / name, folder=name in (*SEALED_FOLDERS, TRACKING_FOLDER))
     for name in SEALED_FOLDERS:  # and what is inside them (a teacher's encoder/), which a run may keep as it is
         for folder, folders, files in os.walk(directory / name):  # links to folders are listed, not followed
             for inner in folders:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from distill import distributed
+from distill.callbacks import Callback
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
 from distill.deprecation import RenamedKeys, renamed_arguments
@@ -45,7 +46,7 @@ from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
 from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
-                              TrainSettings, fit_tasks, runtime, training_run)
+                              TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, training_run)
 from distill.truncation import warn_if_truncated
 
 LOG_FILE = "metrics.jsonl"
@@ -78,8 +79,8 @@ def _is_device_name(name: str) -> bool:
 
 @dataclass
 class Runtime:
-    """Where and how a run computes: device, precision (fp32, bf16, auto; None keeps the process's
-    setting), torch threads (None keeps it) and whether to show progress bars."""
+    """Where and how a run computes: device, precision (fp32, bf16, fp16 on CUDA, auto; None keeps the
+    process's setting), torch threads (None keeps it) and whether to show progress bars."""
 
     device: str = "auto"
     precision: str | None = None
@@ -179,14 +180,16 @@ def _teacher_source(teacher: LabelModel | str | Path | None) -> str | None:
 
 
 def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: Examples, dev: Examples,
-         settings: FitSettings, run: RunState | None, save: Callable[[Path], None], summary: dict) -> TrainResult:
+         settings: FitSettings, run: RunState | None, save: Callable[[Path], None], summary: dict,
+         callbacks: Sequence[Callback] = ()) -> TrainResult:
     """`fit` of a single-task model (see `_fit_tasks`)."""
     task = FitTask(model, objective, train.inputs, train.labels, dev.inputs, dev.labels, settings.select_metric)
-    return _fit_tasks(model, {"": task}, optimizer, scheduler, settings, run, save, summary)
+    return _fit_tasks(model, {"": task}, optimizer, scheduler, settings, run, save, summary, callbacks)
 
 
 def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, scheduler, settings: FitSettings,
-               run: RunState | None, save: Callable[[Path], None], summary: dict) -> TrainResult:
+               run: RunState | None, save: Callable[[Path], None], summary: dict,
+               callbacks: Sequence[Callback] = ()) -> TrainResult:
     """`fit_tasks` with the best epoch saved to the run's directory, or kept in memory without one."""
     best_state: dict = {}
     if run is None:
@@ -197,7 +200,7 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
         log = run.directory / LOG_FILE
         if distributed.is_main() and run.saved is None:  # rank 0 alone: another rank's unlink could follow its
             log.unlink(missing_ok=True)  # rewrite; a resume rewrites it from its state once that is loaded
-    result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run)
+    result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run, callbacks)
     if best_state:
         model.load_state_dict(best_state)
     model.eval()
@@ -254,18 +257,24 @@ def _student_settings(settings: TrainSettings, student: LabelModel | StudentConf
                                 if getattr(settings, name) is None})
 
 
-def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, total_steps: int):
-    """AdamW with two learning rates (encoder, head) and a linear warm-up then decay. The encoder's
-    group is ``shared``: a multi-task head's steps scale its rate (`distill.training.shared_rate`)."""
-    from transformers import get_linear_schedule_with_warmup
+def teacher_optimizer(model: Teacher | MultiTaskTeacher, training: TeacherTraining, sizes: Sequence[int]):
+    """`make_optimizer` with two learning rates (encoder, head) over the steps of `training` on tasks of
+    `sizes` training examples (by default a linear warm-up then decay). The encoder's group is ``shared``: a
+    multi-task head's steps scale its rate (`distill.training.shared_rate`)."""
     head = {id(p) for p in model.head_parameters()}
     groups = [
-        {"params": [p for p in model.parameters() if id(p) not in head], "lr": training.encoder_lr, "shared": True},
-        {"params": model.head_parameters(), "lr": training.classifier_lr},
+        {"params": [p for p in model.parameters() if id(p) not in head], "lr": training.encoder_lr, "shared": True,
+         "name": "encoder"},
+        {"params": model.head_parameters(), "lr": training.classifier_lr, "name": "head"},
     ]
-    optimizer = torch.optim.AdamW(groups, weight_decay=training.weight_decay)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(training.warmup * total_steps), total_steps)
-    return optimizer, scheduler
+    steps = optimizer_steps(sizes, training.batch_size, training.grad_accumulation, training.epochs)
+    return make_optimizer(groups, training.weight_decay, training.lr_schedule, training.warmup, steps)
+
+
+def teacher_fit_settings(training: TeacherTraining, select_metric: str, env: Runtime) -> FitSettings:
+    """The loop's settings of a teacher's run."""
+    return FitSettings(training.epochs, training.batch_size, training.patience, training.seed, select_metric,
+                       training.max_grad_norm, progress=env.progress, grad_accumulation=training.grad_accumulation)
 
 
 def check_pooling(task: str, pooling: str, what: str) -> None:
@@ -278,8 +287,9 @@ def check_pooling(task: str, pooling: str, what: str) -> None:
 @renamed_arguments(training="settings")
 def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                   settings: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
-                  output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
-    """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins."""
+                  output: Output = Output(), env: Runtime = Runtime(), callbacks: Sequence[Callback] = ()) -> TrainResult:
+    """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins.
+    `callbacks` hear of its steps and epochs (`distill.callbacks`)."""
     _check_arguments(True, config=config, settings=settings, data=data, output=output, env=env)
     training = settings  # a TeacherTraining; `settings` below is the loop's FitSettings
     check_pooling(config.task, config.pooling, option("--pooling", f"TeacherConfig(pooling={config.pooling!r})"))
@@ -294,14 +304,12 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
             warn_if_truncated(model, train_set.inputs, train_set.where)
-            steps = -(-len(train_set) // training.batch_size) * training.epochs
-            optimizer, scheduler = teacher_optimizer(model, training, steps)
-            settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
-                                   training.select_metric, progress=env.progress)
+            optimizer, scheduler = teacher_optimizer(model, training, [len(train_set)])
+            settings = teacher_fit_settings(training, training.select_metric, env)
             objective = SupervisedObjective(hierarchy.class_weights(training.class_weights))
             return _fit(model, objective, optimizer, scheduler, train_set, dev_set, settings, run,
                         lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
-                        {"kind": "teacher", "labels": hierarchy.labels, "training": asdict(training)})
+                        {"kind": "teacher", "labels": hierarchy.labels, "training": asdict(training)}, callbacks)
 
 
 @dataclass
@@ -324,7 +332,7 @@ class TaskData:
 def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = TeacherConfig(),
                             settings: TeacherTraining = TeacherTraining(), sampling: TaskSampling = TaskSampling(),
                             data: DataOptions = DataOptions(), output: Output = Output(),
-                            env: Runtime = Runtime()) -> TrainResult:
+                            env: Runtime = Runtime(), callbacks: Sequence[Callback] = ()) -> TrainResult:
     """Fine-tune one encoder with a head per task (docs/multitask.md): each batch is one task's, drawn
     as `sampling` says; the best epoch by the heads' dev scores (their mean by default) wins.
 
@@ -370,16 +378,15 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                                      train_sets[name].inputs, train_sets[name].labels, dev_sets[name].inputs,
                                      dev_sets[name].labels, t.select_metric, weights[name], t.encoder_lr / top_rate)
                        for name, (_, hierarchy, t) in heads.items()}
-            steps = sum(-(-len(s) // training.batch_size) for s in train_sets.values()) * training.epochs
-            optimizer, scheduler = teacher_optimizer(model, replace(training, encoder_lr=top_rate), steps)
-            settings = FitSettings(training.epochs, training.batch_size, training.patience, training.seed,
-                                   sampling.select, progress=env.progress)
+            optimizer, scheduler = teacher_optimizer(model, replace(training, encoder_lr=top_rate),
+                                                     [len(s) for s in train_sets.values()])
+            settings = teacher_fit_settings(training, sampling.select, env)
             labels = {name: hierarchy.labels for name, (_, hierarchy, _) in heads.items()}
             return _fit_tasks(model, by_task, optimizer, scheduler, settings, run,
                               lambda d: model.write_model(d, optimizer_state=optimizer.state_dict()),
                               {"kind": MultiTaskTeacher.kind, "heads": labels, "sampling_weights": weights,
                                "training": {name: asdict(t) for name, (_, _, t) in heads.items()},
-                               "sampling": asdict(sampling)})
+                               "sampling": asdict(sampling)}, callbacks)
 
 
 def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
@@ -420,20 +427,25 @@ def _student_task(student: LabelModel | StudentConfig | str) -> str:
     return student_entry(student if isinstance(student, str) else student.model).task
 
 
-def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples,
-                 settings: TrainSettings, run: RunState | None, env: Runtime, summary: dict) -> TrainResult:
-    """The student half of `train_student` and `Distiller.fit`: Adam, the shared loop, best on dev."""
+def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: Examples, settings: TrainSettings,
+                 run: RunState | None, env: Runtime, summary: dict, callbacks: Sequence[Callback] = ()) -> TrainResult:
+    """The student half of `train_student` and `Distiller.fit`: AdamW on its schedule, the shared loop, best
+    on dev."""
     warn_if_truncated(model, train.inputs, train.where)  # a transformer student cuts long texts too
     model.to(pick_device(env.device))
     check_student(model, output=run is not None)
     check_student_outputs(model, train.inputs)
-    optimizer = torch.optim.Adam([*model.parameters(), *objective.parameters()], lr=settings.lr)
+    steps = optimizer_steps([len(train.inputs)], settings.batch_size, settings.grad_accumulation, settings.epochs)
+    optimizer, scheduler = make_optimizer([{"params": [*model.parameters(), *objective.parameters()],
+                                            "lr": settings.lr}], settings.weight_decay, settings.lr_schedule,
+                                          settings.warmup_ratio, steps)
     fit_settings = FitSettings(settings.epochs, settings.batch_size, settings.patience, settings.seed,
-                               settings.select_metric, progress=env.progress)
+                               settings.select_metric, settings.max_grad_norm, progress=env.progress,
+                               grad_accumulation=settings.grad_accumulation)
     name = getattr(getattr(model, "config", None), "model", type(model).__name__)  # a class of the API's: its name
     summary = {"kind": "student", "model": name, "settings": asdict(settings), **summary}
-    return _fit(model, objective, optimizer, None, train, dev, fit_settings, run,
-                lambda d: model.write_model(d), summary)
+    return _fit(model, objective, optimizer, scheduler, train, dev, fit_settings, run,
+                lambda d: model.write_model(d), summary, callbacks)
 
 
 def check_student_outputs(model: LabelModel, examples: list) -> None:
@@ -483,9 +495,10 @@ def model_size_bytes(directory: str | Path) -> int:
 def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: Any,
                   settings: TrainSettings = TrainSettings(), class_weights: Any = None,
                   teacher_embeddings: LabelModel | str | None = None, data: DataOptions = DataOptions(),
-                  output: Output = Output(), env: Runtime = Runtime()) -> TrainResult:
+                  output: Output = Output(), env: Runtime = Runtime(), callbacks: Sequence[Callback] = ()) -> TrainResult:
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
-    its word embeddings from the teacher's (a transformer student: its layers and head)."""
+    its word embeddings from the teacher's (a transformer student: its layers and head). `callbacks` hear
+    of its steps and epochs (`distill.callbacks`)."""
     _check_arguments(settings=settings, data=data, output=output, env=env)
     check_student(student)
     with runtime(env.precision, env.threads):
@@ -503,7 +516,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
             _refuse_ignored_weights(model, weights)
             objective = SupervisedObjective(weights)
             return _student_run(model, objective, train_set, dev_set, settings, run, env,
-                                {"embeddings_from_teacher": teacher_source})
+                                {"embeddings_from_teacher": teacher_source}, callbacks)
 
 
 def _config_of(student: LabelModel | StudentConfig | str) -> dict:
@@ -578,9 +591,10 @@ class Distiller:
 
     @renamed_arguments(unlabelled="unlabeled")
     def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
-            output: Output = Output()) -> TrainResult:
+            output: Output = Output(), callbacks: Sequence[Callback] = ()) -> TrainResult:
         """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax); the
-        best epoch on `dev` wins. Returns the trained student and the run's summary."""
+        best epoch on `dev` wins. Returns the trained student and the run's summary. `callbacks` hear of
+        its steps and epochs (`distill.callbacks`), as those of every call that trains."""
         _check_arguments(data=data, output=output)
         self._refuse_unlabelled_settings_without_text(unlabeled)
         env = self.env
@@ -599,7 +613,7 @@ class Distiller:
                 check_cache_dir(self.cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
-                result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run)
+                result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run, callbacks)
         result.summary = RenamedKeys(result.summary, {"unlabelled_examples": "unlabeled_examples"})
         return result
 
@@ -635,7 +649,7 @@ class Distiller:
                            f"only; {what} needs the PyTorch teacher: drop it, or give the PyTorch teacher ({source})")
 
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
-             settings: TrainSettings, run: RunState | None) -> TrainResult:
+             settings: TrainSettings, run: RunState | None, callbacks: Sequence[Callback]) -> TrainResult:
         env = self.env
         teacher = single_teacher(load_teacher(self.teacher, device=env.device), self.head, self.teacher_source) \
             if self.teacher_source else self.teacher
@@ -676,7 +690,7 @@ class Distiller:
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
-                return _student_run(model, objective, transfer, dev, settings, run, env, summary)
+                return _student_run(model, objective, transfer, dev, settings, run, env, summary, callbacks)
         started = time.perf_counter()
         cache_info: dict = {}
         if self.online_teacher:
@@ -691,7 +705,8 @@ class Distiller:
             cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
         teacher_seconds = time.perf_counter() - started
         summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
-        return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary)
+        return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary,
+                            callbacks)
 
     def _loss(self, model: LabelModel, as_given: LabelHierarchy | None = None) -> TeacherStudentDistill:
         """The loss, with the Distiller's class weights in it: numbers are in the order of the training data's

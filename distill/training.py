@@ -19,6 +19,7 @@ and shows progress.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -73,17 +74,35 @@ class SupervisedObjective(Objective):
 
     def terms(self, model: torch.nn.Module, logits: torch.Tensor, batch: dict) -> list[LossSum]:
         weights = None if self.class_weights is None else self.class_weights.to(logits.device)
-        return [model.supervised_loss(logits, batch["targets"], batch["mask"], weights)]
+        return [model.supervised_loss(logits, batch["targets"], batch["mask"], weights).named("nll")]
+
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def check_controls(weight_decay: float, lr_schedule: str, warmup: float, grad_accumulation: int,
+                   max_grad_norm: float, warmup_name: str = "warmup_ratio") -> None:
+    """The training controls every run kind shares (`make_optimizer`, `fit_tasks`), checked."""
+    require_number("weight_decay", weight_decay, 0, 1)
+    if lr_schedule not in LR_SCHEDULES:
+        raise DistillError(f"unknown lr schedule {lr_schedule!r}: choose one of {', '.join(LR_SCHEDULES)}")
+    require_number(warmup_name, warmup, 0, 1)
+    require_whole("grad_accumulation", grad_accumulation)
+    require_number("max_grad_norm", max_grad_norm, 0, float("inf"))
 
 
 @dataclass
 class TrainSettings:
-    """How a student trains (what it is lives in its config): Adam at `lr`, batches, early stopping
-    after `patience` epochs without dev improvement in `select_metric` (None: the task's default,
-    `distill.metrics.default_metric`), and the seed. `epochs` is a safety cap: students train until
-    dev stops improving (docs/results.md, "How long students train"). `lr`, `epochs` and `patience`
-    None are the student's own defaults: 2e-3, 50 and 4 for the LSTMs and CNNs; 5e-5 (8e-5 tagging),
-    20 and 2 for a transformer student."""
+    """How a student trains (what it is lives in its config): AdamW at `lr` (with `weight_decay`, on the
+    `lr_schedule` after a warm-up over `warmup_ratio` of the steps), batches of `batch_size`, each optimizer
+    step over `grad_accumulation` of them (as one batch that many times larger), gradients clipped to
+    `max_grad_norm` (0: not clipped), early stopping after `patience` epochs without dev improvement in
+    `select_metric` (None: the task's default, `distill.metrics.default_metric`), and the seed. `epochs` is
+    a safety cap: students train until dev stops improving (docs/results.md, "How long students train"), and
+    a schedule spans it. `lr`, `epochs` and `patience` None are the student's own defaults: 2e-3, 50 and 4 for
+    the LSTMs and CNNs; 5e-5 (8e-5 tagging), 20 and 2 for a transformer student. The defaults of the
+    controls (no decay, a constant rate, one batch a step, clipping at 1) are the benchmark's: AdamW without
+    decay steps exactly as Adam does."""
 
     lr: float | None = None
     batch_size: int = 32
@@ -91,6 +110,11 @@ class TrainSettings:
     patience: int | None = None
     seed: int = 42
     select_metric: str | None = None
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
+    warmup_ratio: float = 0.0
+    grad_accumulation: int = 1
+    max_grad_norm: float = 1.0
 
     def __post_init__(self):
         require_number("lr", self.lr, 0, 1, low_open=True, optional=True)
@@ -100,10 +124,15 @@ class TrainSettings:
         require_whole("seed", self.seed, 0, 2**32 - 1)
         if self.select_metric is not None and not isinstance(self.select_metric, str):
             raise DistillError(f"select_metric must be a metric's name, got {self.select_metric!r}")
+        check_controls(self.weight_decay, self.lr_schedule, self.warmup_ratio, self.grad_accumulation,
+                       self.max_grad_norm)
 
 
 @dataclass
 class FitSettings:
+    """What `fit_tasks` needs of a run's settings: `batch_size` examples a forward pass, `grad_accumulation`
+    of those batches an optimizer step, gradients clipped to `max_grad_norm` (0: not clipped)."""
+
     epochs: int = 3
     batch_size: int = 32
     patience: int = 2
@@ -112,6 +141,38 @@ class FitSettings:
     max_grad_norm: float = 1.0
     progress: bool = True
     eval_batch_size: int = 64
+    grad_accumulation: int = 1
+
+
+def optimizer_steps(sizes: Sequence[int], batch_size: int, grad_accumulation: int, epochs: int) -> int:
+    """The optimizer steps of a run of `epochs` over tasks of `sizes` training examples (what a schedule
+    spans): one per `batch_size` x `grad_accumulation` examples of each task, as `epoch_batches` draws."""
+    return sum(-(-size // (batch_size * grad_accumulation)) for size in sizes) * epochs
+
+
+def lr_factor(step: int, schedule: str, warmup_steps: int, total_steps: int) -> float:
+    """The learning rate at optimizer step `step` as a fraction of the set one: a linear warm-up from 0
+    over `warmup_steps`, then constant, a linear decay to 0 at `total_steps`, or a half cosine to 0 (the
+    formulas of transformers' get_*_schedule_with_warmup, so a teacher steps as it always has)."""
+    if step < warmup_steps:
+        return float(step) / float(max(1, warmup_steps))
+    if schedule == "constant":
+        return 1.0
+    span = float(max(1, total_steps - warmup_steps))
+    if schedule == "linear":
+        return max(0.0, float(total_steps - step) / span)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * float(step - warmup_steps) / span)))
+
+
+def make_optimizer(groups: list[dict], weight_decay: float, lr_schedule: str, warmup: float,
+                   total_steps: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the parameter `groups` (each with its ``lr``; a ``name`` names its rate in reports) and
+    its `lr_schedule` over `total_steps`, the first `warmup` of them (a fraction) warming up: every run
+    kind's optimizer, stepped by `fit_tasks`."""
+    optimizer = torch.optim.AdamW(groups, weight_decay=weight_decay)
+    factor = functools.partial(lr_factor, schedule=lr_schedule, warmup_steps=int(warmup * total_steps),
+                               total_steps=total_steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def seed_everything(seed: int) -> None:
@@ -424,33 +485,114 @@ def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence, ind
     return {"indices": indices, "inputs": inputs, "mask": mask, "targets": targets, "labelled": labelled}
 
 
+def step_denominators(task: FitTask, batches: list[dict], counted: list[bool]) -> torch.Tensor:
+    """Each loss term's denominator over every micro-batch of an accumulated step (and every rank), which
+    each micro-batch's sum must be divided by before its backward pass: it is known only from the terms,
+    so each micro-batch runs forward once more first, without gradients and in eval mode (no dropout: no
+    random numbers drawn, so the run stays as seeded; a term's denominator counts what is scored, not how)."""
+    model = task.model
+    model.eval()
+    try:
+        with torch.no_grad():
+            parts = []
+            for batch, counts in zip(batches, counted):
+                with precision.autocast(model.device):
+                    logits = model(**batch["inputs"])
+                parts.append((task.objective.terms(model, logits.float(), batch), counts))
+    finally:
+        model.train()
+    return distributed.global_denominators(parts)
+
+
+def accumulate_gradients(task: FitTask, indices: list[int], micro_batch: int, step_model: torch.nn.Module | None = None,
+                         scaler: torch.amp.GradScaler | None = None, epoch: int = 0) -> tuple[float, dict[str, torch.Tensor]]:
+    """Add to the parameters' gradients those of the loss of the (global) batch `indices`, in micro-batches
+    of `micro_batch` examples (each shared out to the ranks: `distributed.batch_share`), every term's sum
+    divided by its denominator over the whole batch (`step_denominators`): the gradients of one batch of
+    them all, to float noise. Returns the batch's loss (this rank's part) and each term's part by name
+    (detached; a name given twice is numbered). `step_model`: how the forward pass calls `task.model`
+    (DistributedDataParallel); `scaler`: fp16's gradient scaler."""
+    step_model = step_model or task.model
+    shares = [distributed.batch_share(indices[start:start + micro_batch])
+              for start in range(0, len(indices), micro_batch)]
+    batches = [make_batch(task.model, task.train_examples, task.train_labels, share) for share, _ in shares]
+    denominators = step_denominators(task, batches, [counted for _, counted in shares]) if len(batches) > 1 else None
+    total, parts = 0.0, {}
+    for number, (batch, (_, counted)) in enumerate(zip(batches, shares), 1):
+        # DDP averages gradients across ranks once, at the step's last micro-batch
+        syncing = number == len(batches) or not hasattr(step_model, "no_sync")
+        with contextlib.nullcontext() if syncing else step_model.no_sync():
+            with precision.autocast(task.model.device):
+                logits = step_model(**batch["inputs"])
+            terms = task.objective.terms(task.model, logits.float(), batch)
+            values = distributed.global_batch_terms(terms, counted, denominators)
+            loss = sum(values)
+            value = loss.item()
+            if not math.isfinite(value):
+                raise DistillError(f"loss became {value} at epoch {epoch}: lower the learning rate (or an "
+                                   "extreme temperature, loss weight or class weight)")
+            backward = loss * distributed.world_size()  # DDP averages gradients over the ranks
+            (backward if scaler is None else scaler.scale(backward)).backward()
+        total += value
+        for name, part in zip(term_names(terms), values):
+            parts[name] = parts.get(name, 0.0) + part.detach()
+    return total, parts
+
+
+def term_names(terms: Sequence[LossSum]) -> list[str]:
+    """The terms' names, a name given twice numbered (``loss``, ``loss_2``), so that reports keep both."""
+    names: list[str] = []
+    for term in terms:
+        name, number = term.name, 1
+        while name in names:
+            number += 1
+            name = f"{term.name}_{number}"
+        names.append(name)
+    return names
+
+
+def learning_rates(optimizer: torch.optim.Optimizer) -> dict[str, float]:
+    """The optimizer's current rates as reports name them: ``lr``, or one ``lr/NAME`` per named group."""
+    groups = optimizer.param_groups
+    if len(groups) == 1:
+        return {"lr": groups[0]["lr"]}
+    return {f"lr/{group.get('name', index)}": group["lr"] for index, group in enumerate(groups)}
+
+
 def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
         scheduler, train_examples: Sequence, train_labels: Sequence, dev_examples: Sequence,
         dev_labels: Sequence, settings: FitSettings, save_best: Callable[[dict], None],
-        log_path: str | Path | None = None, run: RunState | None = None) -> dict:
+        log_path: str | Path | None = None, run: RunState | None = None, callbacks: Sequence = ()) -> dict:
     """`fit_tasks` for a model with one task: the dev record is that task's metrics."""
     task = FitTask(model, objective, train_examples, train_labels, dev_examples, dev_labels, settings.select_metric)
-    return fit_tasks(model, {"": task}, optimizer, scheduler, settings, save_best, log_path, run)
+    return fit_tasks(model, {"": task}, optimizer, scheduler, settings, save_best, log_path, run, callbacks)
 
 
 def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torch.optim.Optimizer, scheduler,
               settings: FitSettings, save_best: Callable[[dict], None], log_path: str | Path | None = None,
-              run: RunState | None = None) -> dict:
+              run: RunState | None = None, callbacks: Sequence = ()) -> dict:
     """Train for up to `settings.epochs`, evaluating on dev after each epoch.
 
     The best-on-dev model by `settings.select_metric` is handed to `save_best` (not the last one);
     training stops early after `patience` epochs without improvement in it. Returns the best
-    epoch's record. With `run`, the model, optimizer, scheduler, RNG streams and data order are
-    saved after every epoch, and a resumed run continues from there exactly as if it had never
-    stopped; the caller ends the run with `RunState.finish`. With several `tasks` (the heads of a
-    multi-task teacher, each a view of `model`), each batch is one task's (`epoch_batches`), every
-    task is scored on its dev data, and the best epoch is picked by `dev_score`.
+    epoch's record. Each optimizer step takes the gradients of `settings.grad_accumulation` batches
+    (`accumulate_gradients`: as of one batch that many times larger), clips them to
+    `settings.max_grad_norm` (0: no clipping), scales them under fp16 (`precision.grad_scaler`), then
+    steps the `scheduler`. With `run`, the model, optimizer, scheduler, scaler, RNG streams and data
+    order are saved after every epoch, and a resumed run continues from there exactly as if it had
+    never stopped; the caller ends the run with `RunState.finish`. With several `tasks` (the heads of
+    a multi-task teacher, each a view of `model`), each batch is one task's (`epoch_batches`), every
+    task is scored on its dev data, and the best epoch is picked by `dev_score`. `callbacks`
+    (`distill.callbacks.Callback`) hear of the run's steps and epochs, on rank 0 alone.
     """
+    from distill.callbacks import CallbackList, EpochEnd, Step
     seed_everything(settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
     main = distributed.is_main()
     progress = settings.progress and main
-    best, history, stale, first_epoch = None, [], 0, 1
+    reports = CallbackList(callbacks)
+    scaler = precision.grad_scaler(model.device)
+    best, history, stale, first_epoch, step = None, [], 0, 1, 0
     saved = run.saved if run is not None else None
     if saved is not None:
         model.load_state_dict(saved["model"])
@@ -459,44 +601,52 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
             task.objective.load_state_dict(saved.get("objectives", {}).get(name, {}))
         if scheduler is not None:
             scheduler.load_state_dict(saved["scheduler"])
+        scaler.load_state_dict(saved.get("scaler", {}))
         restore_rng_state(saved["rng"], generator)
         best, history, stale = json.loads(saved["best"]), json.loads(saved["history"]), saved["stale"]
-        first_epoch = len(history) + 1
+        first_epoch, step = len(history) + 1, saved.get("step", 0)
         if log_path is not None and main:
             write_text(log_path, "".join(json.dumps(record) + "\n" for record in history))
         if progress:
             progress_message(f"resuming after epoch {len(history)} (best so far: epoch {best['epoch']})")
     step_model = distributed.wrap_for_training(model)
+    step_size = settings.batch_size * settings.grad_accumulation
+    reports.on_train_begin({"epochs": settings.epochs, "first_epoch": first_epoch, "step": step, "tasks": list(tasks),
+                            "steps_per_epoch": optimizer_steps([len(t.train_examples) for t in tasks.values()],
+                                                               settings.batch_size, settings.grad_accumulation, 1),
+                            "settings": {k: v for k, v in asdict(settings).items() if k != "progress"},
+                            "directory": None if run is None else str(run.directory)})
     for epoch in range(first_epoch, settings.epochs + 1):
         if stale >= settings.patience:
             break
         model.train()
-        batches = epoch_batches(tasks, settings.batch_size, generator)
+        batches = epoch_batches(tasks, step_size, generator)
         seen = sum(len(indices) for _, indices in batches)
         bar = progress_bar(total=seen, desc=f"epoch {epoch}/{settings.epochs}", unit="ex", disable=not progress)
         started, total_loss, steps = time.perf_counter(), 0.0, 0
         for name, indices in batches:
             task = tasks[name]
-            share, counted = distributed.batch_share(indices)
-            batch = make_batch(task.model, task.train_examples, task.train_labels, share)
-            with precision.autocast(model.device):
-                logits = (step_model if task.model is model else task.model)(**batch["inputs"])
-            loss = distributed.global_batch_part(task.objective.terms(task.model, logits.float(), batch), counted)
-            if not math.isfinite(loss.item()):
-                raise DistillError(f"loss became {loss.item()} at epoch {epoch}: lower the learning rate (or an "
-                                   "extreme temperature, loss weight or class weight)")
             optimizer.zero_grad(set_to_none=True)
-            (loss * distributed.world_size()).backward()  # DDP averages gradients over the ranks
-            torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
-                                           settings.max_grad_norm)
+            loss, terms = accumulate_gradients(task, indices, settings.batch_size,
+                                               step_model if task.model is model else None, scaler, epoch)
+            rates = learning_rates(optimizer)  # the rates this step takes, before the scheduler moves them
+            if settings.max_grad_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
+                                               settings.max_grad_norm)
             with shared_rate(optimizer, task.shared_lr_scale):
-                optimizer.step()
+                scaler.step(optimizer)
+            scaler.update()
             if scheduler is not None:
                 scheduler.step()
-            total_loss, steps = total_loss + loss.item(), steps + 1
+            total_loss, steps, step = total_loss + loss, steps + 1, step + 1
             bar.update(len(indices))
             # rank 0's estimate; shown at the bar's next redraw, not as a redraw of its own
             bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}", refresh=False)
+            if reports:
+                values = distributed.all_reduce_sum(torch.stack(list(terms.values()))).tolist()
+                losses = {**dict(zip(terms, values)), "total": sum(values)}
+                reports.on_step(Step(step, epoch, losses, rates, name))
         bar.close()
         seconds = time.perf_counter() - started
         total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
@@ -521,10 +671,13 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
             if progress:
                 progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
                                  f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
+            ended = EpochEnd(epoch, step, train_loss, dev, settings.select_metric, score, improved)
+            reports.on_epoch_end(ended)
             if improved:
                 best, stale = record, 0
                 if main:
                     save_best(record)
+                    reports.on_best_saved(ended)
             else:
                 stale += 1
             if run is not None and main:
@@ -533,10 +686,13 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                     "optimizer": optimizer.state_dict(),
                     "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
                     "scheduler": scheduler.state_dict() if scheduler is not None else {},
+                    "scaler": scaler.state_dict(), "step": step,
                     "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
                     "stale": stale})
     distributed.barrier()  # no rank returns before rank 0 has saved
-    return {"best": best, "history": history}
+    result = {"best": best, "history": history}
+    reports.on_train_end({**result, "steps": step})
+    return result
 
 
 @contextlib.contextmanager

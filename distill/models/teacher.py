@@ -89,7 +89,10 @@ class TeacherConfig:
 
 @dataclass
 class TeacherTraining:
-    """How a teacher is fine-tuned (AdamW, two learning rates, linear warm-up then decay)."""
+    """How a teacher is fine-tuned: AdamW with two learning rates and `weight_decay`, on the `lr_schedule`
+    (linear decay by default) after a linear warm-up over `warmup` of the steps, each optimizer step over
+    `grad_accumulation` batches, gradients clipped to `max_grad_norm` (0: not clipped); the controls
+    students share (`distill.training.TrainSettings`)."""
 
     encoder_lr: float | None = None  # None: DEFAULT_ENCODER_LR of the task
     classifier_lr: float = 1e-3
@@ -101,16 +104,20 @@ class TeacherTraining:
     seed: int = 42
     class_weights: Any = None
     select_metric: str | None = None  # picks the best epoch and drives patience; None: the task's default
+    lr_schedule: str = "linear"
+    grad_accumulation: int = 1
+    max_grad_norm: float = 1.0
 
     def __post_init__(self):
+        from distill.training import check_controls
         require_number("encoder_lr", self.encoder_lr, 0, 1, low_open=True, optional=True)
         require_number("classifier_lr", self.classifier_lr, 0, 1, low_open=True)
         require_whole("batch_size", self.batch_size)
         require_whole("epochs", self.epochs)
-        require_number("warmup", self.warmup, 0, 1)
-        require_number("weight_decay", self.weight_decay, 0, 1)
         require_whole("patience", self.patience)
         require_whole("seed", self.seed, 0, 2**32 - 1)
+        check_controls(self.weight_decay, self.lr_schedule, self.warmup, self.grad_accumulation, self.max_grad_norm,
+                       "warmup")
 
     def for_task(self, task: str) -> "TeacherTraining":
         """These settings with the task's default encoder learning rate filled in, as the run records them."""

@@ -1,0 +1,266 @@
+"""What a training run reports as it goes: callbacks, and the reporters `--report-to` builds.
+
+The one training loop (`distill.training.fit_tasks`) calls every `Callback` it is given at five
+events: the run begins; an optimizer step ends (each loss term by name, the total, the learning
+rates); an epoch ends (dev metrics, the selection metric and its value, the train loss); the best
+epoch so far was saved; the run ends (its best epoch and history). Under torchrun rank 0 alone
+calls them; give every rank the same callbacks (each step's loss terms are summed across the ranks
+for them, which every rank takes part in).
+
+The loss terms are the objective's `distill.losses.LossSum` names, each its weighted mean over the
+step's whole (global, accumulated) batch, so that they add up to ``total``: ``nll`` for a teacher or
+a student trained alone; ``student`` (w_s times its NLL) and ``distillation`` (w_d times the
+distillation term) for kd, and ``hidden``, ``attention`` and ``cosine`` for the layer terms in use.
+
+`TensorBoardCallback` and `MLflowCallback` need the ``tracking`` extra (``pip install
+'distill[tracking]'``); `reporter` builds one by the name ``--report-to`` takes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from distill import distributed
+from distill.errors import DistillError, option
+from distill.outputs import TRACKING_FOLDER
+
+TRACKING_EXTRA = "pip install 'distill[tracking]'"
+
+
+@dataclass
+class Step:
+    """One optimizer step: its number (from 1, counted across epochs and a resume), its epoch, each loss
+    term's value and the ``total`` (`losses`), the learning rates it took (``lr``, or ``lr/encoder`` and
+    ``lr/head`` for a teacher), and the task of its batch (a multi-task teacher's head; "" for one task)."""
+
+    step: int
+    epoch: int
+    losses: dict[str, float]
+    learning_rates: dict[str, float]
+    task: str = ""
+
+
+@dataclass
+class EpochEnd:
+    """An epoch scored on dev: its number, the optimizer steps so far, its mean train loss, the dev metrics
+    (a multi-task teacher's: per head, and their ``mean``), the metric that picks the best epoch and its
+    value (`score`), and whether it is the best so far."""
+
+    epoch: int
+    step: int
+    train_loss: float
+    dev: dict
+    select_metric: str
+    score: float
+    best: bool
+
+
+class Callback:
+    """Base class: override the events to hear of; each does nothing here."""
+
+    def on_train_begin(self, run: dict) -> None:
+        """The run starts (or resumes): ``epochs``, ``first_epoch``, ``step`` (steps already taken),
+        ``steps_per_epoch``, ``tasks``, ``settings`` (the loop's) and ``directory`` (None in memory)."""
+
+    def on_step(self, step: Step) -> None:
+        """An optimizer step was taken."""
+
+    def on_epoch_end(self, epoch: EpochEnd) -> None:
+        """An epoch was scored on dev."""
+
+    def on_best_saved(self, epoch: EpochEnd) -> None:
+        """`epoch` is the best so far, and was saved (to the run's directory, or kept in memory)."""
+
+    def on_train_end(self, result: dict) -> None:
+        """The run ended: its ``best`` epoch record, ``history`` and ``steps``."""
+
+
+class CallbackList:
+    """The callbacks of a run, called on rank 0 alone; false when there are none."""
+
+    def __init__(self, callbacks: Iterable[Callback] = ()):
+        self.callbacks = list(callbacks)
+        for callback in self.callbacks:
+            if not isinstance(callback, Callback):
+                raise DistillError(f"callbacks: give distill.callbacks.Callback objects, not {type(callback).__name__}")
+
+    def __bool__(self) -> bool:
+        return bool(self.callbacks)
+
+    def _call(self, event: str, *args) -> None:
+        if distributed.is_main():
+            for callback in self.callbacks:
+                getattr(callback, event)(*args)
+
+    def on_train_begin(self, run: dict) -> None:
+        self._call("on_train_begin", run)
+
+    def on_step(self, step: Step) -> None:
+        self._call("on_step", step)
+
+    def on_epoch_end(self, epoch: EpochEnd) -> None:
+        self._call("on_epoch_end", epoch)
+
+    def on_best_saved(self, epoch: EpochEnd) -> None:
+        self._call("on_best_saved", epoch)
+
+    def on_train_end(self, result: dict) -> None:
+        self._call("on_train_end", result)
+
+
+def scalars(values: dict, prefix: str) -> dict[str, float]:
+    """The numbers of a (nested) metrics dict as flat ``prefix/key/...`` names: what trackers plot."""
+    flat: dict[str, float] = {}
+    for key, value in values.items():
+        name = f"{prefix}/{key}"
+        if isinstance(value, dict):
+            flat.update(scalars(value, name))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[name] = float(value)
+    return flat
+
+
+def step_scalars(step: Step) -> dict[str, float]:
+    """A step's loss terms (``train/NAME``, a head's ``train/HEAD/NAME``) and learning rates (``lr``...)."""
+    prefix = f"train/{step.task}" if step.task else "train"
+    return {**scalars(step.losses, prefix), **step.learning_rates}
+
+
+def epoch_scalars(epoch: EpochEnd) -> dict[str, float]:
+    """An epoch's dev metrics (``dev/...``), train loss and selection score (``select/METRIC``)."""
+    return {**scalars(epoch.dev, "dev"), "epoch/train_loss": epoch.train_loss,
+            f"select/{epoch.select_metric}": epoch.score}
+
+
+def require_package(module: str, package: str, reporter: str, api: str) -> None:
+    """Refuse a reporter whose package is not installed, in one line naming the extra that installs it."""
+    if importlib.util.find_spec(module) is None:
+        raise DistillError(f"{option(f'--report-to {reporter}', api)} needs the {package} package: {TRACKING_EXTRA}")
+
+
+class TensorBoardCallback(Callback):
+    """Writes every step's loss terms and learning rates, and every epoch's dev metrics, as TensorBoard
+    scalars into `log_dir` (``tensorboard --logdir LOG_DIR`` shows them). The writer opens when the run
+    begins and is flushed after each epoch, so an interrupted run keeps what it logged until its last
+    finished epoch; a resumed run adds its events beside them."""
+
+    def __init__(self, log_dir: str | Path):
+        require_package("tensorboard", "tensorboard", "tensorboard", "TensorBoardCallback")
+        self.log_dir, self.writer = Path(log_dir), None
+
+    def on_train_begin(self, run: dict) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+        self.writer = SummaryWriter(str(self.log_dir))
+        self.writer.add_text("settings", f"```\n{json.dumps(run['settings'], indent=1, default=str)}\n```",
+                             run["step"])
+
+    def _scalars(self, values: dict[str, float], step: int) -> None:
+        for name, value in values.items():
+            self.writer.add_scalar(name, value, step)
+
+    def on_step(self, step: Step) -> None:
+        self._scalars(step_scalars(step), step.step)
+
+    def on_epoch_end(self, epoch: EpochEnd) -> None:
+        self._scalars(epoch_scalars(epoch), epoch.step)
+        self.writer.flush()
+
+    def on_train_end(self, result: dict) -> None:
+        self.writer.close()
+
+
+class MLflowCallback(Callback):
+    """Logs the run to MLflow: its settings as parameters, every step's loss terms and learning rates and
+    every epoch's dev metrics as metrics, and the best epoch's number and score at the end. `tracking_uri`
+    None is MLflow's own choice (MLFLOW_TRACKING_URI, else its default store); `experiment` is created if
+    new (None: MLFLOW_EXPERIMENT_NAME, else ``distill``); `run_name` names the run (the output folder's
+    name, from the command line)."""
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None):
+        require_package("mlflow", "mlflow", "mlflow", "MLflowCallback")
+        self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
+        self.client, self.run_id = None, None
+
+    def on_train_begin(self, run: dict) -> None:
+        import os
+
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+        self.client = MlflowClient(self.tracking_uri)
+        name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "distill"
+        found = self.client.get_experiment_by_name(name)
+        experiment = found.experiment_id if found is not None else self.client.create_experiment(name)
+        self.run_id = self.client.create_run(experiment, run_name=self.run_name).info.run_id
+        params = [Param(key, str(value)) for key, value in run["settings"].items()]
+        self.client.log_batch(self.run_id, params=params)
+
+    def _log(self, values: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(name, value, now, step) for name, value in values.items()])
+
+    def on_step(self, step: Step) -> None:
+        self._log(step_scalars(step), step.step)
+
+    def on_epoch_end(self, epoch: EpochEnd) -> None:
+        self._log(epoch_scalars(epoch), epoch.step)
+
+    def on_train_end(self, result: dict) -> None:
+        best = result["best"]
+        self._log({"best/epoch": best["epoch"]}, result["steps"])
+        self.client.set_terminated(self.run_id)
+
+
+@dataclass
+class ReportTarget:
+    """Where a run's reporters write: its output folder (None: in memory) and a `logging_dir` given for
+    TensorBoard's events (None: OUTPUT/runs)."""
+
+    output: str | Path | None
+    logging_dir: str | Path | None = None
+
+
+def _tensorboard(target: ReportTarget) -> Callback:
+    if target.logging_dir is None and target.output is None:
+        raise DistillError(f"{option('--report-to tensorboard', 'TensorBoardCallback')} needs a folder for its "
+                           f"events: give {option('--logging-dir', 'TensorBoardCallback(log_dir)')}")
+    return TensorBoardCallback(target.logging_dir or Path(target.output) / TRACKING_FOLDER)
+
+
+def _mlflow(target: ReportTarget) -> Callback:
+    return MLflowCallback(run_name=None if target.output is None else Path(target.output).name)
+
+
+REPORTERS: dict[str, Callable[[ReportTarget], Callback]] = {"tensorboard": _tensorboard, "mlflow": _mlflow}
+
+
+def register_reporter(name: str, build: Callable[[ReportTarget], Callback]) -> None:
+    """Make ``--report-to NAME`` build a callback of your own: `build` gets the run's `ReportTarget`."""
+    if not isinstance(name, str) or not name or name == "none" or "," in name:
+        raise DistillError(f"a reporter's name is a word other than none, got {name!r}")
+    REPORTERS[name] = build
+
+
+def reporter_names(values: Sequence[str]) -> list[str]:
+    """``--report-to`` values (repeated, or joined by commas) as reporter names, once each; ``none``: none."""
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name != "none" and name not in REPORTERS]
+    if unknown:
+        raise DistillError(f"unknown reporter {unknown[0]!r}: choose from {', '.join([*REPORTERS, 'none'])}")
+    if "none" in names and len(set(names)) > 1:
+        raise DistillError(f"{option('--report-to', 'reporters()')} none reports nowhere: give it alone")
+    return list(dict.fromkeys(name for name in names if name != "none"))
+
+
+def reporters(names: Sequence[str], target: ReportTarget) -> list[Callback]:
+    """The callbacks of ``--report-to`` `names` for a run writing to `target`."""
+    return [REPORTERS[name](target) for name in reporter_names(names)]
+
+
+__all__ = ["Callback", "CallbackList", "EpochEnd", "MLflowCallback", "REPORTERS", "ReportTarget", "Step",
+           "TensorBoardCallback", "register_reporter", "reporter_names", "reporters"]
