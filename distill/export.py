@@ -191,11 +191,15 @@ def transformers_network(model: LabelModel, where: str):
 
 
 def save_transformers_files(network, directory: Path, where: str) -> list[str]:
-    """A stock transformers model (`distill.hf_model.stock_transformers`) and its tokenizer, as their
-    `save_pretrained` writes them; returns the files' names."""
-    from distill.hf_model import stock_transformers
+    """A transformers model (`distill.hf_model.stock_transformers`) and its tokenizer, as their
+    `save_pretrained` writes them, with the model class's file where it is distill's own; returns the
+    files' names."""
+    from distill.hf_model import needs_remote_code, stock_transformers
+    from distill.models import modeling_distill
     from transformers.utils import logging as transformers_logging
     model, tokenizer = stock_transformers(network, where)
+    if needs_remote_code(model):
+        shutil.copyfile(modeling_distill.__file__, directory / modeling_distill.MODULE_FILE)
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:

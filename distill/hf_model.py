@@ -1,10 +1,10 @@
-"""The teacher as a stock `transformers` model with a head, for tools that expect one.
+"""The teacher as a `transformers` model with a head, for tools that expect one.
 
-`transformers.pipeline` and other Hugging Face tooling take a ``PreTrainedModel`` whose
-output has ``logits``. Tagging teachers map onto ``DistilBertForTokenClassification`` as
-they are. ``DistilBertForSequenceClassification`` always applies a dense layer and ReLU to
-the first token, so it cannot hold a teacher without `--pre-classifier` or with mean
-pooling; `TeacherForSequenceClassification` holds any of our classification heads.
+`transformers.pipeline` and other Hugging Face tooling take a ``PreTrainedModel`` whose output has
+``logits``. Tagging teachers map onto the encoder's own ``*ForTokenClassification`` as they are, and a
+first-token classification head onto ``DistilBertForSequenceClassification``; a head that pools by the
+mean of the tokens has no stock class and becomes `DistillTeacherForSequenceClassification`, whose file
+a transformers export ships beside the weights (``trust_remote_code=True`` loads it).
 """
 
 from __future__ import annotations
@@ -13,63 +13,25 @@ import copy
 
 import torch
 from torch import nn
-from transformers import (DistilBertConfig, DistilBertForTokenClassification, DistilBertModel,
-                          DistilBertPreTrainedModel, PreTrainedModel, PreTrainedTokenizerBase)
-from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers import DistilBertConfig, DistilBertModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from distill.errors import DistillError, option
-from distill.models.teacher import Teacher, pool
+from distill.models.modeling_distill import MODULE_FILE, DistillTeacherForSequenceClassification
+from distill.models.teacher import Teacher
 
-
-class TeacherForSequenceClassification(DistilBertPreTrainedModel):
-    """DistilBERT + the teacher's head: first-token or mean pooling, optional dense+ReLU, Linear."""
-
-    def __init__(self, config: DistilBertConfig):
-        super().__init__(config)
-        self.distilbert = DistilBertModel(config)
-        self.pre_classifier = nn.Linear(config.dim, config.dim) if config.teacher_pre_classifier else None
-        self.dropout = nn.Dropout(config.seq_classif_dropout)
-        self.classifier = nn.Linear(config.dim, config.num_labels)
-        self.post_init()
-
-    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                **kwargs) -> SequenceClassifierOutput:
-        hidden = self.distilbert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        if attention_mask is None:
-            attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
-        features = pool(hidden, attention_mask, self.config.teacher_pooling)
-        if self.pre_classifier is not None:
-            features = torch.relu(self.pre_classifier(features))
-        return SequenceClassifierOutput(logits=self.classifier(self.dropout(features)))
+AUTO_CLASS = "AutoModelForSequenceClassification"
 
 
 def to_transformers(teacher: Teacher) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A `transformers` model computing the teacher's logits, and its tokenizer (same max length)."""
+    """A `transformers` model computing the teacher's logits, and its tokenizer (same max length): what
+    `nlp-train export --format transformers` saves, in memory."""
     if not isinstance(teacher.encoder, DistilBertModel):
         raise DistillError(f"only DistilBERT-form teachers convert to a transformers head model, "
                            f"not {type(teacher.encoder).__name__}")
     if teacher.config.long_inputs == "windows":
         raise DistillError("a teacher with long_inputs='windows' has no transformers head model: its head reads "
                            "the mean of several windows, a transformers model reads one")
-    labels = teacher.hierarchy.labels
-    config = DistilBertConfig.from_dict({
-        **teacher.encoder.config.to_dict(), "id2label": dict(enumerate(labels)),
-        "label2id": {label: i for i, label in enumerate(labels)},
-        "teacher_pooling": teacher.config.pooling, "teacher_pre_classifier": teacher.pre_classifier is not None})
-    if teacher.task == "classification":
-        model = TeacherForSequenceClassification(config)
-    elif teacher.pre_classifier is None:
-        model = DistilBertForTokenClassification(config)
-    else:
-        raise DistillError("a tagging teacher with pre_classifier=True has no transformers token-classification "
-                           "form")
-    model.distilbert.load_state_dict(teacher.encoder.state_dict())
-    model.classifier.load_state_dict(teacher.classifier.state_dict())
-    if teacher.pre_classifier is not None:
-        model.pre_classifier.load_state_dict(teacher.pre_classifier.state_dict())
-    tokenizer = copy.deepcopy(teacher.tokenizer)
-    tokenizer.model_max_length = teacher.config.max_length
-    return model.eval(), tokenizer
+    return stock_transformers(teacher, "the teacher")
 
 
 @torch.inference_mode()
@@ -85,7 +47,7 @@ def max_logit_difference(teacher: Teacher, model: PreTrainedModel, examples: lis
     return float((ours - theirs).abs().max())
 
 
-# ---- `nlp-train export --format transformers`: stock transformers classes only, no custom code ----
+# ---- `nlp-train export --format transformers` ----
 
 TOLERANCE = 1e-4  # the largest logit difference a stock model may show on the probe texts (float rounding: ~1e-6)
 PROBES = {"classification": ["a first example to probe , longer than the other one", "a second", "Third!"],
@@ -129,6 +91,26 @@ def _sequence_classifier(network: Teacher, config: DistilBertConfig, where: str)
     return model
 
 
+def _mean_pooling_classifier(network: Teacher, config: DistilBertConfig) -> PreTrainedModel:
+    """`DistillTeacherForSequenceClassification` holding the teacher's encoder and head; its config names the
+    class in ``auto_map``, so that a saved folder (with the class's file beside it) loads through the auto
+    classes and `pipeline` with ``trust_remote_code=True``."""
+    config.classifier_pooling = network.config.pooling
+    config.pre_classifier_layer = network.pre_classifier is not None
+    config.auto_map = {AUTO_CLASS: f"{MODULE_FILE.removesuffix('.py')}.{DistillTeacherForSequenceClassification.__name__}"}
+    model = DistillTeacherForSequenceClassification(config)
+    model.distilbert.load_state_dict(network.encoder.state_dict())
+    model.classifier.load_state_dict(network.classifier.state_dict())
+    if network.pre_classifier is not None:
+        model.pre_classifier.load_state_dict(network.pre_classifier.state_dict())
+    return model
+
+
+def needs_remote_code(model: PreTrainedModel) -> bool:
+    """Whether a saved `model` loads only with ``trust_remote_code=True`` (its class's file beside it)."""
+    return isinstance(model, DistillTeacherForSequenceClassification)
+
+
 def _token_classifier(network: Teacher, config, where: str) -> PreTrainedModel:
     """The encoder's own *ForTokenClassification (encoder, dropout, Linear on every token), holding the
     teacher's encoder and Linear; distill scores each word at its first sub-token, which it holds."""
@@ -150,14 +132,15 @@ def _token_classifier(network: Teacher, config, where: str) -> PreTrainedModel:
 
 
 def stock_transformers(network: Teacher, where: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """`network` (a teacher, a transformer student's network, a multi-task teacher's head) as a stock
-    transformers model, which `AutoModelFor...Classification.from_pretrained` rebuilds without custom code,
-    and its tokenizer; refused in one line, naming why and what would work, when no stock class computes
-    its logits. The logits are compared on probe texts before it is returned."""
+    """`network` (a teacher, a transformer student's network, a multi-task teacher's head) as a transformers
+    model that `AutoModelFor...Classification.from_pretrained` rebuilds, and its tokenizer: a stock class
+    wherever one computes its logits, else (a mean-pooling head) `DistillTeacherForSequenceClassification`,
+    which loads with ``trust_remote_code=True``; refused in one line, naming why and what would work, where
+    neither does. The logits are compared on probe texts before it is returned."""
     config_data = network.encoder.config.to_dict()
     labels = network.hierarchy.labels
     config_data.update(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
-    for key in ("teacher_pooling", "teacher_pre_classifier", "_name_or_path", "name_or_path", "architectures"):
+    for key in ("_name_or_path", "name_or_path", "architectures"):
         config_data.pop(key, None)
     config = type(network.encoder.config).from_dict(config_data)
     if network.task == "classification":
@@ -168,10 +151,8 @@ def stock_transformers(network: Teacher, where: str) -> tuple[PreTrainedModel, P
         if not isinstance(network.encoder, DistilBertModel):
             raise _refuse(where, f"a {type(network.encoder).__name__}'s sequence classifier adds a pooler of its own",
                           "train it on a DistilBERT encoder (minilm-l6)")
-        if network.config.pooling != "first":
-            raise _refuse(where, f"it pools by {network.config.pooling}; DistilBertForSequenceClassification "
-                          "reads the first token", "train it with " + option("--pooling first", "pooling='first'"))
-        model = _sequence_classifier(network, config, where)
+        model = _sequence_classifier(network, config, where) if network.config.pooling == "first" else \
+            _mean_pooling_classifier(network, config)
     else:
         if network.pre_classifier is not None:
             raise _refuse(where, "a token classifier has no dense layer before its Linear",

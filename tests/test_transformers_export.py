@@ -95,17 +95,45 @@ def test_a_head_without_pre_classifier_is_exact_through_distilberts_relu(tiny_cl
     assert torch.equal(model.pre_classifier.weight, teacher.pre_classifier.weight)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda t: setattr(t.config, "pooling", "mean"), "pools by mean; DistilBertForSequenceClassification reads the "
-                                                     "first token); train it with pooling='first'"),
-    (lambda t: setattr(t.config, "long_inputs", "windows"), "reads a long text in windows"),
-])
-def test_heads_no_stock_class_computes_are_refused(tiny_classifier_teacher, change, message):
+def test_a_windowed_head_is_refused(tiny_classifier_teacher):
     teacher = load_model(tiny_classifier_teacher)
-    change(teacher)
+    teacher.config.long_inputs = "windows"
     with pytest.raises(DistillError, match="has no stock transformers form") as error:
         stock_transformers(teacher, "t")
-    assert message in str(error.value) and "format='onnx'" in str(error.value)
+    assert "reads a long text in windows" in str(error.value) and "format='onnx'" in str(error.value)
+
+
+@pytest.mark.parametrize("pre_classifier", [False, True])
+def test_a_mean_pooling_teacher_exports_with_its_head_class_beside_it(tiny_classifier_teacher, tmp_path,
+                                                                       pre_classifier):
+    """No stock class pools by the mean (the default of sentence-transformers encoders such as minilm-l6): the
+    export ships distill's class as remote code; distill loads such a folder with its own copy of the class."""
+    teacher = load_model(tiny_classifier_teacher)
+    teacher.config.pooling = "mean"
+    if pre_classifier:
+        teacher.config.pre_classifier, teacher.pre_classifier = True, nn.Linear(32, 32)
+    source = teacher.save_pretrained(tmp_path / "mean")
+    out = tmp_path / "hf"
+    cli("export", source, "--format", "transformers", "--output", out)
+    assert (out / "modeling_distill.py").is_file() and "modeling_distill.py" in json.loads(
+        (out / "distill.json").read_text())["sha256"]
+    assert 'pipeline("text-classification", model="PATH", trust_remote_code=True)' in (out / "README.md").read_text()
+    model, info = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True,
+                                                                     output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert type(model).__name__ == "DistillTeacherForSequenceClassification" and model.config.classifier_pooling == "mean"
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        theirs = model.eval()(**tokenizer(TEXTS, padding=True, truncation=True, return_tensors="pt")).logits
+    assert (theirs - predict_logits(teacher, TEXTS).logits).abs().max() <= 1e-5
+    expected = decode_labels(teacher, predict_logits(teacher, TEXTS))
+    run = pipeline("text-classification", model=str(out), trust_remote_code=True, device="cpu")
+    assert [result["label"] for result in run(TEXTS)] == expected
+    assert load_model(out).predict(TEXTS) == expected
+    # as a plain transformers folder (no distill card), a teacher too, built from distill's copy of the class
+    (out / "distill.json").unlink()
+    (out / "modeling_distill.py").write_text("raise RuntimeError('the folder code ran')")
+    assert load_model(out).predict(TEXTS) == expected
 
 
 def test_a_tagger_with_pre_classifier_and_word_students_are_refused(tiny_tagging_teacher, tmp_path):

@@ -129,15 +129,21 @@ def _what(architecture: str) -> str:
     return "not a sequence or token classifier"
 
 
-def classifier_kind(source: str | Path, config: dict) -> tuple[str, str]:
-    """(task, auto class name) of the classifier a transformers config describes; anything else is refused."""
+def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
+    """(task, the class that loads it) of the classifier a transformers config describes: a transformers auto
+    class, or distill's own head class for a folder distill exported with it (built from distill's package,
+    never from the folder's copy of its file); anything else is refused."""
+    import transformers
     from transformers.models.auto import modeling_auto
+    from distill.models.modeling_distill import DistillTeacherForSequenceClassification
     architectures = config.get("architectures") or []
     model_type = config.get("model_type")
     if not architectures:
         raise DistillError(f"{source}: its {CONFIG_FILE} names no architecture, so the head it was saved with is "
                            f"unknown; distill takes {EXPECTED}")
     architecture = architectures[0]
+    if architecture == DistillTeacherForSequenceClassification.__name__ and model_type == "distilbert":
+        return "classification", DistillTeacherForSequenceClassification
     suffix = next((suffix for suffix in TASKS if architecture.endswith(suffix)), None)
     if suffix is None:
         raise DistillError(f"{source}: is a {architecture} ({_what(architecture)}); distill takes {EXPECTED}")
@@ -153,7 +159,8 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, str]:
         what = "several labels per text (multi-label)" if problem == "multi_label_classification" else \
             "a number (regression)"
         raise DistillError(f"{source}: predicts {what}; distill's teachers give one label per text or word")
-    return task, "AutoModelForSequenceClassification" if task == "classification" else "AutoModelForTokenClassification"
+    return task, transformers.AutoModelForSequenceClassification if task == "classification" \
+        else transformers.AutoModelForTokenClassification
 
 
 def _failed(source: str | Path, what: str, error: Exception) -> DistillError:
@@ -170,7 +177,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     config = _config_of(folder)
     if config is None:
         raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
-    task, auto_class = classifier_kind(source, config)
+    task, model_class = classifier_kind(source, config)
     if not (folder / SAFE_WEIGHTS).is_file() and not (folder / SAFE_INDEX).is_file():
         pickled = next((name for name in PICKLED_WEIGHTS if (folder / name).is_file()), None)
         if pickled:
@@ -191,7 +198,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
     try:
-        model = getattr(transformers, auto_class).from_pretrained(folder, use_safetensors=True)
+        model = model_class.from_pretrained(folder, use_safetensors=True)
     except Exception as error:  # weights that do not fit the config, a damaged file
         raise _failed(source, "weights", error) from None
     labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]

@@ -91,7 +91,8 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
                              metrics=sorted({score["metric"] for score in scores}) or None, tags=tags,
                              pipeline_tag=PIPELINES[task], model_name=name if results else None,
                              eval_results=results or None)
-    lines = ["---", metadata.to_yaml().strip(), "---", "", f"# {name}", "", _what(card, about, form), ""]
+    remote_code = any(file.startswith("modeling_") and file.endswith(".py") for file in files)  # the head's class
+    lines = ["---", metadata.to_yaml().strip(), "---", "", f"# {name}", "", _what(card, about, form, remote_code), ""]
     if about.get("teacher"):
         lines += [f"Distilled from the teacher `{about['teacher']}`.", ""]
     if export:
@@ -113,11 +114,11 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
     size = _size(directory, files)
     lines += ["## Size", "", (f"{parameters:,} parameters; " if parameters else "")
               + f"{size_text(size)} of model files (speed: measure it with `nlp-train compare`).", ""]
-    lines += ["## How to load it", "", *_loading(card, form, task), ""]
+    lines += ["## How to load it", "", *_loading(card, form, task, remote_code), ""]
     return "\n".join(lines)
 
 
-def _what(card: dict, about: dict, form: str | None) -> str:
+def _what(card: dict, about: dict, form: str | None, remote_code: bool = False) -> str:
     kind, task = card.get("kind"), _task(card)
     if kind == "multitask-teacher":
         heads = card.get("heads") or {}
@@ -132,7 +133,10 @@ def _what(card: dict, about: dict, form: str | None) -> str:
                 f"A distill teacher for {doing}: a transformer encoder"
                 + (f" ({about['base_model']})" if about.get("base_model") else "") + " with a Linear head")
         what += f", labels: {labels}."
-    if form == "transformers":
+    if form == "transformers" and remote_code:
+        what += (" Exported as a transformers model whose head (mean pooling, which no stock class does) is distill's "
+                 "class, in the `modeling_*.py` file beside the weights: load it with `trust_remote_code=True`.")
+    elif form == "transformers":
         what += " Exported as a stock transformers model: no custom code."
     elif form:
         what += f" Exported as {form}" + (f" ({card['export']['quantize']})" if card.get("export", {}).get("quantize")
@@ -140,7 +144,7 @@ def _what(card: dict, about: dict, form: str | None) -> str:
     return what
 
 
-def _loading(card: dict, form: str | None, task: str) -> list[str]:
+def _loading(card: dict, form: str | None, task: str, remote_code: bool = False) -> list[str]:
     """How to load the model: with distill always, and with transformers or ONNX Runtime as its form allows."""
     example = '["a quietly devastating film"]' if task == "classification" else '[["Peter", "lives", "in", "Paris"]]'
     lines = ["With distill (`pip install distill`), which checks every file against `distill.json` first:", "",
@@ -151,7 +155,8 @@ def _loading(card: dict, form: str | None, task: str) -> list[str]:
         lines += ["", "Each head's folder, `PATH/HEAD`, is a transformers model of its own."]
     elif form == "transformers":
         lines += ["", "With transformers alone:", "", "```python", "from transformers import pipeline", "",
-                  f'run = pipeline("{PIPELINES[task]}", model="PATH")',
+                  f'run = pipeline("{PIPELINES[task]}", model="PATH"'
+                  + (", trust_remote_code=True)" if remote_code else ")"),
                   'print(run("a quietly devastating film"))' if task == "classification"
                   else 'print(run("Peter lives in Paris", aggregation_strategy="first"))', "```"]
     elif form == "onnx":
