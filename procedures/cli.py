@@ -178,7 +178,7 @@ def end_process(code: int | str | None) -> None:
     """End a process that was part of a distributed run: Python's exit handlers run and the output is
     flushed, then the process exits without tearing the interpreter down. torch's gloo threads outlive
     `destroy_process_group` (torch 2.13), and destroying them during that teardown sometimes aborted a
-    finished run ("terminate called without an active exception", exit -6: 1 run in 4 of a CPU kd run
+    finished run ("terminate called without an active exception", exit -6: 1 of 8 runs of a CPU kd run
     here), which torchrun reports as a failure of the whole run."""
     import atexit
     if isinstance(code, str):
