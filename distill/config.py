@@ -114,9 +114,12 @@ def write_run_config(path: str | os.PathLike, config: dict[str, Any], command: s
     """Write `config` (option names as on the command line, their values) as YAML, atomically, under a
     header that says how to replay it."""
     import yaml
+    from distill.errors import option
     from distill.io import write_text
-    header = (f"{HEADER.format(command=command)}, its defaults too (null: the command's default).\n"
-              f"# Replay it: nlp-train {command} --config {Path(path).name} --output NEW_OUTPUT\n")
+    name = Path(path).name
+    replay = option(f"nlp-train {command} --config {name} --output NEW_OUTPUT",
+                    f"distill.config.load_run_config({name!r}), then settings_from(...)")
+    header = f"{HEADER.format(command=command)}, its defaults too (null: the command's default).\n# Replay it: {replay}\n"
     write_text(path, header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False))
 
 
