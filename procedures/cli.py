@@ -132,8 +132,8 @@ class Commands(click.Group):
               help="CPU threads for torch (default: all cores). 1 is often fastest for small students, "
                    "and avoids slow-downs when several jobs share a machine.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
-              help="Model forward passes (training and inference) in fp32, or under bf16 autocast; "
-                   "auto = bf16 where the device supports it.")
+              help="Model forward passes (training and inference) in fp32, or under bf16 autocast, or fp16 "
+                   "autocast with a gradient scaler (CUDA only); auto = bf16 where the device supports it.")
 @click.pass_context
 def cli(context, threads, precision):
     """Train a transformer teacher and distill it into small, fast LSTM/CNN students.

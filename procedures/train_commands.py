@@ -108,6 +108,51 @@ def student_defaults(name: str) -> str:
     return "; ".join(f"{value:g} ({', '.join(names)})" for value, names in values.items())
 
 
+def control_options(weight_decay: float, lr_schedule: str, warmup: click.Option):
+    """The training controls every training command shares (`distill.training.make_optimizer` and
+    `fit_tasks`), with the command's defaults: --weight-decay, --lr-schedule, its warm-up option `warmup`,
+    --grad-accumulation and --max-grad-norm."""
+    from distill.training import LR_SCHEDULES
+    options = (
+        click.option("--weight-decay", default=weight_decay, show_default=True, type=PROBABILITY,
+                     help="AdamW's decoupled weight decay (0: none, which steps as Adam does)."),
+        click.option("--lr-schedule", type=click.Choice(LR_SCHEDULES), default=lr_schedule, show_default=True,
+                     help="The learning rate after the warm-up: constant, or a linear or half-cosine decay to 0 at "
+                          "the last step of --epochs."),
+        warmup,
+        click.option("--grad-accumulation", default=1, show_default=True, type=POSITIVE_INT, metavar="N",
+                     help="Batches of --batch-size per optimizer step: the step of one batch N times larger (each "
+                          "loss term averaged over all N; each batch also runs forward once more without "
+                          "gradients for that) in the memory of one."),
+        click.option("--max-grad-norm", default=1.0, show_default=True, type=NON_NEGATIVE,
+                     help="Clip the gradients' norm to this (0: no clipping)."))
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
+
+
+def report_options(func):
+    """--report-to and --logging-dir, built into the run's callbacks (`distill.callbacks.reporters`)."""
+    @click.option("--report-to", "report_to", multiple=True, metavar="tensorboard|mlflow|none",
+                  help="Report each step's loss terms and learning rate and each epoch's dev metrics to TensorBoard "
+                       "(events in OUTPUT/runs) or MLflow (MLFLOW_TRACKING_URI, else MLflow's default store); "
+                       "repeated or comma-separated; needs pip install 'distill[tracking]' (docs/tracking.md).")
+    @click.option("--logging-dir", type=click.Path(file_okay=False),
+                  help="Where --report-to tensorboard writes its events [default: OUTPUT/runs].")
+    @functools.wraps(func)
+    def wrapper(*args, report_to, logging_dir, **kwargs):
+        from distill.callbacks import ReportTarget, reporter_names, reporters
+        if logging_dir is not None and "tensorboard" not in reporter_names(report_to):
+            raise click.BadParameter("--logging-dir is where --report-to tensorboard writes: give that too",
+                                     param_hint="'--logging-dir'")
+        callbacks = reporters(report_to, ReportTarget(kwargs["output"], logging_dir))
+        return func(*args, callbacks=callbacks, **kwargs)
+    return wrapper
+
+
 def student_options(func):
     """--model, the registered students' architecture options (derived from their config classes) and
     the training settings, packed into the model's config and a TrainSettings."""
@@ -117,7 +162,8 @@ def student_options(func):
     defaults = TrainSettings()
 
     @functools.wraps(func)
-    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, select_metric, seed, **kwargs):
+    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, select_metric, seed, weight_decay, lr_schedule,
+                warmup_ratio, grad_accumulation, max_grad_norm, **kwargs):
         context = click.get_current_context()
         config_class = model_entry.cls.config_class
         own = {spec.name for spec in dataclasses.fields(config_class)}
@@ -134,7 +180,9 @@ def student_options(func):
             chosen[name] = value
         config = config_class(model=model_entry.name, **chosen)
         settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed,
-                                 select_metric=select_metric)
+                                 select_metric=select_metric, weight_decay=weight_decay, lr_schedule=lr_schedule,
+                                 warmup_ratio=warmup_ratio, grad_accumulation=grad_accumulation,
+                                 max_grad_norm=max_grad_norm)
         return func(*args, student_config=config, train_settings=settings, **kwargs)
 
     for name, (spec, model_defaults) in reversed(list(fields.items())):
@@ -152,9 +200,12 @@ def student_options(func):
                                 help=f"At most this many epochs: a safety cap, --patience normally stops first "
                                      f"[default: {student_defaults('epochs')}]."),
                    click.option("--lr", type=LEARNING_RATE,
-                                help=f"Adam learning rate [default: {student_defaults('lr')}].")):
+                                help=f"AdamW learning rate (after the warm-up, before any decay) [default: "
+                                     f"{student_defaults('lr')}].")):
         wrapper = option(wrapper)
-    return wrapper
+    warmup = click.option("--warmup-ratio", default=defaults.warmup_ratio, show_default=True, type=PROBABILITY,
+                          help="Fraction of the steps (of --epochs) with a linear learning-rate warm-up from 0.")
+    return control_options(defaults.weight_decay, defaults.lr_schedule, warmup)(wrapper)
 
 
 def parse_class_weights(value: str):
@@ -256,8 +307,11 @@ def parse_task_spec(value: str):
               help="Classification features: the first token's state, or the mean over tokens; auto: mean for "
                    "encoders trained with mean pooling (minilm-l6, mpnet-base, sentence-transformers folders), "
                    "else first. Not for tagging, which scores each word's first sub-token.")
-@click.option("--warmup", default=0.1, show_default=True, type=PROBABILITY,
-              help="Fraction of steps with linear learning-rate warm-up.")
+@control_options(0.01, "linear",
+                 click.option("--warmup-ratio", "--warmup", "warmup", default=0.1, show_default=True,
+                              type=PROBABILITY, help="Fraction of the steps with a linear learning-rate warm-up "
+                              "from 0 (--warmup: the same)."))
+@report_options
 @click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
               help="Stop after this many epochs without dev improvement.")
 @select_metric_option
@@ -272,7 +326,8 @@ def parse_task_spec(value: str):
 def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task, output,
             encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
             encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
-            warmup, patience, select_metric, class_weights, seed, resume, overwrite, quiet, data, device):
+            weight_decay, lr_schedule, warmup, grad_accumulation, max_grad_norm, callbacks, patience, select_metric,
+            class_weights, seed, resume, overwrite, quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
     task (--task-spec, repeated)."""
     from distill.models.multitask import TaskSampling
@@ -298,17 +353,19 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
                            long_inputs=long_inputs, window_overlap=window_overlap, max_windows=max_windows)
     training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
                                epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
-                               select_metric=select_metric)
+                               select_metric=select_metric, weight_decay=weight_decay, lr_schedule=lr_schedule,
+                               grad_accumulation=grad_accumulation, max_grad_norm=max_grad_norm)
     run = Output(output, overwrite, resume, resolved_config()), Runtime(device, progress=not quiet)
     if task_specs:
         summary = train_multitask_teacher(task_specs, config, training,
-                                          TaskSampling(task_sampling, task_temperature, select_task), data, *run).summary
+                                          TaskSampling(task_sampling, task_temperature, select_task), data, *run,
+                                          callbacks).summary
         best = summary["best"]
         scores = "; ".join(f"{name} {json.dumps(headline_of(best['dev'][name]))}" for name in summary["heads"])
         report(f"teacher: {summary['parameters']:,} parameters, heads {', '.join(summary['heads'])}; best epoch "
                f"{best['epoch']} (dev mean {best['dev']['mean']:.4f}); dev {scores}; saved to {output}")
         return
-    summary = train_teacher(train_path, dev_path, config, training, data, *run).summary
+    summary = train_teacher(train_path, dev_path, config, training, data, *run, callbacks).summary
     best = summary["best"]
     report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
            f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
@@ -326,15 +383,16 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
 @overwrite_option
 @quiet_option
 @student_options
+@report_options
 @data_options
 @device_option
 def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, quiet,
-            student_config, train_settings, data, device):
+            student_config, train_settings, callbacks, data, device):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
     from distill.trainers import Output, Runtime, train_student
     summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
                             data, Output(output, overwrite, resume, resolved_config()),
-                            Runtime(device, progress=not quiet)).summary
+                            Runtime(device, progress=not quiet), callbacks).summary
     report_student(summary, output)
 
 
@@ -390,13 +448,14 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @overwrite_option
 @quiet_option
 @student_options
+@report_options
 @data_options
 @device_option
 @click.pass_context
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
        online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config,
-       train_settings, data, device):
+       train_settings, callbacks, data, device):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
@@ -415,7 +474,7 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
-                            Output(output, overwrite, resume, resolved_config())).summary
+                            Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
 
 
