@@ -181,6 +181,26 @@ def test_class_weighted_student_on_two_processes_matches_one_process(tmp_path, o
     assert_two_processes_match_one(args, tmp_path)
 
 
+def test_accumulated_tagger_kd_reporting_on_two_processes_matches_one_process(tiny_tagging_teacher, tmp_path):
+    """Micro-batches shared out to the processes divide by the denominators of the whole accumulated batch,
+    and rank 0 alone reports each step's terms, summed across the ranks: the one process's events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    args = ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", *TINY_STUDENT, "--epochs", "2",
+            "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--batch-size", "8",
+            "--grad-accumulation", "2", "--lr-schedule", "cosine", "--unlabeled", SAMPLES / "unlabeled_news.txt",
+            "--min-confidence", "0.3",
+            "--cache-dir", tmp_path / "cache", "--report-to", "tensorboard"]
+    assert_two_processes_match_one(args, tmp_path)
+    scalars = []
+    for run in ("one", "two"):
+        assert len(os.listdir(tmp_path / run / "runs")) == 1  # one events file: rank 0's
+        events = EventAccumulator(str(tmp_path / run / "runs"))
+        events.Reload()
+        scalars.append({tag: [e.value for e in events.Scalars(tag)] for tag in ("train/student", "train/distillation")})
+    for tag, values in scalars[0].items():
+        assert scalars[1][tag] == pytest.approx(values, rel=1e-4), tag
+
+
 def test_pseudo_label_on_two_processes_resumes_each_shard_and_matches_one_process(tiny_tagging_teacher, tmp_path):
     args = ["pseudo-label", "--teacher", tiny_tagging_teacher, "--input", SAMPLES / "unlabeled_news.txt",
             "--chunk-size", "32", "--logits", "--quiet"]
