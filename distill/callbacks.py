@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,8 +188,6 @@ class MLflowCallback(Callback):
         self.client, self.run_id = None, None
 
     def on_train_begin(self, run: dict) -> None:
-        import os
-
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
         self.client = MlflowClient(self.tracking_uri)

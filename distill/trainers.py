@@ -287,7 +287,8 @@ def check_pooling(task: str, pooling: str, what: str) -> None:
 @renamed_arguments(training="settings")
 def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
                   settings: TeacherTraining = TeacherTraining(), data: DataOptions = DataOptions(),
-                  output: Output = Output(), env: Runtime = Runtime(), callbacks: Sequence[Callback] = ()) -> TrainResult:
+                  output: Output = Output(), env: Runtime = Runtime(),
+                  callbacks: Sequence[Callback] = ()) -> TrainResult:
     """Fine-tune `config.encoder` + a Linear head on labelled `train`; the best epoch on `dev` wins.
     `callbacks` hear of its steps and epochs (`distill.callbacks`)."""
     _check_arguments(True, config=config, settings=settings, data=data, output=output, env=env)
@@ -495,7 +496,8 @@ def model_size_bytes(directory: str | Path) -> int:
 def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: Any,
                   settings: TrainSettings = TrainSettings(), class_weights: Any = None,
                   teacher_embeddings: LabelModel | str | None = None, data: DataOptions = DataOptions(),
-                  output: Output = Output(), env: Runtime = Runtime(), callbacks: Sequence[Callback] = ()) -> TrainResult:
+                  output: Output = Output(), env: Runtime = Runtime(),
+                  callbacks: Sequence[Callback] = ()) -> TrainResult:
     """Train a student on gold labels alone; `teacher_embeddings` (a teacher or its directory) starts
     its word embeddings from the teacher's (a transformer student: its layers and head). `callbacks` hear
     of its steps and epochs (`distill.callbacks`)."""

@@ -504,8 +504,9 @@ def step_denominators(task: FitTask, batches: list[dict], counted: list[bool]) -
     return distributed.global_denominators(parts)
 
 
-def accumulate_gradients(task: FitTask, indices: list[int], micro_batch: int, step_model: torch.nn.Module | None = None,
-                         scaler: torch.amp.GradScaler | None = None, epoch: int = 0) -> tuple[float, dict[str, torch.Tensor]]:
+def accumulate_gradients(task: FitTask, indices: list[int], micro_batch: int,
+                         step_model: torch.nn.Module | None = None, scaler: torch.amp.GradScaler | None = None,
+                         epoch: int = 0) -> tuple[float, dict[str, torch.Tensor]]:
     """Add to the parameters' gradients those of the loss of the (global) batch `indices`, in micro-batches
     of `micro_batch` examples (each shared out to the ranks: `distributed.batch_share`), every term's sum
     divided by its denominator over the whole batch (`step_denominators`): the gradients of one batch of
