@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from distill import distributed
+from distill.augment import check_methods, synthetic_examples
 from distill.callbacks import Callback
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
@@ -549,14 +550,16 @@ class Distiller:
     one number per label) weight the student's NLL. A loss with a layer term (``hidden_weight``,
     ``attention_weight``, ``cosine_weight``) runs the teacher on every batch, whatever `online_teacher`
     says. A multi-task teacher is distilled one head at a time: `head` names it (its logits are cached
-    per head).
+    per head). `augment` synthetic examples per labelled one, made from it by `augment_methods` (None: the
+    task's defaults; `distill.augment`), join the transfer set as unlabelled text does.
     """
 
     def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
-                 env: Runtime = Runtime(), head: str | None = None):
+                 env: Runtime = Runtime(), head: str | None = None, augment: int = 0,
+                 augment_methods: Sequence[str] | None = None):
         if not isinstance(teacher, (str, Path, LabelModel)):
             raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
                                f"not {type(teacher).__name__}")
@@ -578,6 +581,13 @@ class Distiller:
         self.teacher_embeddings, self.unlabeled_ratio = teacher_embeddings, unlabeled_ratio
         self.online_teacher, self.cache_dir, self.teacher_batch_size = online_teacher, cache_dir, teacher_batch_size
         self.env = env
+        require_whole("augment", augment, low=0)
+        if augment_methods is not None and not augment:
+            raise DistillError(f"{option('--augment-methods', 'augment_methods')} choose how synthetic examples are "
+                               f"made, and {option('--augment', 'augment')} is 0: give "
+                               f"{option('--augment N', 'augment=N')}")
+        self.augment = augment
+        self.augment_methods = check_methods(augment_methods, _student_task(student)) if augment else None
         if cache_dir is not None and online_teacher:
             raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
                                "teacher or a cache folder, not both")
@@ -589,7 +599,8 @@ class Distiller:
         """The distillation settings as a run's signature and summary record them."""
         return {**self.loss.settings(), "class_weights": self.class_weights, "unlabeled_ratio": self.unlabeled_ratio,
                 "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings,
-                **({"head": self.head} if self.head is not None else {})}
+                **({"head": self.head} if self.head is not None else {}),
+                **({"augment": self.augment, "augment_methods": list(self.augment_methods)} if self.augment else {})}
 
     @renamed_arguments(unlabelled="unlabeled")
     def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
@@ -626,7 +637,7 @@ class Distiller:
             return
         named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.unlabeled_ratio is not None else None,
                  option("--min-confidence", "TeacherStudentDistill(min_confidence=...)")
-                 if self.loss.min_confidence > 0 else None]
+                 if self.loss.min_confidence > 0 and not self.augment else None]
         if any(named):
             name = next(filter(None, named))
             raise DistillError(f"{name} applies to unlabelled text, and none was given: give "
@@ -660,7 +671,7 @@ class Distiller:
                                f"does {teacher.task}")
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.where}")
         as_given, hierarchy = hierarchy, hierarchy.in_order_of(teacher.hierarchy)  # logits line up with the teacher's
-        if extra and model_crf(teacher) is not None:
+        if (extra or self.augment) and model_crf(teacher) is not None:
             raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
                                "reproduce: distil it on labelled data only, or distil a teacher without "
@@ -674,9 +685,13 @@ class Distiller:
                                    "ones): raise it, or give no unlabelled text")
             unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
-        examples = list(train.inputs) + unlabelled
-        sources = train.where + (f" and {extra.where}" if extra else "")  # as messages name them
-        read_from = [train.where] * len(train.inputs) + [extra.where] * len(unlabelled) if extra else train.where
+        synthetic = synthetic_examples(train, dev, self.augment, self.augment_methods, settings.seed, teacher,
+                                       hierarchy.scheme) if self.augment else []
+        examples = list(train.inputs) + unlabelled + synthetic
+        made = f"{len(synthetic)} synthetic examples of {train.where}"
+        sources = train.where + (f" and {extra.where}" if extra else "") + (f" and {made}" if synthetic else "")
+        read_from = [train.where] * len(train.inputs) + [extra.where if extra else ""] * len(unlabelled) + \
+            [made] * len(synthetic) if extra or synthetic else train.where  # as messages name them
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
         model = new_student(self.student, hierarchy, examples, settings.seed,
@@ -685,9 +700,11 @@ class Distiller:
             raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
                                "wrong labels; start from a new student")
-        transfer = Examples(examples, list(train.labels) + [None] * len(unlabelled), sources)  # named, not keyed
+        unlabelled_count = len(unlabelled) + len(synthetic)
+        transfer = Examples(examples, list(train.labels) + [None] * unlabelled_count, sources)  # named, not keyed
         loss = self._loss(model, as_given)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabelled),
+                   **({"synthetic_examples": len(synthetic)} if self.augment else {}),
                    **({"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {})}
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)

@@ -434,6 +434,13 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
+@click.option("--augment", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Synthetic examples per labelled one, made from it by --augment-methods and labelled by the "
+                   "teacher like unlabelled text (0: off; docs/augmentation.md).")
+@click.option("--augment-methods", metavar="NAME,NAME,...",
+              help="Augmenters applied in turn to make each synthetic example: mask, replace, ngram, neighbour for "
+                   "classification; mention, token-replace, mask, neighbour for tagging; or one registered with "
+                   "distill.augment.register_augmenter [default: mask,replace,ngram; tagging: mention,token-replace].")
 @click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="Teacher-logit cache folder, keyed by content and shared with pseudo-label: an example "
@@ -455,7 +462,7 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
        distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
        online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config,
-       train_settings, callbacks, data, device):
+       train_settings, callbacks, data, device, augment, augment_methods):
     """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
     from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
@@ -471,8 +478,10 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
                                  distill_weight, min_confidence=min_confidence,
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers)
+    methods = augment_methods.split(",") if augment_methods else None
     distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
-                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head)
+                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head,
+                          augment=augment, augment_methods=methods)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
