@@ -264,7 +264,7 @@ def test_pseudo_label_replaces_only_partial_outputs_it_wrote(name, content, ours
     status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
                            SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "out.jsonl", "--no-cache", "--quiet")
     if ours:
-        assert status == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"], err
+        assert status == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.config.yaml"], err
     else:
         assert status == 2 and f"{name}: exists and was not written by pseudo-label" in err, err
         assert sorted(p.name for p in tmp_path.iterdir()) == [name] and (tmp_path / name).read_text() == content
