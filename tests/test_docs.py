@@ -75,12 +75,13 @@ def workspace(tmp_path, monkeypatch, tiny_classifier_teacher, tiny_hf_classifier
         (tmp_path / doc_path).symlink_to(SAMPLES / sample)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
-    # a page may register a student or a kd loss of its own: the next page sees the built-in ones only
-    from distill import losses
+    # a page may register a student, a kd loss or an augmenter of its own: the next page sees the built-in ones only
+    from distill import augment, losses
     from distill.models import registry
     registry.load_plugins()
     monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
     monkeypatch.setattr(losses, "KD_LOSSES", dict(losses.KD_LOSSES))
+    monkeypatch.setattr(augment, "_AUGMENTERS", dict(augment._AUGMENTERS))
     return tmp_path
 
 
