@@ -195,12 +195,18 @@ class Recorded(Exception):
 
 def comparable(value: Any) -> Any:
     """An API argument as the comparison sees it: paths as strings, a loss by its settings, a Runtime
-    with the torch threads it runs with."""
+    with the torch threads it runs with, an Output without the CLI's record of its own options (the
+    run_config.yaml a command writes), no callbacks in any container."""
     from distill import Runtime, TeacherStudentDistill
+    from distill.trainers import Output
     if isinstance(value, TeacherStudentDistill):
         return value.settings()
     if isinstance(value, Runtime):
         return dataclasses.replace(value, threads=value.threads or torch.get_num_threads())
+    if isinstance(value, Output):
+        return dataclasses.replace(value, config=None)
+    if isinstance(value, (list, tuple)) and not value:
+        return ()
     return str(value) if isinstance(value, Path) else value
 
 

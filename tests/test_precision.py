@@ -45,7 +45,7 @@ def test_bf16_student_training_runs(tmp_path, precision):  # the fixture restore
 
 def test_unknown_precision_is_refused(precision):
     with pytest.raises(DistillError, match="unknown precision"):
-        precision("fp16")
+        precision("fp8")
 
 
 def test_bf16_without_hardware_support_is_refused_and_auto_falls_back(tmp_path, precision, monkeypatch, capsys):
