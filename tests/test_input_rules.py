@@ -8,7 +8,7 @@ import torch
 
 from distill import losses
 from distill.distillation import TeacherStudentDistill
-from distill.errors import DistillError
+from distill.errors import DistillError, on_command_line
 
 
 def run_cli(*args) -> tuple[int, str]:
@@ -29,6 +29,18 @@ def centred_limit(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """T^2 * KL's limit as T grows: half the mean squared difference of the centred logits, in float64."""
     d = (teacher - student).double()
     return 0.5 * ((d - d.mean(-1, keepdim=True)) ** 2).mean(-1).mean()
+
+
+def assert_worded_for_caller(cases: list) -> None:
+    """Each (call, python, command_line) refusal names settings as a Python caller writes them, with no
+    option in sight, and as options under `on_command_line`."""
+    for call, python, command_line in cases:
+        with pytest.raises(DistillError) as err:
+            call()
+        assert python in str(err.value) and "--" not in str(err.value), str(err.value)
+        with on_command_line(), pytest.raises(DistillError) as err:
+            call()
+        assert command_line in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize("temperature", [1e3, 1e5, 1e6, 1e9, 1e12])
@@ -68,7 +80,6 @@ def test_a_temperature_beyond_what_float32_resolves_is_refused_with_the_reason(t
 def test_a_hierarchical_label_with_an_empty_level_is_refused_where_it_is(tmp_path, label):
     """'/a' trained a level-0 class named '', 'a//b' a deeper hierarchy than meant, silently."""
     from distill.data import DataOptions, labelled_examples
-    from distill.errors import on_command_line
     path = tmp_path / "train.csv"
     path.write_text(f"text,label\ngood film,Arts/Film\nnew stars,{label}\n", encoding="utf-8")
     with pytest.raises(DistillError, match=rf"train.csv:3: label '{label}' has an empty level \(split at '/': .*"
@@ -135,7 +146,6 @@ def test_any_field_of_only_invisible_characters_is_refused_naming_them(tmp_path,
 # -- messages in the caller's words ---------------------------------------------------------------------------
 
 def test_save_pretrained_names_the_overwrite_argument_and_the_cli_its_option(tmp_path):
-    from distill.errors import on_command_line
     from distill.labels import LabelHierarchy
     from distill.trainers import new_student
     model = new_student("cnn", LabelHierarchy(["neg", "pos"]), ["a fine film", "dull"], 0)
@@ -231,7 +241,6 @@ def test_compare_says_how_many_examples_it_scored_and_the_batch_size_of_its_spee
 def test_a_python_caller_is_told_the_arguments_and_the_command_line_its_options(tmp_path):
     """Messages reachable from the Python API told a caller to 'pass --overwrite' or 'set --layers 2'."""
     from distill import Output
-    from distill.errors import on_command_line
     from distill.export import export_model
     from distill.io import load_sealed, save_sealed
     from distill.labels import LabelHierarchy, build_hierarchy
@@ -265,18 +274,11 @@ def test_a_python_caller_is_told_the_arguments_and_the_command_line_its_options(
         (lambda: build_hierarchy("tagging", [["O", "O"]], None, "t.conll"),  # labels
          "there is nothing to tag (wrong DataOptions(tag_column=...)?)", "nothing to tag (wrong --tag-column?)"),
     ]
-    for call, python, command_line in calls:
-        with pytest.raises(DistillError) as err:
-            call()
-        assert python in str(err.value) and "--" not in str(err.value), str(err.value)
-        with on_command_line(), pytest.raises(DistillError) as err:
-            call()
-        assert command_line in str(err.value), str(err.value)
+    assert_worded_for_caller(calls)
 
 
 def test_the_teachers_and_the_layer_terms_messages_name_their_settings(tiny_encoder_dir, tiny_classifier_teacher):
     from distill.distillation import LayerObjective, TeacherStudentDistill
-    from distill.errors import on_command_line
     from distill.labels import LabelHierarchy
     from distill.models import load_model
     from distill.models.teacher import Teacher, TeacherConfig
@@ -295,7 +297,6 @@ def test_the_teachers_and_the_layer_terms_messages_name_their_settings(tiny_enco
 
 
 def test_the_truncation_warning_names_the_settings_as_the_caller_knows_them(tiny_classifier_teacher):
-    from distill.errors import on_command_line
     from distill.models import load_model
     from distill.truncation import Truncation, truncation_message
     teacher, counted = load_model(tiny_classifier_teacher), Truncation(4, 2, 200, 80)
@@ -474,7 +475,6 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
     options without --check-data."""
     from conftest import SAMPLES
     from distill import Distiller, Output, TrainSettings
-    from distill.errors import on_command_line
     from distill.pseudo_label import pseudo_label
     train = (["a fine film", "dull", "long and dull", "fine"], ["positive", "negative", "negative", "positive"])
     dev = (["new"], ["positive"])
@@ -495,13 +495,7 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
         (lambda: Distiller(tiny_classifier_teacher, "cnn", TeacherStudentDistill(student_weight=0), class_weights=[5, 1]),
          "whose weight (student_weight) is 0: they would change nothing", "(--student-weight) is 0"),
     ]
-    for call, python, command_line in cases:
-        with pytest.raises(DistillError) as err:
-            call()
-        assert python in str(err.value) and "--" not in str(err.value), str(err.value)
-        with on_command_line(), pytest.raises(DistillError) as err:
-            call()
-        assert command_line in str(err.value), str(err.value)
+    assert_worded_for_caller(cases)
     assert sorted(path.name for path in tmp_path.iterdir()) == []  # refused before anything is written
     model = tmp_path / "model"
     from distill.labels import LabelHierarchy
