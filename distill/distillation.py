@@ -61,6 +61,78 @@ class CachedTeacherLogits:
         return tensors_sha256({name: value for name, value in parts.items() if value is not None})
 
 
+def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[float] | None:
+    """The weights of an ensemble of `teachers`, normalised to sum 1 (None: equal): one positive number per
+    teacher, in the teachers' order. One teacher has none (None), and is given none."""
+    named = option("--teacher-weights", "teacher_weights")
+    if teachers == 1:
+        if weights is not None:
+            raise DistillError(f"{named} weight the teachers of an ensemble, and one teacher was given: give several "
+                               f"{option('--teacher', 'teachers (teacher=[A, B])')}, or drop {named}")
+        return None
+    if weights is None:
+        return [1.0 / teachers] * teachers
+    numbers = isinstance(weights, (list, tuple)) and all(
+        isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0 for w in weights)
+    if not numbers:
+        raise DistillError(f"{named}: give one positive number per teacher, got {weights!r}")
+    if len(weights) != teachers:
+        raise DistillError(f"{named} gives {len(weights)} weights for {teachers} teachers: give one per teacher, in "
+                           "the teachers' order")
+    return [w / sum(weights) for w in weights]
+
+
+def check_ensemble(teachers: Sequence[torch.nn.Module], names: Sequence[str]) -> None:
+    """An ensemble's teachers (named by `names`) label alike: single-task teachers of one task with one
+    label set (in any order), whatever their tokenizers and architectures."""
+    from distill.models.multitask import MultiTaskTeacher
+    first = teachers[0]
+    for teacher, name in zip(teachers, names, strict=True):
+        if isinstance(teacher, MultiTaskTeacher):
+            raise DistillError(f"{name}: is a multi-task teacher, and an ensemble takes single-task teachers: give "
+                               f"one teacher with {option('--head', 'head=')}, or single-task teachers")
+        if teacher.task != first.task:
+            raise DistillError(f"teachers {names[0]} and {name} do different tasks, {first.task} and {teacher.task}: "
+                               "an ensemble's teachers label the same task")
+        if set(teacher.hierarchy.labels) != set(first.hierarchy.labels):
+            raise DistillError(f"teachers {names[0]} and {name} have different label sets, {first.hierarchy.labels} "
+                               f"and {teacher.hierarchy.labels}: an ensemble averages its teachers' distributions "
+                               "over one label set")
+
+
+def ensemble_logits(results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
+                    temperature: float | None) -> ExampleLogits:
+    """Several teachers' logits for the same examples as one teacher's, in the first teacher's label order
+    (`labels`: each teacher's own order; a one-logit teacher's z as [0, z]): their mixture at `temperature`
+    (`losses.mixture_logits`), or for None the weighted mean of their logits (`losses.mean_logits`, what
+    ``mse`` regresses). Tagging logits are per word whatever a teacher's tokenizer (`ExampleLogits`), so they
+    line up; a word is scored where every teacher scored it."""
+    aligned = []
+    for result, own in zip(results, labels, strict=True):
+        logits = losses.two_class_logits(result.logits) if result.logits.size(-1) == 1 else result.logits
+        aligned.append(logits[..., [list(own).index(label) for label in labels[0]]])
+    combined = losses.mean_logits(aligned, weights) if temperature is None else \
+        losses.mixture_logits(aligned, weights, temperature)
+    scored = None if results[0].scored is None else functools.reduce(torch.logical_and, (r.scored for r in results))
+    return ExampleLogits(combined, results[0].offsets, scored)
+
+
+class EnsembleTeacherLogits(CachedTeacherLogits):
+    """Several teachers' cached logits taught as one teacher's (`ensemble_logits`): the distillation term
+    reads their mixture at the loss's temperature (``mse``: the weighted mean of their logits), and an
+    unlabelled row's hard target and confidence come from their mixture at T = 1 (`target_logits`), as
+    ``pseudo-label`` labels by the ensemble."""
+
+    def __init__(self, results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
+                 loss: "TeacherStudentDistill"):
+        super().__init__(ensemble_logits(results, labels, weights, None if loss.kd_loss == "mse" else loss.temperature))
+        self.targets = ensemble_logits(results, labels, weights, 1.0)
+
+    def target_logits(self, indices: Sequence[int]) -> torch.Tensor:
+        """The logits whose softmax is the ensemble's distribution at T = 1, padded as `logits` pads."""
+        return self.targets.batch(indices)[0]
+
+
 class OnlineTeacherLogits:
     """Runs the teacher on every batch (slower; for comparison with the cache, and for the hidden-state
     term, which reads the teacher's inputs of the latest batch, `inputs`)."""
@@ -199,7 +271,8 @@ class TeacherStudentDistill(nn.Module):
     def terms(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
               mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None,
               supervised_loss: SupervisedLoss = losses.supervised_nll_sum,
-              student_mask: torch.Tensor | None = None, layers: LayerStates | None = None) -> list[losses.LossSum]:
+              student_mask: torch.Tensor | None = None, layers: LayerStates | None = None,
+              target_logits: torch.Tensor | None = None) -> list[losses.LossSum]:
         """w_s * the student's loss and w_d * the distillation term, each a sum with its own denominator;
         w_h * the hidden-state term (`losses.hidden_mse_sum` over `layers`, at `mask`) when w_h > 0,
         w_a * the attention term (`losses.attention_kl_sum`, at `layers.queries`) when w_a > 0, and
@@ -207,14 +280,16 @@ class TeacherStudentDistill(nn.Module):
 
         `supervised_loss` is the student's own (a CRF tagger's path NLL); it sees `student_mask`
         (default: `mask`), the words the student reads, while the distillation term and the
-        pseudo-labels use `mask`, the words the teacher scored too.
+        pseudo-labels use `mask`, the words the teacher scored too. `target_logits` (default: the teacher's)
+        give the pseudo-labels and their confidence: an ensemble's mixture at T = 1 (`EnsembleTeacherLogits`).
         """
         teacher_logits = teacher_logits.to(student_logits.device)
         if teacher_logits.size(-1) == 1:  # a --binary teacher (a chain's student): its logit z as [0, z]
             teacher_logits = losses.two_class_logits(teacher_logits)
         if labelled is None:
             labelled = torch.ones(len(targets), dtype=torch.bool, device=targets.device)
-        targets = self.pseudo_targets(teacher_logits, targets, labelled, mask)
+        guessing = teacher_logits if target_logits is None else target_logits.to(student_logits.device)
+        targets = self.pseudo_targets(guessing, targets, labelled, mask)
         weights = None if self.class_weights is None else self.class_weights.to(student_logits.device)
         student_loss = supervised_loss(student_logits, targets, mask if student_mask is None else student_mask,
                                        weights)
@@ -253,8 +328,11 @@ class DistillObjective(Objective):
         teacher_logits, scored = self.teacher.logits(batch["indices"])
         mask = batch["mask"]
         both = None if mask is None else mask & scored.to(mask.device)  # the teacher may not score some words
+        guessing = self.teacher.target_logits(batch["indices"]) \
+            if isinstance(self.teacher, EnsembleTeacherLogits) else None
         return self.loss.terms(logits, teacher_logits, batch["targets"], both, batch["labelled"],
-                               student.supervised_loss, student_mask=mask, layers=self.layer_states(student, batch))
+                               student.supervised_loss, student_mask=mask, layers=self.layer_states(student, batch),
+                               target_logits=guessing)
 
     def layer_states(self, student: torch.nn.Module, batch: dict) -> LayerStates | None:
         """What the layer terms compare for `batch` (after the teacher's logits): none here."""

@@ -14,6 +14,7 @@ distributed run divide every rank's sum by the denominator of the whole global b
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple, Sequence
 
 import torch
@@ -228,6 +229,37 @@ def binary_mse_distill(student_logit: torch.Tensor, teacher_logits: torch.Tensor
     Margins, not raw logits (only defined up to a shift): 4 times the two-logit MSE of centred logits.
     """
     return binary_mse_distill_sum(student_logit, teacher_logits).mean()
+
+
+def mixture_logits(teacher_logits: Sequence[torch.Tensor], weights: Sequence[float],
+                   temperature: float = 1.0) -> torch.Tensor:
+    """Several teachers' logits (each (..., classes), in one label order) as the logits of their weighted
+    mean distribution at temperature T: m = T * log(sum_i w_i softmax(z_i / T)), so softmax(m / T) is the
+    mixture itself and the KL term, pseudo-labels and confidences read it as one teacher's (`weights`: one
+    per teacher, summing to 1). A teacher with itself, or weights (1, 0), gives that teacher's logits up to a
+    shift per row, which no softmax sees.
+
+    At a large T the log-probabilities are all about -log(classes), and float32 keeps 7 digits of them, which
+    T multiplies (at T = 1e6, errors of 0.3 in logits of order 3). Rows whose softened distributions all lie
+    within a factor e^0.5 of uniform instead take an exact rewriting: with v_i = log softmax(z_i / T) +
+    log(classes), computed from the logits centred at their own scale, m = T * log1p(sum_i w_i expm1(v_i))
+    (up to the row's shift), each part of the order of v; the other rows are computed as written.
+    """
+    z = torch.stack([logits.float() for logits in teacher_logits])  # (teachers, ..., classes)
+    w = torch.tensor([float(weight) for weight in weights], device=z.device).view(-1, *([1] * (z.dim() - 1)))
+    log_p = F.log_softmax(z / temperature, dim=-1)
+    direct = temperature * torch.logsumexp(w.log() + log_p, dim=0)
+    close = (log_p + math.log(z.size(-1))).abs().amax(-1, keepdim=True).amax(0) <= _SMALL
+    u = torch.where(close, (z - z.mean(-1, keepdim=True)) / temperature, torch.zeros_like(z))
+    v = u - torch.log1p(torch.expm1(u).mean(-1, keepdim=True))  # log softmax(u) + log(classes), exactly
+    series = temperature * torch.log1p((w * torch.expm1(v)).sum(0))
+    return torch.where(close, series, direct)
+
+
+def mean_logits(teacher_logits: Sequence[torch.Tensor], weights: Sequence[float]) -> torch.Tensor:
+    """The weighted mean of several teachers' raw logits (each (..., classes), in one label order): what the
+    ``mse`` term regresses for an ensemble (Tang et al. 2019 regress logits, not probabilities)."""
+    return sum(float(weight) * logits.float() for weight, logits in zip(weights, teacher_logits, strict=True))
 
 
 def uniform_layer_map(student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:

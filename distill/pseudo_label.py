@@ -19,21 +19,22 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 
 from distill import distributed
 from distill.data import iter_unlabelled
 from distill.errors import DistillError, option
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
-from distill.inference import prediction_records, rounded
+from distill.distillation import check_ensemble, ensemble_logits, ensemble_weights
+from distill.inference import model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher
 from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
 from distill.progress import progress_bar
-from distill.training import changed_settings, input_fingerprints, runtime_settings
+from distill.training import changed_settings, input_fingerprints, runtime_settings, teacher_role
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
 
@@ -78,10 +79,16 @@ def signature_path(output: Path) -> Path:
     return output.with_name(output.name + ".part.json")
 
 
-def run_signature(teacher_dir: str, input_path: str, **settings) -> dict:
-    """The teacher's files, the input's content, and every setting that changes the records."""
-    return {"inputs": input_fingerprints({"teacher": teacher_dir, "input": input_path}),
-            "runtime": runtime_settings(), **settings}
+def run_signature(teacher_dir: str | Sequence[str], input_path: str, **settings) -> dict:
+    """The teacher's files (an ensemble's: each teacher's), the input's content, and every setting that changes
+    the records."""
+    teachers = {teacher_role(number): folder for number, folder in enumerate(teacher_dirs(teacher_dir))}
+    return {"inputs": input_fingerprints({**teachers, "input": input_path}), "runtime": runtime_settings(), **settings}
+
+
+def teacher_dirs(teacher_dir: str | Sequence[str]) -> list:
+    """The teacher folders `teacher_dir` gives: one, or an ensemble's list."""
+    return list(teacher_dir) if isinstance(teacher_dir, (list, tuple)) else [teacher_dir]
 
 
 def _resume() -> str:
@@ -234,12 +241,17 @@ def merge_parts(parts: list[Path], output: Path) -> None:
         part.unlink()
 
 
-def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path: str, batch_size: int = 64,
                  chunk_size: int = 1024, min_confidence: float = 0.0, with_logits: bool = False,
                  resume: bool = False, progress: bool = True, device: str = "auto", overwrite: bool = False,
                  cache_dir: str | None = None, use_cache: bool = True, head: str | None = None,
-                 use_export: str | None = None) -> dict:
+                 use_export: str | None = None, teacher_weights: Sequence[float] | None = None) -> dict:
     """Write one JSONL record per kept input example: input line, text/tokens, label(s), confidence.
+
+    A list of teacher folders is an ensemble: an example's label(s) and confidence are those of the weighted
+    mean of the teachers' distributions (`teacher_weights`, normalised; None: equal), and ``logits`` its log
+    (`distill.distillation.ensemble_logits` at T = 1), as `kd` with the same teachers takes its pseudo-labels;
+    each teacher's logits are cached on its own, and ``cached`` counts (teacher, example) pairs.
 
     A multi-task teacher labels with head `head`, or without it with every head from one encoder
     pass: the record holds each head's label(s) and confidence under ``heads``
@@ -275,16 +287,22 @@ def pseudo_label(teacher_dir: str, input_path: str, output_path: str, batch_size
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
+    folders = teacher_dirs(teacher_dir)
+    weights = ensemble_weights(teacher_weights, len(folders))
+    if weights and (use_export is not None or head is not None):
+        named = option("--use-export", "use_export") if use_export is not None else option("--head", "head")
+        raise DistillError(f"an ensemble labels with each of its single-task teachers as they are: drop {named}, or "
+                           "give one teacher")
     check_partials_are_ours(Path(output_path))
     if resume:
         check_something_to_resume(Path(output_path))
     if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
-    with file_output(output_path, [teacher_dir, input_path, *([use_export] if use_export else [])], overwrite,
+    with file_output(output_path, [*folders, input_path, *([use_export] if use_export else [])], overwrite,
                      is_pseudo_label_output, "pseudo-label output") as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
-                          resume, progress, device, cache_dir, use_cache, head, use_export)
+                          resume, progress, device, cache_dir, use_cache, head, use_export, weights)
 
 
 def logit_stores(teacher: LabelModel, cache_dir: str | None, use_cache: bool) -> dict[str, LogitStore] | None:
@@ -330,9 +348,28 @@ def chunk_labeller(teacher: LabelModel, stores: dict[str, LogitStore] | None, ba
     return label
 
 
-def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int, chunk_size: int,
+def ensemble_labeller(teachers: list[LabelModel], stores: list[dict[str, LogitStore] | None],
+                      weights: list[float], batch_size: int, with_logits: bool
+                      ) -> Callable[[list], tuple[list[dict], int]]:
+    """examples -> (their records, how many teacher logits came from the cache): labelled by the ensemble's
+    distribution at T = 1 (`ensemble_logits`), in the first teacher's label order, each teacher's logits
+    cached on its own (`logit_stores`)."""
+    labels = [teacher.hierarchy.labels for teacher in teachers]
+
+    def label(examples: list) -> tuple[list[dict], int]:
+        scored = [teacher_logits(teacher, examples, None if store is None else store[""], batch_size,
+                                 across_ranks=False) for teacher, store in zip(teachers, stores)]
+        results = ensemble_logits([results for results, _ in scored], labels, weights, 1.0)
+        records = prediction_records(teachers[0], examples, with_logits=with_logits, results=results, exact=True)
+        return list(records), sum(cached for _, cached in scored)
+    return label
+
+
+def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, batch_size: int, chunk_size: int,
                min_confidence: float, with_logits: bool, resume: bool, progress: bool, device: str,
-               cache_dir: str | None, use_cache: bool, head: str | None, use_export: str | None = None) -> dict:
+               cache_dir: str | None, use_cache: bool, head: str | None, use_export: str | None = None,
+               weights: list[float] | None = None) -> dict:
+    folders = teacher_dirs(teacher_dir)
     chosen = {}
     if use_export is not None:  # the PyTorch teacher or its export, whichever was measured faster here
         from distill.export_speed import choose_teacher_pass, logger
@@ -342,16 +379,26 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         else:
             choice.pop("line")
         chosen = {"teacher_pass": choice}
-    teacher = load_teacher(loaded if use_export is not None else teacher_dir, head, device)
-    stores = logit_stores(teacher, cache_dir, use_cache)
-    label = chunk_labeller(teacher, stores, batch_size, with_logits)
+    teachers = [load_teacher(loaded if use_export is not None else folders[0], head, device),
+                *(load_teacher(folder, None, device) for folder in folders[1:])]
+    teacher = teachers[0]
+    if weights:
+        check_ensemble(teachers, [str(folder) for folder in folders])
+        crf = next((folder for folder, model in zip(folders, teachers) if model_crf(model) is not None), None)
+        if crf is not None:
+            raise DistillError(f"{crf}: is a CRF tagger, whose labels are Viterbi paths: an ensemble labels by its "
+                               "teachers' mean distribution per word; leave it out of the ensemble")
+    all_stores = [logit_stores(model, cache_dir, use_cache) for model in teachers]
+    label = ensemble_labeller(teachers, all_stores, weights, batch_size, with_logits) if weights else \
+        chunk_labeller(teacher, all_stores[0], batch_size, with_logits)
     part = part_path(output, distributed.rank(), distributed.world_size())
     # the head only when given, and an ONNX teacher's record (its content and agreement) only for one, so a
     # single-task PyTorch run's signature is what it always was
     export = {"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {}
     signature = run_signature(teacher_dir, input_path, min_confidence=min_confidence, with_logits=with_logits,
                               batch_size=batch_size, chunk_size=chunk_size,
-                              **({"head": head} if head is not None else {}), **export)
+                              **({"head": head} if head is not None else {}), **export,
+                              **({"teacher_weights": weights} if weights else {}))
     foreign = foreign_parts(output)
     if resume and foreign:
         raise DistillError(f"{foreign[0]}: cannot resume: written by a run with another number of processes; "
@@ -363,19 +410,22 @@ def label_into(output: Path, teacher_dir: str, input_path: str, batch_size: int,
         check_resumable(output, signature)
     done, kept = recover_partial(part) if resume else (0, 0)
     total = already = 0
-    reader, counted, read = classification_reader(teacher), Truncation(), set()
-    # the whole file up front: validated, what is done counted, what the teacher cuts of the texts it reads in
+    readers = [classification_reader(model) for model in teachers]
+    counted, read = [Truncation() for _ in teachers], [set() for _ in teachers]
+    # the whole file up front: validated, what is done counted, what each teacher cuts of the texts it reads in
     # this run measured (not those an interrupted run labelled, nor those whose logits the cache holds)
     for chunk in chunks(rank_examples(input_path, teacher.task, chunk_size), chunk_size):
         total, already = total + len(chunk), already + sum(number <= done for number, _ in chunk)
-        if reader is not None:
-            todo = read_by_teacher([example for number, example in chunk if number > done], stores, read)
-            counted += count_truncation(reader, todo) if todo else Truncation()
+        for number, (reader, stores) in enumerate(zip(readers, all_stores)):
+            if reader is not None:
+                todo = read_by_teacher([example for line, example in chunk if line > done], stores, read[number])
+                counted[number] += count_truncation(reader, todo) if todo else Truncation()
     del read
     if kept != already and not min_confidence:  # without a confidence filter every line done has its record
         raise DistillError(f"{part}: cannot resume: the partial output holds {kept:,} records for the {already:,} "
                            f"input lines it covers (records were removed or added); run without {_resume()}")
-    warn_truncation(teacher, sum(distributed.all_gather_objects(counted), Truncation()), input_path)
+    for model, cut in zip(teachers, counted):
+        warn_truncation(model, sum(distributed.all_gather_objects(cut), Truncation()), input_path)
     if not resume:
         for stale in [part, *foreign]:
             stale.unlink(missing_ok=True)

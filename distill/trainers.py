@@ -30,8 +30,9 @@ from distill.callbacks import Callback
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
 from distill.deprecation import RenamedKeys, renamed_arguments
-from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective,
-                                  OnlineTeacherLogits, TeacherStudentDistill, refuse_unweighted_class_weights)
+from distill.distillation import (CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
+                                  OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_weights,
+                                  refuse_unweighted_class_weights)
 from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
 from distill.inference import model_crf
@@ -47,7 +48,8 @@ from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
 from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
-                              TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, training_run)
+                              TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, teacher_role,
+                              training_run)
 from distill.truncation import warn_if_truncated
 
 LOG_FILE = "metrics.jsonl"
@@ -552,27 +554,43 @@ class Distiller:
     says. A multi-task teacher is distilled one head at a time: `head` names it (its logits are cached
     per head). `augment` synthetic examples per labelled one, made from it by `augment_methods` (None: the
     task's defaults; `distill.augment`), join the transfer set as unlabelled text does.
+
+    `teacher` may be a list of teachers, an ensemble: the student learns the weighted mean of their
+    distributions (`teacher_weights`, one positive number per teacher, normalised to sum 1; None: equal),
+    each teacher's logits cached on its own (`EnsembleTeacherLogits`). They must share the label set (the
+    student takes the first's order, and its embeddings with `teacher_embeddings`) and may differ in tokenizer
+    and architecture.
     """
 
-    def __init__(self, teacher: LabelModel | str | Path, student: LabelModel | StudentConfig | str,
+    def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path],
+                 student: LabelModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
                  env: Runtime = Runtime(), head: str | None = None, augment: int = 0,
-                 augment_methods: Sequence[str] | None = None):
-        if not isinstance(teacher, (str, Path, LabelModel)):
-            raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, "
-                               f"not {type(teacher).__name__}")
+                 augment_methods: Sequence[str] | None = None, teacher_weights: Sequence[float] | None = None):
+        teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
+        if not teachers:
+            raise DistillError("teacher: give a model or its directory, or a list of them, not an empty list")
+        for one in teachers:
+            if not isinstance(one, (str, Path, LabelModel)):
+                raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, or a list of "
+                                   f"them (an ensemble), not {type(one).__name__}")
         check_student(student)
         _check_arguments(settings=settings, env=env, **({"loss": loss} if loss is not None else {}))
         require_flag("teacher_embeddings", teacher_embeddings)
         require_flag("online_teacher", online_teacher)
         require_whole("teacher_batch_size", teacher_batch_size)
         require_number("unlabeled_ratio", unlabeled_ratio, 0, float("inf"), low_open=True, optional=True)
-        self.teacher_source = str(teacher) if isinstance(teacher, (str, Path)) else None
-        self.given = (teacher, student)  # models in memory: the output must not replace their directories
+        self.teacher_sources = [str(one) if isinstance(one, (str, Path)) else None for one in teachers]
+        self.teacher_source = self.teacher_sources[0]
+        self.given = (*teachers, student)  # models in memory: the output must not replace their directories
         self.head = head
-        self.teacher = teacher if self.teacher_source else single_teacher(teacher, head, "teacher")
+        self._check_ensemble(teachers, loss, online_teacher)
+        self.teacher_weights = ensemble_weights(teacher_weights, len(teachers))
+        self.teachers = [one if source else self._single(one, "teacher")
+                         for one, source in zip(teachers, self.teacher_sources)]
+        self.teacher = self.teachers[0]
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
         if class_weights is not None and self.loss.class_weights is not None:
             raise DistillError("class weights given twice: to the Distiller and to its loss")
@@ -595,12 +613,35 @@ class Distiller:
             from distill.cache import check_cache_dir
             check_cache_dir(cache_dir)
 
+    def _check_ensemble(self, teachers: list, loss: TeacherStudentDistill | None, online_teacher: bool) -> None:
+        """What an ensemble of teachers cannot do: it teaches through each teacher's cached logits alone."""
+        if len(teachers) == 1:
+            return
+        refused = [option("--online-teacher", "online_teacher=True") if online_teacher else None,
+                   option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
+                          "attention_weight, cosine_weight)") if loss is not None and loss.uses_layers else None,
+                   option("--head", "head") if self.head is not None else None]
+        if any(refused):
+            raise DistillError(f"an ensemble of teachers teaches through each teacher's cached logits only, with "
+                               f"single-task teachers: drop {next(filter(None, refused))}, or give one teacher")
+
+    def _single(self, model: LabelModel, where: str) -> LabelModel:
+        """The teacher `model` as the student learns from it: a multi-task teacher's head `head`; an
+        ensemble's teachers as they are (`check_ensemble` takes single-task ones only)."""
+        return model if len(self.teacher_sources) > 1 else single_teacher(model, self.head, where)
+
+    def _teacher_name(self, number: int) -> str:
+        """Teacher `number` (from 0) as messages name it: its directory, or which one in memory."""
+        return self.teacher_sources[number] or ("(in memory)" if len(self.teachers) == 1
+                                                 else f"{number + 1} (in memory)")
+
     def options(self) -> dict:
         """The distillation settings as a run's signature and summary record them."""
         return {**self.loss.settings(), "class_weights": self.class_weights, "unlabeled_ratio": self.unlabeled_ratio,
                 "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings,
                 **({"head": self.head} if self.head is not None else {}),
-                **({"augment": self.augment, "augment_methods": list(self.augment_methods)} if self.augment else {})}
+                **({"augment": self.augment, "augment_methods": list(self.augment_methods)} if self.augment else {}),
+                **({"teacher_weights": self.teacher_weights} if self.teacher_weights else {})}
 
     @renamed_arguments(unlabelled="unlabeled")
     def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
@@ -619,8 +660,8 @@ class Distiller:
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabelled data")
             self._refuse_for_an_export()
-            teacher_input = _teacher_source(self.teacher)
-            inputs = {"teacher": teacher_input, "train": train_set, "dev": dev_set, "unlabeled": extra}
+            teachers = {teacher_role(number): _teacher_source(model) for number, model in enumerate(self.teachers)}
+            inputs = {**teachers, "train": train_set, "dev": dev_set, "unlabeled": extra}
             if not self.online_teacher and output.directory is not None:  # the default cache too
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)
@@ -664,15 +705,18 @@ class Distiller:
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
              settings: TrainSettings, run: RunState | None, callbacks: Sequence[Callback]) -> TrainResult:
         env = self.env
-        teacher = single_teacher(load_teacher(self.teacher, device=env.device), self.head, self.teacher_source) \
-            if self.teacher_source else self.teacher
+        teachers = [self._single(load_teacher(model, device=env.device), source) if source else model
+                    for model, source in zip(self.teachers, self.teacher_sources)]
+        teacher = teachers[0]
+        if len(teachers) > 1:
+            check_ensemble(teachers, [self._teacher_name(number) for number in range(len(teachers))])
         if task != teacher.task:
-            raise DistillError(f"the student does {task} but teacher {self.teacher_source or '(in memory)'} "
-                               f"does {teacher.task}")
+            raise DistillError(f"the student does {task} but teacher {self._teacher_name(0)} does {teacher.task}")
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.where}")
         as_given, hierarchy = hierarchy, hierarchy.in_order_of(teacher.hierarchy)  # logits line up with the teacher's
-        if (extra or self.augment) and model_crf(teacher) is not None:
-            raise DistillError(f"teacher {self.teacher_source or '(in memory)'} is a CRF tagger: its labels are "
+        crf = next((number for number, other in enumerate(teachers) if model_crf(other) is not None), None)
+        if (extra or self.augment) and crf is not None:
+            raise DistillError(f"teacher {self._teacher_name(crf)} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
                                "reproduce: distil it on labelled data only, or distil a teacher without "
                                f"{option('--crf', 'crf=True')}")
@@ -704,8 +748,12 @@ class Distiller:
         transfer = Examples(examples, list(train.labels) + [None] * unlabelled_count, sources)  # named, not keyed
         loss = self._loss(model, as_given)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabelled),
+                   **({"teachers": [{"teacher": source, "weight": weight} for source, weight
+                                    in zip(self.teacher_sources, self.teacher_weights)]}
+                      if self.teacher_weights else {}),
                    **({"synthetic_examples": len(synthetic)} if self.augment else {}),
-                   **({"teacher_export": teacher.teacher_record()} if is_onnx_export(teacher) else {})}
+                   **({"teacher_export": teacher.teacher_record()}
+                      if is_onnx_export(teacher) and not self.teacher_weights else {})}  # an ensemble's: per teacher
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
@@ -717,11 +765,21 @@ class Distiller:
             source = OnlineTeacherLogits(teacher, examples)
         else:
             from distill.cache import LogitStore, teacher_logits
-            store = LogitStore(teacher, self.cache_dir)
-            results, hits = teacher_logits(teacher, examples, store, self.teacher_batch_size, env.progress,
-                                           source=read_from)  # warns of what it cuts among those it reads
-            source = CachedTeacherLogits(results)
-            cache_info = {"cache_dir": str(store.folder), "cached_examples": hits}
+            stores = [LogitStore(model, self.cache_dir) for model in teachers]  # each teacher's own cache
+            scored = [teacher_logits(model, examples, store, self.teacher_batch_size, env.progress, source=read_from)
+                      for model, store in zip(teachers, stores)]  # each warns of what it cuts among those it reads
+            if len(teachers) == 1:
+                (results, hits), = scored
+                source = CachedTeacherLogits(results)
+                cache_info = {"cache_dir": str(stores[0].folder), "cached_examples": hits}
+            else:
+                source = EnsembleTeacherLogits([results for results, _ in scored],
+                                               [model.hierarchy.labels for model in teachers], self.teacher_weights,
+                                               loss)
+                for record, store, (_, hits), one in zip(summary["teachers"], stores, scored, teachers):
+                    record.update(cache_dir=str(store.folder), cached_examples=hits,
+                                  **({"teacher_export": one.teacher_record()} if is_onnx_export(one) else {}))
+                cache_info = {"cached_examples": sum(hits for _, hits in scored)}
         teacher_seconds = time.perf_counter() - started
         summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
         return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary,

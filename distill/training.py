@@ -210,7 +210,7 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     prints: dict[str, str | None] = {}
     for role, value in inputs.items():
         path = Path(value) if value else None
-        if path is not None and role in TEACHER_ROLES and is_transformers_source(value):
+        if path is not None and role.split(":")[0] in TEACHER_ROLES and is_transformers_source(value):
             prints[role] = f"transformers:{source_fingerprint(value)}"  # its files, as they key the logit cache
         elif path is None or str(value).startswith(("hub:", "memory:")):  # as written: a spec, or a digest
             prints[role] = value
@@ -224,6 +224,13 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
 
 
 TEACHER_ROLES = ("teacher", "embeddings_from_teacher")  # inputs that may be a transformers classifier (no card)
+
+
+def teacher_role(number: int) -> str:
+    """Teacher `number` (from 0) as a run's inputs name it: ``teacher``, then an ensemble's ``teacher:2``..."""
+    return "teacher" if number == 0 else f"teacher:{number + 1}"
+
+
 LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
 
 

@@ -144,7 +144,8 @@ def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
         return [":".join(part if i < 2 or "=" in part else _absolute(part) for i, part in enumerate(spec.split(":")))
                 for spec in value]
     if isinstance(param.type, click.Path):
-        return _absolute(value, always=True)
+        return [_absolute(item, always=True) for item in value] if isinstance(value, list) else \
+            _absolute(value, always=True)
     from distill.models.transformer_student import FROM_TEACHER
     if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside such a folder
         return value
@@ -182,6 +183,8 @@ def resolved_config(ctx: click.Context | None = None) -> dict[str, Any]:
         value = ctx.params[param.name]
         if param.callback is not None or not _plain(value):  # parsed into an object: the text that gave it
             value = _raw(ctx, param)
+        if param.multiple and isinstance(param.type, click.Path) and len(value) == 1:
+            value = value[0]  # kd's --teacher given once: one path, as recorded before it could be repeated
         config[key] = _absolute_paths(param, key, list(value) if isinstance(value, tuple) else value)
     root = ctx.find_root()
     threads = root.params.get("threads") if root is not ctx else None

@@ -396,11 +396,36 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
     report_student(summary, output)
 
 
+def parse_teacher_weights(value: str | None) -> list[float] | None:
+    """--teacher-weights as written: comma-separated numbers, one per --teacher (checked by the library)."""
+    if value is None:
+        return None
+    try:
+        return [float(weight) for weight in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"use comma-separated numbers, one per --teacher, e.g. 0.7,0.3; not {value!r:.60}"
+                                 ) from None
+
+
+def teachers_option(ensemble: str):
+    """--teacher, repeatable: one teacher, or an ensemble doing `ensemble`."""
+    return click.option(
+        "--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
+        help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), or an ONNX "
+             f"export of either (fp32 or int8; docs/export.md). Repeated: an ensemble of teachers with one label set, "
+             f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
+
+
+teacher_weights_option = click.option(
+    "--teacher-weights", callback=lambda c, p, v: parse_teacher_weights(v), metavar="W,W,...",
+    help="With --teacher repeated: one positive weight per teacher, in their order, normalised to sum 1 "
+         "[default: equal].")
+
+
 @command()
 @config_option
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
-              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
-                   "or an ONNX export of either (fp32 or int8; docs/export.md).")
+@teachers_option("the student learning")
+@teacher_weights_option
 @click.option("--train", "train_path", required=True, help="Labelled training data.")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -459,11 +484,12 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
 @data_options
 @device_option
 @click.pass_context
-def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_loss, temperature, student_weight,
-       distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence, unlabeled_ratio,
-       online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet, student_config,
-       train_settings, callbacks, data, device, augment, augment_methods):
-    """Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."""
+def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
+       student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
+       unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
+       student_config, train_settings, callbacks, data, device, augment, augment_methods):
+    """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
+    teacher)."""
     from distill.trainers import Distiller, Output, Runtime
     if student_weight == 0 and distill_weight == 0:
         raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
@@ -479,9 +505,10 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers)
     methods = augment_methods.split(",") if augment_methods else None
-    distiller = Distiller(teacher_dir, student_config, loss, train_settings, class_weights, teacher_embeddings,
+    teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+    distiller = Distiller(teacher, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head,
-                          augment=augment, augment_methods=methods)
+                          augment=augment, augment_methods=methods, teacher_weights=teacher_weights)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
@@ -489,9 +516,8 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
 
 @command("pseudo-label")
 @config_option
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
-              help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), "
-                   "or an ONNX export of either (fp32 or int8; docs/export.md).")
+@teachers_option("labelling by")
+@teacher_weights_option
 @click.option("--input", "input_path", required=True,
               help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
@@ -519,14 +545,16 @@ def kd(context, teacher_dir, train_path, dev_path, output, unlabeled_path, kd_lo
                    "card's speed measurement, taken on this CPU model with these threads, says it is faster than "
                    "the PyTorch teacher, else with the teacher; one line says which and why (docs/export.md).")
 @device_option
-def pseudo_label_command(teacher_dir, input_path, output, min_confidence, with_logits, batch_size, chunk_size,
-                         cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
+def pseudo_label_command(teacher_dirs, teacher_weights, input_path, output, min_confidence, with_logits, batch_size,
+                         chunk_size, cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     with recorded_beside(output):  # its options, in OUTPUT.config.yaml
-        stats = pseudo_label(teacher_dir, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
+        teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+        stats = pseudo_label(teacher, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
                              resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
-                             use_cache=not no_cache, head=head, use_export=use_export)
+                             use_cache=not no_cache, head=head, use_export=use_export,
+                             teacher_weights=teacher_weights)
     resumed = f"{stats['resumed']:,} of them labelled before the resume; " if stats.get("resumed") else ""
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({resumed}{stats['examples_per_second']} ex/s)")

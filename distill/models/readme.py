@@ -47,6 +47,9 @@ def about_run(summary: dict) -> dict:
     teacher = summary.get("teacher") or sources.get("teacher")
     if teacher:
         about["teacher"] = str(teacher)
+    if summary.get("teachers"):  # an ensemble: each teacher with its weight
+        about["teachers"] = [f"`{one['teacher'] or '(in memory)'}` (weight {one['weight']:.4g})"
+                             for one in summary["teachers"]]
     return about
 
 
@@ -93,7 +96,9 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
                              eval_results=results or None)
     remote_code = any(file.startswith("modeling_") and file.endswith(".py") for file in files)  # the head's class
     lines = ["---", metadata.to_yaml().strip(), "---", "", f"# {name}", "", _what(card, about, form, remote_code), ""]
-    if about.get("teacher"):
+    if about.get("teachers"):
+        lines += [f"Distilled from an ensemble of teachers: {', '.join(about['teachers'])}.", ""]
+    elif about.get("teacher"):
         lines += [f"Distilled from the teacher `{about['teacher']}`.", ""]
     if export:
         lines += [f"Exported from `{export.get('source')}` (its card's sha256 {export.get('source_card_sha256')}).",
