@@ -412,7 +412,8 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
                            f"got a {type(config).__name__}")
     if is_onnx_export(teacher):  # its embedding table from the graph; a transformer's layers from its source model
         from distill.models.transformer_student import FROM_TEACHER
-        teacher = teacher.initialising_teacher(layers=getattr(config, "encoder", None) == FROM_TEACHER)
+        layers = getattr(config, "encoder", None) == FROM_TEACHER or getattr(entry.cls, "runs_teacher_encoder", False)
+        teacher = teacher.initialising_teacher(layers=layers)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if teacher is None:

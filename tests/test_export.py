@@ -37,6 +37,7 @@ KINDS = {
     "cnn": ({"model": "cnn"}, "classification"),
     "cnn-max-mean": ({"model": "cnn", "pooling": "max-mean"}, "classification"),
     "ngram": ({"model": "ngram", "ngrams": 3, "buckets": 512}, "classification"),
+    "static": ({"model": "static", "head_hidden": 10}, "classification"),
     "lstm-mean": ({"model": "lstm", "pooling": "mean"}, "classification"),
     "lstm-tagger": ({"model": "lstm-tagger"}, "tagging"),
     "lstm-tagger-crf": ({"model": "lstm-tagger", "crf": True}, "tagging"),

@@ -100,6 +100,7 @@ WORD_STUDENTS = {  # name: (options, train, dev)
     "lstm": (["--embedding-dim", "8", "--hidden-dim", "8"], "sentiment_train.csv", "sentiment_dev.csv"),
     "cnn": (["--embedding-dim", "8", "--filters", "4"], "sentiment_train.csv", "sentiment_dev.csv"),
     "ngram": ([], "sentiment_train.csv", "sentiment_dev.csv"),
+    "static": (["--embedding-dim", "8", "--head-hidden", "4"], "sentiment_train.csv", "sentiment_dev.csv"),
     "lstm-tagger": (["--embedding-dim", "8", "--hidden-dim", "8"], "ner_train.conll", "ner_dev.conll"),
 }
 

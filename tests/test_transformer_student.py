@@ -210,7 +210,7 @@ def test_students_are_listed_in_the_same_order_whatever_was_imported_first():
         print(list(students()))
     """)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(["lstm", "cnn", "lstm-tagger", "idcnn-tagger", "ngram", "transformer",
+    assert done.stdout.strip() == str(["lstm", "cnn", "lstm-tagger", "idcnn-tagger", "ngram", "static", "transformer",
                                        "transformer-tagger"])
 
 

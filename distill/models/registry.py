@@ -26,7 +26,8 @@ from distill.errors import DistillError
 
 TASKS = ("classification", "tagging")
 ENTRY_POINT_GROUP = "distill.students"
-BUILT_IN = ("distill.models.students", "distill.models.ngram", "distill.models.transformer_student")
+BUILT_IN = ("distill.models.students", "distill.models.ngram", "distill.models.static",
+            "distill.models.transformer_student")
 
 Model = TypeVar("Model", bound=type)
 

@@ -320,10 +320,15 @@ class StudentModel(StudentFiles, LabelModel):
                                     "None for train_student)")
             raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "
                                f"sub-word embeddings to start word embeddings from: use {instead}")
-        from distill.embedding_init import init_from_teacher
         model = cls.build(config, hierarchy, examples)
-        init_from_teacher(model, teacher)
+        model.start_from_teacher(teacher, examples)
         return model
+
+    def start_from_teacher(self, teacher: LabelModel, examples: Sequence) -> None:
+        """Overwrite the word embeddings with the teacher's (`distill.embedding_init.init_from_teacher`); a
+        student whose vectors come otherwise from the teacher (`static`) says so here."""
+        from distill.embedding_init import init_from_teacher
+        init_from_teacher(self, teacher)
 
     def fingerprint(self) -> str:
         """A digest of what decides the logits (config, labels, vocabularies, weights): keys the logit

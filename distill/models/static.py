@@ -1,0 +1,68 @@
+"""The static student: a table of word vectors, their mean, a small head (model2vec's recipe, distilled).
+
+Each vocabulary word's vector is what the teacher's *fine-tuned* encoder says of that word read alone
+(pooled as the teacher pools a sentence), PCA-reduced to `embedding_dim` and weighted by frequency, so
+a frequent word ("the", ",") weighs little in the mean (`distill.embedding_init.static_word_vectors`).
+A text costs one table lookup per word and one small matrix product: no recurrence, no convolution,
+no n-gram hashing. `kd` then trains the table and the head against the teacher's logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from distill.models.registry import register_student
+from distill.models.students import ClassifierConfig, StudentModel, masked_mean, option
+
+WORD_VECTORS = ["encoder", "input"]
+WEIGHTINGS = ["sif", "zipf", "none"]
+
+
+@dataclass
+class StaticClassifierConfig(ClassifierConfig):
+    model: str = "static"
+    embedding_dim: int = option(256, "Word embedding width.", min=1)
+    dropout: float = option(0.1, "Dropout: on embeddings and features (word students); before the Linear layer "
+                                 "(transformer students).", min=0.0, max=1.0, max_open=True)
+    word_vectors: str = option("encoder", "Static student, started from a teacher: each word's vector from the "
+                                          "teacher's encoder reading the word alone ('encoder'), or the mean of its "
+                                          "sub-word input embeddings ('input', as the other word students).",
+                               choices=WORD_VECTORS)
+    weighting: str = option("sif", "Static student, started from a teacher: word vectors scaled by frequency in the "
+                                   "transfer set: SIF a/(a+p(word)), zipf log(1+rank), or none.", choices=WEIGHTINGS)
+    head_hidden: int = option(256, "Static student: hidden units of the head's ReLU layer (0: a Linear layer on the "
+                                   "mean).", min=0)
+
+
+@register_student("static", task="classification")
+class StaticClassifier(StudentModel):
+    """Mean of the word vectors of a text's known words -> dropout -> [Linear -> ReLU -> dropout] -> Linear."""
+
+    config_class = StaticClassifierConfig
+    runs_teacher_encoder = True  # an ONNX export teaching: its source model's layers, which the graph does not give
+
+    def __init__(self, config, hierarchy, words, chars=None):
+        super().__init__(config, hierarchy, words, None)
+        self.embedding = nn.Embedding(len(words), config.embedding_dim, padding_idx=0)
+        with torch.no_grad():
+            self.embedding.weight[1].zero_()  # <unk> is left out of the mean: no row to learn
+        hidden = config.head_hidden
+        layers: list[nn.Module] = [nn.Dropout(config.dropout)]
+        if hidden:
+            layers += [nn.Linear(config.embedding_dim, hidden), nn.ReLU(), nn.Dropout(config.dropout)]
+        self.head = nn.Sequential(*layers, nn.Linear(hidden or config.embedding_dim, self.outputs))
+
+    def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The mean over known words (neither padding nor <unk>, which says nothing of a text); a text of
+        unknown words alone is the zero vector."""
+        return self.head(masked_mean(self.embedding(word_ids), word_ids > 1))
+
+    def start_from_teacher(self, teacher, examples: Sequence) -> None:
+        """Word vectors from the teacher (`config.word_vectors`), weighted by their frequency in `examples`."""
+        from distill.embedding_init import static_word_vectors
+        with torch.no_grad():
+            self.embedding.weight[2:] = static_word_vectors(teacher, self.words, examples, self.config)
