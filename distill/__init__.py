@@ -37,6 +37,7 @@ _EXPORTS = {
     "distill.inference": ["evaluate", "predict_logits", "prediction_records"],
     "distill.cache": ["LogitStore", "teacher_logits"],
     "distill.export": ["export_model"],
+    "distill.student_search": ["search"],
     "distill.hf_model": ["to_transformers"],
     "distill.errors": ["DataError", "DistillError"],
 }

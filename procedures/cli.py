@@ -1,10 +1,11 @@
 """`nlp-train`: the command line. Thin: it parses options and calls a procedure.
 
 The group is here; its commands live in `procedures.train_commands` (teacher, student, kd,
-pseudo-label), `procedures.use_commands` (evaluate, predict, compare) and
-`procedures.export_commands` (export), each module imported when one of its commands runs or
-shows its help (click's lazy-loading pattern). So `nlp-train --help` imports neither torch nor
-transformers, and `predict` or `evaluate` of a word student never imports transformers.
+pseudo-label), `procedures.use_commands` (evaluate, predict, compare),
+`procedures.export_commands` (export) and `procedures.search_commands` (search), each module
+imported when one of its commands runs or shows its help (click's lazy-loading pattern). So
+`nlp-train --help` imports neither torch nor transformers, and `predict` or `evaluate` of a word
+student never imports transformers.
 """
 
 from __future__ import annotations
@@ -43,10 +44,14 @@ COMMANDS = {
     "export": ("procedures.export_commands:export",
                "Export MODEL_DIR for deployment: ONNX (fp32 or int8), a slim safetensors copy, or a "
                "transformers model."),
+    "search": ("procedures.search_commands:search", "Search students and KD settings for the best dev score "
+               "within a latency or size budget (Optuna)."),
 }
 
 
 SINGLE_PROCESS_COMMANDS = ("predict", "compare", "export")
+# Under a launcher, each process of these works alone (no process group): `search` runs one trial a process.
+INDEPENDENT_PROCESS_COMMANDS = ("search",)
 GLOBAL_OPTIONS = ("--threads", "--precision")  # each takes one value
 
 
@@ -154,8 +159,9 @@ def cli(context, threads, precision):
     if distributed.launched():
         if context.invoked_subcommand in SINGLE_PROCESS_COMMANDS:
             raise DistillError(f"{context.invoked_subcommand} runs as one process: start it without torchrun")
-        _joined_process_group = True
-        distributed.init()
+        if context.invoked_subcommand not in INDEPENDENT_PROCESS_COMMANDS:
+            _joined_process_group = True
+            distributed.init()
 
 
 _joined_process_group = False  # whether `cli` joined a launcher's process group, which `main` then leaves

@@ -69,7 +69,7 @@ def test_help_lists_each_command_as_click_would(capsys):
     shown = capsys.readouterr().out
     rows = shown.split("Commands:\n")[1].splitlines()
     assert [row.split()[0] for row in rows] == ["compare", "evaluate", "export", "kd", "predict", "pseudo-label",
-                                                "student", "teacher"]
+                                                "search", "student", "teacher"]
     assert "kd            Distill a teacher into a student:" in shown
 
 

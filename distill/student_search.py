@@ -1,0 +1,831 @@
+"""`search`: which student, of which size, distilled how, scores best on dev within a latency or size budget.
+
+An Optuna study (the ``search`` extra) whose trials are `kd` runs (`Distiller.fit`) from the shared teacher-logit
+cache, each into ``OUTPUT/trials/NNNN``; each epoch's dev score is reported to the trial, and a median pruner stops
+the trials that fall behind. A finished trial's latency (a batch of `batch_size` dev examples at `threads` torch
+threads) and size are measured on this machine with PyTorch and with ONNX Runtime (an ONNX export of the trial's
+model): the faster runtime counts, and is recorded. The best trial within the budget is copied to ``OUTPUT/best``
+(and exported to ``OUTPUT/best-onnx``); every trial's settings and scores go to ``trials.json``, a table
+(``trials.md``) and a plot of dev score against latency and size with the Pareto front (``trials.png``).
+
+The search space is data (`SearchSpace`): students with some of their config fields, the loss's settings
+(`TeacherStudentDistill`), the training settings (`TrainSettings`) and the Distiller's (`augment`,
+`unlabeled_ratio`, `teacher_embeddings`); a field is checked against the class it sets, so a newly registered
+student's fields can be searched without an edit here. `DEFAULT_SPACES` holds a space per task.
+
+The study lives in a database (``sqlite:///OUTPUT/study.db`` unless `storage` names another): the same call
+resumes an interrupted search (`trials` is the total wanted), and several processes, or machines, pointing at one
+storage share the work, one trial per process at a time. A trial interrupted by Ctrl-C or SIGTERM is failed and
+queued again with its settings, and its run continues from its last finished epoch; a process killed outright
+leaves its trial running until its heartbeat goes stale (`GRACE_SECONDS`), then it is queued again the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import importlib.util
+import inspect
+import json
+import math
+import os
+import shutil
+import socket
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from distill.data import DataOptions
+from distill.errors import DistillError, option
+from distill.io import atomic_directory, check_folder, file_sha256, make_folder, write_json, write_text
+
+SEARCH_EXTRA = "pip install 'distill[search]'"
+TRIALS_FOLDER = "trials"
+BEST_FOLDER = "best"
+BEST_EXPORT_FOLDER = "best-onnx"
+TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT = "trials.json", "trials.md", "trials.png"
+STUDY_DB = "study.db"
+LOCK_FILE = ".search.lock"
+HEARTBEAT_SECONDS = 30  # a running trial's sign of life in the storage
+GRACE_SECONDS = 120  # a trial silent this long is taken as killed: failed and queued again
+TIMING_EXAMPLES = 512  # dev examples a latency measurement reads (length-sorted batches), twice
+GROUPS = ("students", "loss", "training", "distiller")
+DISTILLER_FIELDS = ("augment", "unlabeled_ratio", "teacher_embeddings")
+RANGE_KEYS = ("low", "high", "log", "step")
+
+# A space per task: each student with the fields that size it, the loss, and the learning rate. A field's value is
+# a list (one of them), {low, high[, log][, step]} (a whole number when both ends are whole), or one value.
+DEFAULT_SPACES: dict[str, dict] = {
+    "classification": {
+        "students": {
+            "lstm": {"hidden_dim": {"low": 32, "high": 256, "log": True}, "embedding_dim": [50, 100, 200],
+                     "layers": [1, 2]},
+            "cnn": {"filters": {"low": 32, "high": 200, "log": True}, "embedding_dim": [50, 100, 200]},
+        },
+        "loss": {"kd_loss": ["kl", "mse"], "temperature": {"low": 1.0, "high": 8.0},
+                 "student_weight": [0.0, 0.25, 0.5], "distill_weight": [0.5, 1.0]},
+        "training": {"lr": {"low": 5.0e-4, "high": 5.0e-3, "log": True}},
+    },
+    "tagging": {
+        "students": {
+            "lstm-tagger": {"hidden_dim": {"low": 32, "high": 256, "log": True}, "embedding_dim": [50, 100, 200]},
+            "idcnn-tagger": {"filters": {"low": 32, "high": 200, "log": True}, "embedding_dim": [50, 100, 200]},
+        },
+        "loss": {"kd_loss": ["kl", "mse"], "temperature": {"low": 1.0, "high": 8.0},
+                 "student_weight": [0.0, 0.25, 0.5], "distill_weight": [0.5, 1.0]},
+        "training": {"lr": {"low": 5.0e-4, "high": 5.0e-3, "log": True}},
+    },
+}
+
+__all__ = ["DEFAULT_SPACES", "SearchResult", "SearchSpace", "load_space", "search"]
+
+
+def optuna_module():
+    """optuna, or a one-line error naming the extra that installs it."""
+    if importlib.util.find_spec("optuna") is None:
+        raise DistillError(f"the student search needs the optuna package: {SEARCH_EXTRA}")
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the search reports its trials itself
+    return optuna
+
+
+# -- the space ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    """One searched setting: one of `choices`, a number in [`low`, `high`] (whole when both are; `log` scale,
+    `step`), or a fixed `value`."""
+
+    choices: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    value: Any = None
+
+    def candidates(self) -> list:
+        """Values that bound what the setting can take: each choice, both ends, or the value."""
+        return list(self.choices) if self.choices is not None else \
+            [self.low, self.high] if self.low is not None else [self.value]
+
+    def sample(self, trial, key: str) -> Any:
+        if self.choices is not None:  # optuna stores plain values: a list (filter widths) as its JSON text
+            encoded = [json.dumps(c) if isinstance(c, (list, dict)) else c for c in self.choices]
+            return self.choices[encoded.index(trial.suggest_categorical(key, encoded))]
+        if self.low is None:
+            return self.value
+        if _whole(self.low) and _whole(self.high):
+            return trial.suggest_int(key, self.low, self.high, step=self.step or 1, log=self.log)
+        return trial.suggest_float(key, self.low, self.high, step=self.step, log=self.log)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _param(value: Any, where: str) -> Param:
+    if isinstance(value, list):
+        if not value:
+            raise DistillError(f"{where}: an empty list of choices; give at least one value")
+        return Param(choices=tuple(value))
+    if not isinstance(value, dict):
+        return Param(value=value)
+    unknown = sorted(set(value) - set(RANGE_KEYS))
+    if unknown or "low" not in value or "high" not in value:
+        extra = f"; {', '.join(unknown)} is no part of one" if unknown else ""
+        raise DistillError(f"{where}: a range is {{low: N, high: N}} with optional log: true or step: N{extra}")
+    low, high, log, step = value["low"], value["high"], value.get("log", False), value.get("step")
+    if not (_number(low) and _number(high)) or not low < high:
+        raise DistillError(f"{where}: bad range {low!r} to {high!r}: low and high are numbers, low below high")
+    if not isinstance(log, bool):
+        raise DistillError(f"{where}: log is true or false, got {log!r}")
+    if log and (low <= 0 or step is not None):
+        raise DistillError(f"{where}: a log range needs low above 0 and no step")
+    if step is not None and (not _number(step) or step <= 0):
+        raise DistillError(f"{where}: step must be a number above 0, got {step!r}")
+    return Param(low=low, high=high, log=log, step=step)
+
+
+@dataclass
+class TrialSettings:
+    """What one trial trains: a student config, and the loss's, training's and Distiller's settings."""
+
+    student: str
+    config: dict
+    loss: dict
+    training: dict
+    distiller: dict
+
+    def record(self) -> dict:
+        return {"student": self.student, "config": self.config, "loss": self.loss, "training": self.training,
+                "distiller": self.distiller}
+
+
+@dataclass
+class SearchSpace:
+    """Parsed and checked search space: per student its fields' `Param`s, and those of the loss, training and
+    Distiller; `given`: the space as written (recorded with the study), `source`: where it came from."""
+
+    students: dict[str, dict[str, Param]]
+    loss: dict[str, Param] = field(default_factory=dict)
+    training: dict[str, Param] = field(default_factory=dict)
+    distiller: dict[str, Param] = field(default_factory=dict)
+    given: dict = field(default_factory=dict)
+    source: str = "the search space"
+
+    def sample(self, trial) -> TrialSettings:
+        """A trial's settings, asked of the study: the student first, then its own fields (named
+        ``STUDENT.FIELD`` in the study), the loss's, training's and Distiller's (``loss.FIELD`` ...)."""
+        names = list(self.students)
+        student = trial.suggest_categorical("student", names)
+        config = {name: p.sample(trial, f"{student}.{name}") for name, p in self.students[student].items()}
+        loss: dict = {}
+        for name, p in sorted(self.loss.items(), key=lambda item: item[0] != "kd_loss"):
+            if name == "temperature" and loss.get("kd_loss") == "mse":
+                continue  # mse compares raw logits: TeacherStudentDistill refuses a temperature with it
+            loss[name] = p.sample(trial, f"loss.{name}")
+        training = {name: p.sample(trial, f"training.{name}") for name, p in self.training.items()}
+        distiller = {name: p.sample(trial, f"distiller.{name}") for name, p in self.distiller.items()}
+        return TrialSettings(student, config, loss, training, distiller)
+
+
+def _check_values(param: Param, where: str, build) -> None:
+    """Every bounding value of `param` through `build` (the class the setting belongs to), whose own checks say
+    what is wrong (a width of 0, an unknown loss) before any trial runs."""
+    for value in param.candidates():
+        try:
+            build(value)
+        except DistillError as err:
+            raise DistillError(f"{where}: {value!r}: {err}") from None
+        except TypeError as err:
+            raise DistillError(f"{where}: {value!r}: {err}") from None
+
+
+def _group_fields(group: str) -> list[str]:
+    from distill.distillation import TeacherStudentDistill
+    from distill.training import TrainSettings
+    if group == "loss":
+        return [name for name in inspect.signature(TeacherStudentDistill.__init__).parameters
+                if name not in ("self", "class_weights")]
+    if group == "training":
+        return [spec.name for spec in fields(TrainSettings)]
+    return list(DISTILLER_FIELDS)
+
+
+def _builder(group: str, name: str):
+    from distill.distillation import TeacherStudentDistill
+    from distill.training import TrainSettings
+    if group == "loss":
+        return lambda value: TeacherStudentDistill(**{name: value})
+    if group == "training":
+        return lambda value: TrainSettings(**{name: value})
+    from distill.trainers import Distiller
+    return lambda value: Distiller("teacher", "lstm", **{name: value})
+
+
+def parse_space(given: dict, task: str | None = None, source: str = "the search space") -> SearchSpace:
+    """A space from its data (as `DEFAULT_SPACES` holds them, or a YAML/JSON file reads), every name and bound
+    checked: a student must be registered (for `task`), a field must be one of its config's, the loss's
+    (`TeacherStudentDistill`), training's (`TrainSettings`) or Distiller's, and each value one its class takes."""
+    from distill.models.registry import student_entry
+    if not isinstance(given, dict):
+        raise DistillError(f"{source}: a search space is a mapping of {', '.join(GROUPS)}")
+    unknown = sorted(set(given) - set(GROUPS))
+    if unknown:
+        raise DistillError(f"{source}: unknown section {unknown[0]!r}; a search space has {', '.join(GROUPS)}")
+    students = given.get("students")
+    if not isinstance(students, dict) or not students:
+        raise DistillError(f"{source}: students: name at least one student, each with its searched fields "
+                           "(students: {lstm: {hidden_dim: [64, 128]}})")
+    parsed: dict[str, dict[str, Param]] = {}
+    for name, settings in students.items():
+        try:
+            entry = student_entry(str(name))
+        except DistillError as err:
+            raise DistillError(f"{source}: students: {err}") from None
+        if task is not None and entry.task != task:
+            raise DistillError(f"{source}: student {name!r} does {entry.task}, and the teacher {task}")
+        settings = settings or {}
+        if not isinstance(settings, dict):
+            raise DistillError(f"{source}: students.{name}: give its fields as a mapping (hidden_dim: [64, 128])")
+        own = [spec.name for spec in fields(entry.cls.config_class) if spec.name != "model"]
+        parsed[name] = {}
+        for key, value in settings.items():
+            where = f"{source}: students.{name}.{key}"
+            if key not in own:
+                raise DistillError(f"{source}: student {name!r} has no field {key!r} (its fields: {', '.join(own)})")
+            parsed[name][key] = param = _param(value, where)
+            config_class = entry.cls.config_class
+            _check_values(param, where, lambda v, key=key: config_class(model=name, **{key: v}))
+    groups: dict[str, dict[str, Param]] = {}
+    for group in GROUPS[1:]:
+        section = given.get(group) or {}
+        if not isinstance(section, dict):
+            raise DistillError(f"{source}: {group}: give its fields as a mapping (lr: {{low: 1e-4, high: 1e-2}})")
+        known = _group_fields(group)
+        groups[group] = {}
+        for key, value in section.items():
+            if key not in known:
+                raise DistillError(f"{source}: {group} has no field {key!r} (its fields: {', '.join(known)})")
+            where = f"{source}: {group}.{key}"
+            groups[group][key] = param = _param(value, where)
+            _check_values(param, where, _builder(group, key))
+    return SearchSpace(parsed, groups["loss"], groups["training"], groups["distiller"], given, source)
+
+
+def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
+    """The search space: `task`'s default (None), a mapping, or a YAML or JSON file (``.json`` read as JSON)."""
+    if space is None:
+        return parse_space(DEFAULT_SPACES[task], task, f"the default {task} space")
+    if isinstance(space, dict):
+        return parse_space(space, task)
+    path = Path(space)
+    if not path.is_file():
+        raise DistillError(f"{space}: search space file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            given = json.loads(text)
+        else:
+            import yaml
+            given = yaml.safe_load(text)
+    except (ValueError, ImportError) as err:
+        raise DistillError(f"{space}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} "
+                           f"({' '.join(str(err).split())[:120]})") from None
+    except Exception as err:  # yaml's own errors
+        raise DistillError(f"{space}: not valid YAML ({' '.join(str(err).split())[:120]})") from None
+    return parse_space(given, task, str(space))
+
+
+# -- one trial ---------------------------------------------------------------------------------------------------
+
+def _pruning_callback(trial):
+    """A Callback reporting each epoch's dev score (the selection metric) to `trial`, and stopping the run when
+    the pruner says the trial has fallen behind."""
+    optuna = optuna_module()
+    from distill.callbacks import Callback
+
+    class ReportToTrial(Callback):
+        def on_epoch_end(self, epoch) -> None:
+            trial.report(epoch.score, epoch.epoch)
+            if trial.should_prune():
+                trial.set_user_attr("pruned_at", epoch.epoch)
+                raise optuna.TrialPruned(f"pruned at epoch {epoch.epoch}: dev {epoch.select_metric} "
+                                         f"{epoch.score:.4f}")
+
+    return ReportToTrial()
+
+
+def _latency(model, examples: list, batch_size: int) -> float:
+    """Milliseconds a batch of `batch_size` takes: the mean over the length-sorted batches of `examples`."""
+    from distill.inference import throughput
+    return 1000 * batch_size / throughput(model, examples, batch_size, repeats=2)
+
+
+def measure(model_dir: Path, examples: list, batch_size: int, threads: int) -> dict:
+    """A trained model's latency and size on this machine at `threads`, in PyTorch and in ONNX Runtime (an ONNX
+    export in a temporary folder beside it): the faster runtime counts (``runtime``, ``latency_ms``,
+    ``size_mb``: the bytes of the model folder it loads); without the export extra, or for a model that cannot be
+    exported, PyTorch alone (``onnx_error`` says why)."""
+    from distill.export import export_model
+    from distill.models import load_model
+    from distill.trainers import model_size_bytes
+    from distill.training import runtime
+    examples = examples[:TIMING_EXAMPLES]
+    record: dict = {"batch_size": batch_size, "threads": threads}
+    with runtime(None, threads):
+        record["pytorch_ms"] = _latency(load_model(model_dir), examples, batch_size)
+        record["pytorch_mb"] = model_size_bytes(model_dir) / 1e6
+        with tempfile.TemporaryDirectory(prefix=f".{model_dir.name}-onnx.", dir=model_dir.parent) as folder:
+            exported = Path(folder) / "onnx"
+            try:
+                export_model(str(model_dir), str(exported), "onnx")
+                record["onnx_ms"] = _latency(load_model(exported), examples, batch_size)
+                record["onnx_mb"] = model_size_bytes(exported) / 1e6
+            except DistillError as err:
+                record["onnx_error"] = str(err)
+    onnx = record.get("onnx_ms") is not None and record["onnx_ms"] < record["pytorch_ms"]
+    record["runtime"] = "onnxruntime" if onnx else "pytorch"
+    record["latency_ms"] = record["onnx_ms" if onnx else "pytorch_ms"]
+    record["size_mb"] = record["onnx_mb" if onnx else "pytorch_mb"]
+    return record
+
+
+@dataclass
+class Budget:
+    """Latency (ms a batch) and size (MB) limits; None: no limit."""
+
+    max_latency_ms: float | None = None
+    max_mb: float | None = None
+
+    def excess(self, record: dict) -> float:
+        """How far over the budget a measured trial is, relatively (0: within; TPE's constraint)."""
+        over = [0.0]
+        if self.max_latency_ms is not None:
+            over.append(record["latency_ms"] / self.max_latency_ms - 1)
+        if self.max_mb is not None:
+            over.append(record["size_mb"] / self.max_mb - 1)
+        return max(over)
+
+    def holds(self, record: dict) -> bool:
+        return record.get("latency_ms") is not None and self.excess(record) <= 0
+
+    def text(self) -> str:
+        parts = ([f"{self.max_latency_ms:g} ms a batch"] if self.max_latency_ms is not None else []) + \
+            ([f"{self.max_mb:g} MB"] if self.max_mb is not None else [])
+        return " and ".join(parts) or "none"
+
+
+@dataclass
+class Job:
+    """What every trial of one search shares."""
+
+    teacher: str
+    train: Any
+    dev: Any
+    unlabeled: Any
+    data: DataOptions
+    output: Path
+    space: SearchSpace
+    budget: Budget
+    batch_size: int
+    threads: int
+    seed: int
+    cache_dir: str | Path | None
+    device: str
+    progress: bool
+    dev_examples: list = field(default_factory=list)
+
+
+def _folder(trial, job: Job) -> Path:
+    """A trial's run folder, by its number; a retried trial inherits the interrupted one's (its user attributes
+    are copied), and continues that run."""
+    return job.output / trial.user_attrs.get("folder", f"{TRIALS_FOLDER}/{trial.number:04d}")
+
+
+def run_trial(trial, job: Job) -> float:
+    """Train (or continue, or find finished) the trial's student, measure it, record it on the trial; returns
+    its best dev score."""
+    from distill.distillation import TeacherStudentDistill
+    from distill.models.card import RESUME_FILE
+    from distill.models.registry import student_config
+    from distill.outputs import SUMMARY_FILE
+    from distill.trainers import Distiller, Output, Runtime
+    from distill.training import TrainSettings
+    optuna = optuna_module()
+    started = time.perf_counter()
+    settings = job.space.sample(trial)
+    folder = _folder(trial, job)
+    trial.set_user_attr("settings", settings.record())
+    trial.set_user_attr("folder", str(folder.relative_to(job.output)))
+    trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
+    if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
+        training = {"seed": job.seed, **settings.training}
+        distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
+                              TeacherStudentDistill(**settings.loss), TrainSettings(**training),
+                              cache_dir=job.cache_dir, env=Runtime(job.device, progress=job.progress),
+                              **settings.distiller)
+        resume = (folder / RESUME_FILE).is_file()
+        try:
+            distiller.fit(job.train, job.dev, job.unlabeled, job.data, Output(folder, resume=resume),
+                          callbacks=[_pruning_callback(trial)])
+        except optuna.TrialPruned:
+            shutil.rmtree(folder, ignore_errors=True)  # its resume state: a pruned trial is not continued
+            trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
+            raise
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    metric = summary["settings"]["select_metric"]
+    score = float(summary["best"]["dev"][metric])
+    measured = measure(folder, job.dev_examples, job.batch_size, job.threads)
+    trial.set_user_attr("measured", measured)
+    trial.set_user_attr("dev", {"metric": metric, "score": score, "best_epoch": summary["best"]["epoch"],
+                                "epochs": len(summary["history"]), "parameters": summary["parameters"]})
+    trial.set_constraint("budget", job.budget.excess(measured))  # TPE then favours settings within the budget
+    trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
+    return score
+
+
+# -- the study ---------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _locked(output: Path) -> Iterator[None]:
+    """The search folder's lock: one process at a time warms the logit cache, opens the study or writes the
+    reports, so processes joining one search neither score the teacher twice nor interleave their files."""
+    import fcntl
+    with open(output / LOCK_FILE, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _storage(url: str):
+    optuna = optuna_module()
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the retry callback is "experimental"
+        try:
+            return RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {},
+                              heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        except (ImportError, ValueError, optuna.exceptions.StorageInternalError) as err:
+            raise DistillError(f"{url}: cannot open the study's storage ({' '.join(str(err).split())[:160]})") \
+                from None
+
+
+def _retry(study, trial) -> None:
+    """Queue an interrupted trial's settings again (its run continues from its last finished epoch)."""
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+    frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        RetryHeartbeatStaleTrialCallback()(study, frozen)
+
+
+@contextlib.contextmanager
+def _heartbeat(study, trial) -> Iterator[None]:
+    """The trial's heartbeat in the storage while it runs, as `Study.optimize` keeps one."""
+    from optuna.storages._heartbeat import get_heartbeat_thread  # optimize's own; the ask-and-tell API has none
+    with get_heartbeat_thread(trial._trial_id, study._storage):
+        yield
+
+
+def _counts(study) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for trial in study.get_trials(deepcopy=False):
+        counts[trial.state.name] = counts.get(trial.state.name, 0) + 1
+    return counts
+
+
+def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
+              threads: int) -> dict:
+    """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
+    space or latency settings would mix trials that cannot be compared."""
+    from distill.training import input_fingerprints
+    inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
+                                                    ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
+    return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
+            "latency_threads": threads}
+
+
+def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
+    optuna = optuna_module()
+    url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
+    study = optuna.create_study(storage=_storage(url), study_name=study_name, direction="maximize", pruner=pruner,
+                                load_if_exists=True)
+    recorded = study.user_attrs.get("search")
+    if recorded is None:
+        study.set_user_attr("search", identity)
+    elif recorded != identity:
+        differs = next(key for key in identity if recorded.get(key) != identity[key])
+        raise DistillError(f"{url}: study {study_name!r} searched with another {differs.replace('_', ' ')}; "
+                           f"resume it with the same one, or give another {option('--output', 'output')} "
+                           f"(or {option('--storage', 'storage')})")
+    return study, url
+
+
+def _warm_cache(job: Job, task: str) -> None:
+    """The teacher's logits of the training and unlabelled text into the logit cache, once for the study: each
+    trial then reads them (scored in the trial only for what the space adds, such as augmented text)."""
+    from distill.cache import LogitStore, teacher_logits
+    from distill.data import labelled_examples, unlabelled_examples
+    from distill.models import load_teacher
+    teacher = load_teacher(job.teacher, device=job.device)
+    examples = list(labelled_examples(job.train, task, job.data, "train").inputs)
+    if job.unlabeled is not None:
+        examples += list(unlabelled_examples(job.unlabeled, task, job.data, "unlabeled").inputs)
+    teacher_logits(teacher, examples, LogitStore(teacher, job.cache_dir), progress=job.progress)
+
+
+def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float) -> None:
+    """Ask the study for trials and run them until it holds `trials` finished or running ones, or `timeout`."""
+    optuna = optuna_module()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Heartbeat of storage")  # ours is kept as optimize keeps it
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        while timeout is None or time.monotonic() - started < timeout:
+            with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
+                optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
+                counts = _counts(study)
+                if counts.get("COMPLETE", 0) + counts.get("PRUNED", 0) + counts.get("RUNNING", 0) >= trials:
+                    return
+                # seeded by the trials held: a resumed or joining process draws anew, not the first trials' settings
+                study.sampler = optuna.samplers.TPESampler(seed=(job.seed + sum(counts.values())) % 2**32)
+                trial = study.ask()
+            with _heartbeat(study, trial):
+                try:
+                    value = run_trial(trial, job)
+                except optuna.TrialPruned:
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    continue
+                except Exception as err:  # a bug or bad settings: recorded, and the search stops with it
+                    trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:500])
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+                except BaseException:  # Ctrl-C, SIGTERM: the trial runs again, from its last epoch, on resume
+                    _retry(study, trial)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+            study.tell(trial, value)
+
+
+# -- the reports -------------------------------------------------------------------------------------------------
+
+def trial_record(trial, budget: Budget) -> dict:
+    """A trial as trials.json holds it."""
+    attrs = trial.user_attrs
+    measured = attrs.get("measured") or {}
+    dev = attrs.get("dev") or {}
+    record = {"number": trial.number, "state": trial.state.name.lower(),
+              "retry_of": (trial.system_attrs.get("retry_history") or [None])[-1],
+              "folder": attrs.get("folder"), "settings": attrs.get("settings"),
+              "dev_score": dev.get("score"), "metric": dev.get("metric"), "best_epoch": dev.get("best_epoch"),
+              "epochs": dev.get("epochs") if dev else (max(trial.intermediate_values) if trial.intermediate_values
+                                                       else None),
+              "parameters": dev.get("parameters"), "process": attrs.get("process"), **measured,
+              "within_budget": budget.holds(measured) if measured else None,
+              "seconds": attrs.get("seconds")}
+    if "pruned_at" in attrs:
+        record["pruned_at"] = attrs["pruned_at"]
+    if "error" in attrs:
+        record["error"] = attrs["error"]
+    return record
+
+
+def pareto_front(records: list[dict], key: str) -> list[int]:
+    """The numbers of the trials no other beats on both dev score and `key` (latency_ms or size_mb)."""
+    done = sorted((r for r in records if r["state"] == "complete" and r.get(key) is not None),
+                  key=lambda r: (r[key], -r["dev_score"]))
+    front, best = [], -math.inf
+    for record in done:
+        if record["dev_score"] > best:
+            front.append(record["number"])
+            best = record["dev_score"]
+    return front
+
+
+def choose_best(records: list[dict]) -> dict | None:
+    """The completed trial within the budget with the highest dev score (the faster of a tie)."""
+    fits = [r for r in records if r["state"] == "complete" and r["within_budget"]]
+    return max(fits, key=lambda r: (r["dev_score"], -r["latency_ms"]), default=None)
+
+
+def _describe(settings: dict | None) -> str:
+    if not settings:
+        return ""
+    config = ", ".join(f"{k}={v}" for k, v in settings["config"].items())
+    others = ", ".join(f"{k}={_short(v)}" for group in ("loss", "training", "distiller")
+                       for k, v in settings[group].items())
+    return f"{settings['student']}({config}) {others}".strip()
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def table(records: list[dict], best: dict | None, budget: Budget) -> str:
+    """The markdown table of every trial."""
+    lines = ["| trial | state | settings | dev | epochs | latency ms | runtime | MB | within budget | s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        mark = " (best)" if best is not None and r["number"] == best["number"] else ""
+        state = r["state"] + (f" at epoch {r['pruned_at']}" if r.get("pruned_at") else "") + \
+            (f", retry of {r['retry_of']}" if r.get("retry_of") is not None else "")
+        cells = [f"{r['number']}{mark}", state, _describe(r["settings"]),
+                 "" if r["dev_score"] is None else f"{r['dev_score']:.4f}", "" if r["epochs"] is None else r["epochs"],
+                 "" if r.get("latency_ms") is None else f"{r['latency_ms']:.2f}", r.get("runtime", ""),
+                 "" if r.get("size_mb") is None else f"{r['size_mb']:.2f}",
+                 "" if r["within_budget"] is None else ("yes" if r["within_budget"] else "no"),
+                 "" if r["seconds"] is None else f"{r['seconds']:.0f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines.append("")
+    lines.append(f"Budget: {budget.text()}. Dev score: the selection metric at the best epoch; latency: a batch "
+                 "of the dev set in the faster runtime.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> None:
+    """Dev score against latency and against size, each with its Pareto front and the budget's line."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise DistillError(f"the search's plot needs matplotlib: {SEARCH_EXTRA}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    done = [r for r in records if r["state"] == "complete" and r.get("latency_ms") is not None]
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label, limit in ((axes[0], "latency_ms", "latency (ms a batch)", budget.max_latency_ms),
+                                  (axes[1], "size_mb", "size (MB)", budget.max_mb)):
+        for student in dict.fromkeys(r["settings"]["student"] for r in done):
+            mine = [r for r in done if r["settings"]["student"] == student]
+            ax.scatter([r[key] for r in mine], [r["dev_score"] for r in mine], label=student, alpha=0.8)
+        front = {r["number"]: r for r in done}
+        points = [front[n] for n in pareto_front(records, key)]
+        ax.step([r[key] for r in points], [r["dev_score"] for r in points], where="post", color="black",
+                linewidth=1, label="Pareto front")
+        if limit is not None:
+            ax.axvline(limit, color="red", linestyle="--", linewidth=1, label="budget")
+        if best is not None:
+            ax.scatter([best[key]], [best["dev_score"]], s=160, facecolors="none", edgecolors="red", label="chosen")
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"dev {done[0]['metric']}" if done else "dev score")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    from distill.io import atomic_path
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+    plt.close(figure)
+
+
+def _copy_best(trial_folder: Path, best: Path) -> None:
+    """The chosen trial's model as a normal model folder, checked (every file against its card) once copied."""
+    from distill.models import load_model
+    from distill.models.card import RESUME_FILE
+    with atomic_directory(best) as tmp:
+        for item in trial_folder.iterdir():
+            if item.name != RESUME_FILE and not item.name.startswith("."):
+                (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp / item.name)
+        load_model(tmp)
+
+
+def write_reports(study, job: Job, test: Any, wall_seconds: float) -> dict:
+    """trials.json, trials.md, trials.png and the best model (copied and exported; scored on `test`, alone)."""
+    from distill.export import export_model
+    from distill.inference import evaluate
+    from distill.models import load_model
+    output = job.output
+    records = [trial_record(t, job.budget) for t in study.get_trials(deepcopy=False)]
+    best = choose_best(records)
+    previous = {}
+    if (output / TRIALS_JSON).is_file():
+        with contextlib.suppress(ValueError, OSError):
+            previous = json.loads((output / TRIALS_JSON).read_text(encoding="utf-8")).get("best") or {}
+    chosen: dict | None = None
+    if best is not None:
+        chosen = {"trial": best["number"], "folder": BEST_FOLDER, "settings": best["settings"],
+                  "dev_score": best["dev_score"], "latency_ms": best["latency_ms"], "runtime": best["runtime"],
+                  "size_mb": best["size_mb"]}
+        source = output / best["folder"]
+        same = previous.get("trial") == best["number"] and (output / BEST_FOLDER).is_dir() and \
+            previous.get("card_sha256") == file_sha256(source / "distill.json")
+        if not same:
+            _copy_best(source, output / BEST_FOLDER)
+            try:
+                export_model(str(output / BEST_FOLDER), str(output / BEST_EXPORT_FOLDER), "onnx", overwrite=True)
+            except DistillError as err:
+                chosen["export_error"] = str(err)
+        chosen["card_sha256"] = file_sha256(source / "distill.json")
+        chosen["export"] = BEST_EXPORT_FOLDER if (output / BEST_EXPORT_FOLDER).is_dir() else None
+        if test is not None:
+            from distill.metrics import headline
+            model = load_model(output / BEST_FOLDER)
+            metrics = evaluate(model, test, data=job.data)
+            chosen["test"] = {"data": str(test), "score": headline(model.task, metrics), "metrics": metrics}
+        elif same and "test" in previous:
+            chosen["test"] = previous["test"]
+    counts = _counts(study)
+    finished = [r["seconds"] for r in records if r["seconds"] is not None]
+    report = {"search": {"teacher": job.teacher, "train": str(job.train), "dev": str(job.dev),
+                         "unlabeled": None if job.unlabeled is None else str(job.unlabeled),
+                         "space": job.space.given, "space_source": job.space.source,
+                         "budget": {"max_latency_ms": job.budget.max_latency_ms, "max_mb": job.budget.max_mb},
+                         "latency": {"batch_size": job.batch_size, "threads": job.threads,
+                                     "examples": len(job.dev_examples[:TIMING_EXAMPLES])},
+                         "cpu": _cpu(), "date": datetime.date.today().isoformat()},
+              "states": {k.lower(): v for k, v in counts.items()},
+              "wall_seconds": round(wall_seconds, 1), "trial_seconds": round(sum(finished), 1),
+              "best": chosen, "pareto_latency": pareto_front(records, "latency_ms"),
+              "pareto_size": pareto_front(records, "size_mb"), "trials": records}
+    write_json(output / TRIALS_JSON, report)
+    write_text(output / TRIALS_TABLE, table(records, best, job.budget))
+    plot(records, best, job.budget, output / TRIALS_PLOT)
+    return report
+
+
+def _cpu() -> str:
+    from distill.export_speed import cpu_model
+    return cpu_model()
+
+
+# -- the entry point ---------------------------------------------------------------------------------------------
+
+@dataclass
+class SearchResult:
+    """A search's outcome: ``report`` is trials.json's content; `best` the chosen model's folder (None when no
+    completed trial fits the budget)."""
+
+    report: dict
+    output: Path
+
+    @property
+    def best(self) -> Path | None:
+        return self.output / BEST_FOLDER if self.report["best"] else None
+
+    @property
+    def trials(self) -> list[dict]:
+        return self.report["trials"]
+
+
+def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
+           unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
+           batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
+           study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
+           pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
+           data: DataOptions = DataOptions(), progress: bool = False) -> SearchResult:
+    """Search students and distillation settings for the best dev score within a budget (module docstring).
+
+    `trials`: how many trials the study should hold finished (trained to the end, or pruned), counted over
+    every process and every resume; `timeout` seconds: start no trial after that. The budget: `max_latency_ms`
+    for a batch of `batch_size` dev examples at `threads` torch threads (None: this process's), and/or `max_mb`.
+    `space`: a file, a mapping or None (the task's `DEFAULT_SPACES`). `storage`: an Optuna storage URL shared by
+    several processes or machines (default: ``sqlite:///OUTPUT/study.db``). `pruner`: an Optuna pruner
+    (default: the median of the other trials' scores at the same epoch, after 3 trials and 1 epoch); `prune` False:
+    none. `test`: labelled data the chosen model alone is scored on. Returns trials.json's content.
+    """
+    from distill.data import labelled_examples
+    from distill.errors import require_flag, require_number, require_whole
+    from distill.models import model_card
+    optuna = optuna_module()
+    require_whole("trials", trials)
+    require_whole("batch_size", batch_size)
+    require_whole("threads", threads, optional=True)
+    require_whole("seed", seed, 0, 2**32 - 1)
+    require_flag("prune", prune)
+    require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
+    require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
+    require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
+    card = model_card(str(teacher))
+    task = card.get("task")
+    if card.get("kind") == "multitask-teacher" or task not in DEFAULT_SPACES:
+        raise DistillError(f"{teacher}: the search distils a single-task teacher; distil a multi-task teacher's head "
+                           f"with {option('kd --head', 'Distiller(head=...)')}")
+    job_space = load_space(space, task)
+    output = Path(output)
+    check_folder(output)
+    make_folder(output / TRIALS_FOLDER)
+    threads = threads or torch.get_num_threads()
+    job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
+              batch_size, threads, seed, cache_dir, device, progress)
+    job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    if pruner is None:
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1) if prune else \
+            optuna.pruners.NopPruner()
+    started = time.monotonic()
+    with _locked(output):
+        study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled, job_space,
+                                                                  batch_size, threads), pruner)
+        _warm_cache(job, task)
+    _run_trials(study, job, trials, timeout, started)
+    with _locked(output):
+        report = write_reports(study, job, test, time.monotonic() - started)
+    return SearchResult(report, output)

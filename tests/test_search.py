@@ -1,0 +1,247 @@
+"""`nlp-train search` / `distill.search`: the space as data and its refusals, a search end to end (its files,
+the best model, --test for it alone), the budget's choice, pruning, and resuming after SIGTERM or with two
+processes on one storage (docs/search.md)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distill import search
+from distill.errors import DistillError
+from distill.models import load_model
+from distill.student_search import DEFAULT_SPACES, load_space, parse_space
+from tests.conftest import ROOT, SAMPLES, cli
+
+TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
+# Two students of distinct sizes, two epochs a trial: seconds a trial here
+SPACE = {"students": {"lstm": {"hidden_dim": [4, 24], "embedding_dim": 8},
+                      "cnn": {"filters": {"low": 4, "high": 24}, "embedding_dim": 8}},
+         "loss": {"kd_loss": ["kl", "mse"], "temperature": {"low": 1.0, "high": 4.0}},
+         "training": {"epochs": 2, "lr": {"low": 1.0e-3, "high": 1.0e-2, "log": True}}}
+
+
+def read_report(folder: Path) -> dict:
+    return json.loads((folder / "trials.json").read_text())
+
+
+# -- the space -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("space, message", [
+    ({"students": {"lstm": {"hiden_dim": [8]}}}, r"student 'lstm' has no field 'hiden_dim' \(its fields: "
+                                                 r"embedding_dim, .*hidden_dim, layers\)"),
+    ({"students": {"rnn": {}}}, r"students: unknown student model 'rnn': choose one of lstm, cnn"),
+    ({"students": {"lstm": {"hidden_dim": {"low": 64, "high": 8}}}}, r"students.lstm.hidden_dim: bad range 64 to 8"),
+    ({"students": {"lstm": {"hidden_dim": {"low": 0, "high": 8, "log": True}}}}, "a log range needs low above 0"),
+    ({"students": {"lstm": {"hidden_dim": [16, 0]}}}, r"students.lstm.hidden_dim: 0: hidden_dim must be >= 1"),
+    ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "stride": 2}}}}, "stride is no part of one"),
+    ({"students": {"lstm-tagger": {}}}, "student 'lstm-tagger' does tagging, and the teacher classification"),
+    ({"students": {"lstm": {}}, "loss": {"temprature": 2}}, r"loss has no field 'temprature' \(its fields: kd_loss, "
+                                                            r"temperature"),
+    ({"students": {"lstm": {}}, "loss": {"kd_loss": ["kl", "l1"]}}, "loss.kd_loss: 'l1': unknown kd loss 'l1'"),
+    ({"students": {"lstm": {}}, "training": {"lr": {"low": 0.1, "high": 2.0}}}, r"training.lr: 2.0: lr must be"),
+    ({"students": {"lstm": {}}, "optimizer": {}}, "unknown section 'optimizer'"),
+    ({"students": {}}, "students: name at least one student"),
+])
+def test_a_space_is_checked_against_the_classes_it_sets(space, message):
+    with pytest.raises(DistillError, match=message):
+        parse_space(space, "classification")
+
+
+def test_a_registered_students_fields_are_searchable_without_an_edit(monkeypatch):
+    """A student registered outside the package (examples/bag_student.py) is searched by its config's fields."""
+    from distill.models import registry
+    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))  # the registry is left as it was
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.delitem(sys.modules, "bag_student", raising=False)
+    importlib.import_module("bag_student")
+    parsed = parse_space({"students": {"bag": {"embedding_dim": [16, 32], "dropout": {"low": 0.0, "high": 0.5}}}},
+                         "classification")
+    assert sorted(parsed.students["bag"]) == ["dropout", "embedding_dim"]
+    with pytest.raises(DistillError, match=r"student 'bag' has no field 'hidden_dim' \(its fields: embedding_dim"):
+        parse_space({"students": {"bag": {"hidden_dim": [8]}}}, "classification")
+
+
+def test_the_default_spaces_parse_and_a_file_is_read_as_yaml_or_json(tmp_path):
+    for task, space in DEFAULT_SPACES.items():
+        assert set(parse_space(space, task).students) == set(space["students"])
+    (tmp_path / "space.json").write_text(json.dumps(SPACE))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    assert load_space(tmp_path / "space.json", "classification").given == SPACE
+    assert load_space(tmp_path / "space.yaml", "classification").given == SPACE
+    (tmp_path / "bad.json").write_text("{students: ")
+    with pytest.raises(DistillError, match=r"bad.json: not valid JSON"):
+        load_space(tmp_path / "bad.json", "classification")
+
+
+def test_print_space_writes_the_default_as_yaml(capsys):
+    cli("search", "--print-space", "tagging")
+    assert yaml.safe_load(capsys.readouterr().out) == DEFAULT_SPACES["tagging"]
+
+
+def test_a_missing_optuna_names_the_extra(monkeypatch, tiny_classifier_teacher, tmp_path):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
+    with pytest.raises(DistillError, match=r"^the student search needs the optuna package: pip install "
+                                           r"'distill\[search\]'$"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
+
+
+# -- a search end to end --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def finished_search(tiny_classifier_teacher, tmp_path_factory) -> Path:
+    """Three trials through the CLI, with --test."""
+    folder = tmp_path_factory.mktemp("search")
+    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    cli("--threads", "1", "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
+        "--space", folder / "space.yaml", "--trials", "3", "--output", folder / "out", "--test", TEST,
+        "--cache-dir", folder / "cache", "--quiet", "--no-prune")
+    return folder / "out"
+
+
+def test_a_search_writes_its_trials_table_plot_and_best_model(finished_search):
+    report = read_report(finished_search)
+    trials = report["trials"]
+    assert [t["state"] for t in trials] == ["complete"] * 3 and report["states"] == {"complete": 3}
+    for trial in trials:
+        assert trial["settings"]["student"] in ("lstm", "cnn")
+        assert trial["runtime"] in ("pytorch", "onnxruntime") and trial["latency_ms"] > 0 and trial["size_mb"] > 0
+        assert trial["latency_ms"] == min(trial["pytorch_ms"], trial["onnx_ms"])
+        assert (finished_search / trial["folder"] / "model.safetensors").is_file()
+        if trial["settings"]["loss"]["kd_loss"] == "mse":
+            assert "temperature" not in trial["settings"]["loss"]
+    best = report["best"]
+    chosen = max(trials, key=lambda t: (t["dev_score"], -t["latency_ms"]))
+    assert best["trial"] == chosen["number"] and best["dev_score"] == chosen["dev_score"]
+    model = load_model(finished_search / "best")  # every file checked against its card
+    assert type(model).__name__ in ("LSTMClassifier", "CNNClassifier")
+    assert json.loads((finished_search / "best-onnx" / "distill.json").read_text())["format"] == "onnx"
+    assert (finished_search / "trials.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (finished_search / "trials.md").read_text()
+    assert table.count("| complete |") == 3 and f"| {best['trial']} (best) |" in table
+    assert set(report["pareto_latency"]) <= {t["number"] for t in trials} and report["pareto_latency"]
+    # --test: the chosen model alone is scored on it
+    assert best["test"]["data"] == str(TEST) and 0 <= best["test"]["score"] <= 1
+    assert not any("test" in trial for trial in trials)
+
+
+def test_a_budget_chooses_among_the_trials_within_it(finished_search, tmp_path):
+    """The same study reported again with a size budget between its trials' sizes: the trials over it are marked,
+    kept, and the best is the best of the others; no trial is run again (3 are wanted, 3 are held)."""
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    sizes = sorted(t["size_mb"] for t in read_report(copy)["trials"])
+    assert sizes[0] < sizes[-1]
+    limit = (sizes[0] + sizes[-1]) / 2
+    result = search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, max_mb=limit,
+                    threads=1, cache_dir=tmp_path / "cache")
+    trials = result.trials
+    assert len(trials) == 3
+    assert {t["number"] for t in trials if not t["within_budget"]} == {t["number"] for t in trials
+                                                                      if t["size_mb"] > limit} != set()
+    fits = [t for t in trials if t["size_mb"] <= limit]
+    assert result.report["best"]["trial"] == max(fits, key=lambda t: t["dev_score"])["number"]
+    assert load_model(result.best).parameter_count() == next(
+        t for t in trials if t["number"] == result.report["best"]["trial"])["parameters"]
+    # no --test this time: the score on it is kept for the same chosen model, and dropped for another
+    assert ("test" in result.report["best"]) == (result.report["best"]["trial"] == read_report(finished_search)[
+        "best"]["trial"])
+
+
+def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_path):
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    other = {**SPACE, "training": {"epochs": 3}}
+    with pytest.raises(DistillError, match=r"study 'distill-search' searched with another space; resume it with "
+                                           r"the same one"):
+        search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=other, threads=1)
+
+
+def test_pruned_trials_are_recorded_and_leave_no_folder(tiny_classifier_teacher, tmp_path):
+    import optuna
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=2, space=SPACE, threads=1,
+                    pruner=optuna.pruners.ThresholdPruner(lower=2.0), cache_dir=tmp_path / "cache")
+    assert [(t["state"], t["pruned_at"], t["epochs"]) for t in result.trials] == [("pruned", 1, 1)] * 2
+    assert result.report["best"] is None and result.best is None
+    assert not any((tmp_path / "s" / "trials").iterdir())
+    assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
+
+
+# -- interrupted, resumed, shared ------------------------------------------------------------------------------
+
+def search_arguments(teacher: str, output: Path, space: Path, trials: int) -> list[str]:
+    return ["--threads", "1", "search", "--teacher", teacher, "--train", str(TRAIN), "--dev", str(DEV), "--space",
+            str(space), "--trials", str(trials), "--output", str(output), "--cache-dir", str(output.parent / "cache"),
+            "--quiet", "--no-prune"]
+
+
+def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial(tiny_classifier_teacher, tmp_path):
+    """SIGTERM in trial 0's third epoch (sent to this process, as `kill` would): the command ends as a terminated
+    run does (143), trial 0 is failed and queued again; the same command then continues its run from its last
+    finished epoch and runs trial 1: two complete trials, each setting trained once, each epoch of trial 0's run
+    once."""
+    from procedures.cli import main
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**SPACE, "training": {"epochs": 12, "patience": 12, "lr": 0.003}}))
+    output = tmp_path / "out"
+    arguments = search_arguments(tiny_classifier_teacher, output, space, 2)
+    log = output / "trials" / "0000" / "metrics.jsonl"
+
+    def terminate_in_the_third_epoch() -> None:
+        deadline = time.monotonic() + 240
+        while not (log.is_file() and len(log.read_text().splitlines()) >= 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watcher = threading.Thread(target=terminate_in_the_third_epoch)
+    watcher.start()
+    with pytest.raises(SystemExit) as stopped:
+        main(arguments)
+    watcher.join()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert (output / "trials" / "0000" / "resume.pt").is_file()
+    cli(*arguments)
+    trials = read_report(output)["trials"]
+    assert [(t["number"], t["state"], t["retry_of"]) for t in trials] == \
+        [(0, "fail", None), (1, "complete", 0), (2, "complete", None)]
+    assert trials[1]["settings"] == trials[0]["settings"] and trials[1]["folder"] == "trials/0000"
+    assert trials[2]["settings"] != trials[0]["settings"] and trials[2]["folder"] == "trials/0002"
+    epochs = [json.loads(line)["epoch"] for line in log.read_text().splitlines()]
+    assert epochs == list(range(1, 13))
+    assert not (output / "trials" / "0000" / "resume.pt").exists()
+
+
+def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
+    """Two processes (another and this one) on one folder, so one SQLite storage: two trials in all, one each, the
+    second joining while the first runs."""
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**SPACE, "training": {"epochs": 3, "patience": 3}}))
+    output = tmp_path / "out"
+    arguments = search_arguments(tiny_classifier_teacher, output, space, 2)
+    other = subprocess.Popen([sys.executable, "-m", "procedures.cli", *arguments], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    deadline = time.monotonic() + 240
+    while not (output / "trials" / "0000").is_dir() and time.monotonic() < deadline:  # the other one has begun
+        assert other.poll() is None, other.communicate()
+        time.sleep(0.05)
+    cli(*arguments)
+    _, err = other.communicate(timeout=300)
+    assert other.returncode == 0, err
+    trials = read_report(output)["trials"]
+    assert [t["state"] for t in trials] == ["complete"] * 2
+    assert sorted(t["folder"] for t in trials) == ["trials/0000", "trials/0001"]
+    assert len({json.dumps(t["settings"], sort_keys=True) for t in trials}) == 2
+    assert len({t["process"] for t in trials}) == 2
