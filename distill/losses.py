@@ -336,6 +336,27 @@ def cosine_distance(student: torch.Tensor, teacher: torch.Tensor,
     return cosine_distance_sum(student, teacher, projection, mask).mean()
 
 
+def teacher_mistakes(teacher_logits: torch.Tensor, targets: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Where the teacher's top class is not the gold label: a boolean of `targets`' shape, (batch) for
+    classification or (batch, words) for tagging; false where there is no gold label (IGNORE_INDEX: an
+    unlabelled example, a padding position) and outside `mask`."""
+    wrong = (targets != IGNORE_INDEX) & (teacher_logits.argmax(-1) != targets)
+    return wrong if mask is None else wrong & mask
+
+
+def shift_teacher_mistakes(teacher_logits: torch.Tensor, targets: torch.Tensor,
+                           mask: torch.Tensor | None = None) -> torch.Tensor:
+    """TextBrewer's probability shift: where the teacher's top class is not the gold label
+    (`teacher_mistakes`), its logits of the two swap places, so the gold label is on top and the other
+    classes keep their ranks and values; elsewhere (right, no gold label, outside `mask`) the logits stay."""
+    top = teacher_logits.argmax(-1, keepdim=True)
+    gold = torch.where(targets == IGNORE_INDEX, top.squeeze(-1), targets).unsqueeze(-1)  # a class index anyway
+    swapped = teacher_logits.scatter(-1, top, teacher_logits.gather(-1, gold))
+    swapped = swapped.scatter(-1, gold, teacher_logits.gather(-1, top))
+    return torch.where(teacher_mistakes(teacher_logits, targets, mask).unsqueeze(-1), swapped, teacher_logits)
+
+
 KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]
 KD_LOSSES: dict[str, KDLoss] = {}
 

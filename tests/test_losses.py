@@ -125,3 +125,35 @@ def test_attention_kl_by_hand():
     assert losses.attention_kl([student, teacher], [teacher, teacher], mask).item() == pytest.approx(
         (head_1 + head_2) / 4)
     assert losses.attention_kl([teacher], [teacher]).item() == 0.0
+
+
+def test_teacher_mistakes_are_labelled_positions_where_its_top_class_is_not_gold():
+    teacher = torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 0.0, 5.0], [4.0, 0.0, 0.0]])
+    gold = torch.tensor([0, 2, losses.IGNORE_INDEX, 1])
+    assert losses.teacher_mistakes(teacher, gold).tolist() == [False, True, False, True]
+    assert losses.teacher_mistakes(teacher, gold, torch.tensor([True, False, True, True])).tolist() == \
+        [False, False, False, True]
+
+
+def test_probability_shift_swaps_the_top_and_gold_logits_where_the_teacher_is_wrong():
+    teacher = torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 0.0, 5.0]])
+    gold = torch.tensor([0, 2, losses.IGNORE_INDEX])
+    shifted = losses.shift_teacher_mistakes(teacher, gold)
+    assert shifted.tolist() == [[3.0, 1.0, 0.0], [0.0, 1.0, 2.0], [0.0, 0.0, 5.0]]  # right, wrong, unlabelled
+    assert sorted(shifted[1].softmax(-1).tolist()) == pytest.approx(sorted(teacher[1].softmax(-1).tolist()))
+    assert teacher.tolist() == [[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 0.0, 5.0]]  # not changed in place
+
+
+def test_probability_shift_for_tagging_leaves_ignored_and_masked_words_alone():
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 4, 5)
+    top = teacher.argmax(-1)
+    gold = (top + 1) % 5  # the teacher is wrong everywhere
+    gold[0, 3] = losses.IGNORE_INDEX
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    mask[1, 2:] = False
+    shifted = losses.shift_teacher_mistakes(teacher, gold, mask)
+    changed = (shifted != teacher).any(-1)
+    assert changed.tolist() == [[True, True, True, False], [True, True, False, False]]
+    assert torch.equal(shifted.argmax(-1)[changed], gold[changed])  # the gold label is now the top class
+    assert torch.equal(shifted.sort(-1).values, teacher.sort(-1).values)  # the same values, two swapped
