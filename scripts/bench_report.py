@@ -18,11 +18,16 @@ KD_SUFFIXES = VARIANT_SUFFIXES[2:]
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
            "inference_ratio": 3.0, "transformer_retention": 0.98, "transformer_speedup_b32": 1.8,
-           "int8_kd_points": 0.3}
+           "int8_kd_points": 0.3, "ensemble_points": 0.5}
 # Students cut from the teacher's layers (docs/models/transformer-student.md): they have targets of their
 # own, between the teacher and the small students; the KD-gain, retention and speed targets are the
 # small students'.
 TRANSFORMER_STUDENTS = ("transformer", "transformer-tagger")
+
+
+# The ensemble runs: a second teacher (the next seed) and the first student distilled from it alone and from
+# both teachers; the first teacher's student is its `+kd-kl` run.
+ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, ENSEMBLE_SUFFIX = "teacher-2", "+kd-kl@teacher-2", "+kd-kl@ensemble"
 
 
 def variant_suffixes(student: str) -> tuple[str, ...]:
@@ -81,14 +86,32 @@ def collect(out: Path, specs: dict) -> dict:
                 "training_cost": read(base / "training_cost.json"),
                 "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json"),
                 "onnx_teacher": read(base / "onnx_teacher.json"), "augment_targets": spec.get("augment_targets", {})}
+        task["ensemble"] = ensemble_scores(base, spec, models) if spec.get("ensemble") else None
         expected = ["speed", "training_cost", "teacher_inference", "onnx_teacher", "export"] + \
-            (["tfidf"] if spec["task"] == "classification" else [])
+            (["tfidf"] if spec["task"] == "classification" else []) + (["ensemble"] if spec.get("ensemble") else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
         task["models_complete"] = not missing
         derive(task)
         tasks[key] = task
     return {"machine": machine, "tasks": tasks,
             "complete": machine is not None and not any(t["missing"] for t in tasks.values())}
+
+
+def ensemble_scores(base: Path, spec: dict, models: dict) -> dict | None:
+    """Test scores of both teachers and of the first student distilled from each and from both; None until
+    all are scored."""
+    student = spec["students"][0] if spec["students"] else None
+    named = {"teacher": "teacher", "teacher-2": ENSEMBLE_TEACHER, "student of teacher": f"{student}+kd-kl",
+             "student of teacher-2": f"{student}{SECOND_TEACHER_SUFFIX}", "student of both": f"{student}{ENSEMBLE_SUFFIX}"}
+    scores = {}
+    for role, name in named.items():
+        metrics = read(base / name / "test_metrics.json")
+        if metrics is None:
+            return None
+        scores[role] = metrics[spec["metric"]]
+    return {"student": student, "scores": scores,
+            "gain_points": 100 * (scores["student of both"] - max(scores["student of teacher"],
+                                                                  scores["student of teacher-2"]))}
 
 
 def derive(task: dict) -> None:
@@ -178,6 +201,13 @@ def targets(task: dict) -> list[dict]:
         checks.append({"target": f"{student}+kd-kl+augment (no unlabelled text) >= {threshold:g}",
                        "measured": f"{row['score']:.4f} ({row['retention']:.1%} of the teacher)" if row else None,
                        "met": row["score"] >= threshold if row else None})
+    ensemble = task.get("ensemble")
+    if ensemble is not None or "ensemble" in task["missing"]:
+        checks.append({"target": f"a student of two teachers beats the better single teacher's by >= "
+                                 f"{TARGETS['ensemble_points']:g} points",
+                       "measured": f"{ensemble['gain_points']:+.2f} points ({ensemble['student']})" if ensemble
+                       else None,
+                       "met": ensemble["gain_points"] >= TARGETS["ensemble_points"] if ensemble else None})
     cost = task["training_cost"]
     checks.append({"target": f"cached KD epoch <= {TARGETS['cached_epoch_ratio']:g}x a plain student epoch",
                    "measured": f"{cost['cached_over_plain']:.2f}x" if cost else None,
@@ -328,6 +358,14 @@ def task_section(task: dict) -> list[str]:
                       f"{bf16['labels_changed']} of {bf16['labels_compared']:,} labels differ from the fp32 run.", ""]
     if task["onnx_teacher"]:
         lines += onnx_teacher_section(task["onnx_teacher"], task["metric"])
+    if task.get("ensemble"):
+        ensemble = task["ensemble"]
+        lines += [f"Teacher ensemble: a second teacher (the same recipe, the next seed) and `{ensemble['student']}` "
+                  f"distilled (kd-kl) from each teacher and from both (`kd --teacher A --teacher B`, equal "
+                  f"weights), {task['metric']} on the test set:", "", "| model | " + task["metric"] + " |", "|---|---|"]
+        lines += [f"| {role} | {score:.4f} |" for role, score in ensemble["scores"].items()]
+        lines += ["", f"The student of both is {ensemble['gain_points']:+.2f} points over the better single "
+                      "teacher's student.", ""]
     return lines
 
 

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
-from bench_report import TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, variant_suffixes, write_report  # noqa: E402
+from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, TRANSFORMER_STUDENTS,  # noqa: E402
+                          VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
 from distill.io import read_json, write_json  # noqa: E402
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ class Stage:
         """The `nlp-train` command, with `env` (a `Runtime`) as the global and per-command options."""
         words = [*(["--threads", env.threads] if env.threads else []), self.command, *self.arguments]
         for name, value in self.options.items():
-            words += ["--" + name.replace("_", "-"), *([] if value is True else [value])]
+            for one in value if isinstance(value, list) else [value]:  # a list (an ensemble's teachers) repeats
+                words += ["--" + name.replace("_", "-"), *([] if one is True else [one])]
         words += ["--quiet"] * (not env.progress) + (["--device", env.device] if env.device != "auto" else [])
         return "nlp-train " + shlex.join(shown(word) if isinstance(word, Path) else str(word) for word in words)
 
@@ -101,7 +103,8 @@ class Stage:
         """The API call of `command`, writing to `options["output"]` as `nlp-train` would."""
         from distill import (Distiller, Output, TeacherConfig, TeacherStudentDistill, TeacherTraining, TrainSettings,
                              student_config, train_student, train_teacher)
-        options = {name: str(value) if isinstance(value, Path) else value for name, value in self.options.items()}
+        options = {name: [str(v) for v in value] if isinstance(value, list) else str(value) if isinstance(value, Path)
+                   else value for name, value in self.options.items()}
         if self.command == "evaluate":
             from distill.evaluation import evaluate_model
             from distill.training import runtime
@@ -219,11 +222,7 @@ class Bench:
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
         teacher = base / "teacher"
-        # `nlp-train teacher`'s defaults are the benchmark's recipe: only what the user set is passed
-        chosen = {"epochs": args.teacher_epochs, "encoder_lr": args.encoder_lr}
-        self.model_stage(Stage("teacher", {
-            "task": spec["task"], "encoder": args.encoder, "train": train, "dev": dev, "output": teacher,
-            "seed": args.seed, **{name: value for name, value in chosen.items() if value is not None}}))
+        self.teacher_stage(spec, train, dev, teacher, args.seed)
         runs = {"teacher": teacher}
         for student in self.students(key):
             common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
@@ -234,7 +233,9 @@ class Bench:
                 output = base / name
                 self.model_stage(Stage(command, {**head, **common, "output": output}))
                 runs[name] = output
-        for output in runs.values():
+        ensemble = self.ensemble_runs(spec, teacher, train, dev, self.students(key)[0]) \
+            if args.ensemble and self.students(key) else {}
+        for output in [*runs.values(), *ensemble.values()]:  # the ensemble's runs are scored, not timed
             metrics_file = output / "test_metrics.json"
             self.model_stage(Stage("evaluate", {"output": metrics_file}, (output, test)))
         if spec["task"] == "classification":
@@ -247,6 +248,31 @@ class Bench:
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
         self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
+
+    def teacher_stage(self, spec: dict, train: Path, dev: Path, output: Path, seed: int) -> None:
+        """A teacher of the task; `nlp-train teacher`'s defaults are the benchmark's recipe: only what the user
+        set is passed."""
+        chosen = {"epochs": self.args.teacher_epochs, "encoder_lr": self.args.encoder_lr}
+        self.model_stage(Stage("teacher", {
+            "task": spec["task"], "encoder": self.args.encoder, "train": train, "dev": dev, "output": output,
+            "seed": seed, **{name: value for name, value in chosen.items() if value is not None}}))
+
+    def ensemble_runs(self, spec: dict, teacher: Path, train: Path, dev: Path, student: str) -> dict[str, Path]:
+        """A second teacher (the same recipe, the next seed), the task's first student distilled from it alone
+        and from both (`kd --teacher A --teacher B`, equal weights): does an ensemble teach better than either
+        of its teachers? The first teacher's student is `STUDENT+kd-kl`."""
+        args, base = self.args, teacher.parent
+        second = base / ENSEMBLE_TEACHER
+        self.teacher_stage(spec, train, dev, second, args.seed + 1)
+        runs = {ENSEMBLE_TEACHER: second}
+        common = {"model": student, "train": train, "dev": dev, "seed": args.seed, "cache_dir": self.cache,
+                  "kd_loss": "kl", **({"epochs": args.student_epochs} if args.student_epochs else {}),
+                  **({"crf": True} if student == "lstm-tagger" and args.crf else {})}
+        for suffix, teachers in ((SECOND_TEACHER_SUFFIX, second), (ENSEMBLE_SUFFIX, [teacher, second])):
+            output = base / (student + suffix)
+            self.model_stage(Stage("kd", {"teacher": teachers, **common, "output": output}))
+            runs[output.name] = output
+        return runs
 
     def speed(self, runs: dict, test: Path, task: str) -> dict:
         """Batch-32 throughput and batch-1 latency of every model on the same test sentences, this process,
@@ -457,6 +483,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Unlabelled examples per labelled one, at most.")
     parser.add_argument("--augment", type=int, default=4,
                         help="Synthetic examples per labelled one in the +kd-kl+augment runs (kd --augment).")
+    parser.add_argument("--no-ensemble", dest="ensemble", action="store_false",
+                        help="Skip the second teacher (seed + 1) and the students distilled from it and from both.")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch threads for the speed, inference and matmul-peak stages.")
@@ -494,7 +522,8 @@ def main(argv: list[str] | None = None) -> Path:
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
     for key in tasks:
         bench.run_task(key)
-    results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key)} for key in tasks})
+    results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble}
+                                  for key in tasks})
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
     command = "python scripts/benchmark.py " + shlex.join(options)

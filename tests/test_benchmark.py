@@ -80,7 +80,12 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         # classification: the best student against TF-IDF; RT's transformer+kd-kl: >= 98% at >= 1.8x; two int8 rows;
         # the augmented lstm / lstm-tagger's own bar (RT's cnn has one too, but is not in this run)
         extra_rows = 2 if key == "rt" else 0
-        assert [t["met"] is not None for t in task["targets"]] == [True] * (8 + extra_rows + (bf16 is not None))
+        # and the student of two teachers against each teacher's student
+        assert [t["met"] is not None for t in task["targets"]] == [True] * (9 + extra_rows + (bf16 is not None))
+        ensemble = task["ensemble"]
+        assert ensemble["student"] == task["students"][0] and set(ensemble["scores"]) == {
+            "teacher", "teacher-2", "student of teacher", "student of teacher-2", "student of both"}
+        assert ensemble["scores"]["student of teacher"] == task["models"][ensemble["student"] + "+kd-kl"]["score"]
         augmented = task["students"][0] + "+kd-kl+augment"
         assert task["models"][augmented]["score"] >= 0.0 and any(t["target"].startswith(augmented) for t in task["targets"])
         assert "transformer+kd-kl+augment" not in task["models"] and "transformer+kd-kl+augment" not in task["missing"]
@@ -141,11 +146,12 @@ def test_benchmark_trains_with_the_commands_defaults(bench_data, tmp_path):
         bench.run_task(key)
     defaults = {**dataclasses.asdict(TeacherConfig()), **dataclasses.asdict(TeacherTraining())}
     teachers = [stage for stage in bench.model_stages if stage.command == "teacher"]
-    assert len(teachers) == len(benchmark.TASKS)
+    assert len(teachers) == 2 * len(benchmark.TASKS)  # each task's second teacher: the ensemble's
     for stage in teachers:
         differing = {name: value for name, value in stage.options.items()
                      if name in defaults and name != "task" and value != defaults[name]}
-        assert differing == {"encoder": "minilm-l6"}
+        second = stage.output.name == "teacher-2"
+        assert differing == {"encoder": "minilm-l6", **({"seed": defaults["seed"] + 1} if second else {})}
     assert "--encoder minilm-l6" in (ROOT / "docs" / "models" / "teacher.md").read_text()
     students = [stage for stage in bench.model_stages if stage.command in ("student", "kd")]
     assert students and not any("epochs" in stage.options for stage in students)
@@ -270,7 +276,7 @@ def test_report_commands_make_the_benchmarks_api_calls(bench_data, tmp_path, mon
         command = stage.cli(bench.env)
         assert recorded(lambda: main(shlex.split(command)[1:])) == recorded(lambda: stage.run(bench.env)), command
     assert {stage.command for stage in bench.model_stages} == {"teacher", "student", "kd", "evaluate"}
-    assert sum("--crf" in stage.cli(bench.env) for stage in bench.model_stages) == 6  # lstm-tagger's runs
+    assert sum("--crf" in stage.cli(bench.env) for stage in bench.model_stages) == 8  # lstm-tagger's runs
 
 
 def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path, monkeypatch, capsys):
@@ -347,8 +353,8 @@ if "--output" in argv:
         if name in ("teacher", "student", "kd"):
             runs[Path(params["output"]).name] = {"command": name, **params}
     assert runs["mpnet-teacher"]["encoder"] == "mpnet-base"
-    assert runs["minilm+kd-mpnet"]["teacher_dir"] == str(tmp_path / "runs" / "mpnet-teacher")
-    assert runs["lstm+kd-assistant"]["teacher_dir"] == str(tmp_path / "runs" / "minilm+kd-mpnet")
+    assert runs["minilm+kd-mpnet"]["teacher_dirs"] == (str(tmp_path / "runs" / "mpnet-teacher"),)
+    assert runs["lstm+kd-assistant"]["teacher_dirs"] == (str(tmp_path / "runs" / "minilm+kd-mpnet"),)
     assert {run["seed"] for run in runs.values()} == {42} and len(runs) == 8
     calls = len(log.read_text().splitlines())
     subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
