@@ -32,6 +32,8 @@ DEFAULT_KD_LOSS = "kl"
 DEFAULT_TEMPERATURE = 2.0
 DEFAULT_STUDENT_WEIGHT = 0.5
 DEFAULT_DISTILL_WEIGHT = 0.5
+# What the distillation term makes of a labelled example (word) whose gold label is not the teacher's top class
+TEACHER_MISTAKES = ("keep", "shift", "drop")
 
 SupervisedLoss = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"], losses.LossSum]
 
@@ -186,7 +188,9 @@ class TeacherStudentDistill(nn.Module):
     Rows not `labelled` take the teacher's argmax as their hard target (pseudo-labels), dropped
     below `min_confidence`; for tagging, `mask` marks the (batch, words) positions both sides scored.
     `temperature` is kl's (and a registered loss's) T, 2 unless given; ``mse`` compares raw logits and
-    refuses one, as ``--kd-loss mse --temperature`` is refused.
+    refuses one, as ``--kd-loss mse --temperature`` is refused. Where the teacher's top class is not a
+    labelled row's gold label, `teacher_mistakes` says what the distillation term makes of it (`distilled`):
+    ``keep`` (the default), ``shift`` or ``drop``.
 
     An `nn.Module`, so it composes with other modules and `.to(device)` moves its class weights (a buffer
     outside `state_dict`: a setting, recorded by `settings`). It holds no trainable weights: the
@@ -198,7 +202,7 @@ class TeacherStudentDistill(nn.Module):
                  student_weight: float = DEFAULT_STUDENT_WEIGHT, distill_weight: float = DEFAULT_DISTILL_WEIGHT,
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0,
-                 teacher_layers: str | Sequence[int] = "uniform"):
+                 teacher_layers: str | Sequence[int] = "uniform", teacher_mistakes: str = "keep"):
         if kd_loss not in losses.KD_LOSSES:
             raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
         if kd_loss == "mse" and temperature is not None:
@@ -223,6 +227,8 @@ class TeacherStudentDistill(nn.Module):
             raise DistillError("loss weights must be >= 0 and not both 0")
         if not 0.0 <= min_confidence <= 1.0:
             raise DistillError(f"min confidence must be within [0, 1], got {min_confidence}")
+        if teacher_mistakes not in TEACHER_MISTAKES:
+            raise DistillError(f"teacher mistakes {teacher_mistakes!r}: choose one of {', '.join(TEACHER_MISTAKES)}")
         for name, weight in (("hidden", hidden_weight), ("attention", attention_weight), ("cosine", cosine_weight)):
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
@@ -236,6 +242,7 @@ class TeacherStudentDistill(nn.Module):
         self.register_buffer("class_weights", None if class_weights is None
                              else torch.tensor(class_weights, dtype=torch.float), persistent=False)
         self.min_confidence = min_confidence
+        self.teacher_mistakes = teacher_mistakes
 
     def extra_repr(self) -> str:
         return ", ".join(f"{name}={value!r}" for name, value in self.settings().items())
@@ -249,7 +256,8 @@ class TeacherStudentDistill(nn.Module):
                 **({"hidden_weight": self.hidden_weight} if self.hidden_weight else {}),
                 **({"attention_weight": self.attention_weight} if self.attention_weight else {}),
                 **({"cosine_weight": self.cosine_weight} if self.cosine_weight else {}),
-                **({"teacher_layers": self.teacher_layers} if self.teacher_layers != "uniform" else {})}
+                **({"teacher_layers": self.teacher_layers} if self.teacher_layers != "uniform" else {}),
+                **({"teacher_mistakes": self.teacher_mistakes} if self.teacher_mistakes != "keep" else {})}
 
     @property
     def uses_layers(self) -> bool:
@@ -293,7 +301,9 @@ class TeacherStudentDistill(nn.Module):
         weights = None if self.class_weights is None else self.class_weights.to(student_logits.device)
         student_loss = supervised_loss(student_logits, targets, mask if student_mask is None else student_mask,
                                        weights)
-        distill_loss = losses.KD_LOSSES[self.kd_loss](student_logits, teacher_logits, self.temperature, mask)
+        compared_student, compared_teacher, compared = self.distilled(student_logits, teacher_logits, targets,
+                                                                      labelled, mask)
+        distill_loss = losses.KD_LOSSES[self.kd_loss](compared_student, compared_teacher, self.temperature, compared)
         terms = [student_loss.scaled(self.student_weight).named("student"),
                  distill_loss.scaled(self.distill_weight).named("distillation")]
         if self.uses_layers and layers is None:
@@ -310,6 +320,25 @@ class TeacherStudentDistill(nn.Module):
                                                      mask)
             terms.append(cosine_loss.scaled(self.cosine_weight).named("cosine"))
         return terms
+
+    def distilled(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
+                  labelled: torch.Tensor, mask: torch.Tensor | None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The student's logits, the teacher's and the mask the distillation term compares, with the teacher's
+        mistakes on the gold labels (those of the `labelled` rows of `targets`) as `teacher_mistakes` says:
+        ``keep`` them, ``shift`` them (`losses.shift_teacher_mistakes`: the gold label swaps logits with the
+        teacher's top class), or ``drop`` those examples (words) from the term (the student's loss on their
+        gold labels stays)."""
+        if self.teacher_mistakes == "keep":
+            return student_logits, teacher_logits, mask
+        row_labelled = labelled.view(-1, *([1] * (targets.dim() - 1)))
+        gold = torch.where(row_labelled, targets, torch.full_like(targets, losses.IGNORE_INDEX))
+        if self.teacher_mistakes == "shift":
+            return student_logits, losses.shift_teacher_mistakes(teacher_logits, gold, mask), mask
+        right = ~losses.teacher_mistakes(teacher_logits, gold, mask)
+        if mask is not None:
+            return student_logits, teacher_logits, mask & right
+        return student_logits[right], teacher_logits[right], None
 
     def forward(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
                 mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None) -> torch.Tensor:

@@ -19,7 +19,7 @@ from distill.crf import ConditionalRandomField
 from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabelled_examples
 from distill.errors import DistillError, require_whole
 from distill.labels import check_labels_known
-from distill.metrics import classification_metrics, tagging_metrics
+from distill.metrics import task_metrics
 from distill.progress import progress_bar
 
 
@@ -251,9 +251,7 @@ def evaluate(model: torch.nn.Module, examples: Any, gold: Sequence | None = None
                                  name="the gold labels").labels
     check_labels_known("the gold labels", model.hierarchy, model.task, gold)  # else scored as plain misses
     predicted = decode_labels(model, predict_logits_across_ranks(model, examples, batch_size, progress, "evaluate"))
-    if model.task == "classification":
-        return classification_metrics(gold, predicted, model.hierarchy)
-    return tagging_metrics(gold, predicted, model.hierarchy.tag_scheme)
+    return task_metrics(model.task, model.hierarchy, gold, predicted)
 
 
 def rounded(record: dict) -> dict:

@@ -83,6 +83,37 @@ def tagging_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
     }
 
 
+def task_metrics(task: str, hierarchy: LabelHierarchy, gold: Sequence, predicted: Sequence) -> dict:
+    """A model's scores on labelled data: `classification_metrics` or `tagging_metrics` of its labels."""
+    if task == "classification":
+        return classification_metrics(gold, predicted, hierarchy)
+    return tagging_metrics(gold, predicted, hierarchy.tag_scheme)
+
+
+def class_f1(task: str, scheme: str | None, gold: Sequence, predicted: Sequence) -> dict[str, float]:
+    """Each class's F1, over the classes gold or predicted: the labels of classification, the tags of plain
+    tags (as `per_tag_f1`), the entity types of entity tags (seqeval's, as entity F1 counts them)."""
+    if task == "classification" or (scheme or scheme_of_labels({t for tags in gold for t in tags})) == "plain":
+        from sklearn.metrics import f1_score
+        if task == "tagging":
+            gold, predicted = [t for tags in gold for t in tags], [t for tags in predicted for t in tags]
+        classes = sorted(set(gold) | set(predicted))
+        return dict(zip(classes, map(float, f1_score(gold, predicted, labels=classes, average=None,
+                                                     zero_division=0))))
+    from seqeval.metrics.sequence_labeling import get_entities, precision_recall_fscore_support
+    gold = [[_seqeval_tag(t) for t in tags] for tags in gold]
+    predicted = [[_seqeval_tag(t) for t in tags] for tags in predicted]
+    types = sorted({entity[0] for side in (gold, predicted) for entity in get_entities(side)})
+    f1 = precision_recall_fscore_support(gold, predicted, average=None, zero_division=0)[2]
+    return dict(zip(types, map(float, f1)))
+
+
+def classes_beaten(student: dict[str, float], teacher: dict[str, float]) -> list[str]:
+    """The classes whose F1 (`class_f1`) the student has above the teacher's (a class the teacher never
+    met: 0), in the order of `student`."""
+    return [name for name, f1 in student.items() if f1 > teacher.get(name, 0.0)]
+
+
 def metric_kind(task: str, scheme: str | None) -> str:
     """Which set of scores a task and tag scheme get: a key of METRICS."""
     return "classification" if task == "classification" else "plain" if scheme == "plain" else "entities"

@@ -31,15 +31,15 @@ from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, lab
                           unlabelled_examples)
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
-                                  OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_weights,
-                                  refuse_unweighted_class_weights)
+                                  OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_logits,
+                                  ensemble_weights, refuse_unweighted_class_weights)
 from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
-from distill.inference import model_crf
+from distill.inference import decode_labels, model_crf, predict_logits
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
-from distill.metrics import select_metric
-from distill.models import is_onnx_export, load_teacher, model_card
+from distill.metrics import class_f1, classes_beaten, select_metric, task_metrics
+from distill.models import is_onnx_export, load_model, load_teacher, model_card
 from distill.models.base import LabelModel, pick_device
 from distill.models.protocol import check_student
 from distill.models.registry import student_entry
@@ -453,6 +453,25 @@ def _student_run(model: LabelModel, objective: Objective, train: Examples, dev: 
                 lambda d: model.write_model(d), summary, callbacks)
 
 
+def teacher_dev_scores(teachers: Sequence[LabelModel], dev: Examples, weights: Sequence[float] | None = None,
+                       batch_size: int = 64, progress: bool = False, cached: bool = True,
+                       cache_dir: str | Path | None = None) -> dict:
+    """The teacher's scores on the dev set, those the student's epochs get, and each class's F1 (``class_f1``):
+    what kd reports beside the student's; of an ensemble of `teachers` (`weights`: one per teacher), those of
+    its mixture at T = 1, decoded as the first teacher decodes. From the logits for the dev examples, read from
+    and added to each teacher's logit cache in `cache_dir` (None: the default one), unless not `cached` (a run
+    that keeps none)."""
+    from distill.cache import LogitStore, teacher_logits
+    results = [teacher_logits(teacher, dev.inputs, LogitStore(teacher, cache_dir) if cached else None, batch_size,
+                              progress)[0] for teacher in teachers]
+    if len(teachers) > 1:
+        results = [ensemble_logits(results, [teacher.hierarchy.labels for teacher in teachers], weights, 1.0)]
+    teacher = teachers[0]
+    predicted = decode_labels(teacher, results[0])
+    return {**task_metrics(teacher.task, teacher.hierarchy, dev.labels, predicted),
+            "class_f1": class_f1(teacher.task, teacher.hierarchy.tag_scheme, dev.labels, predicted)}
+
+
 def check_student_outputs(model: LabelModel, examples: list) -> None:
     """Run a student once on two training examples before it trains, so that a plugin whose output
     cannot be scored against the label set fails now, naming the shape, and not after an epoch."""
@@ -669,6 +688,7 @@ class Distiller:
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run, callbacks)
+                self._compare_with_teacher(result, dev_set, run)
         result.summary = RenamedKeys(result.summary, {"unlabelled_examples": "unlabeled_examples"})
         return result
 
@@ -755,6 +775,9 @@ class Distiller:
                    **({"synthetic_examples": len(synthetic)} if self.augment else {}),
                    **({"teacher_export": teacher.teacher_record()}
                       if is_onnx_export(teacher) and not self.teacher_weights else {})}  # an ensemble's: per teacher
+        summary["teacher_dev"] = teacher_dev_scores(teachers, dev, self.teacher_weights, self.teacher_batch_size,
+                                                    env.progress, not (self.online_teacher or loss.uses_layers),
+                                                    self.cache_dir)
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
@@ -785,6 +808,19 @@ class Distiller:
         summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
         return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary,
                             callbacks)
+
+    def _compare_with_teacher(self, result: TrainResult, dev: Examples, run: RunState | None) -> None:
+        """Each class's dev F1 of the student at its best epoch (``dev_class_f1``) and the classes where it is
+        above the teacher's (``classes_above_teacher``), added to the summary, train_summary.json's too."""
+        teacher, scores = result.summary["teacher_dev"], None
+        if distributed.is_main():  # the best epoch's student (a run's in memory is its last epoch's), as saved
+            student = result.model if run is None else load_model(run.directory, device=str(result.model.device))
+            predicted = decode_labels(student, predict_logits(student, dev.inputs))
+            scores = class_f1(student.task, student.hierarchy.tag_scheme, dev.labels, predicted)
+        scores = distributed.broadcast_object(scores)
+        result.summary.update(dev_class_f1=scores, classes_above_teacher=classes_beaten(scores, teacher["class_f1"]))
+        if run is not None and distributed.is_main():
+            write_json(run.directory / SUMMARY_FILE, result.summary)
 
     def _loss(self, model: LabelModel, as_given: LabelHierarchy | None = None) -> TeacherStudentDistill:
         """The loss, with the Distiller's class weights in it: numbers are in the order of the training data's

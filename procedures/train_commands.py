@@ -14,7 +14,7 @@ import json
 import click
 
 from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
-                                  DEFAULT_TEMPERATURE, TeacherStudentDistill)
+                                  DEFAULT_TEMPERATURE, TEACHER_MISTAKES, TeacherStudentDistill)
 from distill.errors import DistillError
 from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
@@ -457,6 +457,11 @@ teacher_weights_option = click.option(
                    "teacher's layers 0,2,4.")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
+@click.option("--teacher-mistakes", type=click.Choice(TEACHER_MISTAKES), default="keep", show_default=True,
+              help="Labelled examples (words) whose gold label is not the teacher's top class: keep (distil the "
+                   "teacher as it is), shift (swap the teacher's logits of its top class and the gold label, "
+                   "TextBrewer's probability shift: the gold label on top, the other classes as they were) or drop "
+                   "(no distillation term there; the loss on the gold label stays). Unlabelled text is not judged.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
 @click.option("--augment", default=0, show_default=True, type=click.IntRange(min=0),
@@ -487,7 +492,7 @@ teacher_weights_option = click.option(
 def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
        student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
        unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
-       student_config, train_settings, callbacks, data, device, augment, augment_methods):
+       student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
     teacher)."""
     from distill.trainers import Distiller, Output, Runtime
@@ -503,7 +508,8 @@ def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unl
     loss = TeacherStudentDistill(kd_loss, temperature if given(context, "temperature") else None, student_weight,
                                  distill_weight, min_confidence=min_confidence,
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
-                                 cosine_weight=cosine_weight, teacher_layers=teacher_layers)
+                                 cosine_weight=cosine_weight, teacher_layers=teacher_layers,
+                                 teacher_mistakes=teacher_mistakes)
     methods = augment_methods.split(",") if augment_methods else None
     teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
     distiller = Distiller(teacher, student_config, loss, train_settings, class_weights, teacher_embeddings,
@@ -512,6 +518,7 @@ def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unl
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
+    report_teacher(summary)
 
 
 @command("pseudo-label")
@@ -565,6 +572,19 @@ def report_student(summary: dict, output: str) -> None:
     best = summary["best"]
     report(f"{summary['model']}: {summary['parameters']:,} parameters, {size_text(summary['size_bytes'])}; "
                f"best epoch {best['epoch']}; dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+def report_teacher(summary: dict) -> None:
+    """kd's last line: the teacher's dev score beside the student's, by the metric that picked the student's
+    epoch, and the classes whose dev F1 the student has above the teacher's."""
+    metric, teacher = summary["settings"]["select_metric"], summary["teacher_dev"]
+    kind = "entity types" if "f1" in teacher else "tags" if "per_tag_f1" in teacher else "labels"
+    above, total = summary["classes_above_teacher"], len(summary["dev_class_f1"])
+    which = f"{len(above)} of {total} {kind}: {json.dumps(above, ensure_ascii=False)}" if above else \
+        f"none of its {total} {kind}"  # as a JSON list: labels may hold commas (POS tags are "," and ":")
+    name = "ensemble" if summary.get("teachers") else "teacher"  # an ensemble: its mixture's scores
+    report(f"{name}: dev {metric} {teacher[metric]:.4f} (the student's {summary['best']['dev'][metric]:.4f}); the "
+           f"student's dev F1 is above the {name}'s on {which}")
 
 
 def headline_of(metrics: dict) -> dict:

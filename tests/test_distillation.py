@@ -256,3 +256,89 @@ def test_kd_reuses_the_logits_pseudo_label_computed(tiny_classifier_teacher, tmp
     assert summary["unlabeled_examples"] == 300 and summary["cached_examples"] == summary["train_examples"]
     cli("pseudo-label", *common, "--input", SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "again.jsonl")
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "pseudo.jsonl").read_bytes()
+
+
+def test_teacher_mistakes_shift_or_drop_only_the_labelled_rows_the_teacher_gets_wrong():
+    """Row 0: the teacher is right; row 1: wrong (gold 0, its top class 1); row 2: unlabelled, never judged."""
+    student = torch.tensor([[0.5, 0.0, -0.5], [0.0, 1.0, 0.0], [1.0, 0.0, 2.0]])
+    teacher = torch.tensor([[2.0, 1.0, 0.0], [0.5, 3.0, -1.0], [0.0, 4.0, 0.0]])
+    targets = torch.tensor([0, 0, IGNORE_INDEX])
+    labelled = torch.tensor([True, True, False])
+    distill_term = lambda mistakes: TeacherStudentDistill(teacher_mistakes=mistakes).terms(  # noqa: E731
+        student, teacher, targets, labelled=labelled)[1].mean().item() / 0.5
+    shifted = torch.tensor([[2.0, 1.0, 0.0], [3.0, 0.5, -1.0], [0.0, 4.0, 0.0]])
+    assert distill_term("keep") == pytest.approx(kl_distill(student, teacher, 2.0).item())
+    assert distill_term("shift") == pytest.approx(kl_distill(student, shifted, 2.0).item())
+    assert distill_term("drop") == pytest.approx(kl_distill(student[[0, 2]], teacher[[0, 2]], 2.0).item())
+    students = [TeacherStudentDistill(teacher_mistakes=m).terms(student, teacher, targets, labelled=labelled)[0]
+                for m in ("keep", "shift", "drop")]
+    assert all(torch.equal(s.total, students[0].total) for s in students)  # the loss on the labels is untouched
+
+
+def test_dropping_teacher_mistakes_of_a_tagger_leaves_those_words_out_of_the_term():
+    torch.manual_seed(0)
+    student, teacher = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    targets = teacher.argmax(-1)
+    targets[0, 1] = (targets[0, 1] + 1) % 4  # the teacher's one mistake
+    targets[1, 2] = IGNORE_INDEX
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    term = TeacherStudentDistill(teacher_mistakes="drop").terms(student, teacher, targets, mask)[1]
+    kept = mask.clone()
+    kept[0, 1] = False
+    assert term.denominator.item() == 4
+    assert term.mean().item() == pytest.approx(0.5 * kl_distill(student, teacher, 2.0, kept).item())
+
+
+def test_teacher_mistakes_is_a_recorded_setting():
+    assert "teacher_mistakes" not in TeacherStudentDistill().settings()  # runs of before keep their signature
+    assert TeacherStudentDistill(teacher_mistakes="shift").settings()["teacher_mistakes"] == "shift"
+    with pytest.raises(DistillError, match="teacher mistakes 'fix': choose one of keep, shift, drop"):
+        TeacherStudentDistill(teacher_mistakes="fix")
+
+
+def test_kd_reports_the_teachers_dev_score_beside_the_students(tiny_tagging_teacher, tmp_path, capsys, monkeypatch):
+    """The teacher's dev scores come from its logits through the cache: a second run runs no teacher."""
+    from distill.data import DataOptions, labelled_examples
+    from distill.inference import evaluate
+    from distill.metrics import class_f1
+    from distill.models.teacher import Teacher
+    kd = ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
+          "--dev", SAMPLES / "ner_dev.conll", "--epochs", "2", "--cache-dir", tmp_path / "cache", "--quiet"]
+    cli(*kd, "--output", tmp_path / "keep")
+    summary = json.load(open(tmp_path / "keep" / "train_summary.json"))
+    teacher = load_model(tiny_tagging_teacher)
+    expected = evaluate(teacher, SAMPLES / "ner_dev.conll")
+    assert {name: summary["teacher_dev"][name] for name in expected} == pytest.approx(expected)
+    assert set(summary["teacher_dev"]["class_f1"]) <= {"LOC", "MISC", "ORG", "PER"}
+    student = load_model(tmp_path / "keep")
+    dev = labelled_examples(str(SAMPLES / "ner_dev.conll"), "tagging", DataOptions())
+    gold, predicted = dev.labels, student.predict(dev.inputs)
+    assert summary["dev_class_f1"] == pytest.approx(class_f1("tagging", None, gold, predicted))
+    assert summary["classes_above_teacher"] == [name for name, f1 in summary["dev_class_f1"].items()
+                                                if f1 > summary["teacher_dev"]["class_f1"].get(name, 0.0)]
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert out.startswith(f"teacher: dev f1 {summary['teacher_dev']['f1']:.4f} (the student's "
+                          f"{summary['best']['dev']['f1']:.4f}); the student's dev F1 is above the teacher's on ")
+    assert "entity types" in out
+
+    def no_teacher_pass(*args, **kwargs):
+        raise AssertionError("the teacher ran again")
+    monkeypatch.setattr(Teacher, "forward", no_teacher_pass)
+    cli(*kd, "--output", tmp_path / "shift", "--teacher-mistakes", "shift")
+    shifted = json.load(open(tmp_path / "shift" / "train_summary.json"))
+    assert shifted["teacher_dev"] == summary["teacher_dev"] and shifted["kd"]["teacher_mistakes"] == "shift"
+
+
+def test_an_ensembles_dev_score_is_its_mixtures(tiny_classifier_teacher, tmp_path):
+    """A teacher with itself is that teacher: the ensemble's dev scores are the teacher's own."""
+    from distill.inference import evaluate
+    from distill.trainers import Distiller, Runtime
+    from distill.training import TrainSettings
+    teacher = load_model(tiny_classifier_teacher)
+    result = Distiller([teacher, teacher], config_for("cnn", filters=8), settings=TrainSettings(epochs=1),
+                       cache_dir=tmp_path / "cache", env=Runtime(progress=False)).fit(
+        SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv")
+    expected = evaluate(teacher, SAMPLES / "sentiment_dev.csv")
+    assert {name: result.summary["teacher_dev"][name] for name in expected} == pytest.approx(expected)
+    assert set(result.summary["teacher_dev"]["class_f1"]) == set(result.summary["dev_class_f1"]) == \
+        {"negative", "positive"}

@@ -147,10 +147,13 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
     # after 3 epochs at lr 0.02.
     assert_two_processes_match_one(args, tmp_path, one=("--cache-dir", tmp_path / "cache-one"),
                                    two=("--cache-dir", tmp_path / "cache-two"))
-    # the teacher logits each rank computed for its shard, gathered, equal the one-process cache
-    (cache_one,), (cache_two,) = (list((tmp_path / c).rglob("*.safetensors")) for c in ("cache-one", "cache-two"))
-    assert cache_one.relative_to(tmp_path / "cache-one") == cache_two.relative_to(tmp_path / "cache-two")
-    torch.testing.assert_close(load_tensors(cache_two)["logits"], load_tensors(cache_one)["logits"])
+    # the teacher logits each rank computed for its shard, gathered, equal the one-process cache (a shard for the
+    # dev examples, which the teacher's dev scores come from, and one for the transfer set)
+    shards_one, shards_two = (sorted((tmp_path / c).rglob("*.safetensors")) for c in ("cache-one", "cache-two"))
+    assert [s.relative_to(tmp_path / "cache-one") for s in shards_one] == \
+        [s.relative_to(tmp_path / "cache-two") for s in shards_two] and len(shards_one) == 2
+    for cache_one, cache_two in zip(shards_one, shards_two):
+        torch.testing.assert_close(load_tensors(cache_two)["logits"], load_tensors(cache_one)["logits"])
 
 
 @pytest.mark.parametrize("options", [["--kd-loss", "kl", "--class-weights", "inverse"], ["--kd-loss", "mse", "--crf"]],

@@ -161,6 +161,10 @@ def test_cli_tagger_teacher(hf_tagger, tmp_path, cache, capsys):
     cli("kd", "--teacher", hf_tagger, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
         "--dev", SAMPLES / "ner_dev.conll", "--output", run, "--epochs", "1", "--quiet")
     assert summary_of(run)["teacher"] == hf_tagger
+    from distill.inference import evaluate
+    from distill.models import load_teacher
+    expected = evaluate(load_teacher(hf_tagger), SAMPLES / "ner_dev.conll")  # the model's own dev scores
+    assert {name: summary_of(run)["teacher_dev"][name] for name in expected} == pytest.approx(expected)
     metrics = tmp_path / "metrics.json"
     cli("evaluate", hf_tagger, SAMPLES / "ner_test.conll", "--output", metrics, "--quiet")
     assert {"f1", "token_accuracy"} <= set(json.loads(metrics.read_text(encoding="utf-8")))

@@ -89,6 +89,9 @@ def test_kd_with_an_export_as_teacher(task, variant, exports, tmp_path):
     assert summary["teacher_export"]["fingerprint"] == fingerprint and Path(summary["cache_dir"]).name == fingerprint
     assert summary["teacher_export"]["quantize"] == (None if variant == "fp32" else "int8")
     assert summary["kd"]["embeddings_from_teacher"]
+    from distill.inference import evaluate
+    expected = evaluate(load_teacher(exports[task][variant]), dev)  # the export's own dev scores, beside the student's
+    assert {name: summary["teacher_dev"][name] for name in expected} == pytest.approx(expected)
     assert load_model(tmp_path / "kd").predict(["EU rejects German call"] if task == "classification"
                                                else [["EU", "rejects", "German", "call"]])
 
