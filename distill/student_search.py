@@ -66,6 +66,8 @@ DEFAULT_SPACES: dict[str, dict] = {
             "lstm": {"hidden_dim": {"low": 32, "high": 256, "log": True}, "embedding_dim": [50, 100, 200],
                      "layers": [1, 2]},
             "cnn": {"filters": {"low": 32, "high": 200, "log": True}, "embedding_dim": [50, 100, 200]},
+            # the fast end: a mean of word vectors taken from the fine-tuned teacher, and a small head
+            "static": {"embedding_dim": [64, 128, 256], "head_hidden": [0, 128, 256]},
         },
         "loss": {"kd_loss": ["kl", "mse"], "temperature": {"low": 1.0, "high": 8.0},
                  "student_weight": [0.0, 0.25, 0.5], "distill_weight": [0.5, 1.0]},
