@@ -87,8 +87,11 @@ def collect(out: Path, specs: dict) -> dict:
                 "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json"),
                 "onnx_teacher": read(base / "onnx_teacher.json"), "augment_targets": spec.get("augment_targets", {})}
         task["ensemble"] = ensemble_scores(base, spec, models) if spec.get("ensemble") else None
+        task["static_peers"] = read(base / "static_peers.json")
+        task["static_target"] = spec.get("static_target")
         expected = ["speed", "training_cost", "teacher_inference", "onnx_teacher", "export"] + \
-            (["tfidf"] if spec["task"] == "classification" else []) + (["ensemble"] if spec.get("ensemble") else [])
+            (["tfidf"] if spec["task"] == "classification" else []) + (["ensemble"] if spec.get("ensemble") else []) + \
+            (["static_peers"] if "static" in spec["students"] else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
         task["models_complete"] = not missing
         derive(task)
@@ -201,6 +204,7 @@ def targets(task: dict) -> list[dict]:
         checks.append({"target": f"{student}+kd-kl+augment (no unlabelled text) >= {threshold:g}",
                        "measured": f"{row['score']:.4f} ({row['retention']:.1%} of the teacher)" if row else None,
                        "met": row["score"] >= threshold if row else None})
+    checks += static_targets(task)
     ensemble = task.get("ensemble")
     if ensemble is not None or "ensemble" in task["missing"]:
         checks.append({"target": f"a student of two teachers beats the better single teacher's by >= "
@@ -236,6 +240,33 @@ def targets(task: dict) -> list[dict]:
                              "points of one from fp32 logits",
                    "measured": f"{gap:+.2f} points ({onnx['student']})" if gap is not None else None,
                    "met": abs(gap) <= TARGETS["int8_kd_points"] if gap is not None else None})
+    return checks
+
+
+def static_targets(task: dict) -> list[dict]:
+    """Issue 33's bars for the static student: a test score at model2vec's batch-32 speed or more (measured side
+    by side, `static_peers`), and where the task has the n-gram bag, its speed at the bag's accuracy."""
+    if "static" not in task["students"]:
+        return []
+    checks, peers, models = [], task.get("static_peers"), task["models"]
+    if task.get("static_target") is not None:
+        static, m2v = (peers or {}).get("static"), (peers or {}).get("model2vec")
+        known = static is not None and m2v is not None and "examples_per_second_b32" in m2v
+        checks.append({"target": f"static+kd-kl >= {task['static_target']:g} at >= model2vec's batch-32 throughput",
+                       "measured": f"{static['test_accuracy']:.4f} at {static['examples_per_second_b32']:,.0f} ex/s "
+                                   f"against model2vec's {m2v['test_accuracy']:.4f} at "
+                                   f"{m2v['examples_per_second_b32']:,.0f}" if known else None,
+                       "met": static["test_accuracy"] >= task["static_target"]
+                       and static["examples_per_second_b32"] >= m2v["examples_per_second_b32"] if known else None})
+    if "ngram" in task["students"]:
+        static, bag = models.get("static+kd-kl"), models.get("ngram+kd-kl")
+        known = static is not None and bag is not None and static.get("examples_per_second_b32") and \
+            bag.get("examples_per_second_b32")
+        checks.append({"target": "static+kd-kl is faster than ngram+kd-kl at its accuracy (within 0.5 points)",
+                       "measured": f"{static['score']:.4f} at {static['examples_per_second_b32']:,.0f} ex/s against "
+                                   f"{bag['score']:.4f} at {bag['examples_per_second_b32']:,.0f}" if known else None,
+                       "met": static["examples_per_second_b32"] > bag["examples_per_second_b32"]
+                       and static["score"] >= bag["score"] - 0.005 if known else None})
     return checks
 
 
@@ -358,6 +389,8 @@ def task_section(task: dict) -> list[str]:
                       f"{bf16['labels_changed']} of {bf16['labels_compared']:,} labels differ from the fp32 run.", ""]
     if task["onnx_teacher"]:
         lines += onnx_teacher_section(task["onnx_teacher"], task["metric"])
+    if task.get("static_peers"):
+        lines += static_peers_section(task["static_peers"])
     if task.get("ensemble"):
         ensemble = task["ensemble"]
         lines += [f"Teacher ensemble: a second teacher (the same recipe, the next seed) and `{ensemble['student']}` "
@@ -366,6 +399,21 @@ def task_section(task: dict) -> list[str]:
         lines += [f"| {role} | {score:.4f} |" for role, score in ensemble["scores"].items()]
         lines += ["", f"The student of both is {ensemble['gain_points']:+.2f} points over the better single "
                       "teacher's student.", ""]
+    return lines
+
+
+def static_peers_section(peers: dict) -> list[str]:
+    """The static student beside model2vec and TF-IDF (scripts/bench_static.py): test accuracy, and batch-32
+    throughput timed in alternating rounds in one run."""
+    lines = [f"Static student and its peers, side by side: batch-32 throughput at {peers['threads']} thread(s), best "
+             f"of {peers['rounds']} alternating rounds; model2vec runs in its own environment (it pins "
+             "transformers<5.4):", "", "| model | test accuracy | ex/s @32 |", "|---|---|---|"]
+    rows = [("static+kd-kl", peers["static"]), ("model2vec (its distill + classifier)", peers.get("model2vec"))]
+    for name, row in rows:
+        lines.append(f"| {name} | {number(row and row.get('test_accuracy'))} | "
+                     f"{number(row and row.get('examples_per_second_b32'), ',.0f')} |" if row else
+                     f"| {name} | not run (no --model2vec-python) | – |")
+    lines += [f"| TF-IDF (1-2 grams) + logistic regression | {peers['tfidf']['accuracy']:.4f} | – |", ""]
     return lines
 
 
