@@ -333,11 +333,11 @@ def _latency(model, examples: list, batch_size: int) -> float:
     return 1000 * batch_size / throughput(model, examples, batch_size, repeats=2)
 
 
-def measure(model_dir: Path, examples: list, batch_size: int, threads: int) -> dict:
+def measure(model_dir: Path, examples: list, batch_size: int, threads: int, scratch: Path | None = None) -> dict:
     """A trained model's latency and size on this machine at `threads`, in PyTorch and in ONNX Runtime (an ONNX
-    export in a temporary folder beside it): the faster runtime counts (``runtime``, ``latency_ms``,
-    ``size_mb``: the bytes of the model folder it loads); without the export extra, or for a model that cannot be
-    exported, PyTorch alone (``onnx_error`` says why)."""
+    export in a temporary folder in `scratch`, by default beside it): the faster runtime counts (``runtime``,
+    ``latency_ms``, ``size_mb``: the bytes of the model folder it loads); without the export extra, or for a
+    model that cannot be exported, PyTorch alone (``onnx_error`` says why)."""
     from distill.export import export_model
     from distill.models import load_model
     from distill.trainers import model_size_bytes
@@ -347,7 +347,7 @@ def measure(model_dir: Path, examples: list, batch_size: int, threads: int) -> d
     with runtime(None, threads):
         record["pytorch_ms"] = _latency(load_model(model_dir), examples, batch_size)
         record["pytorch_mb"] = model_size_bytes(model_dir) / 1e6
-        with tempfile.TemporaryDirectory(prefix=f".{model_dir.name}-onnx.", dir=model_dir.parent) as folder:
+        with tempfile.TemporaryDirectory(prefix=f".{model_dir.name}-onnx.", dir=scratch or model_dir.parent) as folder:
             exported = Path(folder) / "onnx"
             try:
                 export_model(str(model_dir), str(exported), "onnx")
@@ -406,6 +406,7 @@ class Job:
     device: str
     progress: bool
     dev_examples: list = field(default_factory=list)
+    reference: dict | None = None  # the model whose latency is the budget (as_fast_as), as measured
 
 
 def _folder(trial, job: Job) -> Path:
@@ -740,7 +741,8 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float) -> dict:
     report = {"search": {"teacher": job.teacher, "train": str(job.train), "dev": str(job.dev),
                          "unlabeled": None if job.unlabeled is None else str(job.unlabeled),
                          "space": job.space.given, "space_source": job.space.source,
-                         "budget": {"max_latency_ms": job.budget.max_latency_ms, "max_mb": job.budget.max_mb},
+                         "budget": {"max_latency_ms": job.budget.max_latency_ms, "max_mb": job.budget.max_mb,
+                                    **({"as_fast_as": job.reference} if job.reference else {})},
                          "latency": {"batch_size": job.batch_size, "threads": job.threads,
                                      "examples": len(job.dev_examples[:TIMING_EXAMPLES])},
                          "cpu": _cpu(), "date": datetime.date.today().isoformat()},
@@ -783,12 +785,15 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
            study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
            pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
-           data: DataOptions = DataOptions(), progress: bool = False) -> SearchResult:
+           data: DataOptions = DataOptions(), progress: bool = False,
+           as_fast_as: str | Path | None = None) -> SearchResult:
     """Search students and distillation settings for the best dev score within a budget (module docstring).
 
     `trials`: how many trials the study should hold finished (trained to the end, or pruned), counted over
     every process and every resume; `timeout` seconds: start no trial after that. The budget: `max_latency_ms`
-    for a batch of `batch_size` dev examples at `threads` torch threads (None: this process's), and/or `max_mb`.
+    for a batch of `batch_size` dev examples at `threads` torch threads (None: this process's), or `as_fast_as`: a
+    model directory whose latency, measured here when the search starts or resumes, is `max_latency_ms` (a budget
+    that holds on a loaded machine as on an idle one); and/or `max_mb`.
     `space`: a file, a mapping or None (the task's `DEFAULT_SPACES`). `storage`: an Optuna storage URL shared by
     several processes or machines (default: ``sqlite:///OUTPUT/study.db``). `pruner`: an Optuna pruner
     (default: the median of the other trials' scores at the same epoch, after 3 trials and 1 epoch); `prune` False:
@@ -805,6 +810,9 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_flag("prune", prune)
     require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
     require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
+    if as_fast_as is not None and max_latency_ms is not None:
+        raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
+                           f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
     card = model_card(str(teacher))
     task = card.get("task")
@@ -819,6 +827,10 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress)
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
+        job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size, threads,
+                                                             scratch=output)}
+        job.budget.max_latency_ms = job.reference["latency_ms"]
     if pruner is None:
         pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1) if prune else \
             optuna.pruners.NopPruner()

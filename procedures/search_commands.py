@@ -49,6 +49,9 @@ def print_space(context: click.Context, task: str | None) -> None:
               callback=lambda c, p, v: print_space(c, v),
               help="Print the task's default search space as YAML (a start for --space FILE) and exit.")
 @click.option("--max-latency-ms", type=POSITIVE, help="Budget: milliseconds a batch of --batch-size may take.")
+@click.option("--as-fast-as", "as_fast_as", type=click.Path(file_okay=False), metavar="MODEL_DIR",
+              help="Budget: as fast as this model (e.g. the student you use now): its latency, timed here when the "
+                   "search starts, in the same way as every trial's, is --max-latency-ms.")
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT,
               help="The batch size latency is measured at.")
 @click.option("--max-mb", type=POSITIVE, help="Budget: megabytes the model folder may take.")
@@ -73,13 +76,15 @@ def print_space(context: click.Context, task: str | None) -> None:
 @device_option
 @click.pass_context
 def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, trials, space_path, max_latency_ms,
-           batch_size, max_mb, storage, study_name, timeout, test_path, prune, seed, cache_dir, quiet, data, device):
+           as_fast_as, batch_size, max_mb, storage, study_name, timeout, test_path, prune, seed, cache_dir, quiet, data,
+           device):
     """Search students and KD settings for the best dev score within a latency or size budget (Optuna)."""
     from distill.student_search import search as run_search
     threads = context.find_root().params.get("threads")
     result = run_search(teacher_dir, train_path, dev_path, output, trials, unlabeled_path, space_path,
                         max_latency_ms, batch_size, threads, max_mb, storage, study_name, timeout, test_path, prune,
-                        seed=seed, cache_dir=cache_dir, device=device, data=data, progress=not quiet)
+                        seed=seed, cache_dir=cache_dir, device=device, data=data, progress=not quiet,
+                        as_fast_as=as_fast_as)
     summary = result.report
     states = ", ".join(f"{count} {state}" for state, count in summary["states"].items())
     report(f"search: {states} trials ({summary['wall_seconds']:.0f} s here); table {output}/trials.md, "

@@ -161,6 +161,25 @@ def test_a_budget_chooses_among_the_trials_within_it(finished_search, tmp_path):
         "best"]["trial"])
 
 
+def test_a_budget_as_fast_as_a_model_is_that_models_latency_timed_here(finished_search, tmp_path):
+    """--as-fast-as MODEL: the budget is the model's latency, measured when the search starts in the way every
+    trial's is; it is recorded, nothing is written beside the model, and it cannot be given with a number."""
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    reference = tmp_path / "models" / "reference"
+    shutil.copytree(copy / read_report(copy)["trials"][0]["folder"], reference)
+    result = search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE,
+                    as_fast_as=reference, threads=1, cache_dir=tmp_path / "cache")
+    budget = result.report["search"]["budget"]
+    assert budget["as_fast_as"]["model"] == str(reference) and budget["as_fast_as"]["latency_ms"] > 0
+    assert budget["max_latency_ms"] == budget["as_fast_as"]["latency_ms"]
+    assert all(t["within_budget"] == (t["latency_ms"] <= budget["max_latency_ms"]) for t in result.trials)
+    assert [p.name for p in reference.parent.iterdir()] == ["reference"]  # its ONNX timing copy: in the output
+    with pytest.raises(DistillError, match=r"as_fast_as sets the latency budget .* give it or max_latency_ms"):
+        search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE,
+               as_fast_as=reference, max_latency_ms=5.0, threads=1)
+
+
 def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_path):
     copy = tmp_path / "out"
     shutil.copytree(finished_search, copy)
