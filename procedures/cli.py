@@ -32,7 +32,8 @@ COMMANDS = {
     "student": ("procedures.train_commands:student",
                 "Train a small student on gold labels alone (the baseline for `kd`)."),
     "kd": ("procedures.train_commands:kd",
-           "Distill a teacher into a student: loss = w_s * NLL + w_d * distill(student, teacher)."),
+           "Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * "
+           "distill(student, teacher)."),
     "pseudo-label": ("procedures.train_commands:pseudo_label_command", "Label unlabelled text with the teacher's "
                      "argmax (JSONL: line, text/tokens, label(s), confidence)."),
     "evaluate": ("procedures.use_commands:evaluate",

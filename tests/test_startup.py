@@ -70,7 +70,7 @@ def test_help_lists_each_command_as_click_would(capsys):
     rows = shown.split("Commands:\n")[1].splitlines()
     assert [row.split()[0] for row in rows] == ["compare", "evaluate", "export", "kd", "predict", "pseudo-label",
                                                 "search", "student", "teacher"]
-    assert "kd            Distill a teacher into a student:" in shown
+    assert "kd            Distill a teacher (or an ensemble" in shown
 
 
 def test_global_options_after_the_command_with_help(capsys):
