@@ -193,19 +193,26 @@ def _fit(model: LabelModel, objective: Objective, optimizer, scheduler, train: E
 def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, scheduler, settings: FitSettings,
                run: RunState | None, save: Callable[[Path], None], summary: dict,
                callbacks: Sequence[Callback] = ()) -> TrainResult:
-    """`fit_tasks` with the best epoch saved to the run's directory, or kept in memory without one."""
+    """`fit_tasks` with the best epoch saved to the run's directory (if there is one) and kept in memory: the
+    returned model is the best epoch's, not the last one's."""
     best_state: dict = {}
-    if run is None:
-        save_best = lambda record: best_state.update(copy.deepcopy(model.state_dict()))  # noqa: E731
-        log = None
-    else:
-        save_best = lambda record: save(run.directory)  # noqa: E731
+
+    def save_best(record: dict) -> None:
+        if run is not None:
+            save(run.directory)
+        best_state.update(copy.deepcopy(model.state_dict()))
+
+    log = None
+    if run is not None:
         log = run.directory / LOG_FILE
         if distributed.is_main() and run.saved is None:  # rank 0 alone: another rank's unlink could follow its
             log.unlink(missing_ok=True)  # rewrite; a resume rewrites it from its state once that is loaded
     result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run, callbacks)
     if best_state:
         model.load_state_dict(best_state)
+    elif run is not None and run.saved is not None and result["best"] is not None:
+        # resumed, and no epoch since beat the best one, whose weights are those the folder holds
+        model.load_state_dict(type(model).from_pretrained(run.directory).state_dict())
     model.eval()
     summary = {**summary, "parameters": model.parameter_count(),
                "train_examples": sum(len(task.train_examples) for task in tasks.values()), **result}

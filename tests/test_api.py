@@ -606,3 +606,29 @@ def test_evaluate_reads_gold_labels_from_a_generator():
     gold = ["pos", "neg", "pos"]
     assert evaluate(student, ["good", "bad", "fine"], (label for label in gold)) == \
         evaluate(student, ["good", "bad", "fine"], gold)
+
+
+@pytest.mark.parametrize("saved", [False, True])
+def test_the_returned_model_is_the_best_epochs_with_or_without_an_output(monkeypatch, tmp_path, saved):
+    """`TrainResult.model` is the model as of its best dev epoch (here the first of three, by a dev score that
+    falls), whether the run saves to a folder or not: with a folder it was the last epoch's."""
+    import distill.training
+    real_evaluate, calls = distill.training.evaluate, []
+
+    def falling(*args, **kwargs):  # epoch 1 scores 0.9, epoch 2 0.5, ...
+        calls.append(1)
+        return {**real_evaluate(*args, **kwargs), "accuracy": 0.9 - 0.4 * (len(calls) > 1) - 0.1 * len(calls)}
+
+    monkeypatch.setattr(distill.training, "evaluate", falling)
+    output = Output(tmp_path / "student") if saved else Output()
+    result = train_student(student_config("lstm", **TINY), SAMPLES / "sentiment_train.csv",
+                           SAMPLES / "sentiment_dev.csv", TrainSettings(epochs=3, patience=3, lr=0.05), env=QUIET,
+                           output=output)
+    assert result.best["epoch"] == 1 and len(result.history) == 3
+    first = train_student(student_config("lstm", **TINY), SAMPLES / "sentiment_train.csv",
+                          SAMPLES / "sentiment_dev.csv", TrainSettings(epochs=1, lr=0.05), env=QUIET).model
+    for name, tensor in result.model.state_dict().items():  # the seeded run's first epoch, not its third
+        assert torch.equal(tensor, first.state_dict()[name]), name
+    if saved:
+        on_disk = LabelModel.from_pretrained(tmp_path / "student").state_dict()
+        assert all(torch.equal(tensor, on_disk[name]) for name, tensor in result.model.state_dict().items())
