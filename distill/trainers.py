@@ -210,9 +210,8 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
     result = fit_tasks(model, tasks, optimizer, scheduler, settings, save_best, log, run, callbacks)
     if best_state:
         model.load_state_dict(best_state)
-    elif run is not None and run.saved is not None and result["best"] is not None:
-        # resumed, and no epoch since beat the best one, whose weights are those the folder holds
-        model.load_state_dict(type(model).from_pretrained(run.directory).state_dict())
+    # resumed, and no epoch since beat the best one: its weights are the folder's, read once the run is finished
+    best_on_disk = not best_state and run is not None and run.saved is not None and result["best"] is not None
     model.eval()
     summary = {**summary, "parameters": model.parameter_count(),
                "train_examples": sum(len(task.train_examples) for task in tasks.values()), **result}
@@ -224,6 +223,8 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
             run.finish(lambda: _finish_files(model, run.directory, summary))
         # rank 0 alone writes the model and measures it; every rank's result says its size
         summary["size_bytes"] = distributed.broadcast_object(summary.get("size_bytes"))
+        if best_on_disk:
+            model.load_state_dict(type(model).from_pretrained(run.directory).state_dict())
     return TrainResult(model, summary)
 
 

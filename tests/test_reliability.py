@@ -1257,10 +1257,12 @@ def test_predict_tags_every_token_of_jsonl_numbers_too(tiny_tagging_teacher, tmp
 def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher, tmp_path):
     args = kd_with(tiny_classifier_teacher, tmp_path / "a", "--epochs", "1", "--cache-dir", tmp_path / "cache")
     cli(*args)
-    (cache_file,) = (tmp_path / "cache").rglob("*.safetensors")
-    data = bytearray(cache_file.read_bytes())
-    data[-3] ^= 0x40  # one logit's value changes; the file still loads
-    cache_file.write_bytes(bytes(data))
+    shards = list((tmp_path / "cache").rglob("*.safetensors"))
+    assert len(shards) == 2  # the transfer set's and the dev set's (the teacher's dev score kd reports)
+    for cache_file in shards:
+        data = bytearray(cache_file.read_bytes())
+        data[-3] ^= 0x40  # one logit's value changes; the file still loads
+        cache_file.write_bytes(bytes(data))
     cli(*kd_with(tiny_classifier_teacher, tmp_path / "b", "--epochs", "1", "--cache-dir", tmp_path / "cache"))
     summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
     assert summary["cached_examples"] == 0
