@@ -119,6 +119,19 @@ def interrupt_evaluation(monkeypatch, call: int = 2) -> list:
     return calls
 
 
+def interrupted_cli_run(monkeypatch, args: list, output: Path) -> None:
+    """`nlp-train ARGS` stopped by a Ctrl-C at epoch 2's evaluation: exit 130 and `output`'s resume state left;
+    later evaluations run as usual."""
+    import distill.training
+    from procedures.cli import main
+    real_evaluate = distill.training.evaluate
+    interrupt_evaluation(monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        main([str(a) for a in args])
+    assert stopped.value.code == 130 and (Path(output) / "resume.pt").exists()
+    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+
+
 @pytest.fixture(scope="session")
 def tiny_classifier_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("teacher-cls") / "teacher"

@@ -13,7 +13,7 @@ from distill.augment import (DEFAULT_METHODS, Example, Resources, augmented, aug
 from distill.data import DataOptions, labelled_examples
 from distill.errors import DistillError
 from distill.labels import split_tag
-from tests.conftest import SAMPLES, cli, config_for, interrupt_evaluation
+from tests.conftest import SAMPLES, cli, config_for, interrupted_cli_run
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 NER_TRAIN, NER_DEV = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
@@ -210,17 +210,11 @@ def test_kd_augments_a_tagger(tiny_tagging_teacher, sentences):
 
 
 def test_resume_with_another_augment_is_refused(tiny_classifier_teacher, tmp_path, capsys, monkeypatch):
-    import distill.training
     from procedures.cli import main
     out = tmp_path / "run"
     args = ["kd", "--teacher", tiny_classifier_teacher, *SMALL_LSTM, "--train", TRAIN, "--dev", DEV,
             "--output", out, "--epochs", "3", "--augment", "1", "--cache-dir", tmp_path / "cache"]
-    real_evaluate = distill.training.evaluate
-    interrupt_evaluation(monkeypatch)
-    with pytest.raises(SystemExit) as stopped:
-        main([str(a) for a in args])
-    assert stopped.value.code == 130 and (out / "resume.pt").exists()
-    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    interrupted_cli_run(monkeypatch, args, out)
     capsys.readouterr()
     for change in (["--augment", "2"], ["--augment", "1", "--augment-methods", "mask"]):
         with pytest.raises(SystemExit) as refused:

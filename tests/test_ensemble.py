@@ -15,7 +15,7 @@ from distill.losses import kl_distill, mean_logits, mixture_logits
 from distill.models import load_model
 from distill.models.students import build_student
 from distill.pseudo_label import pseudo_label
-from tests.conftest import SAMPLES, cli, config_for, interrupt_evaluation
+from tests.conftest import SAMPLES, cli, config_for, interrupted_cli_run
 
 QUIET = Runtime(device="cpu", threads=1, progress=False)
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
@@ -164,17 +164,11 @@ def test_kd_with_two_teachers_from_the_command_line(tiny_classifier_teacher, oth
     """Both teachers' logits cached, each in its own folder; the summary, the card and run_config.yaml name both
     with their weights; a resume with another teacher list or weights is refused; the output never replaces a
     teacher."""
-    import distill.training
     from procedures.cli import main
     out, cache = tmp_path / "run", tmp_path / "cache"
     args = ["kd", "--teacher", tiny_classifier_teacher, "--teacher", other_classifier_teacher, "--teacher-weights",
             "3,1", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", out, "--epochs", "3", "--cache-dir", cache]
-    real_evaluate = distill.training.evaluate
-    interrupt_evaluation(monkeypatch)
-    with pytest.raises(SystemExit) as stopped:
-        main([str(a) for a in args])
-    assert stopped.value.code == 130 and (out / "resume.pt").exists()
-    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    interrupted_cli_run(monkeypatch, args, out)
     capsys.readouterr()
     changes = [(["--teacher", other_classifier_teacher, "--teacher-weights", "1,1"], "kd.teacher_weights)"),
                (["--teacher", tiny_classifier_teacher, "--teacher-weights", "3,1"], "inputs.teacher:2)")]
