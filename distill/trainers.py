@@ -39,7 +39,7 @@ from distill.inference import decode_labels, model_crf, predict_logits
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import class_f1, classes_beaten, select_metric, task_metrics
-from distill.models import is_onnx_export, load_model, load_teacher, model_card
+from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel, pick_device
 from distill.models.protocol import check_student
 from distill.models.registry import student_entry
@@ -821,8 +821,8 @@ class Distiller:
         """Each class's dev F1 of the student at its best epoch (``dev_class_f1``) and the classes where it is
         above the teacher's (``classes_above_teacher``), added to the summary, train_summary.json's too."""
         teacher, scores = result.summary["teacher_dev"], None
-        if distributed.is_main():  # the best epoch's student (a run's in memory is its last epoch's), as saved
-            student = result.model if run is None else load_model(run.directory, device=str(result.model.device))
+        if distributed.is_main():  # the best epoch's student: the run returns it as it saved it
+            student = result.model
             predicted = decode_labels(student, predict_logits(student, dev.inputs))
             scores = class_f1(student.task, student.hierarchy.tag_scheme, dev.labels, predicted)
         scores = distributed.broadcast_object(scores)
