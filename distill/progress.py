@@ -7,13 +7,17 @@ becomes one line, at most every `PLAIN_INTERVAL` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, TextIO
+from contextvars import ContextVar
+from typing import Any, Iterator, TextIO
 
 from tqdm.auto import tqdm as auto_tqdm
 from tqdm.std import tqdm as plain_tqdm
 
 PLAIN_INTERVAL = 30.0
+# off inside a --quiet run (`bars_shown`): a bar deep in a model's set-up need not be told
+_SHOWN: ContextVar[bool] = ContextVar("progress_bars_shown", default=True)
 
 
 class _Lines:
@@ -39,8 +43,21 @@ class _PlainBar(plain_tqdm):
     monitor_interval = 0
 
 
+@contextlib.contextmanager
+def bars_shown(shown: bool) -> Iterator[None]:
+    """Within, every `progress_bar` is drawn only if `shown` (a run's ``--quiet`` reaches them all)."""
+    token = _SHOWN.set(shown)
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
 def progress_bar(**options: Any):
-    """A tqdm bar (same arguments) that writes plain periodic lines when stderr is not a terminal."""
+    """A tqdm bar (same arguments) that writes plain periodic lines when stderr is not a terminal; drawn
+    nowhere within `bars_shown(False)`."""
+    if not _SHOWN.get():
+        options["disable"] = True
     stream = sys.stderr
     if getattr(stream, "isatty", lambda: False)() or "ipykernel" in sys.modules:
         return auto_tqdm(**options)

@@ -305,7 +305,7 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
     _check_arguments(True, config=config, settings=settings, data=data, output=output, env=env)
     training = settings  # a TeacherTraining; `settings` below is the loop's FitSettings
     check_pooling(config.task, config.pooling, option("--pooling", f"TeacherConfig(pooling={config.pooling!r})"))
-    with runtime(env.precision, env.threads):
+    with runtime(env.precision, env.threads, env.progress):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()
         training = _selecting(training.for_task(config.task), config.task, hierarchy)
@@ -361,7 +361,7 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
     for spec in tasks:
         check_pooling(spec.task, spec.pooling or "auto", f"head {spec.name}'s pooling")
     sampling.check([spec.name for spec in tasks])
-    with runtime(env.precision, env.threads):
+    with runtime(env.precision, env.threads, env.progress):
         heads, train_sets, dev_sets = {}, {}, {}
         for spec in tasks:
             hierarchy, train_sets[spec.name], dev_sets[spec.name] = _labelled(spec.train, spec.dev, spec.task, data,
@@ -534,7 +534,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
     of its steps and epochs (`distill.callbacks`)."""
     _check_arguments(settings=settings, data=data, output=output, env=env)
     check_student(student)
-    with runtime(env.precision, env.threads):
+    with runtime(env.precision, env.threads, env.progress):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
         settings = _student_settings(settings, student, task, hierarchy)
@@ -680,7 +680,7 @@ class Distiller:
         _check_arguments(data=data, output=output)
         self._refuse_unlabelled_settings_without_text(unlabeled)
         env = self.env
-        with runtime(env.precision, env.threads):
+        with runtime(env.precision, env.threads, env.progress):
             task = _student_task(self.student)
             hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
             settings = _student_settings(self.settings, self.student, task, hierarchy)

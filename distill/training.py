@@ -38,7 +38,7 @@ from distill.errors import DistillError, option, require_number, require_whole
 from distill.inference import evaluate, example_length
 from distill.io import appending, file_sha256, load_sealed, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
-from distill.progress import progress_bar, progress_message
+from distill.progress import bars_shown, progress_bar, progress_message
 
 logger = logging.getLogger("distill")
 
@@ -182,8 +182,9 @@ def seed_everything(seed: int) -> None:
 
 
 @contextlib.contextmanager
-def runtime(precision_name: str | None = None, threads: int | None = None) -> Iterator[None]:
-    """Run with this precision and torch thread count, then restore the process's settings (None: keep)."""
+def runtime(precision_name: str | None = None, threads: int | None = None, progress: bool = True) -> Iterator[None]:
+    """Run with this precision and torch thread count, then restore the process's settings (None: keep);
+    progress bars drawn only if `progress` (`distill.progress.bars_shown`)."""
     saved_precision, saved_threads = precision.current(), torch.get_num_threads()
     if precision_name is not None:
         precision.set_precision(precision_name)
@@ -192,7 +193,8 @@ def runtime(precision_name: str | None = None, threads: int | None = None) -> It
             raise DistillError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
     try:
-        yield
+        with bars_shown(progress):
+            yield
     finally:
         precision.set_precision(saved_precision)
         if torch.get_num_threads() != saved_threads:

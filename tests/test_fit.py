@@ -184,6 +184,20 @@ def test_progress_is_plain_lines_in_a_log(tmp_path, capsys):
     assert len(err.splitlines()) <= 6  # start and end of each epoch's bar, not one redraw per batch
 
 
+def test_no_bar_is_drawn_inside_a_quiet_run(capsys):
+    from distill.progress import bars_shown, progress_bar
+    with bars_shown(False):
+        bar = progress_bar(total=3, desc="deep inside")
+        bar.update(3)
+        bar.close()
+    with bars_shown(True):
+        shown = progress_bar(total=3, desc="outside")
+        shown.update(3)
+        shown.close()
+    err = capsys.readouterr().err
+    assert "deep inside" not in err and "outside" in err
+
+
 def csv_text() -> str:
     return (SAMPLES / "sentiment_train.csv").read_text()
 

@@ -87,11 +87,12 @@ def test_word_vectors_come_from_the_teachers_encoder(tiny_classifier_teacher):
     assert not torch.allclose(from_inputs, changed.embedding.weight[2:])
 
 
-def test_kd_from_the_cli_then_saved_loaded_and_exported(tiny_classifier_teacher, tmp_path):
+def test_kd_from_the_cli_then_saved_loaded_and_exported(tiny_classifier_teacher, tmp_path, capsys):
     out = tmp_path / "static"
     cli("--threads", "1", "kd", "--teacher", tiny_classifier_teacher, "--model", "static", "--embedding-dim", "8",
         "--head-hidden", "6", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
         "--epochs", "2", "--output", out, "--quiet")
+    assert "word vectors from the teacher" not in capsys.readouterr().err  # --quiet reaches the set-up's bar too
     model = load_model(out)
     assert isinstance(model, StaticClassifier) and model.config.head_hidden == 6
     assert json.loads((out / "config.json").read_text())["config"]["model"] == "static"
