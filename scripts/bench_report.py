@@ -18,7 +18,7 @@ KD_SUFFIXES = VARIANT_SUFFIXES[2:]
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
            "inference_ratio": 3.0, "transformer_retention": 0.98, "transformer_speedup_b32": 1.8,
-           "int8_kd_points": 0.3, "ensemble_points": 0.5}
+           "int8_kd_points": 0.3, "ensemble_points": 0.5, "search_points": 1.0, "search_wall_ratio": 3.0}
 # Students cut from the teacher's layers (docs/models/transformer-student.md): they have targets of their
 # own, between the teacher and the small students; the KD-gain, retention and speed targets are the
 # small students'.
@@ -89,9 +89,10 @@ def collect(out: Path, specs: dict) -> dict:
         task["ensemble"] = ensemble_scores(base, spec, models) if spec.get("ensemble") else None
         task["static_peers"] = read(base / "static_peers.json")
         task["static_target"] = spec.get("static_target")
+        task["search"] = read(base / "search.json")
         expected = ["speed", "training_cost", "teacher_inference", "onnx_teacher", "export"] + \
             (["tfidf"] if spec["task"] == "classification" else []) + (["ensemble"] if spec.get("ensemble") else []) + \
-            (["static_peers"] if "static" in spec["students"] else [])
+            (["static_peers"] if "static" in spec["students"] else []) + (["search"] if spec.get("search") else [])
         task["missing"] = missing + [stage for stage in expected if task[stage] is None]
         task["models_complete"] = not missing
         derive(task)
@@ -205,6 +206,7 @@ def targets(task: dict) -> list[dict]:
                        "measured": f"{row['score']:.4f} ({row['retention']:.1%} of the teacher)" if row else None,
                        "met": row["score"] >= threshold if row else None})
     checks += static_targets(task)
+    checks += search_targets(task)
     ensemble = task.get("ensemble")
     if ensemble is not None or "ensemble" in task["missing"]:
         checks.append({"target": f"a student of two teachers beats the better single teacher's by >= "
@@ -268,6 +270,57 @@ def static_targets(task: dict) -> list[dict]:
                        "met": static["examples_per_second_b32"] > bag["examples_per_second_b32"]
                        and static["score"] >= bag["score"] - 0.005 if known else None})
     return checks
+
+
+def search_targets(task: dict) -> list[dict]:
+    """Issue 33's bars for the student search (`--as-fast-as` the first student's `+kd-kl` run): its chosen student
+    against the best hand-configured one at least as fast (batch-32 throughput in this run's speed stage), and
+    its wall time against training the task's students one by one. Judged once every model is scored."""
+    search = task.get("search")
+    if search is None and "search" not in task["missing"]:
+        return []
+    models = task["models"] if task["models_complete"] else {}
+    reference = models.get(Path(search["reference"]["model"]).name) if search else None
+    fast = [(row["score"], name) for name, row in models.items() if name != "teacher" and reference
+            and row.get("examples_per_second_b32", 0) >= reference.get("examples_per_second_b32", float("inf"))]
+    hand = max(fast, default=None)
+    chosen = (search.get("best") or {}).get("test", {}).get("score") if search else None
+    known = hand is not None and chosen is not None
+    budget = f"{search['budget']['max_latency_ms']:.2f} ms" if search else "its latency"
+    checks = [{"target": f"the searched student (batch-32 latency <= the first student's +kd-kl, {budget}) beats the "
+                         f"best hand-configured student as fast by >= {TARGETS['search_points']:g} points",
+               "measured": f"{chosen:.4f} against {hand[0]:.4f} ({hand[1]}): {100 * (chosen - hand[0]):+.2f} points"
+               if known else ("no trial within the budget" if search and not search.get("best") else None),
+               "met": chosen - hand[0] >= TARGETS["search_points"] / 100 if known
+               else (False if search and not search.get("best") and models else None)}]
+    students = sum(row["mean_epoch_seconds"] * row["epochs_run"] for name, row in models.items() if name != "teacher")
+    timed = search is not None and students > 0
+    checks.append({"target": f"the search's wall time <= {TARGETS['search_wall_ratio']:g}x training the task's "
+                             "students one by one",
+                   "measured": f"{search['wall_seconds']:,.0f} s against {students:,.0f} s "
+                               f"({search['wall_seconds'] / students:.2f}x)" if timed else None,
+                   "met": search["wall_seconds"] <= TARGETS["search_wall_ratio"] * students if timed else None})
+    return checks
+
+
+def search_section(search: dict) -> list[str]:
+    """What the student search tried and chose (its own trials.md and trials.png have every trial)."""
+    states = ", ".join(f"{count} {state}" for state, count in search["states"].items() if count)
+    best = search.get("best")
+    lines = [f"Student search (`nlp-train search --as-fast-as {search['reference']['model']}`, labelled data only): "
+             f"budget {search['budget']['max_latency_ms']:.2f} ms for a batch of {search['latency']['batch_size']} "
+             f"at {search['latency']['threads']} thread(s); {search['trials']} trials ({states}) in "
+             f"{search['wall_seconds']:,.0f} s wall. Every trial: `{search['output']}/trials.md`.", ""]
+    if best is None:
+        return lines + ["No completed trial fitted the budget.", ""]
+    chosen = best["settings"]
+    settings = f"{chosen['student']}: " + ", ".join(
+        f"{name}={format(value, '.3g') if isinstance(value, float) else value}"
+        for part in ("config", "loss", "training", "distiller") for name, value in chosen.get(part, {}).items())
+    test = best.get("test", {}).get("score")
+    return lines + ["| chosen (trial) | settings | dev | test | latency ms | runtime | MB |", "|---|---|---|---|---|---|---|",
+                    f"| {best['trial']} | {settings} | {best['dev_score']:.4f} | {number(test)} | "
+                    f"{best['latency_ms']:.2f} | {best['runtime']} | {best['size_mb']:.1f} |", ""]
 
 
 def number(value, spec: str = ".4f", missing: str = "–") -> str:
@@ -391,6 +444,8 @@ def task_section(task: dict) -> list[str]:
         lines += onnx_teacher_section(task["onnx_teacher"], task["metric"])
     if task.get("static_peers"):
         lines += static_peers_section(task["static_peers"])
+    if task.get("search"):
+        lines += search_section(task["search"])
     if task.get("ensemble"):
         ensemble = task["ensemble"]
         lines += [f"Teacher ensemble: a second teacher (the same recipe, the next seed) and `{ensemble['student']}` "

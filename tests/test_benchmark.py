@@ -83,7 +83,13 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         # and the student of two teachers against each teacher's student
         # (the static student's bar against model2vec is unmeasured here: checked below)
         measured = [t for t in task["targets"] if not t["target"].startswith("static+kd-kl >=")]
-        assert [t["met"] is not None for t in measured] == [True] * (9 + extra_rows + (bf16 is not None))
+        # and the student search's two bars (its student against the hand-configured ones, its wall time)
+        assert [t["met"] is not None for t in measured] == [True] * (11 + extra_rows + (bf16 is not None))
+        search = task["search"]  # within the first student's latency, measured when the search started
+        assert search["trials"] == 2 and sum(search["states"].values()) == 2
+        assert Path(search["reference"]["model"]).name == task["students"][0] + "+kd-kl"
+        assert search["budget"]["max_latency_ms"] == search["reference"]["latency_ms"] > 0
+        assert search["best"] is None or 0 <= search["best"]["test"]["score"] <= 1
         ensemble = task["ensemble"]
         assert ensemble["student"] == task["students"][0] and set(ensemble["scores"]) == {
             "teacher", "teacher-2", "student of teacher", "student of teacher-2", "student of both"}
@@ -112,7 +118,7 @@ def test_quick_benchmark_measures_every_stage(quick_run):
     text = report.read_text()
     assert "Status: **complete**" in text and "## Targets" in text and "nlp-train --threads 1 kd" in text
     assert "## Export: ONNX Runtime fp32 and int8 against PyTorch" in text and "out/rt/lstm+kd-kl" in text
-    assert text.count("The exported teacher for the bulk pass") == 2
+    assert text.count("The exported teacher for the bulk pass") == 2 and text.count("Student search (") == 2
     for plot in results["plots"].values():
         assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
