@@ -585,6 +585,27 @@ def report_teacher(summary: dict) -> None:
     name = "ensemble" if summary.get("teachers") else "teacher"  # an ensemble: its mixture's scores
     report(f"{name}: dev {metric} {teacher[metric]:.4f} (the student's {summary['best']['dev'][metric]:.4f}); the "
            f"student's dev F1 is above the {name}'s on {which}")
+    hint = weak_teacher_hint(summary)
+    if hint:
+        report(hint)
+
+
+def weak_teacher_hint(summary: dict) -> str | None:
+    """What to try when the student has overtaken its teacher on dev with the settings that copy the teacher most
+    (the teacher's mistakes kept, or a temperature above 1): docs/distillation.md#when-the-teacher-is-wrong."""
+    metric, kd = summary["settings"]["select_metric"], summary["kd"]
+    if summary["best"]["dev"][metric] <= summary["teacher_dev"][metric]:
+        return None
+    settings = []
+    if kd.get("teacher_mistakes", "keep") == "keep":
+        settings.append("--teacher-mistakes shift")
+    if kd.get("kd_loss") != "mse" and kd.get("temperature", 1.0) > 1.0:
+        settings.append("--temperature 1")
+    if not settings:
+        return None
+    return (f"the student is above its teacher on dev: a weaker teacher passes its mistakes on, and the tags or "
+            f"labels it never learnt (try {' '.join(settings)}, or compare with nlp-train student; "
+            "docs/distillation.md, When the teacher is wrong)")
 
 
 def headline_of(metrics: dict) -> dict:

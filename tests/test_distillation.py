@@ -316,7 +316,7 @@ def test_kd_reports_the_teachers_dev_score_beside_the_students(tiny_tagging_teac
     assert summary["dev_class_f1"] == pytest.approx(class_f1("tagging", None, gold, predicted))
     assert summary["classes_above_teacher"] == [name for name, f1 in summary["dev_class_f1"].items()
                                                 if f1 > summary["teacher_dev"]["class_f1"].get(name, 0.0)]
-    out = capsys.readouterr().out.strip().splitlines()[-1]
+    out = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("teacher: dev"))
     assert out.startswith(f"teacher: dev f1 {summary['teacher_dev']['f1']:.4f} (the student's "
                           f"{summary['best']['dev']['f1']:.4f}); the student's dev F1 is above the teacher's on ")
     assert "entity types" in out
@@ -327,6 +327,21 @@ def test_kd_reports_the_teachers_dev_score_beside_the_students(tiny_tagging_teac
     cli(*kd, "--output", tmp_path / "shift", "--teacher-mistakes", "shift")
     shifted = json.load(open(tmp_path / "shift" / "train_summary.json"))
     assert shifted["teacher_dev"] == summary["teacher_dev"] and shifted["kd"]["teacher_mistakes"] == "shift"
+
+
+def test_a_student_above_its_teacher_is_told_what_to_try():
+    from procedures.train_commands import weak_teacher_hint
+
+    def summary(student: float, **kd) -> dict:
+        return {"settings": {"select_metric": "token_accuracy"}, "best": {"dev": {"token_accuracy": student}},
+                "teacher_dev": {"token_accuracy": 0.90}, "kd": {"kd_loss": "kl", "temperature": 2.0, **kd}}
+
+    assert weak_teacher_hint(summary(0.89)) is None  # below its teacher: nothing to say
+    assert "(try --teacher-mistakes shift --temperature 1, or compare with nlp-train student;" in \
+        weak_teacher_hint(summary(0.92))
+    assert "(try --temperature 1," in weak_teacher_hint(summary(0.92, teacher_mistakes="drop"))
+    assert "(try --teacher-mistakes shift," in weak_teacher_hint(summary(0.92, kd_loss="mse"))
+    assert weak_teacher_hint(summary(0.92, teacher_mistakes="shift", temperature=1.0)) is None  # tried already
 
 
 def test_an_ensembles_dev_score_is_its_mixtures(tiny_classifier_teacher, tmp_path):
