@@ -780,6 +780,17 @@ class SearchResult:
         return self.report["trials"]
 
 
+def check_search_output(output: Path, inputs: list) -> None:
+    """A search's folder (its study, trials and best model) is none of its inputs, holds none, lies in none,
+    and is no model's directory: a search started there would write its files among the model's."""
+    from distill.outputs import check_directory_output, is_model_folder
+    check_folder(output)
+    check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
+    if output.is_dir() and is_model_folder(output):
+        raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
+                           "trials and best model): choose another output")
+
+
 def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
            unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
@@ -820,13 +831,16 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{teacher}: the search distils a single-task teacher; distil a multi-task teacher's head "
                            f"with {option('kd --head', 'Distiller(head=...)')}")
     job_space = load_space(space, task)
+    if as_fast_as is not None:
+        model_card(str(as_fast_as))  # a model directory, before anything is written
     output = Path(output)
-    check_folder(output)
-    make_folder(output / TRIALS_FOLDER)
+    check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress)
+    labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    make_folder(output / TRIALS_FOLDER)
     if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
         job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size, threads,
                                                              scratch=output)}

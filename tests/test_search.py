@@ -99,6 +99,26 @@ def test_a_missing_optuna_names_the_extra(monkeypatch, tiny_classifier_teacher, 
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
 
 
+def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher, tmp_path):
+    """Its study, trials and best model would land among the teacher's (or another model's) files; a bad input
+    is refused before any folder is made."""
+    model = Path(tiny_classifier_teacher)
+    before = sorted(p.name for p in model.iterdir())
+    student = tmp_path / "student"
+    cli("--threads", "1", "student", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--train",
+        TRAIN, "--dev", DEV, "--epochs", "1", "--output", student, "--quiet")
+    for output, message in ((model, "is an input of this command"), (model / "search", "lies inside"),
+                            (student, "is a model directory; a search writes a folder of its own")):
+        with pytest.raises(DistillError, match=message):
+            search(model, TRAIN, DEV, output, trials=1, space=SPACE)
+    assert sorted(p.name for p in model.iterdir()) == before
+    for bad in ({"as_fast_as": tmp_path / "missing"}, {"train": tmp_path / "missing.csv"},
+                {"dev": tmp_path / "missing.csv"}):
+        with pytest.raises(DistillError):
+            search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
+        assert not (tmp_path / "out").exists()
+
+
 # -- a search end to end --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
