@@ -475,13 +475,14 @@ def _locked(output: Path) -> Iterator[None]:
 def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+    from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the retry callback is "experimental"
         try:
             return RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {},
                               heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS,
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
-        except (ImportError, ValueError, optuna.exceptions.StorageInternalError) as err:
+        except (ImportError, ValueError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
             raise DistillError(f"{url}: cannot open the study's storage ({' '.join(str(err).split())[:160]})") \
                 from None
 
@@ -810,7 +811,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     (default: the median of the other trials' scores at the same epoch, after 3 trials and 1 epoch); `prune` False:
     none. `test`: labelled data the chosen model alone is scored on. Returns trials.json's content.
     """
-    from distill.data import labelled_examples
+    from distill.data import labelled_examples, unlabelled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models import model_card
     optuna = optuna_module()
@@ -838,8 +839,14 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress)
-    labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind
+    labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
+    if test is not None:  # nor stop the search once its trials are done
+        labelled_examples(test, task, data, "test")
+    if unlabeled is not None:
+        unlabelled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    if storage is not None:
+        _storage(storage)  # a database it cannot open: said before the output folder is made
     make_folder(output / TRIALS_FOLDER)
     if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
         job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size, threads,

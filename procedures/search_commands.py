@@ -86,7 +86,7 @@ def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, t
                         seed=seed, cache_dir=cache_dir, device=device, data=data, progress=not quiet,
                         as_fast_as=as_fast_as)
     summary = result.report
-    states = ", ".join(f"{count} {state}" for state, count in summary["states"].items())
+    states = ", ".join(f"{count} {state}" for state, count in summary["states"].items()) or "no"
     report(f"search: {states} trials ({summary['wall_seconds']:.0f} s here); table {output}/trials.md, "
            f"plot {output}/trials.png, every trial in {output}/trials.json")
     best = summary["best"]

@@ -113,7 +113,8 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
             search(model, TRAIN, DEV, output, trials=1, space=SPACE)
     assert sorted(p.name for p in model.iterdir()) == before
     for bad in ({"as_fast_as": tmp_path / "missing"}, {"train": tmp_path / "missing.csv"},
-                {"dev": tmp_path / "missing.csv"}):
+                {"dev": tmp_path / "missing.csv"}, {"test": tmp_path / "missing.csv"},  # not once the trials are done
+                {"unlabeled": tmp_path / "missing.txt"}, {"storage": f"sqlite:///{tmp_path}/no/such/folder/s.db"}):
         with pytest.raises(DistillError):
             search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
         assert not (tmp_path / "out").exists()
