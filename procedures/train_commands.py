@@ -603,9 +603,13 @@ def weak_teacher_hint(summary: dict) -> str | None:
         settings.append("--temperature 1")
     if not settings:
         return None
-    return (f"the student is above its teacher on dev: a weaker teacher passes its mistakes on, and the tags or "
-            f"labels it never learnt (try {' '.join(settings)}, or compare with nlp-train student; "
-            "docs/distillation.md, When the teacher is wrong)")
+    teacher_f1 = summary["teacher_dev"].get("class_f1", {})
+    unlearnt = [name for name, f1 in summary.get("dev_class_f1", {}).items() if f1 > 0 and not teacher_f1.get(name)]
+    never = f", and away from the classes it never gets right ({', '.join(unlearnt[:5])}" \
+            f"{', ...' if len(unlearnt) > 5 else ''})" if unlearnt else ""
+    return (f"the student is above its teacher on dev: kd pulls it towards the teacher's mistakes{never}; try "
+            f"{' '.join(settings)}, or compare with nlp-train student (docs/distillation.md, When the teacher is "
+            "wrong)")
 
 
 def headline_of(metrics: dict) -> dict:

@@ -334,13 +334,17 @@ def test_a_student_above_its_teacher_is_told_what_to_try():
 
     def summary(student: float, **kd) -> dict:
         return {"settings": {"select_metric": "token_accuracy"}, "best": {"dev": {"token_accuracy": student}},
-                "teacher_dev": {"token_accuracy": 0.90}, "kd": {"kd_loss": "kl", "temperature": 2.0, **kd}}
+                "teacher_dev": {"token_accuracy": 0.90, "class_f1": {"NN": 0.9, "WP$": 0.0}},
+                "dev_class_f1": {"NN": 0.95, "WP$": 0.5, "PDT": 0.0},
+                "kd": {"kd_loss": "kl", "temperature": 2.0, **kd}}
 
     assert weak_teacher_hint(summary(0.89)) is None  # below its teacher: nothing to say
-    assert "(try --teacher-mistakes shift --temperature 1, or compare with nlp-train student;" in \
-        weak_teacher_hint(summary(0.92))
-    assert "(try --temperature 1," in weak_teacher_hint(summary(0.92, teacher_mistakes="drop"))
-    assert "(try --teacher-mistakes shift," in weak_teacher_hint(summary(0.92, kd_loss="mse"))
+    assert weak_teacher_hint(summary(0.92)) == (
+        "the student is above its teacher on dev: kd pulls it towards the teacher's mistakes, and away from the classes "
+        "it never gets right (WP$); try --teacher-mistakes shift --temperature 1, or compare with nlp-train student "
+        "(docs/distillation.md, When the teacher is wrong)")
+    assert "; try --temperature 1," in weak_teacher_hint(summary(0.92, teacher_mistakes="drop"))
+    assert "; try --teacher-mistakes shift," in weak_teacher_hint(summary(0.92, kd_loss="mse"))
     assert weak_teacher_hint(summary(0.92, teacher_mistakes="shift", temperature=1.0)) is None  # tried already
 
 
