@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from distill.models.registry import register_student
-from distill.models.students import ClassifierConfig, StudentModel, masked_mean, option
+from distill.models.students import ClassifierConfig, StudentModel, option
 
 WORD_VECTORS = ["encoder", "input"]
 WEIGHTINGS = ["sif", "zipf", "none"]
@@ -58,8 +58,13 @@ class StaticClassifier(StudentModel):
 
     def forward(self, word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The mean over known words (neither padding nor <unk>, which says nothing of a text); a text of
-        unknown words alone is the zero vector."""
-        return self.head(masked_mean(self.embedding(word_ids), word_ids > 1))
+        unknown words alone is the zero vector. One fused lookup-and-sum (`embedding_bag`, padding and <unk>
+        weighted 0): a batch of long texts never becomes a (batch, words, width) tensor, which made the mean 20x
+        slower than this on news articles."""
+        known = word_ids > 1
+        sums = nn.functional.embedding_bag(word_ids, self.embedding.weight, mode="sum",
+                                           per_sample_weights=known.to(self.embedding.weight.dtype))
+        return self.head(sums / known.sum(1, keepdim=True).clamp(min=1).to(sums.dtype))
 
     def start_from_teacher(self, teacher, examples: Sequence) -> None:
         """Word vectors from the teacher (`config.word_vectors`), weighted by their frequency in `examples`."""
