@@ -31,6 +31,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from distill.errors import DistillError, option
 from distill.labels import split_tag
+from distill.spill import SpilledExamples
 from distill.vocab import _TOKEN, UNK
 
 TASKS = ("classification", "tagging")
@@ -266,12 +267,13 @@ def augmented(inputs: Sequence, labels: Sequence | None, n: int, methods: Sequen
 
 
 def synthetic_examples(train: Any, dev: Any, n: int, methods: Sequence[str], seed: int, teacher: Any,
-                       scheme: str | None) -> list:
+                       scheme: str | None) -> SpilledExamples:
     """kd's synthetic transfer set: `augmented` over the training `Examples`, none equal to a training or dev
-    example (the dev set taught as transfer text would pick the epoch that fits it best)."""
+    example (the dev set taught as transfer text would pick the epoch that fits it best), written to disk as
+    they are made (`distill.spill`): memory holds none of them, whatever `n`."""
     resources = Resources.build(train.inputs, train.labels, teacher, scheme)
     avoid = {_key(value) for value in [*train.inputs, *dev.inputs]}
-    made = list(augmented(train.inputs, train.labels, n, methods, seed, resources, avoid))
+    made = SpilledExamples(augmented(train.inputs, train.labels, n, methods, seed, resources, avoid))
     if not made:
         raise DistillError(f"{option('--augment', 'augment')} {n} made no synthetic example that differs from the "
                            f"training data with {option('--augment-methods', 'augment_methods')} {','.join(methods)}: "

@@ -22,7 +22,7 @@ import glob
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -33,8 +33,12 @@ from distill.errors import DistillError
 from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
                         save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
+from distill.progress import progress_bar
+from distill.spill import SpilledLogits
+from distill.truncation import Truncation, truncation_by_source, warn_truncations
 
 KEY_BYTES = 16
+SPILL_CHUNK = 4096  # examples scored, and held in memory, at a time by `spilled_teacher_logits`
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
 
 
@@ -154,8 +158,8 @@ class LogitStore:
 
 
 def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_size: int = 64,
-                   progress: bool = False, across_ranks: bool = True,
-                   source: str | Sequence[str] | None = None) -> tuple[ExampleLogits, int]:
+                   progress: bool = False, across_ranks: bool = True, source: str | Sequence[str] | None = None,
+                   tally: dict[str, Truncation] | None = None) -> tuple[ExampleLogits, int]:
     """The teacher's logits for `examples`, in order, and how many came from `store`.
 
     Only examples the store lacks (each distinct one once) go through the teacher, and their
@@ -163,7 +167,8 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
     (rank 0 decides what is missing and alone writes); otherwise this process does its own.
     Given the `source` of the examples (or of each example: kd's training and unlabelled files), the teacher
     warns of the texts it cuts among those it reads, naming only the files they came from
-    (`distill.truncation`): none when the store holds them all.
+    (`distill.truncation`): none when the store holds them all; given a `tally`, it adds their counts to it
+    instead, for a caller that scores a transfer set in parts to warn once.
     """
     keys = [example_key(example) for example in examples]
     shared = across_ranks and distributed.world_size() > 1
@@ -176,9 +181,13 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
             missing.setdefault(key, index)
     todo = [examples[index] for index in missing.values()]
     if todo and source is not None:
-        from distill.truncation import warn_if_truncated
-        warn_if_truncated(teacher, todo, source if isinstance(source, str)
-                          else [source[index] for index in missing.values()])
+        counted = truncation_by_source(teacher, todo, source if isinstance(source, str)
+                                       else [source[index] for index in missing.values()])
+        if tally is None:
+            warn_truncations(teacher, counted)
+        else:
+            for name, truncation in counted.items():
+                tally[name] = tally.get(name, Truncation()) + truncation
     score = predict_logits_across_ranks if shared else predict_logits
     computed = score(teacher, todo, batch_size, progress, "teacher logits") if todo else None
     hits = sum(key in found for key in keys)
@@ -187,3 +196,36 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
             store.add(list(missing), computed)
         found.update(zip(missing, (computed.example(row) for row in range(len(todo)))))
     return ExampleLogits.from_examples([found[key] for key in keys]), hits
+
+
+def spilled_teacher_logits(teachers: Sequence, stores: Sequence[LogitStore], examples: Sequence,
+                           combine: Callable[[list[ExampleLogits]], list[ExampleLogits]], batch_size: int = 64,
+                           progress: bool = False, source: str | Sequence[str] | None = None,
+                           chunk: int | None = None) -> tuple[list[SpilledLogits], list[int]]:
+    """`teacher_logits` of several `teachers` (each with its store) for a transfer set too large to hold: `chunk`
+    examples at a time, whose logits (one `ExampleLogits` per teacher) `combine` makes into those to keep (one
+    teacher's as they are; an ensemble's mixtures), written to disk (`distill.spill`). Memory holds one chunk
+    whatever the number of examples. Returns the spilled logits, one per what `combine` returns, and each
+    teacher's cache hits; texts the teachers cut are warned of once per file, at the end."""
+    chunk = chunk or SPILL_CHUNK
+    spilled: list[SpilledLogits] = []
+    hits = [0] * len(teachers)
+    tallies: list[dict[str, Truncation]] = [{} for _ in teachers]
+    with progress_bar(total=len(examples), desc="teacher logits", unit="ex",
+                      disable=not (progress and distributed.is_main()), leave=False) as bar:
+        for start in range(0, len(examples), chunk):
+            part = examples[start:start + chunk]
+            named = source if source is None or isinstance(source, str) else source[start:start + chunk]
+            results = []
+            for number, (teacher, store) in enumerate(zip(teachers, stores)):
+                logits, found = teacher_logits(teacher, part, store, batch_size, source=named, tally=tallies[number])
+                results.append(logits)
+                hits[number] += found
+            kept = combine(results)
+            spilled = spilled or [SpilledLogits() for _ in kept]
+            for where, logits in zip(spilled, kept, strict=True):
+                where.extend(logits)
+            bar.update(len(part))
+    for teacher, tally in zip(teachers, tallies):
+        warn_truncations(teacher, tally)
+    return spilled, hits

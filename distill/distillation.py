@@ -17,7 +17,7 @@ import functools
 import math
 import re
 import weakref
-from typing import Callable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -25,8 +25,10 @@ from torch import nn
 from distill import distributed, losses, precision
 from distill.errors import DistillError, option
 from distill.inference import ExampleLogits
-from distill.io import tensors_sha256
 from distill.training import Objective
+
+if TYPE_CHECKING:
+    from distill.spill import SpilledLogits
 
 DEFAULT_KD_LOSS = "kl"
 DEFAULT_TEMPERATURE = 2.0
@@ -45,9 +47,10 @@ class TeacherLogits(Protocol):
 
 
 class CachedTeacherLogits:
-    """Teacher logits computed once for the whole transfer set (see `distill.cache`)."""
+    """Teacher logits computed once for the whole transfer set (see `distill.cache`), in memory
+    (`ExampleLogits`) or, for a transfer set grown by augmentation, on disk (`distill.spill.SpilledLogits`)."""
 
-    def __init__(self, results: ExampleLogits):
+    def __init__(self, results: "ExampleLogits | SpilledLogits"):
         self.results = results
 
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -58,9 +61,7 @@ class CachedTeacherLogits:
         """The logits' checksum. A teacher's logits for an example depend slightly on the batch it was
         scored in (its padding), so a cache filled by another command, or scored again after it was
         cleared, holds other logits: a resume must train on the very ones it started with."""
-        parts = {"logits": self.results.logits.float(), "offsets": self.results.offsets,
-                 "scored": self.results.scored}
-        return tensors_sha256({name: value for name, value in parts.items() if value is not None})
+        return self.results.digest
 
 
 def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[float] | None:
@@ -119,16 +120,29 @@ def ensemble_logits(results: Sequence[ExampleLogits], labels: Sequence[Sequence[
     return ExampleLogits(combined, results[0].offsets, scored)
 
 
+def ensemble_mixtures(results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
+                      loss: "TeacherStudentDistill") -> list[ExampleLogits]:
+    """What an ensemble teaches through `loss`: the teachers' mixture at its temperature (``mse``: the weighted
+    mean of their logits), and at T = 1, which an unlabelled row's hard target and confidence come from."""
+    return [ensemble_logits(results, labels, weights, None if loss.kd_loss == "mse" else loss.temperature),
+            ensemble_logits(results, labels, weights, 1.0)]
+
+
 class EnsembleTeacherLogits(CachedTeacherLogits):
     """Several teachers' cached logits taught as one teacher's (`ensemble_logits`): the distillation term
     reads their mixture at the loss's temperature (``mse``: the weighted mean of their logits), and an
     unlabelled row's hard target and confidence come from their mixture at T = 1 (`target_logits`), as
     ``pseudo-label`` labels by the ensemble."""
 
-    def __init__(self, results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
-                 loss: "TeacherStudentDistill"):
-        super().__init__(ensemble_logits(results, labels, weights, None if loss.kd_loss == "mse" else loss.temperature))
-        self.targets = ensemble_logits(results, labels, weights, 1.0)
+    def __init__(self, mixture: "ExampleLogits | SpilledLogits", targets: "ExampleLogits | SpilledLogits"):
+        super().__init__(mixture)
+        self.targets = targets
+
+    @classmethod
+    def of(cls, results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
+           loss: "TeacherStudentDistill") -> "EnsembleTeacherLogits":
+        """The ensemble of the teachers' `results` (`labels`: each one's label order) as `loss` reads it."""
+        return cls(*ensemble_mixtures(results, labels, weights, loss))
 
     def target_logits(self, indices: Sequence[int]) -> torch.Tensor:
         """The logits whose softmax is the ensemble's distribution at T = 1, padded as `logits` pads."""

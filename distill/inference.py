@@ -18,6 +18,7 @@ from distill import distributed, precision
 from distill.crf import ConditionalRandomField
 from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabelled_examples
 from distill.errors import DistillError, require_whole
+from distill.io import tensors_sha256
 from distill.labels import check_labels_known
 from distill.metrics import task_metrics
 from distill.progress import progress_bar
@@ -57,6 +58,12 @@ class ExampleLogits:
             logits[row, : len(values)] = values
             scored[row, : len(values)] = mask
         return logits, scored
+
+    @property
+    def digest(self) -> str:
+        """A checksum of the logits (and a tagger's offsets and scored words), which a resumed run compares."""
+        parts = {"logits": self.logits.float(), "offsets": self.offsets, "scored": self.scored}
+        return tensors_sha256({name: value for name, value in parts.items() if value is not None})
 
     def to_dict(self) -> dict[str, torch.Tensor]:
         tensors = {"logits": self.logits}

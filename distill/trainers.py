@@ -32,10 +32,10 @@ from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, lab
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_logits,
-                                  ensemble_weights, refuse_unweighted_class_weights)
+                                  ensemble_mixtures, ensemble_weights, refuse_unweighted_class_weights)
 from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
-from distill.inference import decode_labels, model_crf, predict_logits
+from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import class_f1, classes_beaten, select_metric, task_metrics
@@ -47,6 +47,7 @@ from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
+from distill.spill import Concatenated
 from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
                               TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, teacher_role,
                               training_run)
@@ -581,7 +582,8 @@ class Distiller:
     ``attention_weight``, ``cosine_weight``) runs the teacher on every batch, whatever `online_teacher`
     says. A multi-task teacher is distilled one head at a time: `head` names it (its logits are cached
     per head). `augment` synthetic examples per labelled one, made from it by `augment_methods` (None: the
-    task's defaults; `distill.augment`), join the transfer set as unlabelled text does.
+    task's defaults; `distill.augment`), join the transfer set as unlabelled text does; they and the logits of the
+    whole transfer set are then kept on disk, not in memory (`distill.spill`).
 
     `teacher` may be a list of teachers, an ensemble: the student learns the weighted mean of their
     distributions (`teacher_weights`, one positive number per teacher, normalised to sum 1; None: equal),
@@ -760,7 +762,9 @@ class Distiller:
         # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
         synthetic = synthetic_examples(train, dev, self.augment, self.augment_methods, settings.seed, teacher,
                                        hierarchy.scheme) if self.augment else []
-        examples = list(train.inputs) + unlabelled + synthetic
+        examples = list(train.inputs) + unlabelled
+        if synthetic:  # kept on disk, as their logits will be: memory stays flat as --augment grows
+            examples = Concatenated([examples, synthetic])
         made = f"{len(synthetic)} synthetic examples of {train.where}"
         sources = train.where + (f" and {extra.where}" if extra else "") + (f" and {made}" if synthetic else "")
         read_from = [train.where] * len(train.inputs) + [extra.where if extra else ""] * len(unlabelled) + \
@@ -796,26 +800,41 @@ class Distiller:
             warn_if_truncated(teacher, examples, read_from)
             source = OnlineTeacherLogits(teacher, examples)
         else:
-            from distill.cache import LogitStore, teacher_logits
-            stores = [LogitStore(model, self.cache_dir) for model in teachers]  # each teacher's own cache
-            scored = [teacher_logits(model, examples, store, self.teacher_batch_size, env.progress, source=read_from)
-                      for model, store in zip(teachers, stores)]  # each warns of what it cuts among those it reads
-            if len(teachers) == 1:
-                (results, hits), = scored
-                source = CachedTeacherLogits(results)
-                cache_info = {"cache_dir": str(stores[0].folder), "cached_examples": hits}
-            else:
-                source = EnsembleTeacherLogits([results for results, _ in scored],
-                                               [model.hierarchy.labels for model in teachers], self.teacher_weights,
-                                               loss)
-                for record, store, (_, hits), one in zip(summary["teachers"], stores, scored, teachers):
-                    record.update(cache_dir=str(store.folder), cached_examples=hits,
-                                  **({"teacher_export": one.teacher_record()} if is_onnx_export(one) else {}))
-                cache_info = {"cached_examples": sum(hits for _, hits in scored)}
+            source, cache_info = self._cached_logits(teachers, examples, read_from, loss, summary)
         teacher_seconds = time.perf_counter() - started
         summary.update(teacher_logits_seconds=round(teacher_seconds, 2), **cache_info)
         return _student_run(model, DistillObjective(loss, source), transfer, dev, settings, run, env, summary,
                             callbacks)
+
+    def _cached_logits(self, teachers: list[LabelModel], examples: Sequence, read_from: str | list[str],
+                       loss: TeacherStudentDistill, summary: dict) -> tuple[CachedTeacherLogits, dict]:
+        """The teachers' logits of the transfer set `examples` through their logit caches, as the student learns
+        from them, and what the summary says of the caches (an ensemble's: in each teacher's record)."""
+        from distill.cache import LogitStore, spilled_teacher_logits, teacher_logits
+        stores = [LogitStore(model, self.cache_dir) for model in teachers]  # each teacher's own cache
+        labels = [model.hierarchy.labels for model in teachers]
+
+        def combine(results: list[ExampleLogits]) -> list:
+            """What the student learns from the teachers' logits: one's as they are, an ensemble's mixtures."""
+            return results if len(teachers) == 1 else \
+                ensemble_mixtures(results, labels, self.teacher_weights, loss)
+        if self.augment:  # N times the labelled data: scored a part at a time and kept on disk
+            kept, hits = spilled_teacher_logits(teachers, stores, examples, combine, self.teacher_batch_size,
+                                                self.env.progress, read_from)
+        else:  # each teacher warns of what it cuts among those it reads
+            scored = [teacher_logits(model, examples, store, self.teacher_batch_size, self.env.progress,
+                                     source=read_from) for model, store in zip(teachers, stores)]
+            kept, hits = combine([results for results, _ in scored]), [found for _, found in scored]
+        if len(teachers) == 1:
+            source = CachedTeacherLogits(*kept)
+            cache_info = {"cache_dir": str(stores[0].folder), "cached_examples": hits[0]}
+        else:
+            source = EnsembleTeacherLogits(*kept)
+            for record, store, found, one in zip(summary["teachers"], stores, hits, teachers):
+                record.update(cache_dir=str(store.folder), cached_examples=found,
+                              **({"teacher_export": one.teacher_record()} if is_onnx_export(one) else {}))
+            cache_info = {"cached_examples": sum(hits)}
+        return source, cache_info
 
     def _compare_with_teacher(self, result: TrainResult, dev: Examples, run: RunState | None) -> None:
         """Each class's dev F1 of the student at its best epoch (``dev_class_f1``) and the classes where it is

@@ -130,14 +130,24 @@ def warn_if_truncated(model, texts: Sequence, source: str | Sequence[str]) -> No
     `source` may name each text's file instead (kd's training and unlabelled texts): then each file whose
     texts are cut gets its own warning, counted over its texts among `texts` alone, so that no file is named
     for texts that were not read from it."""
+    warn_truncations(model, truncation_by_source(model, texts, source))
+
+
+def truncation_by_source(model, texts: Sequence, source: str | Sequence[str]) -> dict[str, Truncation]:
+    """What `model` cuts of `texts`, per file they were read from (`source`: one for all, or one per text); none
+    for a model that cuts nothing. Counts of several calls add up, for one warning per file (`warn_truncations`)."""
     teacher = classification_reader(model)
     if teacher is None:
-        return
+        return {}
     if isinstance(source, str):
-        warn_truncation(model, count_truncation(teacher, texts), source)
-        return
+        return {source: count_truncation(teacher, texts)}
     by_source: dict[str, list] = {}
     for text, name in zip(texts, source, strict=True):
         by_source.setdefault(name, []).append(text)
-    for name, some in by_source.items():
-        warn_truncation(model, count_truncation(teacher, some), name)
+    return {name: count_truncation(teacher, some) for name, some in by_source.items()}
+
+
+def warn_truncations(model, counted: dict[str, Truncation]) -> None:
+    """One warning per file of `counted` whose texts `model` cuts."""
+    for name, truncation in counted.items():
+        warn_truncation(model, truncation, name)

@@ -466,7 +466,8 @@ teacher_weights_option = click.option(
               help="Use at most this many unlabelled examples per labelled one (seeded sample).")
 @click.option("--augment", default=0, show_default=True, type=click.IntRange(min=0),
               help="Synthetic examples per labelled one, made from it by --augment-methods and labelled by the "
-                   "teacher like unlabelled text (0: off; docs/augmentation.md).")
+                   "teacher like unlabelled text, kept on disk in $TMPDIR while kd runs (0: off; "
+                   "docs/augmentation.md).")
 @click.option("--augment-methods", metavar="NAME,NAME,...",
               help="Augmenters applied in turn to make each synthetic example: mask, replace, ngram, neighbour for "
                    "classification; mention, token-replace, mask, neighbour for tagging; or one registered with "

@@ -253,6 +253,22 @@ def test_evaluate_predict_pseudo_label_and_kd_warn_once_with_the_share_cut(tiny_
     assert f": 2 of 4 {message}" in warned[3]
 
 
+def test_kd_scoring_an_augmented_set_in_chunks_warns_once_per_file(tiny_classifier_teacher, long_test_file,
+                                                                     tmp_path, caplog, monkeypatch):
+    """An augmented transfer set is scored a chunk at a time (here one example a chunk): the cuts are counted
+    over all chunks and warned of once per file, not once per chunk that holds a long text."""
+    import distill.cache
+    monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 1)
+    cli("kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", long_test_file, "--dev",
+        SAMPLES / "sentiment_dev.csv", "--augment", "2", "--augment-methods", "mask", "--output", tmp_path / "kd",
+        "--cache-dir", tmp_path / "cache", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1", "--quiet")
+    warned = warnings_of(caplog)
+    made = json.loads((tmp_path / "kd" / "train_summary.json").read_text())["synthetic_examples"]
+    assert [w.split(": ", 2)[1] for w in warned] == [str(long_test_file),
+                                                     f"{made} synthetic examples of {long_test_file}"]
+    assert ": 2 of 4 texts (50.0%)" in warned[0] and f": {made // 2} of {made} texts" in warned[1]
+
+
 def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, long_test_file, tokenizer, tmp_path,
                                                       caplog):
     """It reads --max-length sub-tokens: its kd run warns for it as well as for the teacher, over the

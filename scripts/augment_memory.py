@@ -1,0 +1,79 @@
+"""Peak resident memory of `nlp-train kd --augment N` as N grows: it should stay flat.
+
+Cuts the first `--sentences` examples of a training file (CoNLL blocks, or lines), then for each N runs
+`nlp-train --threads 1 kd --augment N` on them in a fresh process with a fresh logit cache (so the
+teacher scores every synthetic example, as a first run does) and reads that process's peak RSS from the
+kernel (os.wait4's rusage), so nothing of this script's own memory is counted.
+
+    python scripts/augment_memory.py --teacher runs/aug-conll/teacher --train data/conll2003/train.txt \
+        --dev data/conll2003/valid.txt --model lstm-tagger --sentences 1000 --augment 0 5 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def first_examples(source: Path, count: int, path: Path) -> None:
+    """The first `count` examples of `source`: blank-line separated blocks (CoNLL), else lines."""
+    text = source.read_text(encoding="utf-8")
+    if "\n\n" in text:
+        blocks = [block for block in text.split("\n\n") if block.strip() and not block.startswith("-DOCSTART-")]
+        path.write_text("\n\n".join(blocks[:count]) + "\n", encoding="utf-8")
+    else:
+        path.write_text("".join(line + "\n" for line in text.splitlines()[:count]), encoding="utf-8")
+
+
+def measure(args: argparse.Namespace, train: Path, dev: Path, n: int, folder: Path) -> dict:
+    """Run kd with `--augment n`; return its wall time, peak RSS and transfer-set size."""
+    output = folder / f"kd-{n}"
+    command = [sys.executable, "-m", "procedures.cli", "--threads", "1", "kd", "--teacher", args.teacher,
+               "--model", args.model, "--train", str(train), "--dev", str(dev), "--epochs", str(args.epochs),
+               "--augment", str(n), "--cache-dir", str(folder / f"cache-{n}"), "--output", str(output), "--quiet",
+               "--device", "cpu"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"kd --augment {n} failed with exit status {os.waitstatus_to_exitcode(status)}")
+    summary = json.loads((output / "train_summary.json").read_text(encoding="utf-8"))
+    # ru_maxrss is in KiB on Linux
+    return {"augment": n, "seconds": round(time.perf_counter() - started, 1),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "synthetic_examples": summary.get("synthetic_examples", 0),
+            "dev": summary.get("best")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teacher", required=True)
+    parser.add_argument("--train", type=Path, required=True)
+    parser.add_argument("--dev", type=Path, required=True)
+    parser.add_argument("--model", default="lstm-tagger", help="The student (kd --model).")
+    parser.add_argument("--sentences", type=int, default=1000, help="Labelled examples used (train and dev).")
+    parser.add_argument("--augment", type=int, nargs="+", default=[0, 5, 20])
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, help="Where data, caches and students go (default: a temporary "
+                                                     "folder).")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as name:
+        folder = Path(name)
+        train, dev = folder / f"train{args.train.suffix}", folder / f"dev{args.dev.suffix}"
+        first_examples(args.train, args.sentences, train)
+        first_examples(args.dev, args.sentences, dev)
+        for n in args.augment:
+            print(json.dumps({"sentences": args.sentences, "teacher": args.teacher, **measure(args, train, dev, n,
+                                                                                               folder)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Disk-backed transfer sets (distill.spill): examples and logits read back as written, in order, and kd with
+--augment trains on spilled examples whose spilled logits are the teacher's for those very examples."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from distill.inference import ExampleLogits, predict_logits
+from distill.spill import Concatenated, SpilledExamples, SpilledLogits
+from tests.conftest import SAMPLES, config_for
+
+NER_TRAIN, NER_DEV = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
+TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
+
+
+def test_spilled_examples_read_back_as_written():
+    written = ["plain", "ünïcode — and a\nnewline", ["token", "list", "\"quoted\""], ["x"]]
+    spilled = SpilledExamples(written[:2])
+    for example in written[2:]:
+        spilled.append(example)
+    assert len(spilled) == 4 and list(spilled) == written
+    assert spilled[-1] == ["x"] and spilled[1:3] == written[1:3] and spilled[::-2] == written[::-2]
+    with pytest.raises(IndexError):
+        spilled[4]
+    assert len(SpilledExamples()) == 0 and not SpilledExamples()
+
+
+def test_concatenated_reads_its_parts_as_one_sequence():
+    joined = Concatenated([["a", "b"], [], SpilledExamples(["c"]), ("d", "e")])
+    assert len(joined) == 5 and list(joined) == ["a", "b", "c", "d", "e"]
+    assert joined[2] == "c" and joined[-1] == "e" and joined[1:4] == ["b", "c", "d"]
+    with pytest.raises(IndexError):
+        joined[-6]
+
+
+@pytest.mark.parametrize("labels", [1, 3])
+def test_spilled_classification_logits_batch_as_in_memory(labels):
+    results = ExampleLogits(torch.randn(7, labels))
+    spilled = SpilledLogits()
+    spilled.extend(ExampleLogits(results.logits[:3]))
+    spilled.extend(ExampleLogits(results.logits[3:]))
+    indices = [6, 0, 3, 3]
+    assert len(spilled) == 7 and torch.equal(spilled.batch(indices)[0], results.batch(indices)[0])
+    assert spilled.batch(indices)[1] is None
+
+
+def tagging_logits(lengths: list[int], labels: int = 5) -> ExampleLogits:
+    offsets = torch.cumsum(torch.tensor([0, *lengths]), 0)
+    scored = torch.rand(sum(lengths)) > 0.3
+    return ExampleLogits(torch.randn(sum(lengths), labels), offsets, scored)
+
+
+def test_spilled_tagging_logits_batch_as_in_memory_and_their_digest_follows_every_value():
+    first, second = tagging_logits([3, 1, 6]), tagging_logits([2, 9])
+    whole = ExampleLogits.from_examples([first.example(i) for i in range(3)] + [second.example(i) for i in range(2)])
+    spilled = SpilledLogits()
+    spilled.extend(first)
+    spilled.extend(second)
+    indices = [4, 1, 0, 3]
+    for got, expected in zip(spilled.batch(indices), whole.batch(indices)):
+        assert torch.equal(got, expected)
+    same = SpilledLogits()
+    same.extend(whole)
+    assert same.digest == spilled.digest
+    changed = ExampleLogits(whole.logits.clone(), whole.offsets, whole.scored)
+    changed.logits[7, 2] += 1e-6
+    other = SpilledLogits()
+    other.extend(changed)
+    assert other.digest != spilled.digest
+    with pytest.raises(ValueError):
+        spilled.extend(tagging_logits([2], labels=4))
+
+
+def captured_transfer(monkeypatch) -> dict:
+    """What kd hands its student run: the objective (its teacher logits) and the transfer set."""
+    import distill.trainers
+    seen: dict = {}
+    real = distill.trainers._student_run
+
+    def keep(model, objective, train, *args, **kwargs):
+        seen.update(objective=objective, train=train)
+        return real(model, objective, train, *args, **kwargs)
+    monkeypatch.setattr(distill.trainers, "_student_run", keep)
+    return seen
+
+
+def assert_same_logits(got: tuple, expected: tuple) -> None:
+    """Logits equal (to the float noise of another batch's padding) where the teacher scored the word."""
+    got_logits, got_scored = got
+    expected_logits, expected_scored = expected
+    assert got_logits.shape == expected_logits.shape
+    if expected_scored is None:
+        assert torch.allclose(got_logits, expected_logits, atol=1e-4)
+        return
+    assert torch.equal(got_scored, expected_scored)
+    assert torch.allclose(got_logits[expected_scored], expected_logits[expected_scored], atol=1e-4)
+
+
+def test_kd_augment_learns_each_spilled_example_from_its_own_logits(tiny_tagging_teacher, monkeypatch, tmp_path):
+    """A tagger's transfer set scored in chunks of 7 (several chunks, the last one short): every position's
+    spilled logits are the teacher's for the spilled example at that position."""
+    import distill.cache
+    from distill.models import load_teacher
+    from distill.trainers import Distiller, Runtime, TrainSettings
+    monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 7)
+    seen = captured_transfer(monkeypatch)
+    result = Distiller(tiny_tagging_teacher, config_for("lstm-tagger", embedding_dim=8, hidden_dim=8),
+                       settings=TrainSettings(epochs=1), env=Runtime(progress=False), augment=2,
+                       cache_dir=tmp_path / "cache").fit(str(NER_TRAIN), str(NER_DEV))
+    examples, source = seen["train"].inputs, seen["objective"].teacher
+    assert isinstance(examples, Concatenated) and isinstance(source.results, SpilledLogits)
+    assert len(examples) == len(source.results) == result.summary["train_examples"] > 14
+    teacher = load_teacher(tiny_tagging_teacher)
+    indices = sorted({0, 6, 7, 13, 14, len(examples) // 2, len(examples) - 1})
+    assert_same_logits(source.logits(indices), predict_logits(teacher, [examples[i] for i in indices]).batch(
+        range(len(indices))))
+
+
+def test_an_ensemble_with_augment_spills_both_of_its_mixtures(tiny_classifier_teacher, monkeypatch, tmp_path):
+    """Two teachers (one given twice, weighted 3:1): the spilled mixture and the T = 1 targets are those of
+    their logits for each example."""
+    import distill.cache
+    from distill.distillation import TeacherStudentDistill, ensemble_mixtures
+    from distill.models import load_teacher
+    from distill.trainers import Distiller, Runtime, TrainSettings
+    monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 16)
+    seen = captured_transfer(monkeypatch)
+    loss = TeacherStudentDistill(temperature=3.0)
+    Distiller([tiny_classifier_teacher, tiny_classifier_teacher], config_for("lstm", embedding_dim=8, hidden_dim=8),
+              loss, settings=TrainSettings(epochs=1), env=Runtime(progress=False), augment=1,
+              teacher_weights=[3, 1], cache_dir=tmp_path / "cache").fit(str(TRAIN), str(DEV))
+    examples, source = seen["train"].inputs, seen["objective"].teacher
+    teacher = load_teacher(tiny_classifier_teacher)
+    indices = [0, 15, 16, len(examples) - 1]
+    logits = predict_logits(teacher, [examples[i] for i in indices])
+    mixture, targets = ensemble_mixtures([logits, logits], [teacher.hierarchy.labels] * 2, [0.75, 0.25], loss)
+    assert_same_logits(source.logits(indices), mixture.batch(range(len(indices))))
+    assert torch.allclose(source.target_logits(indices), targets.batch(range(len(indices)))[0], atol=1e-4)
+
+
+def test_records_are_read_back_without_pread(monkeypatch):
+    """Where the system has no os.pread (Windows), reading between appends leaves the appends in order."""
+    import distill.spill
+    monkeypatch.delattr(distill.spill.os, "pread")
+    spilled = SpilledExamples(["one", "two"])
+    assert spilled[0] == "one"
+    spilled.append("three")
+    assert list(spilled) == ["one", "two", "three"]
