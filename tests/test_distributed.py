@@ -156,11 +156,12 @@ def test_kd_on_two_processes_matches_one_process(tiny_classifier_teacher, tmp_pa
         torch.testing.assert_close(load_tensors(cache_two)["logits"], load_tensors(cache_one)["logits"])
 
 
-@pytest.mark.parametrize("options", [["--kd-loss", "kl", "--class-weights", "inverse"], ["--kd-loss", "mse", "--crf"]],
-                         ids=["kl-weighted", "mse-crf"])
+@pytest.mark.parametrize("options", [["--kd-loss", "kl", "--class-weights", "inverse"], ["--kd-loss", "mse", "--crf"],
+                                     ["--augment", "1"]], ids=["kl-weighted", "mse-crf", "augmented"])
 def test_tagger_kd_on_two_processes_matches_one_process(tiny_tagging_teacher, tmp_path, options):
     """Token-level NLL and KL/MSE average over the words of the whole batch, CRF NLL over its complete
-    sentences; unsure pseudo-labels (--min-confidence) leave ranks with different counts of both.
+    sentences; unsure pseudo-labels (--min-confidence) leave ranks with different counts of both. With
+    --augment, every rank makes the same synthetic sentences and keeps the gathered logits on its own disk.
 
     A low learning rate: at --lr 0.02 (batches of 9) float noise grew until the 2-process run drifted
     (losses equal to 4e-7 after epoch 1, 9e-5 after epoch 2, weights up to 0.2 apart); Adam's steps on
