@@ -138,12 +138,6 @@ class EnsembleTeacherLogits(CachedTeacherLogits):
         super().__init__(mixture)
         self.targets = targets
 
-    @classmethod
-    def of(cls, results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
-           loss: "TeacherStudentDistill") -> "EnsembleTeacherLogits":
-        """The ensemble of the teachers' `results` (`labels`: each one's label order) as `loss` reads it."""
-        return cls(*ensemble_mixtures(results, labels, weights, loss))
-
     def target_logits(self, indices: Sequence[int]) -> torch.Tensor:
         """The logits whose softmax is the ensemble's distribution at T = 1, padded as `logits` pads."""
         return self.targets.batch(indices)[0]

@@ -50,14 +50,7 @@ class ExampleLogits:
         """Padded (batch, words, labels) logits and (batch, words) scored mask for `indices`."""
         if self.offsets is None:
             return self.logits[torch.as_tensor(list(indices))], None
-        rows = [self.example(i) for i in indices]
-        width = max(len(r[0]) for r in rows)
-        logits = self.logits.new_zeros((len(rows), width, self.logits.size(-1)))
-        scored = torch.zeros((len(rows), width), dtype=torch.bool)
-        for row, (values, mask) in enumerate(rows):
-            logits[row, : len(values)] = values
-            scored[row, : len(values)] = mask
-        return logits, scored
+        return padded_words([self.example(i) for i in indices])
 
     @property
     def digest(self) -> str:
@@ -83,6 +76,19 @@ class ExampleLogits:
         lengths = torch.tensor([0] + [len(p[0]) for p in per_example])
         return cls(torch.cat([p[0] for p in per_example]), torch.cumsum(lengths, 0),
                    torch.cat([p[1] for p in per_example]))
+
+
+def padded_words(rows: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Taggers' per-example (words, labels) logits and (words,) scored masks as one padded (batch, words, labels)
+    tensor and (batch, words) mask, padding not scored."""
+    width = max(len(values) for values, _ in rows)
+    first = rows[0][0]
+    logits = first.new_zeros((len(rows), width, first.size(-1)))
+    scored = torch.zeros((len(rows), width), dtype=torch.bool)
+    for row, (values, mask) in enumerate(rows):
+        logits[row, : len(values)] = values
+        scored[row, : len(values)] = mask
+    return logits, scored
 
 
 def example_length(example) -> int:

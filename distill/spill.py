@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from distill.inference import ExampleLogits
+from distill.inference import ExampleLogits, padded_words
 
 
 class Records:
@@ -147,4 +147,4 @@ class SpilledLogits:
         rows = [self.example(index) for index in indices]
         if not self._tagging:
             return torch.stack([values for values, _ in rows]), None
-        return ExampleLogits.from_examples(rows).batch(range(len(rows)))
+        return padded_words(rows)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from distill import DistillError, Distiller, Output, Runtime, TeacherStudentDistill, TrainSettings
-from distill.distillation import EnsembleTeacherLogits, ensemble_logits, ensemble_weights
+from distill.distillation import EnsembleTeacherLogits, ensemble_logits, ensemble_mixtures, ensemble_weights
 from distill.inference import ExampleLogits, predict_logits
 from distill.labels import LabelHierarchy
 from distill.losses import kl_distill, mean_logits, mixture_logits
@@ -92,14 +92,13 @@ def test_one_logit_teacher_joins_as_two_logits():
 def test_pseudo_targets_come_from_the_mixture_at_t_1():
     """The hard target of an unlabelled row: the argmax and confidence of the mixture at T = 1, not at the kd T."""
     a, b = torch.tensor([[3.0, 0.0]]), torch.tensor([[0.0, 2.0]])
-    source = EnsembleTeacherLogits.of([ExampleLogits(a), ExampleLogits(b)], [["x", "y"], ["x", "y"]], [0.5, 0.5],
-                                   TeacherStudentDistill(temperature=8.0))
+    both, labels = [ExampleLogits(a), ExampleLogits(b)], [["x", "y"], ["x", "y"]]
+    source = EnsembleTeacherLogits(*ensemble_mixtures(both, labels, [0.5, 0.5], TeacherStudentDistill(temperature=8.0)))
     mixture = 0.5 * a.softmax(-1) + 0.5 * b.softmax(-1)
     assert torch.allclose(source.target_logits([0]).softmax(-1), mixture)
     assert torch.allclose(source.logits([0])[0].div(8.0).softmax(-1),
                           0.5 * (a / 8).softmax(-1) + 0.5 * (b / 8).softmax(-1))
-    mse = EnsembleTeacherLogits.of([ExampleLogits(a), ExampleLogits(b)], [["x", "y"], ["x", "y"]], [0.5, 0.5],
-                                TeacherStudentDistill("mse"))
+    mse = EnsembleTeacherLogits(*ensemble_mixtures(both, labels, [0.5, 0.5], TeacherStudentDistill("mse")))
     assert torch.equal(mse.logits([0])[0], 0.5 * a + 0.5 * b)
 
 
