@@ -1,0 +1,55 @@
+"""Label names given without training data: ``--labels "negative=a negative review,positive=a positive review"``.
+
+Teachers that need no labelled data (a zero-shot encoder teacher, a causal language model, a served model)
+learn the label set from here: each label's name, and the descriptions that stand for it in a prompt or
+are embedded for it (several per label with ``|``: ``positive=a good film|a rave``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distill.errors import DistillError, option
+
+
+@dataclass(frozen=True)
+class LabelNames:
+    """The labels in the order given, and for each one or more descriptions (its name when none is given)."""
+
+    names: tuple[str, ...]
+    descriptions: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.names) < 2:
+            raise DistillError(f"{option('--labels', 'labels')} needs at least two labels, got "
+                               f"{list(self.names)}")
+        if len(set(self.names)) != len(self.names):
+            raise DistillError(f"{option('--labels', 'labels')} names a label twice: {list(self.names)}")
+        if len(self.descriptions) != len(self.names):
+            raise DistillError("each label needs its descriptions")
+
+    def description(self, name: str) -> str:
+        """The first description of `name`: the words a prompt uses for it."""
+        return self.descriptions[self.names.index(name)][0]
+
+    def as_text(self) -> str:
+        """The ``--labels`` spelling of these labels, which `parse_labels` reads back."""
+        return ",".join(name if described == (name,) else f"{name}={'|'.join(described)}"
+                        for name, described in zip(self.names, self.descriptions))
+
+
+def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
+    """``"negative,positive"`` or ``"negative=a negative review,positive=a positive review|a rave"`` (or a list of
+    such items), into `LabelNames`; empty names or descriptions are refused in one line."""
+    items = [item.strip() for item in text.split(",")] if isinstance(text, str) else [str(i).strip() for i in text]
+    names, descriptions = [], []
+    for item in items:
+        name, _, described = item.partition("=")
+        name = name.strip()
+        texts = tuple(d.strip() for d in described.split("|")) if described else (name,)
+        if not name or not all(texts):
+            raise DistillError(f"{option('--labels', 'labels')}: {item!r} is not NAME or NAME=DESCRIPTION "
+                               "(several descriptions joined by '|')")
+        names.append(name)
+        descriptions.append(texts)
+    return LabelNames(tuple(names), tuple(descriptions))

@@ -1,0 +1,20 @@
+"""`--labels` for teachers without training data: names, descriptions, and one-line refusals."""
+
+import pytest
+
+from distill.errors import DistillError
+from distill.label_names import parse_labels
+
+
+def test_names_and_descriptions_are_read_in_order_and_written_back():
+    labels = parse_labels("negative=a negative review, positive=a positive review|a rave,neutral")
+    assert labels.names == ("negative", "positive", "neutral")
+    assert labels.descriptions[1] == ("a positive review", "a rave")
+    assert labels.description("neutral") == "neutral"
+    assert parse_labels(labels.as_text()) == labels
+
+
+@pytest.mark.parametrize("text", ["positive", "a,a", "a=,b", "=x,b", "a,b=x|"])
+def test_bad_label_lists_are_refused(text):
+    with pytest.raises(DistillError):
+        parse_labels(text)
