@@ -100,14 +100,15 @@ def load_run_config(path: str | os.PathLike) -> dict[str, Any]:
 def settings_from(cls: type[Settings], config: dict[str, Any] | str | os.PathLike, **changes: Any) -> Settings:
     """The settings dataclass `cls` (`TrainSettings`, `TeacherTraining`, `TeacherConfig`...) with every field a
     run config sets (a dict of `load_run_config`, or the file's path), null ones left at their default, then
-    `changes`. Its own checks apply, as to any settings given in Python."""
+    `changes`. A field is read under its option's key (``warmup-ratio`` for `TeacherTraining.warmup`: the
+    field's metadata, `distill.settings`) or its own name. Its own checks apply, as to any settings given in
+    Python."""
     if not dataclasses.is_dataclass(cls):
         raise DistillError(f"settings_from fills a settings dataclass such as TrainSettings, not {cls!r}")
     if not isinstance(config, dict):
         config = load_run_config(config)
-    names = {spec.name for spec in dataclasses.fields(cls) if spec.init}
-    values = {name: value for name, value in config.items() if name in names and value is not None}
-    return cls(**{**values, **changes})
+    from distill.settings import values_from
+    return cls(**{**values_from(cls, config), **changes})
 
 
 def write_run_config(path: str | os.PathLike, config: dict[str, Any], command: str) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
 
 from distill.errors import DataError, DistillError, option
 from distill.labels import check_levels, shows_nothing as _invisible, split_tag
+from distill.settings import setting
 
 logger = logging.getLogger("distill")
 
@@ -950,7 +951,7 @@ class DataOptions:
     text_column: str = "text"
     label_column: str = "label"
     tag_column: int = -1
-    separator: str | None = "/"
+    separator: str | None = setting("/", option="--label-separator")
 
 
 def check_columns_read(task: str, options: DataOptions) -> None:

@@ -35,6 +35,7 @@ from distill.distillation import (CachedTeacherLogits, DistillObjective, Ensembl
                                   ensemble_mixtures, ensemble_weights, refuse_unweighted_class_weights)
 from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, require_flag, require_number, require_type, require_whole
+from distill.settings import setting
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
@@ -89,7 +90,7 @@ class Runtime:
     device: str = "auto"
     precision: str | None = None
     threads: int | None = None
-    progress: bool = True
+    progress: bool = setting(True, option="--quiet", negated=True)
 
     def __post_init__(self):
         require_whole("threads", self.threads, optional=True)

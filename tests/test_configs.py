@@ -182,3 +182,62 @@ def test_the_api_reads_a_run_config(tmp_path):
     assert settings_from(TrainSettings, config, seed=1).seed == 1
     with pytest.raises(DistillError, match="config must be a dict"):
         Output(tmp_path / "out", config="kd.yaml")
+
+
+def _captured(monkeypatch, name: str) -> dict:
+    """`distill.trainers.NAME` as the CLI calls it, its dataclass arguments kept by class (then it runs)."""
+    import dataclasses
+
+    import distill.trainers
+    real, seen = getattr(distill.trainers, name), {}
+
+    def capture(*args, **kwargs):
+        for value in (*args, *kwargs.values()):
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                seen[type(value)] = value
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(distill.trainers, name, capture)
+    return seen
+
+
+def _replays_exactly(seen: dict, run_config: Path) -> None:
+    """Every settings object the CLI built equals what `settings_from` makes of the run's run_config.yaml."""
+    from distill.config import load_run_config, settings_from
+    from distill.precision import current
+    from distill.trainers import Output, Runtime
+    config = load_run_config(run_config)
+    assert seen
+    for cls, used in seen.items():
+        if cls is Output:  # where it writes: output, resume and overwrite are the replay's own
+            continue
+        replayed = settings_from(cls, config)
+        if cls is Runtime:  # the CLI sets precision and threads for the process; the file records them
+            assert replayed.precision == current()
+            replayed.precision, replayed.threads = used.precision, used.threads
+        assert replayed == used, cls.__name__
+
+
+CONTROLS = ["--weight-decay", "0.05", "--lr-schedule", "cosine", "--warmup-ratio", "0.37", "--grad-accumulation", "2",
+            "--max-grad-norm", "0.5", "--seed", "7", "--batch-size", "16", "--quiet", "--label-separator", "|"]
+
+
+def test_every_teacher_setting_replays_into_the_api_exactly(tiny_encoder_dir, tmp_path, monkeypatch):
+    """A teacher's --warmup-ratio was read back as TeacherTraining's default warm-up (the field is `warmup`)."""
+    seen = _captured(monkeypatch, "train_teacher")
+    cli("teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "32",
+        "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--encoder-lr", "2e-4",
+        "--dropout", "0.2", *CONTROLS, "--output", tmp_path / "teacher")
+    _replays_exactly(seen, tmp_path / "teacher" / "run_config.yaml")
+
+
+def test_every_student_and_kd_setting_replays_into_the_api_exactly(tiny_classifier_teacher, tmp_path, monkeypatch):
+    data = ["--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1",
+            "--model", "cnn", "--embedding-dim", "24", "--lr", "0.003", *CONTROLS]
+    seen = _captured(monkeypatch, "train_student")
+    cli("student", *data, "--output", tmp_path / "student")
+    _replays_exactly(seen, tmp_path / "student" / "run_config.yaml")
+    seen = _captured(monkeypatch, "Distiller")
+    cli("kd", "--teacher", tiny_classifier_teacher, *data, "--temperature", "3", "--distill-weight", "0.7",
+        "--output", tmp_path / "kd")
+    _replays_exactly(seen, tmp_path / "kd" / "run_config.yaml")

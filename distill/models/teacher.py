@@ -20,11 +20,12 @@ from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder,
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.features import collate_windows, encode_texts, window_frame, window_means, word_grid_inputs
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
-from distill.labels import LabelHierarchy
+from distill.labels import LabelHierarchy, parse_class_weights
 from distill.models.base import LabelModel
 from distill.models.card import CHECKPOINT, card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 from distill.models.students import masked_mean
+from distill.settings import setting
 
 ENCODER_DIR = "encoder"
 # The encoder learning rates of the benchmark's teachers (docs/benchmarks.md): on MiniLM-L6, 5e-5 was the
@@ -98,7 +99,7 @@ class TeacherTraining:
     classifier_lr: float = 1e-3
     batch_size: int = 32
     epochs: int = 3
-    warmup: float = 0.1
+    warmup: float = setting(0.1, option="--warmup-ratio")
     weight_decay: float = 0.01
     patience: int = 2
     seed: int = 42
@@ -110,6 +111,8 @@ class TeacherTraining:
 
     def __post_init__(self):
         from distill.training import check_controls
+        if isinstance(self.class_weights, str):  # as a run config or the command line writes them
+            self.class_weights = parse_class_weights(self.class_weights)
         require_number("encoder_lr", self.encoder_lr, 0, 1, low_open=True, optional=True)
         require_number("classifier_lr", self.classifier_lr, 0, 1, low_open=True)
         require_whole("batch_size", self.batch_size)
