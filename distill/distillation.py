@@ -422,7 +422,7 @@ def aligned_states(model: torch.nn.Module, states: list[torch.Tensor], inputs: d
     classification the sentence as the model pools it (a text read in windows: the mean of its
     windows' pooled states), (batch, width); for tagging each word's first
     sub-token on the (sentences, words, width) grid of its logits."""
-    from distill.models.teacher import place_in_grid, pool
+    from distill.models.layers import place_in_grid, pool
     if "word_positions" not in inputs:
         pooled = [pool(state, inputs["attention_mask"], encoder_reader(model).config.pooling) for state in states]
         weights = inputs.get("window_weights")  # a text read in windows: the mean of its windows, as its logits

@@ -16,8 +16,7 @@ from typing import Sequence
 
 import torch
 
-from distill.models.students import StudentModel, student_tokens
-from distill.vocab import Vocabulary
+from distill.vocab import Vocabulary, student_tokens
 
 ENCODER_BATCH = 256  # words per forward pass of the teacher's encoder: a few sub-tokens each
 SIF_A = 1e-3  # SIF's a (Arora et al. 2017): a word of probability a weighs half as much as a rare one
@@ -45,7 +44,7 @@ def pca_reduce(vectors: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def init_from_teacher(student: StudentModel, teacher) -> None:
+def init_from_teacher(student: torch.nn.Module, teacher) -> None:
     """Overwrite `student.embedding` rows (except padding) with reduced vectors of `teacher`."""
     table = teacher.encoder.get_input_embeddings().weight.float().cpu()
     words = student.words.tokens
@@ -60,7 +59,7 @@ def encoder_word_vectors(teacher, words: Sequence[str], batch_size: int = ENCODE
     """Each word read alone by `teacher`'s encoder (with its special tokens), pooled as the teacher pools a
     sentence (its first token's state, else the mean over the tokens): what its head would read of a
     one-word text. Batches of similar length, with a progress bar: a large vocabulary takes a while on a CPU."""
-    from distill.models.teacher import pool
+    from distill.models.layers import pool
     from distill.progress import progress_bar
     network = getattr(teacher, "network", teacher)  # a transformer student teaching: its Teacher module
     pooling = "first" if getattr(getattr(network, "config", None), "pooling", None) == "first" else "mean"

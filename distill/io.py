@@ -31,6 +31,7 @@ from distill.errors import DistillError, option
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+STAGING_PREFIX = ".saving-"  # a hidden folder of a model's files being written, before they are moved in
 CACHE_ENV = "DISTILL_CACHE"
 
 

@@ -25,9 +25,9 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.config import RUN_CONFIG
 from distill.errors import DistillError, option
-from distill.io import check_target, file_sha256, writing
+from distill.io import STAGING_PREFIX, check_target, file_sha256, writing
 from distill.io import refuse_link as refuse_any_link
-from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, STAGING_PREFIX, model_files,
+from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, model_files,
                                  read_model_card)
 from distill.models.readme import README
 

@@ -44,7 +44,8 @@ from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel, pick_device
 from distill.models.protocol import check_student
 from distill.models.registry import student_entry
-from distill.models.students import StudentConfig, student_default
+from distill.models.student_config import StudentConfig
+from distill.models.students import student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
@@ -233,7 +234,8 @@ def _fit_tasks(model: LabelModel, tasks: dict[str, FitTask], optimizer, schedule
 def _finish_files(model: LabelModel, directory: Path, summary: dict) -> None:
     """A finished run's last files: the README model card again, now with the run's data and scores (and
     its checksum in the card), then the summary, whose size counts it."""
-    from distill.models.readme import about_run, rewrite_readme
+    from distill.models.card import rewrite_readme
+    from distill.models.readme import about_run
     rewrite_readme(directory, {**model.card_about(), **about_run(summary)})
     summary["size_bytes"] = model_size_bytes(directory)
     write_json(directory / SUMMARY_FILE, summary)

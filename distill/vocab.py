@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from typing import Iterable, Sequence
 
@@ -52,3 +53,21 @@ class Vocabulary:
     @classmethod
     def from_dict(cls, data: dict) -> "Vocabulary":
         return cls(data["tokens"], data.get("lowercase", False))
+
+
+def student_tokens(example) -> list[str]:
+    """The words a student reads: a text is word-tokenized, a tagging example is already words.
+
+    Every word, however long the example: LSTMs and CNNs have no position limit, and one pass over
+    the whole sentence scores each word in context (no window seams), gives one CRF path per
+    sentence and a score for every word the teacher scored in `kd`. Memory grows linearly with
+    length; the readers refuse an example over `distill.data.MAX_EXAMPLE_CHARS` characters.
+    Words are NFC-normalised: "naïve" typed as "i" plus a combining diaeresis (macOS, some scrapers)
+    is the same word, in the vocabulary and the characters, not "nai", a lone mark and "ve".
+    """
+    tokens = word_tokenize(nfc(example)) if isinstance(example, str) else [nfc(t) for t in example]
+    return tokens or ["<unk>"]
+
+
+def nfc(text: str) -> str:
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)

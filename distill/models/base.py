@@ -15,7 +15,8 @@ from distill import losses
 from distill.data import DataOptions
 from distill.errors import DistillError, require_flag, require_whole
 from distill.labels import LabelHierarchy
-from distill.models.card import MODEL_CARD, STAGING_PREFIX
+from distill.io import STAGING_PREFIX
+from distill.models.card import MODEL_CARD
 
 
 Loaded = TypeVar("Loaded", bound="LabelModel")

@@ -29,12 +29,23 @@ CHECKPOINT = "checkpoint.pt"  # a teacher's head, labels and settings (models.te
 SLIM_WEIGHTS = "checkpoint.safetensors"  # a teacher saved without pickle (models.slim)
 SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teacher keeps it too
 ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
-STAGING_PREFIX = ".saving-"  # a hidden folder of a model's files being written, before they are moved in
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
 LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
 
-__all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card", "verify_model_files", "weights_sha256",
-           "write_model_card"]
+__all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card",
+           "rewrite_readme", "verify_model_files", "weights_sha256", "write_model_card"]
+
+
+def rewrite_readme(directory: str | Path, about: dict) -> None:
+    """Render README.md again with what a finished run knows (`about_run`), and record its new checksum in the
+    card (a model whose card did not list a README gets one listed)."""
+    from distill.models.readme import README, write_readme
+    directory = Path(directory)
+    card = read_json(directory / MODEL_CARD)
+    files = [name for name in card.get("sha256", {}) if name != README]
+    write_readme(directory, card, files, about)
+    card["sha256"] = {**{name: card["sha256"][name] for name in files}, README: file_sha256(directory / README)}
+    write_json(directory / MODEL_CARD, card)
 
 
 def write_model_card(directory: str | Path, card: dict, files: list[str], about: dict | None = None) -> None:

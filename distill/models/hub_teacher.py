@@ -284,7 +284,7 @@ class TransformersTeacher(LabelModel):
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         if word_positions is None:
             return logits
-        from distill.models.teacher import place_in_grid
+        from distill.models.layers import place_in_grid
         index = word_positions.unsqueeze(-1).expand(-1, -1, logits.size(-1))
         return place_in_grid(logits.gather(1, index), word_slots, grid_shape)
 

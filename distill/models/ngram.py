@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from distill.models.registry import register_student
-from distill.models.students import ClassifierConfig, StudentModel, option
+from distill.models.student_config import ClassifierConfig, option
+from distill.models.students import StudentModel
 
 HASH_PRIME = 1_000_003  # rolling hash of word ids; any large odd number spreads n-grams over the buckets
 

@@ -118,7 +118,7 @@ class OnnxModel:
         feed = {name: inputs[name].cpu().numpy() for name in self.input_names}
         logits = torch.from_numpy(self.session.run(None, feed)[0])
         if "word_slots" in inputs:  # the teacher tagger: window logits -> the sentence grid
-            from distill.models.teacher import place_in_grid
+            from distill.models.layers import place_in_grid
             return place_in_grid(logits, inputs["word_slots"], inputs["grid_shape"])
         return logits
 

@@ -65,7 +65,7 @@ def missing_parts(student: Any, output: bool = False) -> list[str]:
 def check_student(student: Any, output: bool = False) -> None:
     """Refuse a student given in memory that does not follow the protocol, in one line naming what it lacks;
     `output`: the run writes the student into its output directory."""
-    from distill.models.students import StudentConfig
+    from distill.models.student_config import StudentConfig
     if isinstance(student, (str, StudentConfig)):
         return  # a name or a config: the registry's class, checked when it registered
     if not isinstance(student, nn.Module):
@@ -86,10 +86,8 @@ def check_student_class(cls: type, name: str) -> None:
         missing.insert(1, FORWARD)
     if not callable(getattr(cls, "build", None)):
         missing.append("build(config, hierarchy, examples)")
-    from distill.models.students import StudentFiles
-    if issubclass(cls, StudentFiles):  # its write_files and from_checkpoint are built on these
-        missing += [part for attribute, part in [("write_description", "write_description(directory)"),
-                                                 ("unloaded", "unloaded(directory, card)")]
-                    if not callable(getattr(cls, attribute, None))]
+    # a class whose write_files and from_checkpoint are built on other methods (`StudentFiles`) names them
+    missing += [part for attribute, part in getattr(cls, "files_built_on", {}).items()
+                if not callable(getattr(cls, attribute, None))]
     if missing:
         raise DistillError(f"student {name!r}: {cls.__name__} lacks {'; '.join(missing)}: {SEE}")

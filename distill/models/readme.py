@@ -4,7 +4,7 @@ Its YAML header holds the Hub's metadata (``library_name``, ``base_model``, ``da
 measured scores as a ``model-index``, ``tags``, ``pipeline_tag``); the prose says what the model is, what it
 learnt from (by name and sha256), its scores and size, and how to load it. It is rendered from what
 the model's card (``distill.json``) and its run know, written with every save (`write_model_card`) and again
-when a run finishes (`rewrite_readme`, with the run's data and scores), and it is one of the files the card
+when a run finishes (`distill.models.card.rewrite_readme`, with the run's data and scores), and it is one of the files the card
 checksums: an edited card README makes the model refused as edited, and `--overwrite` knows it as distill's
 own file by that checksum (a README.md whose sha256 the card does not record is the user's).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distill.io import file_sha256, read_json, write_text
+from distill.io import STAGING_PREFIX, write_text
 from distill.metrics import size_text
 
 README = "README.md"
@@ -23,7 +23,7 @@ PIPELINES = {"classification": "text-classification", "tagging": "token-classifi
 # The run's inputs that are data (a teacher or an encoder is the base model, not data).
 DATA_ROLES = ("train", "dev", "unlabeled")
 
-__all__ = ["README", "about_run", "render_readme", "rewrite_readme", "write_readme"]
+__all__ = ["README", "about_run", "render_readme", "write_readme"]
 
 
 def _hub_name(name: str | None) -> str | None:
@@ -63,7 +63,6 @@ def _size(directory: Path, files: list[str]) -> int:
 
 def _model_name(directory: Path) -> str:
     """The model's folder name: a model is written in a hidden staging folder inside its own, then moved in."""
-    from distill.models.card import STAGING_PREFIX
     folder = directory.resolve()
     return folder.parent.name if folder.name.startswith(STAGING_PREFIX) else folder.name
 
@@ -174,16 +173,3 @@ def write_readme(directory: str | Path, card: dict, files: list[str], about: dic
     """Write README.md in `directory`; returns its name for the card's checksums."""
     write_text(Path(directory) / README, render_readme(directory, card, files, about))
     return README
-
-
-def rewrite_readme(directory: str | Path, about: dict) -> None:
-    """Render README.md again with what a finished run knows (`about_run`), and record its new checksum in the
-    card (a model whose card did not list a README gets one listed)."""
-    from distill.io import write_json
-    from distill.models.card import MODEL_CARD
-    directory = Path(directory)
-    card = read_json(directory / MODEL_CARD)
-    files = [name for name in card.get("sha256", {}) if name != README]
-    write_readme(directory, card, files, about)
-    card["sha256"] = {**{name: card["sha256"][name] for name in files}, README: file_sha256(directory / README)}
-    write_json(directory / MODEL_CARD, card)

@@ -61,7 +61,7 @@ def register_student(name: str, task: str) -> Callable[[Model], Model]:
     def decorate(cls: Model) -> Model:
         from distill.models.base import LabelModel
         from distill.models.protocol import check_student_class
-        from distill.models.students import StudentConfig
+        from distill.models.student_config import StudentConfig
         if not (isinstance(cls, type) and issubclass(cls, LabelModel) and cls.kind == "student"):
             raise DistillError(f"student {name!r}: {cls!r} is not a student model (a StudentModel, or a "
                                "LabelModel with kind 'student')")

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from distill.models.registry import register_student
-from distill.models.students import ClassifierConfig, StudentModel, option
+from distill.models.student_config import ClassifierConfig, option
+from distill.models.students import StudentModel
 
 WORD_VECTORS = ["encoder", "input"]
 WEIGHTINGS = ["sif", "zipf", "none"]

@@ -24,7 +24,7 @@ from distill.labels import LabelHierarchy, parse_class_weights
 from distill.models.base import LabelModel
 from distill.models.card import CHECKPOINT, card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
-from distill.models.students import masked_mean
+from distill.models.layers import place_in_grid, pool
 from distill.settings import setting
 
 ENCODER_DIR = "encoder"
@@ -84,8 +84,6 @@ class TeacherConfig:
         if self.pooling != "auto" or self.task == "tagging":
             return self
         return replace(self, pooling=native_pooling(self.encoder))
-
-
 
 
 @dataclass
@@ -157,22 +155,6 @@ def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase)
                            f"{option(f'--max-length {length}', f'max_length={length}')} holds {capacity} sub-tokens; "
                            f"use at most {capacity - 1}")
 
-
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """Sentence features: the first token's state, or the mean over real (unpadded) tokens."""
-    if pooling == "mean":
-        return masked_mean(hidden, attention_mask)
-    return hidden[:, 0]
-
-
-def place_in_grid(window_logits: torch.Tensor, word_slots: torch.Tensor, grid_shape: torch.Tensor) -> torch.Tensor:
-    """Per-window word logits put at their `word_slots` of a (sentences, words, labels) grid; words no
-    window holds keep zero logits. Outside `forward` too, for an exported model's window logits."""
-    sentences, width = (int(v) for v in grid_shape)
-    grid = window_logits.new_zeros((sentences * width, window_logits.size(-1)))
-    real = word_slots >= 0
-    grid[word_slots[real]] = window_logits[real]
-    return grid.view(sentences, width, -1)
 
 
 def save_encoder_folder(directory: Path, encoder: nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:

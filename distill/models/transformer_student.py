@@ -38,7 +38,8 @@ from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.card import folder_files
 from distill.models.registry import register_student
-from distill.models.students import CONFIG, WEIGHTS, StudentConfig, StudentFiles, option, write_student_config
+from distill.models.student_config import StudentConfig, option
+from distill.models.students import CONFIG, WEIGHTS, StudentFiles, write_student_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
