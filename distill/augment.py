@@ -31,6 +31,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from distill.errors import DistillError, option
 from distill.labels import split_tag
+from distill.registry import Registry
 from distill.spill import SpilledExamples
 from distill.vocab import _TOKEN, UNK
 
@@ -195,7 +196,7 @@ class AugmenterEntry:
     tasks: tuple[str, ...]
 
 
-_AUGMENTERS: dict[str, AugmenterEntry] = {}
+_AUGMENTERS: Registry[AugmenterEntry] = Registry("augmenter")
 
 
 def register_augmenter(name: str, task: str | Sequence[str]) -> Callable[[Augmenter], Augmenter]:
@@ -209,11 +210,7 @@ def register_augmenter(name: str, task: str | Sequence[str]) -> Callable[[Augmen
                            f"{', '.join(TASKS)}")
     if not name or "," in name:
         raise DistillError(f"augmenter name {name!r}: use a non-empty name without ','")
-
-    def decorate(function: Augmenter) -> Augmenter:
-        _AUGMENTERS[name] = AugmenterEntry(name, function, tasks)
-        return function
-    return decorate
+    return _AUGMENTERS.decorator(name, lambda function: AugmenterEntry(name, function, tasks))
 
 
 def augmenters(task: str) -> list[str]:

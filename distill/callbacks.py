@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Sequence
 from distill import distributed
 from distill.errors import DistillError, option
 from distill.outputs import TRACKING_FOLDER
+from distill.registry import Registry
 
 TRACKING_EXTRA = "pip install 'distill[tracking]'"
 
@@ -235,14 +236,15 @@ def _mlflow(target: ReportTarget) -> Callback:
     return MLflowCallback(run_name=None if target.output is None else Path(target.output).name)
 
 
-REPORTERS: dict[str, Callable[[ReportTarget], Callback]] = {"tensorboard": _tensorboard, "mlflow": _mlflow}
+REPORTERS: Registry[Callable[[ReportTarget], Callback]] = Registry(
+    "reporter", [("tensorboard", _tensorboard), ("mlflow", _mlflow)])
 
 
 def register_reporter(name: str, build: Callable[[ReportTarget], Callback]) -> None:
     """Make ``--report-to NAME`` build a callback of your own: `build` gets the run's `ReportTarget`."""
     if not isinstance(name, str) or not name or name == "none" or "," in name:
         raise DistillError(f"a reporter's name is a word other than none, got {name!r}")
-    REPORTERS[name] = build
+    REPORTERS.add(name, build)
 
 
 def reporter_names(values: Sequence[str]) -> list[str]:

@@ -211,8 +211,7 @@ class TeacherStudentDistill(nn.Module):
                  class_weights: Sequence[float] | None = None, min_confidence: float = 0.0,
                  hidden_weight: float = 0.0, attention_weight: float = 0.0, cosine_weight: float = 0.0,
                  teacher_layers: str | Sequence[int] = "uniform", teacher_mistakes: str = "keep"):
-        if kd_loss not in losses.KD_LOSSES:
-            raise DistillError(f"unknown kd loss {kd_loss!r}: choose one of {', '.join(losses.KD_LOSSES)}")
+        losses.KD_LOSSES.entry(kd_loss)  # one of them, or a line naming them
         if kd_loss == "mse" and temperature is not None:
             raise DistillError("kd_loss 'mse' compares raw logits: a temperature has no effect there; leave it unset")
         temperature = DEFAULT_TEMPERATURE if temperature is None else temperature  # kl's (and a plugin loss's) T

@@ -20,6 +20,8 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 import torch.nn.functional as F
 
+from distill.registry import Registry
+
 IGNORE_INDEX = -100
 
 
@@ -358,17 +360,14 @@ def shift_teacher_mistakes(teacher_logits: torch.Tensor, targets: torch.Tensor,
 
 
 KDLoss = Callable[[torch.Tensor, torch.Tensor, float, "torch.Tensor | None"], LossSum]
-KD_LOSSES: dict[str, KDLoss] = {}
+KD_LOSSES: Registry[KDLoss] = Registry("kd loss")
 
 
 def register_kd_loss(name: str) -> Callable[[KDLoss], KDLoss]:
     """Register a distillation term ``f(student_logits, teacher_logits, temperature, mask) -> LossSum``
     under `name`: `TeacherStudentDistill(kd_loss=name)` and ``nlp-train kd --kd-loss`` then offer it.
     A one-logit (binary) student passes (batch, 1) logits against the teacher's (batch, 2)."""
-    def decorate(function: KDLoss) -> KDLoss:
-        KD_LOSSES[name] = function
-        return function
-    return decorate
+    return KD_LOSSES.decorator(name)
 
 
 @register_kd_loss("kl")

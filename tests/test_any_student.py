@@ -220,7 +220,7 @@ class ByteMean(StudentFiles, LabelModel):
 
 def test_a_label_model_of_ones_own_distils_saves_and_loads(tiny_classifier_teacher, tmp_path, monkeypatch):
     from distill.models import registry
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))  # the registry is left as it was
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())  # the registry is left as it was
     register_student("byte-mean", task="classification")(ByteMean)
     with pytest.raises(DistillError, match=r"^student 'byte-mean' lacks build_from_teacher\(config, hierarchy, "
                                            r"examples, teacher\) to start from the teacher's weights: use "
@@ -265,7 +265,7 @@ def test_a_module_without_write_files_trains_but_writes_no_output(tmp_path):
 ])
 def test_register_student_checks_the_protocol(body, lacks, monkeypatch):
     from distill.models import registry
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())
     namespace: dict = {}
     exec(f"class Half(LabelModel):\n    kind = 'student'\n    config_class = ByteConfig\n    {body or 'pass'}\n",
          {"LabelModel": LabelModel, "ByteConfig": ByteConfig}, namespace)

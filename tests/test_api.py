@@ -490,7 +490,7 @@ def test_a_plugin_student_whose_output_cannot_be_scored_is_refused_before_it_tra
         """) + f"        {layers}\n" + f"    def forward(self, word_ids, lengths):\n        {body}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     from distill.models import registry
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))  # the plugin leaves the registry as it was
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())  # the plugin leaves the registry as it was
     with pytest.raises(DistillError, match=message):
         train_student(f"{name}:Plugin", str(SAMPLES / "sentiment_train.csv"), str(SAMPLES / "sentiment_dev.csv"),
                       TrainSettings(epochs=1), env=Runtime(progress=False))

@@ -34,7 +34,7 @@ def sentences():
 def own_registry(monkeypatch):
     """A test's augmenters are gone after it."""
     import distill.augment
-    monkeypatch.setattr(distill.augment, "_AUGMENTERS", dict(distill.augment._AUGMENTERS))
+    monkeypatch.setattr(distill.augment, "_AUGMENTERS", distill.augment._AUGMENTERS.copy())
 
 
 def valid_tags(tags) -> bool:

@@ -79,9 +79,9 @@ def workspace(tmp_path, monkeypatch, tiny_classifier_teacher, tiny_hf_classifier
     from distill import augment, losses
     from distill.models import registry
     registry.load_plugins()
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
-    monkeypatch.setattr(losses, "KD_LOSSES", dict(losses.KD_LOSSES))
-    monkeypatch.setattr(augment, "_AUGMENTERS", dict(augment._AUGMENTERS))
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())
+    monkeypatch.setattr(losses, "KD_LOSSES", losses.KD_LOSSES.copy())
+    monkeypatch.setattr(augment, "_AUGMENTERS", augment._AUGMENTERS.copy())
     return tmp_path
 
 

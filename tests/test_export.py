@@ -290,7 +290,7 @@ def bag_plugin(monkeypatch):
     import importlib
     import sys
     from distill.models import registry
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())
     sys.modules.pop("examples.bag_student", None)
     yield importlib.import_module("examples.bag_student")
     sys.modules.pop("examples.bag_student", None)

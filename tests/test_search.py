@@ -63,7 +63,7 @@ def test_a_space_is_checked_against_the_classes_it_sets(space, message):
 def test_a_registered_students_fields_are_searchable_without_an_edit(monkeypatch):
     """A student registered outside the package (examples/bag_student.py) is searched by its config's fields."""
     from distill.models import registry
-    monkeypatch.setattr(registry, "_STUDENTS", dict(registry._STUDENTS))  # the registry is left as it was
+    monkeypatch.setattr(registry, "_STUDENTS", registry._STUDENTS.copy())  # the registry is left as it was
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
     monkeypatch.delitem(sys.modules, "bag_student", raising=False)
     importlib.import_module("bag_student")

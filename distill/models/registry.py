@@ -23,6 +23,7 @@ from importlib.metadata import entry_points
 from typing import Callable, TypeVar
 
 from distill.errors import DistillError
+from distill.registry import Registry
 
 TASKS = ("classification", "tagging")
 ENTRY_POINT_GROUP = "distill.students"
@@ -46,7 +47,7 @@ class StudentEntry:
         return f"{self.cls.__module__}:{self.cls.__qualname__}"
 
 
-_STUDENTS: dict[str, StudentEntry] = {}
+_STUDENTS: Registry[StudentEntry] = Registry("student")
 _plugins_loaded = False
 
 
@@ -76,7 +77,7 @@ def register_student(name: str, task: str) -> Callable[[Model], Model]:
         check_student_class(cls, name)  # what the registry builds, trains, saves and loads it by
         cls.task = task
         cls.registered_name = name
-        _STUDENTS[name] = StudentEntry(name, cls, task)
+        _STUDENTS.add(name, StudentEntry(name, cls, task))
         return cls
     return decorate
 
