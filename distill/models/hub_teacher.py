@@ -42,6 +42,10 @@ PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model", "chat_template.jinja")
+# The files a tokenizer's vocabulary is read from: a folder with none of them gets transformers' fallback
+# tokenizer, which knows only its special tokens and reads every word as [UNK] (a blind teacher).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
 TASKS = {"ForSequenceClassification": "classification", "ForTokenClassification": "tagging"}
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 EXPECTED = "a transformers sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)"
@@ -168,12 +172,10 @@ def _failed(source: str | Path, what: str, error: Exception) -> DistillError:
     return DistillError(f"{source}: cannot load its {what} ({detail})")
 
 
-def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
-    """The teacher of a transformers classifier folder (or ``hub:NAME``), checked: a classifier, safetensors
-    weights, a fast tokenizer (tagging needs each sub-token's word)."""
-    import transformers
-
-    folder = local_folder(source)
+def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, type, list[str]]:
+    """(task, loading class, the files it is loaded from) of a transformers classifier folder that is whole: a
+    classifier's config, safetensors weights (every shard its index lists), and a tokenizer's vocabulary; else
+    one line saying what is missing. Reads no weights."""
     config = _config_of(folder)
     if config is None:
         raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
@@ -189,11 +191,30 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     missing = next((name for name in names if not (folder / name).is_file()), None)
     if missing:
         raise DistillError(f"{source}: missing {missing}, which its weights index lists")
+    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise DistillError(f"{source}: cannot load its tokenizer (none of {', '.join(VOCABULARY_FILES)} is there, so "
+                           "every word would read as [UNK]); save the tokenizer beside the model: "
+                           "tokenizer.save_pretrained(DIR)")
+    return task, model_class, names
+
+
+def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
+    """The teacher of a transformers classifier folder (or ``hub:NAME``), checked whole
+    (`verify_transformers_folder`) and loaded: a fast tokenizer for tagging (it needs each sub-token's word)
+    that knows more than its special tokens."""
+    import transformers
+
+    folder = local_folder(source)
+    task, model_class, names = verify_transformers_folder(source, folder)
     fingerprint = files_fingerprint(folder, names)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    except Exception as error:  # no tokenizer files, or files it cannot read
+    except Exception as error:  # files it cannot read
         raise _failed(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
+                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
+                           "model: tokenizer.save_pretrained(DIR)")
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
