@@ -832,8 +832,12 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{teacher}: the search distils a single-task teacher; distil a multi-task teacher's head "
                            f"with {option('kd --head', 'Distiller(head=...)')}")
     job_space = load_space(space, task)
-    if as_fast_as is not None:
-        model_card(str(as_fast_as))  # a model directory, before anything is written
+    if as_fast_as is not None:  # a model directory of the search's task, before anything is written
+        timed = model_card(str(as_fast_as)).get("task")
+        if timed != task:
+            raise DistillError(f"{as_fast_as}: {option('--as-fast-as', 'as_fast_as')} is timed on the search's dev "
+                               f"data, and this model does {timed}, the teacher {task}: give a model of the "
+                               f"teacher's task")
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     threads = threads or torch.get_num_threads()

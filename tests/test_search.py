@@ -99,7 +99,8 @@ def test_a_missing_optuna_names_the_extra(monkeypatch, tiny_classifier_teacher, 
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
 
 
-def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher, tmp_path):
+def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher,
+                                                                             tiny_tagging_teacher, tmp_path):
     """Its study, trials and best model would land among the teacher's (or another model's) files; a bad input
     is refused before any folder is made."""
     model = Path(tiny_classifier_teacher)
@@ -112,12 +113,16 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
         with pytest.raises(DistillError, match=message):
             search(model, TRAIN, DEV, output, trials=1, space=SPACE)
     assert sorted(p.name for p in model.iterdir()) == before
-    for bad in ({"as_fast_as": tmp_path / "missing"}, {"train": tmp_path / "missing.csv"},
+    for bad in ({"as_fast_as": tmp_path / "missing"}, {"as_fast_as": tiny_tagging_teacher},
+                {"train": tmp_path / "missing.csv"},
                 {"dev": tmp_path / "missing.csv"}, {"test": tmp_path / "missing.csv"},  # not once the trials are done
                 {"unlabeled": tmp_path / "missing.txt"}, {"storage": f"sqlite:///{tmp_path}/no/such/folder/s.db"}):
         with pytest.raises(DistillError):
             search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
         assert not (tmp_path / "out").exists()
+    with pytest.raises(DistillError, match=f"{tiny_tagging_teacher}: as_fast_as is timed on the search's dev data, "
+                                           "and this model does tagging, the teacher classification"):
+        search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
 
 
 # -- a search end to end --------------------------------------------------------------------------------------
