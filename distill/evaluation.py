@@ -15,7 +15,8 @@ from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
-from distill.models import load_model, model_card
+from distill.models import load_model
+from distill.models.kinds import require_kind
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
 from distill.outputs import file_output, written_by_distill
@@ -53,7 +54,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     """Score a model (a multi-task teacher: its head `head`) on labelled data; writes the metrics JSON to
     `output` (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head, in a model directory
     distill wrote; none for a folder it did not write or hub:NAME, whose metrics are only returned)."""
-    card = model_card(model_dir)  # a wrong model path is reported as such before an output is set up
+    card = require_kind(model_dir, "evaluate")  # a wrong model path is reported as such before an output is set up
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give {option('--head', 'head=')}, one of "

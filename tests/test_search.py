@@ -225,6 +225,24 @@ def test_pruned_trials_are_recorded_and_leave_no_folder(tiny_classifier_teacher,
     assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
 
 
+def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
+    """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
+    if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
+    space = {"students": {"lstm": {"hidden_dim": [4], "embedding_dim": 8}}, "training": {"epochs": 1}}
+    result = search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "s", trials=1, space=space, threads=1,
+                    cache_dir=tmp_path / "cache")
+    assert [t["state"] for t in result.trials] == ["complete"] and result.best is not None
+    assert result.report["search"]["teacher"] == tiny_hf_classifier
+    multitask = tmp_path / "multitask"  # its card is all the table reads
+    multitask.mkdir()
+    (multitask / "distill.json").write_text(json.dumps({"kind": "multitask-teacher", "heads": {"a": {}, "b": {}}}))
+    with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher \(its heads: a, "
+                                           r"b\); use evaluate_model\(head=...\) and predict_file instead, or "
+                                           r"distil a head with Distiller\(head=...\)"):
+        search(multitask, TRAIN, DEV, tmp_path / "t", trials=1, space=space)
+    assert not (tmp_path / "t").exists()
+
+
 # -- interrupted, resumed, shared ------------------------------------------------------------------------------
 
 def search_arguments(teacher: str, output: Path, space: Path, trials: int) -> list[str]:

@@ -116,6 +116,15 @@ def files_fingerprint(folder: Path, names: Sequence[str]) -> str:
     return hashlib.sha256(f"transformers classifier\n{listing}".encode()).hexdigest()[:40]
 
 
+def source_task(source: str | Path) -> str:
+    """The task of the classifier `source` names (its config's architecture); anything else is refused."""
+    folder = local_folder(source)
+    config = _config_of(folder)
+    if config is None:
+        raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
+    return classifier_kind(source, config)[0]
+
+
 def source_fingerprint(source: str | Path) -> str:
     """The fingerprint of the model `source` names (`TransformersTeacher.fingerprint`), from its files alone."""
     folder = local_folder(source)
@@ -227,9 +236,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
         logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"
                        f"{', ...' if len(labels) > 3 else ''}), kept as its labels: training and gold files must use "
                        "them (or name them in its config.json's id2label)")
-    hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
-        LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
-    teacher = TransformersTeacher(model.eval(), tokenizer, task, hierarchy, str(source), fingerprint)
+    teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
     teacher.loaded_from = str(folder.resolve())
     return teacher
 
@@ -267,12 +274,13 @@ class TransformersTeacher(LabelModel):
 
     kind = "teacher"
 
-    def __init__(self, model: torch.nn.Module, tokenizer, task: str, hierarchy: LabelHierarchy, source: str,
-                 fingerprint: str):
+    def __init__(self, model: torch.nn.Module, tokenizer, task: str, source: str, fingerprint: str):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
-        self.hierarchy = hierarchy
+        labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+        self.hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
+            LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
         self.config = TransformersReading(task, source, max_length_of(model, tokenizer))
         self._fingerprint = fingerprint
 
@@ -301,18 +309,42 @@ class TransformersTeacher(LabelModel):
                 word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
                 grid_shape: torch.Tensor | None = None) -> torch.Tensor:
         """The model's own logits: (batch, labels), or for tagging (sentences, words, labels) taken at each
-        word's first sub-token; words no window holds keep zero logits."""
+        word's first sub-token; words no window holds keep zero logits. Without `word_slots` (an ONNX graph's
+        forward): each window's word logits, placed in the grid outside it."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         if word_positions is None:
             return logits
         from distill.models.teacher import place_in_grid
         index = word_positions.unsqueeze(-1).expand(-1, -1, logits.size(-1))
-        return place_in_grid(logits.gather(1, index), word_slots, grid_shape)
+        window_logits = logits.gather(1, index)
+        return window_logits if word_slots is None else place_in_grid(window_logits, word_slots, grid_shape)
 
     def fingerprint(self) -> str:
         """The sha256 of the files it was loaded from (config, weights, tokenizer): they decide its logits and
         labels. Keys the logit cache, so a cached logit is never another model's."""
         return self._fingerprint
+
+    def write_description(self, directory: Path) -> list[str]:
+        """Copy what an ONNX export of it needs besides weights (`unloaded` reads them): its config and
+        tokenizer files, as it was loaded. Returns their names."""
+        import shutil
+        folder = Path(self.loaded_from)
+        names = [name for name in (CONFIG_FILE, *TOKENIZER_FILES) if (folder / name).is_file()]
+        for name in names:
+            shutil.copyfile(folder / name, Path(directory) / name)
+        return names
+
+    @classmethod
+    def unloaded(cls, directory: str | Path) -> "TransformersTeacher":
+        """The classifier of an export's `directory` (its config and tokenizer files) with its weights left
+        uninitialised: an ONNX export runs its `prepare` and `decode`."""
+        import transformers
+        folder = Path(directory)
+        task, model_class = classifier_kind(directory, _config_of(folder) or {})
+        config = transformers.AutoConfig.from_pretrained(folder)
+        model = model_class.from_config(config) if hasattr(model_class, "from_config") else model_class(config)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        return cls(model.eval(), tokenizer, task, str(directory), "")
 
     def write_files(self, directory: Path, **extra) -> None:
         raise DistillError(f"{self.config.source}: a transformers classifier is a teacher given to distill, not a "
