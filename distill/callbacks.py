@@ -81,6 +81,11 @@ class Callback:
     def on_train_end(self, result: dict) -> None:
         """The run ended: its ``best`` epoch record, ``history`` and ``steps``."""
 
+    def folders(self) -> list[Path]:
+        """The folders this callback writes into (its logs): the run checks them under the output rule
+        (`distill.outputs.check_written_folder`) before it writes anything."""
+        return []
+
 
 class CallbackList:
     """The callbacks of a run, called on rank 0 alone; false when there are none."""
@@ -154,6 +159,9 @@ class TensorBoardCallback(Callback):
     def __init__(self, log_dir: str | Path):
         require_package("tensorboard", "tensorboard", "tensorboard", "TensorBoardCallback")
         self.log_dir, self.writer = Path(log_dir), None
+
+    def folders(self) -> list[Path]:
+        return [self.log_dir]
 
     def on_train_begin(self, run: dict) -> None:
         from torch.utils.tensorboard import SummaryWriter

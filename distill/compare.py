@@ -10,7 +10,7 @@ from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
 from distill.models import load_model
-from distill.models.multitask import refuse_multitask
+from distill.models.kinds import require_kind
 from distill.training import warn_if_learnt_from
 
 NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
@@ -26,7 +26,7 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     timed, so a mismatch in the last one is reported at once, naming that model."""
     models, splits = [], {}
     for directory in model_dirs:
-        refuse_multitask(directory, "compare")
+        require_kind(directory, "compare")
         model = load_model(directory)
         try:
             if model.task not in splits:

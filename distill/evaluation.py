@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
 
@@ -14,10 +15,11 @@ from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
-from distill.models import load_model, model_card
+from distill.models import load_model
+from distill.models.kinds import require_kind
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
-from distill.outputs import file_output
+from distill.outputs import file_output, written_by_distill
 from distill.training import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
 
@@ -49,24 +51,25 @@ def load_with_head(model_dir: str | Path, head: str | None, device: str) -> Labe
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
                    output: str | None = None, batch_size: int = 64, progress: bool = True,
                    device: str = "auto", overwrite: bool = False, head: str | None = None) -> dict:
-    """Score a model (a multi-task teacher: its head `head`) on labelled data; writes the metrics JSON
-    (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head)."""
-    card = model_card(model_dir)  # a wrong model path is reported as such before an output is set up
+    """Score a model (a multi-task teacher: its head `head`) on labelled data; writes the metrics JSON to
+    `output` (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head, in a model directory
+    distill wrote; none for a folder it did not write or hub:NAME, whose metrics are only returned)."""
+    card = require_kind(model_dir, "evaluate")  # a wrong model path is reported as such before an output is set up
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give {option('--head', 'head=')}, one of "
                            f"{', '.join(card.get('heads', {}))}")
-    if output is None and str(model_dir).startswith("hub:"):
-        raise DistillError(f"{model_dir}: a model on the hub has no folder to write its metrics beside: give "
-                           f"{option('--output', 'output=')}")
-    if output is None:  # beside the model: a read-only model folder (a shared copy) needs --output
+    if output is None and written_by_distill(model_dir):  # beside the model: a read-only folder needs --output
         output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
         if not os.access(model_dir, os.W_OK | os.X_OK):
             raise DistillError(f"{output}: not writable: evaluate writes its metrics beside the model unless "
                                f"{option('--output', 'output=')} names another file (the model folder is read-only "
                                "for this user)")
-    with file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir, head),
-                     f"an evaluate result of {model_dir}") as path:
+    # else a folder distill did not write (a transformers classifier's, hub:NAME) is an input only: the metrics
+    # are returned (printed by the CLI) and written only where --output names a file
+    written = file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir,
+                          head), f"an evaluate result of {model_dir}") if output is not None else nullcontext()
+    with written as path:
         model = load_with_head(model_dir, head, device)
         check_columns_read(model.task, data)  # a column option the task's reader ignores did nothing
         examples, gold = read_split(data_path, model.task, data)
@@ -76,7 +79,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         metrics = evaluate(model, examples, gold, batch_size, progress)
         result = {"model": str(model_dir), **({"head": head} if head is not None else {}), "data": data_path,
                   **({"learnt_from": role} if role else {}), "examples": len(examples), **metrics}
-        if distributed.is_main():
+        if path is not None and distributed.is_main():
             write_json(path, result)
         return result
 

@@ -37,7 +37,8 @@ from distill.metrics import classification_metrics, default_metric, tagging_metr
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
 from distill.models.card import write_model_card
-from distill.models.multitask import refuse_multitask
+from distill.models.hub_teacher import local_folder
+from distill.models.kinds import kind_of, require_kind
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
 from distill.training import learnt_record, warn_if_learnt_from
@@ -135,22 +136,23 @@ def quantize_int8(source: Path, target: Path) -> None:
                          op_types_to_quantize=list(INT8_OPS))
 
 
-def copy_description(model: LabelModel, source_dir: Path, directory: Path, kind: str) -> list[str]:
+def copy_description(model: LabelModel, source_dir: Path, directory: Path) -> list[str]:
     """Write what the weightless model needs besides weights: the teacher's encoder folder (tokenizer,
     architecture, copied), a student's config and vocabularies (as the loaded model holds them, in
-    the current format). Returns the files' names."""
-    if kind == "teacher":
+    the current format), a transformers classifier's config and tokenizer files. Returns the files' names."""
+    from distill.models.teacher import ENCODER_DIR, Teacher
+    if isinstance(model, Teacher):
         from distill.models.card import folder_files
-        from distill.models.teacher import ENCODER_DIR
         shutil.copytree(source_dir / ENCODER_DIR, directory / ENCODER_DIR)
         return folder_files(directory, ENCODER_DIR)
     return model.write_description(directory)
 
 
-def save_onnx_files(model: LabelModel, kind: str, source_dir: Path, directory: Path, quantize: str | None) -> list[str]:
+def save_onnx_files(model: LabelModel, source_dir: Path, directory: Path, quantize: str | None) -> list[str]:
     """The files of an ONNX export directory (the card aside); returns their names."""
-    files = copy_description(model, source_dir, directory, kind)
-    if kind == "teacher":
+    from distill.models.teacher import Teacher
+    files = copy_description(model, source_dir, directory)
+    if isinstance(model, Teacher):  # its config and labels (a transformers classifier's are in its config.json)
         from distill.models.slim import write_slim_meta
         files.append(write_slim_meta(directory, model.checkpoint()))
     crf = getattr(model, "crf", None)
@@ -174,8 +176,7 @@ def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: P
         model.write_files(directory)  # it writes its own card; the export's card replaces it
         return list(read_model_card(directory)["sha256"])
     from distill.models.slim import save_slim_checkpoint
-    return [*copy_description(model, source_dir, directory, kind),
-            *save_slim_checkpoint(directory, model.checkpoint())]
+    return [*copy_description(model, source_dir, directory), *save_slim_checkpoint(directory, model.checkpoint())]
 
 
 def transformers_network(model: LabelModel, where: str):
@@ -297,14 +298,11 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
     if quantize is not None and check_data is None:
         raise DistillError(f"{quantized} needs {option('--check-data', 'check_data')}: held-back labelled data on "
                            "which the int8 model's labels and score are compared with the fp32 model's")
-    card = read_model_card(model_dir)
-    if format != "transformers" or check_data is not None:
-        refuse_multitask(model_dir, "export" if format != "transformers" else option("export --check-data",
-                                                                                         "export with check_data"))
-    if card.get("format") == "onnx":
-        raise DistillError(f"{model_dir}: is already an ONNX export; export from the PyTorch model directory "
-                           "it came from")
-    source = Path(model_dir)
+    card = require_kind(model_dir, f"export --format {format}")  # the teacher-kind table says what exports
+    if check_data is not None:
+        require_kind(model_dir, "export --check-data")
+    carded = (Path(model_dir) / MODEL_CARD).is_file()  # else a transformers classifier's folder, or hub:NAME
+    source = Path(model_dir) if carded else local_folder(model_dir)
     with model_output(output, [model_dir, check_data], overwrite) as directory:
         model = load_model(model_dir, device="cpu")
         if check_data is not None:
@@ -312,13 +310,17 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
             check_labels_known(check_data, model.hierarchy, model.task, gold)
             learnt_from = warn_if_learnt_from(model_dir, check_data, examples)
         description = {key: card[key] for key in ("kind", "model", "class", "task", "labels", "heads") if key in card}
+        if kind_of(card).name == "transformers":  # rebuilt from its config and tokenizer (`weightless_model`)
+            description.update(model="transformers", labels=model.hierarchy.labels)
+        recorded = {"source_card_sha256": file_sha256(source / MODEL_CARD)} if carded else \
+            {"source_card_sha256": None, "source_fingerprint": model.fingerprint()}
         exported = {**description, "format": format,
-                    "export": {"source": str(model_dir), "source_card_sha256": file_sha256(source / MODEL_CARD),
+                    "export": {"source": str(model_dir), **recorded,
                                "parameters": model.parameter_count(), **export_settings(format, quantize),
                                **({"learnt_from": record} if (record := learnt_record(model_dir)) else {})},
                     "agreement": None}
         if format == "onnx":
-            files = save_onnx_files(model, card["kind"], source, directory, quantize)
+            files = save_onnx_files(model, source, directory, quantize)
         elif format == "transformers":
             files = export_transformers(model, card, source, directory, exported)
         else:

@@ -78,6 +78,13 @@ def is_model_folder(folder: Path) -> bool:
     return (folder / MODEL_CARD).is_file() or is_transformers_source(folder)
 
 
+def written_by_distill(folder: str | os.PathLike) -> bool:
+    """Whether `folder` is a model directory distill wrote (it holds a model card): the only model folder where a
+    command puts a file of its own by default (`evaluate`'s metrics). A folder it did not write (a transformers
+    classifier's, perhaps a clone of a Hub repository) is an input, never a place for distill's files."""
+    return not str(folder).startswith("hub:") and (Path(folder) / MODEL_CARD).is_file()
+
+
 def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
     """A model directory must neither be, hold, nor lie inside any input of its command, nor lie
     inside another model's directory."""
@@ -94,6 +101,20 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
     model = enclosing_model(out)
     if model is not None:
         raise DistillError(f"{output}: lies inside the model directory {model}; choose an output outside it")
+
+
+def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
+                         output: str | os.PathLike | None = None) -> None:
+    """The output rule for a folder a run writes besides its model (TensorBoard's events, `--logging-dir`):
+    as for an output directory, it is no input, holds none and lies in none (a model given as the teacher), and
+    it is not and lies in no model directory (another model's files would change), unless it lies inside the
+    run's own `output`, which the run owns (OUTPUT/runs, the default, is removed with the run's output)."""
+    path = _resolved(folder)
+    if output is not None and _resolved(output) in path.parents:
+        return
+    check_directory_output(folder, inputs)
+    if is_model_folder(path):
+        raise DistillError(f"{folder}: is a model directory; choose a folder of its own outside any model")
 
 
 def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:

@@ -9,28 +9,44 @@ it ends) and read back one record at a time with `os.pread`: memory holds each r
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
 from array import array
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
+from distill.errors import DistillError
 from distill.inference import ExampleLogits, padded_words
+
+
+@contextlib.contextmanager
+def _temp_disk() -> Iterator[None]:
+    """An error of the temporary files (a full temp disk) in one line naming the temp folder and TMPDIR: the
+    output's disk may have room, and the fix is to free the temp folder or point TMPDIR elsewhere."""
+    try:
+        yield
+    except OSError as error:
+        raise DistillError(f"{tempfile.gettempdir()}: cannot write the spilled transfer set to this temporary folder "
+                           f"({error.strerror or error}); free space there, or set TMPDIR to a folder on a disk with "
+                           "room") from None
 
 
 class Records:
     """Byte strings appended to an unnamed temporary file, read back by position."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()
+        with _temp_disk():
+            self._file = tempfile.TemporaryFile()
         self._ends = array("q")
         self._unflushed = False
 
     def append(self, record: bytes) -> None:
-        self._file.write(record)
+        with _temp_disk():
+            self._file.write(record)
         self._ends.append((self._ends[-1] if self._ends else 0) + len(record))
         self._unflushed = True
 
@@ -39,7 +55,8 @@ class Records:
 
     def read(self, index: int) -> bytes:
         if self._unflushed:
-            self._file.flush()
+            with _temp_disk():
+                self._file.flush()
             self._unflushed = False
         start = self._ends[index - 1] if index > 0 else 0
         if hasattr(os, "pread"):

@@ -814,6 +814,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     from distill.data import labelled_examples, unlabelled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models import model_card
+    from distill.models.kinds import require_kind
     optuna = optuna_module()
     require_whole("trials", trials)
     require_whole("batch_size", batch_size)
@@ -826,14 +827,14 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
                            f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
-    card = model_card(str(teacher))
-    task = card.get("task")
-    if card.get("kind") == "multitask-teacher" or task not in DEFAULT_SPACES:
-        raise DistillError(f"{teacher}: the search distils a single-task teacher; distil a multi-task teacher's head "
-                           f"with {option('kd --head', 'Distiller(head=...)')}")
+    task = require_kind(str(teacher), "search")["task"]  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
-    if as_fast_as is not None:
-        model_card(str(as_fast_as))  # a model directory, before anything is written
+    if as_fast_as is not None:  # a model directory of the search's task, before anything is written
+        timed = model_card(str(as_fast_as)).get("task")
+        if timed != task:
+            raise DistillError(f"{as_fast_as}: {option('--as-fast-as', 'as_fast_as')} is timed on the search's dev "
+                               f"data, and this model does {timed}, the teacher {task}: give a model of the "
+                               f"teacher's task")
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     threads = threads or torch.get_num_threads()

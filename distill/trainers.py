@@ -26,7 +26,7 @@ import torch
 
 from distill import distributed
 from distill.augment import check_methods, synthetic_examples
-from distill.callbacks import Callback
+from distill.callbacks import Callback, CallbackList
 from distill.data import (HUB_PREFIX, DataOptions, Examples, check_held_out, labelled_examples, memory_source,
                           unlabelled_examples)
 from distill.deprecation import RenamedKeys, renamed_arguments
@@ -48,7 +48,7 @@ from distill.models.student_config import StudentConfig
 from distill.models.students import student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
-from distill.outputs import SUMMARY_FILE
+from distill.outputs import SUMMARY_FILE, check_written_folder
 from distill.spill import Concatenated
 from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
                               TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, teacher_role,
@@ -136,24 +136,28 @@ def _check_arguments(teacher: bool = False, **arguments: Any) -> None:
 
 @contextlib.contextmanager
 def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str | None = None,
-         models: Sequence[Any] = (), **settings) -> Iterator[RunState | None]:
+         models: Sequence[Any] = (), callbacks: Sequence[Callback] = (), **settings) -> Iterator[RunState | None]:
     """The run's output (`training_run`); a local `encoder` folder it reads is an input too: the model
     is never written into it, nor moved aside with it by --overwrite, and a resume after its files
     changed (another tokenizer, other weights) is refused. Data `inputs` are the examples read: their
     source goes into the signature (`_input_of`), and a digest of what the model learns from into the
     summary (`learnt_from`). Of the `models` given (in memory, or as a directory or a config), the output
-    never replaces the directory one in memory was loaded from."""
+    never replaces the directory one in memory was loaded from; nor does a folder the `callbacks` write (their
+    logs: `check_written_folder`)."""
+    if isinstance(encoder, str) and os.path.isdir(encoder):
+        inputs = {**inputs, "encoder": encoder}
+    protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
+    sources = [*(_input_of(value) if isinstance(value, Examples) else value for value in inputs.values()), *protected]
+    for folder in (folder for callback in CallbackList(callbacks).callbacks for folder in callback.folders()):
+        check_written_folder(folder, sources, output.directory)
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")
         yield None
         return
-    if isinstance(encoder, str) and os.path.isdir(encoder):
-        inputs = {**inputs, "encoder": encoder}
     learnt = {role: memory_source(value.inputs) for role, value in inputs.items()
               if isinstance(value, Examples) and role.split(":")[0] in LEARNT_FROM_ROLES}
     inputs = {role: _input_of(value) if isinstance(value, Examples) else value for role, value in inputs.items()}
-    protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
     with training_run(output.directory, output.resume, output.overwrite, inputs, protected, **settings) as run:
         run.learnt = learnt
         run.sources = {role: str(value) for role, value in inputs.items() if value is not None}
@@ -314,8 +318,8 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
         config = config.resolved()
         training = _selecting(training.for_task(config.task), config.task, hierarchy)
         inputs = {"train": train_set, "dev": dev_set}
-        with _run(output, inputs, config.encoder, command="teacher", config=config, training=training,
-                  data=data) as run:
+        with _run(output, inputs, config.encoder, callbacks=callbacks, command="teacher", config=config,
+                  training=training, data=data) as run:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = Teacher.from_encoder(config, hierarchy, training).to(pick_device(env.device))
@@ -381,8 +385,8 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
         inputs = {f"{part}:{name}": sets[name] for name in heads
                   for part, sets in (("train", train_sets), ("dev", dev_sets))}
         signature = {name: {"config": asdict(c), "training": asdict(t)} for name, (c, _, t) in heads.items()}
-        with _run(output, inputs, config.encoder, command="teacher", heads=signature, sampling=sampling,
-                  data=data) as run:
+        with _run(output, inputs, config.encoder, callbacks=callbacks, command="teacher", heads=signature,
+                  sampling=sampling, data=data) as run:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(training.seed)
                 model = MultiTaskTeacher.from_encoder(heads, sampling).to(pick_device(env.device))
@@ -544,8 +548,9 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         settings = _student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
-        with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), command="student",
-                  config=_config_of(student), settings=settings, data=data, class_weights=class_weights) as run:
+        with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), callbacks,
+                  command="student", config=_config_of(student), settings=settings, data=data,
+                  class_weights=class_weights) as run:
             teacher = load_teacher(teacher_embeddings) if isinstance(teacher_embeddings, (str, Path)) \
                 else teacher_embeddings
             model = new_student(student, hierarchy, train_set.inputs, settings.seed, teacher)
@@ -698,7 +703,7 @@ class Distiller:
             if not self.online_teacher and output.directory is not None:  # the default cache too
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)
-            with _run(output, inputs, getattr(self.student, "encoder", None), self.given, command="kd",
+            with _run(output, inputs, getattr(self.student, "encoder", None), self.given, callbacks, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run, callbacks)
                 self._compare_with_teacher(result, dev_set, run)

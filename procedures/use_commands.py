@@ -19,7 +19,9 @@ from procedures.options import (POSITIVE_INT, column_options, command, device_op
 @click.argument("model_dir", type=click.Path())
 @click.argument("data_file")
 @click.option("--output", type=click.Path(dir_okay=False),
-              help="Metrics JSON path (default: MODEL_DIR/eval_metrics.json).")
+              help="Metrics JSON path (default: MODEL_DIR/eval_metrics.json for a model distill wrote; for a "
+                   "transformers folder or hub:NAME, an input only, the metrics are printed and written nowhere "
+                   "else).")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @overwrite_option
 @quiet_option

@@ -189,7 +189,8 @@ def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
         (["export", model_dir, "--output", tmp_path / "b", "--quantize", "int8"], "needs --check-data"),
         (["export", model_dir, "--output", tmp_path / "c", "--format", "safetensors", "--quantize", "int8",
           "--check-data", SENTIMENT_TEST], "only with --format onnx"),
-        (["export", onnx_dir, "--output", tmp_path / "d"], "is already an ONNX export"),
+        (["export", onnx_dir, "--output", tmp_path / "d"], "export --format onnx does not take an ONNX export; export "
+                                                             f"the PyTorch model directory it came from ({model_dir})"),
         (["export", model_dir, "--output", tmp_path / "e", "--check-data", NER_TEST], str(NER_TEST)),
     ]
     for argv, fragment in cases:
@@ -312,3 +313,42 @@ def test_a_forward_the_onnx_exporter_cannot_translate_is_one_error_line(tmp_path
         "export it with --format safetensors instead"), err
     assert "graph" not in out and not (tmp_path / "onnx").exists()
     cli("export", bag, "--output", tmp_path / "slim", "--format", "safetensors")  # as the error suggests
+
+
+from tests.test_hub_teacher import NER, conll_sentences, hf_tagger  # noqa: E402,F401  (a fixture)
+
+
+def test_a_transformers_classifier_exports_to_onnx_and_teaches_as_an_export_does(tiny_hf_classifier, hf_tagger,
+                                                                                 tmp_path, monkeypatch, capsys):
+    """The teacher-kind table takes a transformers classifier's folder in export --format onnx (int8 too): the
+    export gives the model's own logits, and teaches pseudo-label and kd as an export of distill's teacher does;
+    the formats it cannot take are refused with the table's line."""
+    monkeypatch.setenv("DISTILL_CACHE", str(tmp_path / "cache"))
+    int8 = tmp_path / "int8"
+    cli("export", tiny_hf_classifier, "--output", int8, "--quantize", "int8", "--check-data", SENTIMENT_TEST)
+    card = json.loads((int8 / MODEL_CARD).read_text())
+    assert card["model"] == "transformers" and card["labels"] == ["negative", "positive"]
+    assert card["agreement"]["examples"] == 60 and not (int8 / "model.safetensors").exists()
+    teacher, exported = load_model(tiny_hf_classifier), load_model(int8)
+    assert isinstance(exported, OnnxModel) and exported.source_model().fingerprint() == teacher.fingerprint()
+    texts = read_split(str(SENTIMENT_TEST), "classification", DataOptions())[0][:20]
+    assert torch.allclose(predict_logits(exported, texts).logits, predict_logits(teacher, texts).logits, atol=0.05)
+    pseudo, run = tmp_path / "pseudo.jsonl", tmp_path / "student"
+    cli("pseudo-label", "--teacher", int8, "--input", SAMPLES / "unlabeled_movies.txt", "--output", pseudo, "--quiet")
+    assert len(pseudo.read_text().splitlines()) == 300
+    cli("kd", "--teacher", int8, "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--train",
+        SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", pseudo, "--output",
+        run, "--epochs", "1", "--quiet")
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["cached_examples"] >= 300  # pseudo-label's logits of the export, read from the cache
+    tagger = tmp_path / "tagger"
+    cli("export", hf_tagger, "--output", tagger)
+    sentences = conll_sentences(NER_TEST)[:8]
+    ours, theirs = predict_logits(load_model(tagger), sentences), predict_logits(load_model(hf_tagger), sentences)
+    assert torch.allclose(ours.logits, theirs.logits, atol=1e-4)
+    for form in ("safetensors", "transformers"):
+        status, err = run_main(capsys, "export", tiny_hf_classifier, "--output", tmp_path / form, "--format", form)
+        assert status == 2 and err.strip() == (f"error: {tiny_hf_classifier}: export --format {form} does not take "
+                                               "a transformers classifier; it is a transformers model already: copy "
+                                               "its folder, or export it --format onnx")
+        assert not (tmp_path / form).exists()

@@ -407,3 +407,26 @@ def test_a_resumed_run_refuses_a_link_inside_its_encoder_folder(inner, tmp_path)
     (run / "encoder" / inner).unlink()
     with model_output(run, resume=True):  # a real encoder folder resumes
         pass
+
+
+def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_path, capsys):
+    """--logging-dir (TensorBoard's events) never goes into the run's teacher (an input) nor into another model's
+    folder, as --output and --cache-dir do not: refused before anything is written."""
+    pytest.importorskip("tensorboard", reason="--report-to tensorboard needs the tracking extra")
+    import shutil
+    teacher = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher"))
+    other = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "other"))
+    run = tmp_path / "run"
+    for logs, message in ((teacher, f"{teacher}: is an input of this command"),
+                          (teacher / "runs", f"{teacher / 'runs'}: lies inside {teacher}, an input of this command"),
+                          (other, f"{other}: is a model directory; choose a folder of its own outside any model"),
+                          (other / "runs", f"{other / 'runs'}: lies inside the model directory {other}")):
+        assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
+                       message)
+    from distill.callbacks import TensorBoardCallback
+    from distill.trainers import Distiller, TrainSettings
+    with pytest.raises(DistillError, match="is a model directory"):  # the Python API's callback too, in memory
+        Distiller(str(teacher), "lstm", settings=TrainSettings(epochs=1)).fit(
+            str(TRAIN), str(DEV), callbacks=[TensorBoardCallback(other)])
+    cli(*kd_args(teacher, run, "--epochs", "1", "--report-to", "tensorboard", "--cache-dir", tmp_path / "cache"))
+    assert any((run / "runs").iterdir())  # the default, inside the run's own output

@@ -145,10 +145,12 @@ def test_cli_classifier_teacher_through_every_command(hf_classifier, tmp_path, c
     metrics = tmp_path / "teacher_metrics.json"
     cli("evaluate", hf_classifier, SAMPLES / "sentiment_test.csv", "--output", metrics, "--quiet")
     assert 0 <= json.loads(metrics.read_text(encoding="utf-8"))["accuracy"] <= 1
-    cli("evaluate", hf_classifier, SAMPLES / "sentiment_test.csv", "--quiet")  # beside the model's files
-    assert (Path(hf_classifier) / "eval_metrics.json").is_file()
-    (Path(hf_classifier) / "eval_metrics.json").unlink()
+    before = sorted(p.name for p in Path(hf_classifier).iterdir())
     capsys.readouterr()
+    cli("evaluate", hf_classifier, SAMPLES / "sentiment_test.csv", "--quiet")  # a folder distill did not write:
+    assert json.loads(capsys.readouterr().out)["accuracy"] == json.loads(metrics.read_text(encoding="utf-8"))[
+        "accuracy"]  # printed, and nothing written among its files
+    assert sorted(p.name for p in Path(hf_classifier).iterdir()) == before
     cli("predict", hf_classifier, SAMPLES / "unlabeled_movies.txt")
     predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [p["label"] for p in predicted] == [r["label"] for r in records]
@@ -325,3 +327,27 @@ def test_a_text_longer_than_the_model_reads_is_truncated_with_the_warning(hf_cla
     assert "a transformers classifier is not read in windows" in caplog.text
     (label,) = load_teacher(hf_classifier).predict([long_text])
     assert label in SENTIMENT
+
+
+@pytest.mark.parametrize("fixture", ["hf_classifier", "hf_tagger"])
+def test_a_folder_without_its_tokenizer_is_refused_by_every_command(fixture, request, tmp_path, capsys, cache):
+    """Without its tokenizer files transformers falls back to a tokenizer of the special tokens alone (every word
+    [UNK]): a blind teacher, refused in one line wherever a teacher is taken, before an output is made."""
+    from distill.models.hub_teacher import TOKENIZER_FILES
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "no-tokenizer")
+    for name in TOKENIZER_FILES:
+        (folder / name).unlink(missing_ok=True)
+    tagging = fixture == "hf_tagger"
+    text = SAMPLES / ("ner_dev.conll" if tagging else "unlabeled_movies.txt")
+    runs = [("predict", folder, SAMPLES / "unlabeled_movies.txt"),
+            ("pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+             tmp_path / "pseudo.jsonl"),
+            ("kd", "--teacher", folder, "--model", "lstm-tagger" if tagging else "lstm", "--train",
+             SAMPLES / ("ner_train.conll" if tagging else "sentiment_train.csv"), "--dev", text if tagging else
+             SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "run", "--epochs", "1")]
+    for args in runs:
+        err = refused(capsys, *args)
+        assert "cannot load its tokenizer (none of tokenizer.json, vocab.txt" in err and str(folder) in err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "pseudo.jsonl").exists()
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")  # specials alone
+    assert "its vocabulary holds only its 5 special tokens" in refused(capsys, *runs[0])

@@ -99,7 +99,8 @@ def test_a_missing_optuna_names_the_extra(monkeypatch, tiny_classifier_teacher, 
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
 
 
-def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher, tmp_path):
+def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher,
+                                                                             tiny_tagging_teacher, tmp_path):
     """Its study, trials and best model would land among the teacher's (or another model's) files; a bad input
     is refused before any folder is made."""
     model = Path(tiny_classifier_teacher)
@@ -112,12 +113,16 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
         with pytest.raises(DistillError, match=message):
             search(model, TRAIN, DEV, output, trials=1, space=SPACE)
     assert sorted(p.name for p in model.iterdir()) == before
-    for bad in ({"as_fast_as": tmp_path / "missing"}, {"train": tmp_path / "missing.csv"},
+    for bad in ({"as_fast_as": tmp_path / "missing"}, {"as_fast_as": tiny_tagging_teacher},
+                {"train": tmp_path / "missing.csv"},
                 {"dev": tmp_path / "missing.csv"}, {"test": tmp_path / "missing.csv"},  # not once the trials are done
                 {"unlabeled": tmp_path / "missing.txt"}, {"storage": f"sqlite:///{tmp_path}/no/such/folder/s.db"}):
         with pytest.raises(DistillError):
             search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
         assert not (tmp_path / "out").exists()
+    with pytest.raises(DistillError, match=f"{tiny_tagging_teacher}: as_fast_as is timed on the search's dev data, "
+                                           "and this model does tagging, the teacher classification"):
+        search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
 
 
 # -- a search end to end --------------------------------------------------------------------------------------
@@ -218,6 +223,24 @@ def test_pruned_trials_are_recorded_and_leave_no_folder(tiny_classifier_teacher,
     assert result.report["best"] is None and result.best is None
     assert not any((tmp_path / "s" / "trials").iterdir())
     assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
+
+
+def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
+    """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
+    if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
+    space = {"students": {"lstm": {"hidden_dim": [4], "embedding_dim": 8}}, "training": {"epochs": 1}}
+    result = search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "s", trials=1, space=space, threads=1,
+                    cache_dir=tmp_path / "cache")
+    assert [t["state"] for t in result.trials] == ["complete"] and result.best is not None
+    assert result.report["search"]["teacher"] == tiny_hf_classifier
+    multitask = tmp_path / "multitask"  # its card is all the table reads
+    multitask.mkdir()
+    (multitask / "distill.json").write_text(json.dumps({"kind": "multitask-teacher", "heads": {"a": {}, "b": {}}}))
+    with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher \(its heads: a, "
+                                           r"b\); use evaluate_model\(head=...\) and predict_file instead, or "
+                                           r"distil a head with Distiller\(head=...\)"):
+        search(multitask, TRAIN, DEV, tmp_path / "t", trials=1, space=space)
+    assert not (tmp_path / "t").exists()
 
 
 # -- interrupted, resumed, shared ------------------------------------------------------------------------------

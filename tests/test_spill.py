@@ -147,3 +147,41 @@ def test_records_are_read_back_without_pread(monkeypatch):
     assert spilled[0] == "one"
     spilled.append("three")
     assert list(spilled) == ["one", "two", "three"]
+
+
+def test_a_full_temp_disk_is_named_as_the_temp_folder_not_the_output(tiny_classifier_teacher, monkeypatch, tmp_path,
+                                                                    capsys):
+    """ENOSPC while spilling the augmented transfer set: one line naming the temporary folder and TMPDIR (the
+    output's disk was not the full one), and no output left behind."""
+    import errno
+    import tempfile
+
+    import distill.spill
+    from procedures.cli import main
+
+    real = tempfile.TemporaryFile
+
+    class FullDisk:
+        def __init__(self) -> None:
+            self.file = real(dir=tmp_path)
+
+        def write(self, record: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name: str):
+            return getattr(self.file, name)
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(distill.spill.tempfile, "TemporaryFile", FullDisk)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in ("kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--embedding-dim", "8",
+                               "--hidden-dim", "8", "--train", TRAIN, "--dev", DEV, "--output", out, "--epochs", "1",
+                               "--augment", "1", "--cache-dir", tmp_path / "cache", "--quiet")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err == (f"error: {temp}: cannot write the spilled transfer set to this temporary folder (No space left on "
+                   "device); free space there, or set TMPDIR to a folder on a disk with room")
+    assert not out.exists()

@@ -13,11 +13,14 @@ __all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_
 
 def model_card(directory: str | Path) -> dict:
     """The model card of `directory` (`read_model_card`), or for a transformers classifier, which has none
-    (`distill.models.hub_teacher`), what one would say of it: a teacher."""
-    from distill.models.hub_teacher import is_transformers_source
+    (`distill.models.hub_teacher`), what one would say of it: a teacher of the task its config's architecture
+    names (a model that is no classifier is refused here). Its kind's entry in `distill.models.kinds` says
+    which commands take it."""
+    from distill.models.hub_teacher import is_transformers_source, source_task
     if is_transformers_source(directory):
-        return {"kind": "teacher", "model": "transformers"}
+        return {"kind": "teacher", "model": "transformers", "task": source_task(directory)}
     return read_model_card(directory)
+
 
 def load_model(directory: str | Path, expect: str | None = None, device: str = "cpu",
                pytorch: bool = False) -> LabelModel:

@@ -42,6 +42,10 @@ PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model", "chat_template.jinja")
+# The files a tokenizer's vocabulary is read from: a folder with none of them gets transformers' fallback
+# tokenizer, which knows only its special tokens and reads every word as [UNK] (a blind teacher).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
 TASKS = {"ForSequenceClassification": "classification", "ForTokenClassification": "tagging"}
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
 EXPECTED = "a transformers sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)"
@@ -112,6 +116,15 @@ def files_fingerprint(folder: Path, names: Sequence[str]) -> str:
     return hashlib.sha256(f"transformers classifier\n{listing}".encode()).hexdigest()[:40]
 
 
+def source_task(source: str | Path) -> str:
+    """The task of the classifier `source` names (its config's architecture); anything else is refused."""
+    folder = local_folder(source)
+    config = _config_of(folder)
+    if config is None:
+        raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
+    return classifier_kind(source, config)[0]
+
+
 def source_fingerprint(source: str | Path) -> str:
     """The fingerprint of the model `source` names (`TransformersTeacher.fingerprint`), from its files alone."""
     folder = local_folder(source)
@@ -168,12 +181,10 @@ def _failed(source: str | Path, what: str, error: Exception) -> DistillError:
     return DistillError(f"{source}: cannot load its {what} ({detail})")
 
 
-def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
-    """The teacher of a transformers classifier folder (or ``hub:NAME``), checked: a classifier, safetensors
-    weights, a fast tokenizer (tagging needs each sub-token's word)."""
-    import transformers
-
-    folder = local_folder(source)
+def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, type, list[str]]:
+    """(task, loading class, the files it is loaded from) of a transformers classifier folder that is whole: a
+    classifier's config, safetensors weights (every shard its index lists), and a tokenizer's vocabulary; else
+    one line saying what is missing. Reads no weights."""
     config = _config_of(folder)
     if config is None:
         raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
@@ -189,11 +200,30 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     missing = next((name for name in names if not (folder / name).is_file()), None)
     if missing:
         raise DistillError(f"{source}: missing {missing}, which its weights index lists")
+    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise DistillError(f"{source}: cannot load its tokenizer (none of {', '.join(VOCABULARY_FILES)} is there, so "
+                           "every word would read as [UNK]); save the tokenizer beside the model: "
+                           "tokenizer.save_pretrained(DIR)")
+    return task, model_class, names
+
+
+def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
+    """The teacher of a transformers classifier folder (or ``hub:NAME``), checked whole
+    (`verify_transformers_folder`) and loaded: a fast tokenizer for tagging (it needs each sub-token's word)
+    that knows more than its special tokens."""
+    import transformers
+
+    folder = local_folder(source)
+    task, model_class, names = verify_transformers_folder(source, folder)
     fingerprint = files_fingerprint(folder, names)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    except Exception as error:  # no tokenizer files, or files it cannot read
+    except Exception as error:  # files it cannot read
         raise _failed(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
+                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
+                           "model: tokenizer.save_pretrained(DIR)")
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
@@ -206,9 +236,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
         logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"
                        f"{', ...' if len(labels) > 3 else ''}), kept as its labels: training and gold files must use "
                        "them (or name them in its config.json's id2label)")
-    hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
-        LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
-    teacher = TransformersTeacher(model.eval(), tokenizer, task, hierarchy, str(source), fingerprint)
+    teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
     teacher.loaded_from = str(folder.resolve())
     return teacher
 
@@ -246,12 +274,13 @@ class TransformersTeacher(LabelModel):
 
     kind = "teacher"
 
-    def __init__(self, model: torch.nn.Module, tokenizer, task: str, hierarchy: LabelHierarchy, source: str,
-                 fingerprint: str):
+    def __init__(self, model: torch.nn.Module, tokenizer, task: str, source: str, fingerprint: str):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
-        self.hierarchy = hierarchy
+        labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+        self.hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
+            LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
         self.config = TransformersReading(task, source, max_length_of(model, tokenizer))
         self._fingerprint = fingerprint
 
@@ -280,18 +309,42 @@ class TransformersTeacher(LabelModel):
                 word_positions: torch.Tensor | None = None, word_slots: torch.Tensor | None = None,
                 grid_shape: torch.Tensor | None = None) -> torch.Tensor:
         """The model's own logits: (batch, labels), or for tagging (sentences, words, labels) taken at each
-        word's first sub-token; words no window holds keep zero logits."""
+        word's first sub-token; words no window holds keep zero logits. Without `word_slots` (an ONNX graph's
+        forward): each window's word logits, placed in the grid outside it."""
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         if word_positions is None:
             return logits
         from distill.models.layers import place_in_grid
         index = word_positions.unsqueeze(-1).expand(-1, -1, logits.size(-1))
-        return place_in_grid(logits.gather(1, index), word_slots, grid_shape)
+        window_logits = logits.gather(1, index)
+        return window_logits if word_slots is None else place_in_grid(window_logits, word_slots, grid_shape)
 
     def fingerprint(self) -> str:
         """The sha256 of the files it was loaded from (config, weights, tokenizer): they decide its logits and
         labels. Keys the logit cache, so a cached logit is never another model's."""
         return self._fingerprint
+
+    def write_description(self, directory: Path) -> list[str]:
+        """Copy what an ONNX export of it needs besides weights (`unloaded` reads them): its config and
+        tokenizer files, as it was loaded. Returns their names."""
+        import shutil
+        folder = Path(self.loaded_from)
+        names = [name for name in (CONFIG_FILE, *TOKENIZER_FILES) if (folder / name).is_file()]
+        for name in names:
+            shutil.copyfile(folder / name, Path(directory) / name)
+        return names
+
+    @classmethod
+    def unloaded(cls, directory: str | Path) -> "TransformersTeacher":
+        """The classifier of an export's `directory` (its config and tokenizer files) with its weights left
+        uninitialised: an ONNX export runs its `prepare` and `decode`."""
+        import transformers
+        folder = Path(directory)
+        task, model_class = classifier_kind(directory, _config_of(folder) or {})
+        config = transformers.AutoConfig.from_pretrained(folder)
+        model = model_class.from_config(config) if hasattr(model_class, "from_config") else model_class(config)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        return cls(model.eval(), tokenizer, task, str(directory), "")
 
     def write_files(self, directory: Path, **extra) -> None:
         raise DistillError(f"{self.config.source}: a transformers classifier is a teacher given to distill, not a "

@@ -318,14 +318,3 @@ def single_teacher(model: LabelModel, head: str | None, where: str) -> LabelMode
         raise DistillError(f"{where}: is a multi-task teacher: name the head to distil with "
                            f"{option('--head', 'head=')} (one of {', '.join(model.names)})")
     return with_head(model, head, where)
-
-
-def refuse_multitask(directory: str | Path, command: str) -> None:
-    """`command` works on one model with one label set: a multi-task teacher is refused with why."""
-    from distill.models import model_card
-    card = model_card(directory)
-    if card["kind"] == KIND:
-        raise DistillError(f"{directory}: {command} does not take a multi-task teacher yet (its heads: "
-                           f"{', '.join(card.get('heads', {}))}); use "
-                           f"{option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} "
-                           "instead")

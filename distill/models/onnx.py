@@ -45,7 +45,10 @@ def weightless_model(directory: str | Path, card: dict) -> LabelModel:
     (uninitialised memory): what its `prepare` and `decode` need, at no cost of training-time init."""
     directory = Path(directory)
     with torch.device("meta"):
-        if card["kind"] == "teacher":
+        if card.get("model") == "transformers":  # a transformers classifier's export: its config and tokenizer
+            from distill.models.hub_teacher import TransformersTeacher
+            model = TransformersTeacher.unloaded(directory)
+        elif card["kind"] == "teacher":
             from distill.models.slim import SLIM_META
             from distill.models.teacher import Teacher
             model = Teacher.unloaded(directory, read_json(directory / SLIM_META), card)
@@ -151,11 +154,15 @@ class OnnxModel:
         the one the export recorded (so its files, checked on loading, are those exported); else None."""
         export = self.card.get("export", {})
         source, recorded = export.get("source"), export.get("source_card_sha256")
+        from distill.models import load_model
         from distill.models.card import MODEL_CARD
+        if source and export.get("source_fingerprint"):  # a transformers classifier: the files it is loaded from
+            from distill.models.hub_teacher import is_transformers_source, source_fingerprint
+            same = is_transformers_source(source) and source_fingerprint(source) == export["source_fingerprint"]
+            return load_model(source, device="cpu") if same else None
         if not source or not recorded or not (Path(source) / MODEL_CARD).is_file() \
                 or file_sha256(Path(source) / MODEL_CARD) != recorded:
             return None
-        from distill.models import load_model
         return load_model(source, device="cpu")
 
     def embedding_table(self) -> torch.Tensor | None:

@@ -1,0 +1,101 @@
+"""The teacher-kind table: every kind of model source a command may be given as a teacher or model, and
+which commands take it. Every command asks `require_kind` before it does anything, so a kind is accepted
+everywhere it works and refused everywhere else with the same one-line message (`refusal`).
+
+A source is recognised by its card (`distill.models.model_card`: the model card of a folder distill wrote,
+or what one would say of a transformers classifier's folder or ``hub:NAME``), then checked whole by its
+loader before use (`distill.models.load_model`: the card's checksums, or a transformers folder's config,
+weights and tokenizer vocabulary, `hub_teacher.verify_transformers_folder`).
+
+To add a kind (a zero-shot label-description teacher, a causal LM, a served ``openai:MODEL`` teacher):
+
+1. make `model_card` describe a source of that kind (``{"kind": "teacher", "model": "NAME", "task": ...}``
+   for one without a card of its own), and `load_model` load it after checking it is whole;
+2. add one `TeacherKind` to `KINDS`, above any entry whose `matches` would also take its card: its `what`
+   (for messages), its `matches`, the `COMMANDS` it `takes`, and for each command it cannot take what to
+   do `instead`;
+3. test it through every command in `COMMANDS`: each either works or gives the `refusal` line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from distill.errors import DistillError, option
+
+# What consults the table, as its messages name it: an export by its format, and with --check-data.
+COMMANDS = ("kd", "pseudo-label", "evaluate", "predict", "compare", "search", "export --format onnx",
+            "export --format safetensors", "export --format transformers", "export --check-data")
+EXPORTS = tuple(command for command in COMMANDS if command.startswith("export --format"))
+
+
+@dataclass(frozen=True)
+class TeacherKind:
+    """One kind of model source: how to tell it by its card, what commands take it, and for each command
+    that cannot, what to do instead (said after the refusal)."""
+
+    name: str
+    what: str  # "a transformers classifier", as in "export --format safetensors does not take ..."
+    matches: Callable[[dict], bool]
+    takes: frozenset[str]
+    instead: Mapping[str, Callable[[dict], str]] = field(default_factory=dict)
+    detail: Callable[[dict], str] = lambda card: ""  # said after `what` (a multi-task teacher's heads)
+
+
+def _heads(card: dict) -> str:
+    return f" (its heads: {', '.join(card.get('heads', {}))})"
+
+
+def _export_source(card: dict) -> str:
+    return f"export the PyTorch model directory it came from ({card.get('export', {}).get('source')})"
+
+
+_USE_A_HEAD = lambda card: (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')}"
+                            f" instead, or distil a head with {option('kd --head', 'Distiller(head=...)')}")
+_EVERYWHERE = frozenset(COMMANDS)
+
+KINDS: tuple[TeacherKind, ...] = (
+    TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
+                _EVERYWHERE - set(EXPORTS), {command: _export_source for command in EXPORTS}),
+    TeacherKind("multitask", "a multi-task teacher", lambda card: card.get("kind") == "multitask-teacher",
+                _EVERYWHERE - {"compare", "search", "export --format onnx", "export --format safetensors",
+                               "export --check-data"},
+                {command: _USE_A_HEAD for command in ("compare", "search", "export --format onnx",
+                                                       "export --format safetensors", "export --check-data")},
+                _heads),
+    TeacherKind("transformers", "a transformers classifier",
+                lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
+                _EVERYWHERE - {"export --format safetensors", "export --format transformers"},
+                {command: lambda card: "it is a transformers model already: copy its folder, or export it "
+                                       f"{option('--format onnx', 'format=onnx')}" for command in
+                 ("export --format safetensors", "export --format transformers")}),
+    TeacherKind("teacher", "a teacher", lambda card: card.get("kind") == "teacher", _EVERYWHERE),
+    TeacherKind("student", "a student", lambda card: card.get("kind") == "student", _EVERYWHERE),
+)
+
+
+def kind_of(card: dict) -> TeacherKind:
+    """The kind a model card describes (the first entry of `KINDS` that matches it)."""
+    found = next((kind for kind in KINDS if kind.matches(card)), None)
+    if found is None:
+        raise DistillError(f"a model card of unknown kind {card.get('kind')!r}")
+    return found
+
+
+def refusal(source: str | Path, command: str, kind: TeacherKind, card: dict) -> DistillError:
+    """The one line every command gives for a kind it does not take."""
+    instead = kind.instead.get(command)
+    return DistillError(f"{source}: {command} does not take {kind.what}{kind.detail(card)}"
+                        f"{f'; {instead(card)}' if instead else ''}")
+
+
+def require_kind(source: str | Path, command: str) -> dict:
+    """The card of `source` (`model_card`) if `command` (one of `COMMANDS`) takes its kind; else `refusal`."""
+    from distill.models import model_card
+    card = model_card(source)
+    kind = kind_of(card)
+    if command not in kind.takes:
+        raise refusal(source, command, kind, card)
+    return card
