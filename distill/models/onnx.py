@@ -46,9 +46,9 @@ def weightless_model(directory: str | Path, card: dict) -> LabelModel:
     directory = Path(directory)
     with torch.device("meta"):
         if card["kind"] == "teacher":
+            from distill.models import teacher_class
             from distill.models.slim import SLIM_META
-            from distill.models.teacher import Teacher
-            model = Teacher.unloaded(directory, read_json(directory / SLIM_META), card)
+            model = teacher_class(card).unloaded(directory, read_json(directory / SLIM_META), card)
         else:
             from distill.models import student_class
             model = student_class(directory, card).unloaded(directory, card)
