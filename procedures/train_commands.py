@@ -458,10 +458,10 @@ def parse_teacher_weights(value: str | None) -> list[float] | None:
                                  ) from None
 
 
-def teachers_option(ensemble: str):
+def teachers_option(ensemble: str, required: bool = True):
     """--teacher, repeatable: one teacher, or an ensemble doing `ensemble`."""
     return click.option(
-        "--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
+        "--teacher", "teacher_dirs", required=required, multiple=True, type=click.Path(),
         help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), or an ONNX "
              f"export of either (fp32 or int8; docs/export.md). Repeated: an ensemble of teachers with one label set, "
              f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
@@ -475,9 +475,16 @@ teacher_weights_option = click.option(
 
 @command()
 @config_option
-@teachers_option("the student learning")
+@teachers_option("the student learning", required=False)
 @teacher_weights_option
-@click.option("--train", "train_path", required=True, help="Labelled training data.")
+@click.option("--soft-labels", "soft_labels", type=click.Path(dir_okay=False),
+              help="Instead of --teacher: a JSONL file of the teacher's distributions, {\"text\": ..., \"probs\": "
+                   "{\"negative\": 0.2, \"positive\": 0.8}} or {\"text\": ..., \"label\": \"positive\", \"confidence\": "
+                   "0.8} per line (an LLM's or an annotation tool's labels); its texts not in --train are the "
+                   "unlabelled text. See docs/teachers-without-labels.md.")
+@click.option("--labels", "label_names", metavar="NAME,NAME,...",
+              help="--soft-labels without --train: the label set (default: the labels the file names).")
+@click.option("--train", "train_path", help="Labelled training data (required with --teacher).")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
@@ -541,7 +548,7 @@ teacher_weights_option = click.option(
 @data_options
 @device_option
 @click.pass_context
-def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
+def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
        student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
        unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
        student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
@@ -563,14 +570,36 @@ def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unl
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers,
                                  teacher_mistakes=teacher_mistakes)
     methods = augment_methods.split(",") if augment_methods else None
-    teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+    teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
     distiller = Distiller(teacher, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head,
                           augment=augment, augment_methods=methods, teacher_weights=teacher_weights)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
-    report_teacher(summary)
+    if summary["teacher_dev"] is not None:  # soft labels that lack dev texts have no teacher's scores
+        report_teacher(summary)
+
+
+def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_labels: str | None,
+               label_names: str | None, train_path: str | None):
+    """What kd learns from: --teacher (one, or an ensemble), or --soft-labels; with the options each needs."""
+    if bool(teacher_dirs) == bool(soft_labels):
+        raise click.BadParameter("give --teacher (a teacher model, repeated for an ensemble) or --soft-labels (a file "
+                                 "of the teacher's distributions)" + (", not both" if soft_labels else ""),
+                                 param_hint="'--teacher'")
+    if teacher_dirs:
+        named = "--train" if not train_path else "--labels" if label_names else None
+        if named is not None:
+            raise click.BadParameter("--train is required with --teacher" if named == "--train" else
+                                     "--labels names the label set of --soft-labels; a teacher has its own",
+                                     param_hint=f"'{named}'")
+        return list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+    if given(context, "teacher_embeddings") and context.params["teacher_embeddings"]:
+        raise click.BadParameter("soft labels come with no teacher model whose embeddings a student could start "
+                                 "from: drop --embeddings-from-teacher", param_hint="'--embeddings-from-teacher'")
+    from distill.soft_labels import SoftLabels
+    return SoftLabels(soft_labels, label_names)
 
 
 @command("pseudo-label")
