@@ -1210,8 +1210,9 @@ def _soft_record_labels(path: str, record: dict, line: int) -> list[str]:
     """The labels a soft-label record names: the keys of its ``probs``, or its ``label`` (checked as text)."""
     has_probs, has_label = "probs" in record, "label" in record
     if has_probs == has_label:
-        raise DataError(path, 'give each record "probs" (a distribution: {"negative": 0.2, "positive": 0.8}) or '
-                              '"label" with "confidence", ' + ("not both" if has_probs else "found neither"), line)
+        found = "not both" if has_probs else "found neither"
+        raise DataError(path, f'give each record "probs" (a distribution: {{"negative": 0.2, "positive": 0.8}}) or '
+                              f'"label" with "confidence", {found}', line)
     if has_label:
         if "confidence" not in record:
             raise DataError(path, 'a record with "label" needs its "confidence" (the probability of that label)', line)
