@@ -188,6 +188,10 @@ def transformers_network(model: LabelModel, where: str):
         what = getattr(getattr(model, "config", None), "model", None) or type(model).__name__
         raise DistillError(f"{where}: a {what} student is not a transformers model (only the teacher and the "
                            f"transformer students are); export it with {_format('onnx')} for ONNX Runtime")
+    if not network.exports_to_transformers:
+        raise DistillError(f"{where}: a {type(network).__name__} normalises its features before its head, which no "
+                           f"stock transformers classifier does; export it with {_format('onnx')} or "
+                           f"{_format('safetensors')}")
     return network
 
 

@@ -488,6 +488,18 @@ def teacher_dev_scores(teachers: Sequence[LabelModel], dev: Examples, weights: S
             "class_f1": class_f1(teacher.task, teacher.hierarchy.tag_scheme, dev.labels, predicted)}
 
 
+def soft_dev_scores(soft, dev: Examples) -> dict | None:
+    """`teacher_dev_scores` of soft labels (`distill.soft_labels.SoftLabels`): their best labels' scores on the dev
+    set where the file gives every dev text a distribution, else None (no teacher's scores to report)."""
+    results = soft.teacher_dev_logits(dev.inputs)
+    if results is None:
+        return None
+    labels = soft.hierarchy.labels
+    predicted = [labels[index] for index in results.logits.argmax(-1).tolist()]
+    return {**task_metrics("classification", soft.hierarchy, dev.labels, predicted),
+            "class_f1": class_f1("classification", None, dev.labels, predicted)}
+
+
 def check_student_outputs(model: LabelModel, examples: list) -> None:
     """Run a student once on two training examples before it trains, so that a plugin whose output
     cannot be scored against the label set fails now, naming the shape, and not after an epoch."""
@@ -607,11 +619,16 @@ class Distiller:
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
                  env: Runtime = Runtime(), head: str | None = None, augment: int = 0,
                  augment_methods: Sequence[str] | None = None, teacher_weights: Sequence[float] | None = None):
+        from distill.soft_labels import SoftLabels
         teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
         if not teachers:
             raise DistillError("teacher: give a model or its directory, or a list of them, not an empty list")
+        self.soft_labels = teacher if isinstance(teacher, SoftLabels) else None
         for one in teachers:
-            if not isinstance(one, (str, Path, LabelModel)):
+            if isinstance(one, SoftLabels) and self.soft_labels is None:
+                raise DistillError("teacher: soft labels stand for the teacher, alone: give SoftLabels(FILE) as the "
+                                   "teacher, not in a list")
+            if not isinstance(one, (str, Path, LabelModel, SoftLabels)):
                 raise DistillError(f"teacher: give a model (a Teacher or a student) or its directory, or a list of "
                                    f"them (an ensemble), not {type(one).__name__}")
         check_student(student)
@@ -620,9 +637,11 @@ class Distiller:
         require_flag("online_teacher", online_teacher)
         require_whole("teacher_batch_size", teacher_batch_size)
         require_number("unlabeled_ratio", unlabeled_ratio, 0, float("inf"), low_open=True, optional=True)
-        self.teacher_sources = [str(one) if isinstance(one, (str, Path)) else None for one in teachers]
+        self.teacher_sources = [str(one) if isinstance(one, (str, Path)) else one.path if one is self.soft_labels
+                                else None for one in teachers]
         self.teacher_source = self.teacher_sources[0]
-        self.given = (*teachers, student)  # models in memory: the output must not replace their directories
+        self.given = (*teachers, student) if self.soft_labels is None else (student,)  # models in memory: the
+        # output must not replace their directories
         self.head = head
         self._check_ensemble(teachers, loss, online_teacher)
         self.teacher_weights = ensemble_weights(teacher_weights, len(teachers))
@@ -644,12 +663,33 @@ class Distiller:
                                f"{option('--augment N', 'augment=N')}")
         self.augment = augment
         self.augment_methods = check_methods(augment_methods, _student_task(student)) if augment else None
+        self._check_soft_labels(online_teacher, cache_dir, teacher_weights, augment)
         if cache_dir is not None and online_teacher:
             raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
                                "teacher or a cache folder, not both")
         if cache_dir is not None:
             from distill.cache import check_cache_dir
             check_cache_dir(cache_dir)
+
+    def _check_soft_labels(self, online_teacher: bool, cache_dir: str | Path | None,
+                           teacher_weights: Sequence[float] | None, augment: int) -> None:
+        """What soft labels cannot do: they are distributions for the texts of a file, not a model that runs (on
+        every batch, on synthetic text, on the layers), keeps a cache, or has heads, weights or tags."""
+        if self.soft_labels is None:
+            return
+        refused = [option("--online-teacher", "online_teacher=True") if online_teacher else None,
+                   option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
+                          "attention_weight, cosine_weight)") if self.loss.uses_layers else None,
+                   option("--head", "head") if self.head is not None else None,
+                   option("--cache-dir", "cache_dir") if cache_dir is not None else None,
+                   option("--teacher-weights", "teacher_weights") if teacher_weights is not None else None,
+                   option("--augment", "augment") if augment else None]
+        if any(refused):
+            raise DistillError(f"soft labels give the teacher's distributions for the texts of "
+                               f"{self.soft_labels.path}, and no teacher model runs: drop {next(filter(None, refused))}")
+        if _student_task(self.student) != "classification":
+            raise DistillError(f"soft labels give one distribution per text: a tagging student cannot learn from "
+                               f"{self.soft_labels.path}")
 
     def _check_ensemble(self, teachers: list, loss: TeacherStudentDistill | None, online_teacher: bool) -> None:
         """What an ensemble of teachers cannot do: it teaches through each teacher's cached logits alone."""
@@ -688,19 +728,25 @@ class Distiller:
         best epoch on `dev` wins. Returns the trained student and the run's summary. `callbacks` hear of
         its steps and epochs (`distill.callbacks`), as those of every call that trains."""
         _check_arguments(data=data, output=output)
-        self._refuse_unlabelled_settings_without_text(unlabeled)
+        if self.soft_labels is None:
+            self._refuse_unlabelled_settings_without_text(unlabeled)
         env = self.env
         with runtime(env.precision, env.threads, env.progress):
             task = _student_task(self.student)
-            hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+            if self.soft_labels is not None:
+                hierarchy, train_set, dev_set, extra = self._soft_labelled(train, dev, unlabeled, data)
+            else:
+                hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
+                extra = unlabelled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
             settings = _student_settings(self.settings, self.student, task, hierarchy)
-            extra = unlabelled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
-                check_held_out(extra, dev_set, "the unlabelled data")
+                check_held_out(extra, dev_set, "the unlabelled data" if self.soft_labels is None
+                               else f"the soft-labelled texts of {self.soft_labels.path}")
             self._refuse_for_an_export()
-            teachers = {teacher_role(number): _teacher_source(model) for number, model in enumerate(self.teachers)}
-            inputs = {**teachers, "train": train_set, "dev": dev_set, "unlabeled": extra}
-            if not self.online_teacher and output.directory is not None:  # the default cache too
+            teachers = {teacher_role(number): source or _teacher_source(model)
+                        for number, (model, source) in enumerate(zip(self.teachers, self.teacher_sources))}
+            inputs = {**teachers, "train": train_set if train is not None else None, "dev": dev_set, "unlabeled": extra}
+            if not self.online_teacher and self.soft_labels is None and output.directory is not None:  # the default
                 from distill.cache import check_cache_dir
                 check_cache_dir(self.cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, callbacks, command="kd",
@@ -709,6 +755,31 @@ class Distiller:
                 self._compare_with_teacher(result, dev_set, run)
         result.summary = RenamedKeys(result.summary, {"unlabelled_examples": "unlabeled_examples"})
         return result
+
+    def _soft_labelled(self, train: Any, dev: Any, unlabelled: Any, data: DataOptions
+                       ) -> tuple[LabelHierarchy, Examples, Examples, Examples | None]:
+        """The label set, training and dev data of a run that learns from soft labels, and the file's texts that
+        are not training texts: the transfer set's unlabelled part. The file is read against the training data's
+        labels, or without training data its own (or those `SoftLabels` names)."""
+        soft = self.soft_labels
+        if unlabelled is not None:
+            raise DistillError(f"the texts of {soft.path} are the unlabelled text that soft labels teach on: drop "
+                               f"{option('--unlabeled', 'unlabeled')}, or add its texts with their soft labels to "
+                               "the file")
+        if train is not None:
+            hierarchy, train_set, dev_set = _labelled(train, dev, "classification", data)
+            soft.read(hierarchy.labels, data.text_column)
+        else:
+            soft.read(None, data.text_column)
+            best = [soft.hierarchy.labels[max(range(len(row)), key=row.__getitem__)]
+                    for row in soft.records.probabilities]  # what `inverse` class weights count
+            hierarchy = LabelHierarchy(soft.hierarchy.labels, None, {label: best.count(label) for label in set(best)})
+            dev_set = labelled_examples(dev, "classification", data, "dev")
+            check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
+            train_set = Examples([], [], "none", "train")
+        seen = set(train_set.inputs)
+        texts = [text for text in soft.records.texts if text not in seen]
+        return hierarchy, train_set, dev_set, Examples(texts, None, soft.path, "soft labels") if texts else None
 
     def _refuse_unlabelled_settings_without_text(self, unlabelled: Any) -> None:
         """`unlabeled_ratio` samples the unlabelled text and `min_confidence` filters its pseudo-labels: without
@@ -726,7 +797,7 @@ class Distiller:
     def _refuse_for_an_export(self) -> None:
         """An ONNX export teaches through the logit cache: it gives logits, not the PyTorch model that an
         online teacher runs every batch nor the layers' states that a layer term compares."""
-        if not self.teacher_source:
+        if not self.teacher_source or self.soft_labels is not None:
             return
         try:
             card = model_card(self.teacher_source)
@@ -744,8 +815,9 @@ class Distiller:
     def _fit(self, task: str, hierarchy: LabelHierarchy, train: Examples, dev: Examples, extra: Examples | None,
              settings: TrainSettings, run: RunState | None, callbacks: Sequence[Callback]) -> TrainResult:
         env = self.env
-        teachers = [self._single(load_teacher(model, device=env.device), source) if source else model
-                    for model, source in zip(self.teachers, self.teacher_sources)]
+        teachers = [self.soft_labels] if self.soft_labels is not None else \
+            [self._single(load_teacher(model, device=env.device), source) if source else model
+             for model, source in zip(self.teachers, self.teacher_sources)]
         teacher = teachers[0]
         if len(teachers) > 1:
             check_ensemble(teachers, [self._teacher_name(number) for number in range(len(teachers))])
@@ -779,8 +851,8 @@ class Distiller:
             [made] * len(synthetic) if extra or synthetic else train.where  # as messages name them
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
-        model = new_student(self.student, hierarchy, examples, settings.seed,
-                            teacher if self.teacher_embeddings else None)
+        model = new_student(self.student, hierarchy, examples, settings.seed,  # soft labels have no embeddings
+                            teacher if self.teacher_embeddings and self.soft_labels is None else None)
         if model.hierarchy.labels != teacher.hierarchy.labels:  # a student given in memory: its own order
             raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
@@ -795,9 +867,9 @@ class Distiller:
                    **({"synthetic_examples": len(synthetic)} if self.augment else {}),
                    **({"teacher_export": teacher.teacher_record()}
                       if is_onnx_export(teacher) and not self.teacher_weights else {})}  # an ensemble's: per teacher
-        summary["teacher_dev"] = teacher_dev_scores(teachers, dev, self.teacher_weights, self.teacher_batch_size,
-                                                    env.progress, not (self.online_teacher or loss.uses_layers),
-                                                    self.cache_dir)
+        summary["teacher_dev"] = soft_dev_scores(self.soft_labels, dev) if self.soft_labels is not None else \
+            teacher_dev_scores(teachers, dev, self.teacher_weights, self.teacher_batch_size, env.progress,
+                               not (self.online_teacher or loss.uses_layers), self.cache_dir)
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
@@ -807,6 +879,9 @@ class Distiller:
         if self.online_teacher:
             warn_if_truncated(teacher, examples, read_from)
             source = OnlineTeacherLogits(teacher, examples)
+        elif self.soft_labels is not None:
+            source = CachedTeacherLogits(self.soft_labels.logits(examples, transfer.labels, read_from))
+            cache_info = {"soft_labelled_examples": sum(map(self.soft_labels.holds, examples))}
         else:
             source, cache_info = self._cached_logits(teachers, examples, read_from, loss, summary)
         teacher_seconds = time.perf_counter() - started
@@ -848,12 +923,13 @@ class Distiller:
         """Each class's dev F1 of the student at its best epoch (``dev_class_f1``) and the classes where it is
         above the teacher's (``classes_above_teacher``), added to the summary, train_summary.json's too."""
         teacher, scores = result.summary["teacher_dev"], None
-        if distributed.is_main():  # the best epoch's student: the run returns it as it saved it
+        if distributed.is_main():  # soft labels that lack a dev text: no teacher's scores to compare with  # the best epoch's student: the run returns it as it saved it
             student = result.model
             predicted = decode_labels(student, predict_logits(student, dev.inputs))
             scores = class_f1(student.task, student.hierarchy.tag_scheme, dev.labels, predicted)
         scores = distributed.broadcast_object(scores)
-        result.summary.update(dev_class_f1=scores, classes_above_teacher=classes_beaten(scores, teacher["class_f1"]))
+        result.summary.update(dev_class_f1=scores, classes_above_teacher=None if teacher is None
+                              else classes_beaten(scores, teacher["class_f1"]))
         if run is not None and distributed.is_main():
             write_json(run.directory / SUMMARY_FILE, result.summary)
 

@@ -28,7 +28,8 @@ from procedures.options import POSITIVE_INT, OnceCommand, refuse_repeated_option
 # it (the first paragraph of its docstring: tests/test_startup.py checks that they agree).
 COMMANDS = {
     "teacher": ("procedures.train_commands:teacher", "Fine-tune a DistilBERT (or other encoder) + Linear teacher, "
-                "or one encoder with a head per task (--task-spec, repeated)."),
+                "or one encoder with a head per task (--task-spec, repeated), or build a zero-shot teacher from label "
+                "descriptions (--zero-shot)."),
     "student": ("procedures.train_commands:student",
                 "Train a small student on gold labels alone (the baseline for `kd`)."),
     "kd": ("procedures.train_commands:kd",

@@ -277,6 +277,18 @@ def parse_task_spec(value: str):
               help="Multi-task: the temperature of --task-sampling temperature (> 1 favours small tasks).")
 @click.option("--select-task", default="mean", show_default=True,
               help="Multi-task: the dev score that picks the best epoch: mean (of the heads' scores) or a head name.")
+@click.option("--zero-shot", "zero_shot", is_flag=True,
+              help="Train nothing: a teacher from --labels' descriptions, embedded by the sentence --encoder; logits "
+                   "= cosine similarity / --temperature (fitted on --dev when given); mean pooling unless --pooling "
+                   "says otherwise. See "
+                   "docs/teachers-without-labels.md.")
+@click.option("--labels", "label_names", metavar="NAME[=DESCRIPTION|...],...",
+              help="--zero-shot: the labels, comma-separated, each with descriptions (several joined by '|', their "
+                   "embeddings averaged) or standing for itself, e.g. \"negative=a negative review,positive=a "
+                   "positive review\".")
+@click.option("--temperature", type=FiniteFloatRange(min=0.001, max=10.0),
+              help="--zero-shot: divide the cosine similarities by this [default: fitted on --dev (NLL), else "
+                   "0.05].")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the teacher.")
 @click.option("--encoder", default="distilbert-base-uncased", show_default=True,
               help="Hub name, local folder, or an offline encoder: 'minilm-l6' (DistilBERT form of MiniLM-L6) "
@@ -323,16 +335,22 @@ def parse_task_spec(value: str):
 @data_options
 @device_option
 @click.pass_context
-def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task, output,
-            encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
+def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task,
+            zero_shot, label_names, temperature, output, encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
             encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
             weight_decay, lr_schedule, warmup, grad_accumulation, max_grad_norm, callbacks, patience, select_metric,
             class_weights, seed, resume, overwrite, quiet, data, device):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
-    task (--task-spec, repeated)."""
+    task (--task-spec, repeated), or build a zero-shot teacher from label descriptions (--zero-shot)."""
     from distill.models.multitask import TaskSampling
     from distill.models.teacher import TeacherConfig, TeacherTraining
     from distill.trainers import Output, Runtime, train_multitask_teacher, train_teacher
+    for name in ("window_overlap", "max_windows"):
+        if long_inputs == "truncate" and given(context, name):
+            option = "--" + name.replace("_", "-")
+            raise click.BadParameter(f"{option} applies to --long-inputs windows", param_hint=f"'{option}'")
+    if zero_shot or label_names or temperature is not None:
+        return zero_shot_command(context, data)
     single = [name for name, value in (("--task", task), ("--train", train_path), ("--dev", dev_path)) if value]
     multi = [name for name in ("task_sampling", "task_temperature", "select_task") if given(context, name)]
     if task_specs and single:
@@ -344,10 +362,6 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
     if not task_specs and multi:
         option = "--" + multi[0].replace("_", "-")
         raise click.BadParameter(f"{option} is for a multi-task teacher (--task-spec)", param_hint=f"'{option}'")
-    for name in ("window_overlap", "max_windows"):
-        if long_inputs == "truncate" and given(context, name):
-            option = "--" + name.replace("_", "-")
-            raise click.BadParameter(f"{option} applies to --long-inputs windows", param_hint=f"'{option}'")
     config = TeacherConfig(task=task or "classification", encoder=encoder, dropout=dropout,
                            pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
                            long_inputs=long_inputs, window_overlap=window_overlap, max_windows=max_windows)
@@ -369,6 +383,43 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
     best = summary["best"]
     report(f"teacher: {summary['parameters']:,} parameters; best epoch {best['epoch']}; "
            f"dev {json.dumps(headline_of(best['dev']))}; saved to {output}")
+
+
+ZERO_SHOT_OPTIONS = ("zero_shot", "label_names", "temperature", "dev_path", "output", "encoder", "batch_size",
+                     "max_length", "long_inputs", "window_overlap", "max_windows", "pooling", "task", "overwrite",
+                     "quiet", "text_column", "label_column", "label_separator", "device", "config")
+
+
+def zero_shot_command(context: click.Context, data) -> None:
+    """`teacher --zero-shot`: the options that build a zero-shot teacher, every other one refused by name."""
+    from distill.trainers import Output, Runtime
+    from distill.zero_shot import zero_shot_teacher
+    params = context.params
+    if not params["zero_shot"]:
+        named = "--labels" if params["label_names"] else "--temperature"
+        raise click.BadParameter(f"{named} is for --zero-shot (a teacher from label descriptions): give --zero-shot, "
+                                 f"or drop {named}", param_hint=f"'{named}'")
+    if not params["label_names"] or not given(context, "encoder"):
+        missing = "--encoder" if params["label_names"] else "--labels"
+        raise click.BadParameter(f"--zero-shot needs {missing}: the labels with their descriptions, and a sentence "
+                                 "encoder (minilm-l6, mpnet-base or a sentence-transformers folder)",
+                                 param_hint=f"'{missing}'")
+    other = next((name for name in params if name not in ZERO_SHOT_OPTIONS and given(context, name)), None)
+    if other is not None or params["task"] == "tagging":
+        flag = "--task tagging" if other is None else "--" + {"train_path": "train", "task_specs": "task-spec"}.get(
+            other, other.replace("_", "-"))
+        raise click.BadParameter(f"{flag} does not apply to --zero-shot, which trains nothing and classifies texts: "
+                                 "drop it", param_hint=f"'{flag.split()[0]}'")
+    result = zero_shot_teacher(params["label_names"], params["encoder"], params["dev_path"], params["temperature"],
+                               params["max_length"], params["pooling"] if given(context, "pooling") else "mean",
+                               params["long_inputs"],
+                               params["window_overlap"], params["max_windows"], params["batch_size"], data,
+                               Output(params["output"], params["overwrite"], False, resolved_config()),
+                               Runtime(params["device"], progress=not params["quiet"]))
+    summary = result.summary
+    dev = f"; dev {json.dumps(headline_of(summary['best']['dev']))}" if "best" in summary else ""
+    report(f"teacher (zero-shot): labels {', '.join(summary['labels'])}; temperature {summary['temperature']:.4g} "
+           f"({summary['temperature_from']}){dev}; saved to {params['output']}")
 
 
 @command()
@@ -407,10 +458,10 @@ def parse_teacher_weights(value: str | None) -> list[float] | None:
                                  ) from None
 
 
-def teachers_option(ensemble: str):
+def teachers_option(ensemble: str, required: bool = True):
     """--teacher, repeatable: one teacher, or an ensemble doing `ensemble`."""
     return click.option(
-        "--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
+        "--teacher", "teacher_dirs", required=required, multiple=True, type=click.Path(),
         help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), or an ONNX "
              f"export of either (fp32 or int8; docs/export.md). Repeated: an ensemble of teachers with one label set, "
              f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
@@ -424,9 +475,16 @@ teacher_weights_option = click.option(
 
 @command()
 @config_option
-@teachers_option("the student learning")
+@teachers_option("the student learning", required=False)
 @teacher_weights_option
-@click.option("--train", "train_path", required=True, help="Labelled training data.")
+@click.option("--soft-labels", "soft_labels", type=click.Path(dir_okay=False),
+              help="Instead of --teacher: a JSONL file of the teacher's distributions, {\"text\": ..., \"probs\": "
+                   "{\"negative\": 0.2, \"positive\": 0.8}} or {\"text\": ..., \"label\": \"positive\", \"confidence\": "
+                   "0.8} per line (an LLM's or an annotation tool's labels); its texts not in --train are the "
+                   "unlabelled text. See docs/teachers-without-labels.md.")
+@click.option("--labels", "label_names", metavar="NAME,NAME,...",
+              help="--soft-labels without --train: the label set (default: the labels the file names).")
+@click.option("--train", "train_path", help="Labelled training data (required with --teacher).")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
@@ -490,7 +548,7 @@ teacher_weights_option = click.option(
 @data_options
 @device_option
 @click.pass_context
-def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
+def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
        student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
        unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
        student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
@@ -512,14 +570,36 @@ def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unl
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers,
                                  teacher_mistakes=teacher_mistakes)
     methods = augment_methods.split(",") if augment_methods else None
-    teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+    teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
     distiller = Distiller(teacher, student_config, loss, train_settings, class_weights, teacher_embeddings,
                           unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head,
                           augment=augment, augment_methods=methods, teacher_weights=teacher_weights)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
-    report_teacher(summary)
+    if summary["teacher_dev"] is not None:  # soft labels that lack dev texts have no teacher's scores
+        report_teacher(summary)
+
+
+def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_labels: str | None,
+               label_names: str | None, train_path: str | None):
+    """What kd learns from: --teacher (one, or an ensemble), or --soft-labels; with the options each needs."""
+    if bool(teacher_dirs) == bool(soft_labels):
+        raise click.BadParameter("give --teacher (a teacher model, repeated for an ensemble) or --soft-labels (a file "
+                                 "of the teacher's distributions)" + (", not both" if soft_labels else ""),
+                                 param_hint="'--teacher'")
+    if teacher_dirs:
+        named = "--train" if not train_path else "--labels" if label_names else None
+        if named is not None:
+            raise click.BadParameter("--train is required with --teacher" if named == "--train" else
+                                     "--labels names the label set of --soft-labels; a teacher has its own",
+                                     param_hint=f"'{named}'")
+        return list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
+    if given(context, "teacher_embeddings") and context.params["teacher_embeddings"]:
+        raise click.BadParameter("soft labels come with no teacher model whose embeddings a student could start "
+                                 "from: drop --embeddings-from-teacher", param_hint="'--embeddings-from-teacher'")
+    from distill.soft_labels import SoftLabels
+    return SoftLabels(soft_labels, label_names)
 
 
 @command("pseudo-label")

@@ -12,7 +12,7 @@ bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conf
 trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, the transformers
 classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, a Python example that
 loads the transformers export ``runs/rt/teacher-hf`` gets that tiny teacher's (and the teacher
-as ``runs/rt/teacher-first``), and every training command runs one epoch. The troubleshooting page must list every error message
+as ``runs/rt/teacher-first``), and every training command runs one epoch (``teacher --zero-shot`` trains none). The troubleshooting page must list every error message
 the code raises.
 """
 
@@ -95,7 +95,7 @@ def with_stand_ins(args: list[str], encoder_dir: str) -> list[str]:
     """The tiny encoder for minilm-l6 and one epoch for training commands (see the module docstring)."""
     args = [encoder_dir if a == "minilm-l6" and i and args[i - 1] == "--encoder" else a for i, a in enumerate(args)]
     command = next((a for a in args if not a.startswith("-") and not a.isdigit()), None)
-    if command in TRAINING_COMMANDS:
+    if command in TRAINING_COMMANDS and "--zero-shot" not in args:  # a zero-shot teacher trains no epoch
         if "--epochs" in args:
             args[args.index("--epochs") + 1] = "1"
         else:

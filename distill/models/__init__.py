@@ -95,12 +95,21 @@ def model_from_card(directory: str | Path, card: dict) -> LabelModel:
         from distill.models.onnx import OnnxModel
         return OnnxModel(directory, card)
     if card["kind"] == "teacher":
-        from distill.models.teacher import Teacher
-        return Teacher.from_checkpoint(directory, card)
+        return teacher_class(card).from_checkpoint(directory, card)
     if card["kind"] == "multitask-teacher":
         from distill.models.multitask import MultiTaskTeacher
         return MultiTaskTeacher.from_checkpoint(directory, card)
     return student_class(directory, card).from_checkpoint(directory, card)
+
+
+def teacher_class(card: dict) -> type:
+    """The teacher class a teacher's card names: the fine-tuned `Teacher`, or the zero-shot teacher
+    (`distill.models.zero_shot`), whose head reads normalised features."""
+    from distill.models.zero_shot import CARD_MODEL, ZeroShotTeacher
+    if card.get("model") == CARD_MODEL:
+        return ZeroShotTeacher
+    from distill.models.teacher import Teacher
+    return Teacher
 
 
 def student_class(directory: str | Path, card: dict) -> type:

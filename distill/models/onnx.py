@@ -49,9 +49,9 @@ def weightless_model(directory: str | Path, card: dict) -> LabelModel:
             from distill.models.hub_teacher import TransformersTeacher
             model = TransformersTeacher.unloaded(directory)
         elif card["kind"] == "teacher":
+            from distill.models import teacher_class
             from distill.models.slim import SLIM_META
-            from distill.models.teacher import Teacher
-            model = Teacher.unloaded(directory, read_json(directory / SLIM_META), card)
+            model = teacher_class(card).unloaded(directory, read_json(directory / SLIM_META), card)
         else:
             from distill.models import student_class
             model = student_class(directory, card).unloaded(directory, card)

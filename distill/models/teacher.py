@@ -177,6 +177,7 @@ class Teacher(LabelModel):
     word tags from each word's first piece. `training_settings` records how it was fine-tuned."""
 
     kind = "teacher"
+    exports_to_transformers = True  # its head is a stock transformers classifier's (export --format transformers)
 
     def __init__(self, config: TeacherConfig, hierarchy: LabelHierarchy, encoder: nn.Module,
                  tokenizer: PreTrainedTokenizerBase, training_settings: TeacherTraining | None = None):
@@ -236,9 +237,7 @@ class Teacher(LabelModel):
         """
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         if word_positions is None:
-            features = pool(hidden, attention_mask, self.config.pooling)
-            if window_weights is not None:
-                features = window_weights.to(features.dtype) @ features
+            features = self.pooled(hidden, attention_mask, window_weights)
         else:
             index = word_positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1))
             features = hidden.gather(1, index)
@@ -246,6 +245,12 @@ class Teacher(LabelModel):
         if word_slots is None:
             return logits
         return place_in_grid(logits, word_slots, grid_shape)
+
+    def pooled(self, hidden: torch.Tensor, attention_mask: torch.Tensor,
+               window_weights: torch.Tensor | None = None) -> torch.Tensor:
+        """A text's features from its encoder states: each window pooled, a text's windows averaged."""
+        features = pool(hidden, attention_mask, self.config.pooling)
+        return features if window_weights is None else window_weights.to(features.dtype) @ features
 
     def head_logits(self, features: torch.Tensor) -> torch.Tensor:
         """The head alone (pre-classifier, dropout, Linear) on encoder features: a multi-task teacher

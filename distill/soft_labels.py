@@ -1,0 +1,91 @@
+"""Soft labels from a file as the teacher: ``kd --soft-labels FILE.jsonl``, ``Distiller(SoftLabels(FILE), ...)``.
+
+What an annotation tool or a language model's labelling job exports (a distribution over the labels per
+text, or a label with its confidence; `distill.data.read_soft_labels` reads and checks it) stands where a
+teacher's logits do: each distribution's log-probabilities are the "teacher logits" of its text, so the
+distillation losses apply unchanged (KL at a temperature compares the distributions; MSE compares the
+log-probabilities). No teacher model runs, and none is cached.
+
+With labelled training data, its texts are distilled towards their soft labels where the file has them and
+towards their gold label (all its probability on it) where it has none; the file's other texts join the
+transfer set as unlabelled text does, their hard target the label of highest probability. Without, the file
+alone is the transfer set.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from distill.data import SoftLabelRecords, read_soft_labels
+from distill.errors import DataError, DistillError
+from distill.inference import ExampleLogits
+from distill.label_names import LabelNames, parse_labels
+from distill.labels import LabelHierarchy
+
+# The probability a log-probability "logit" is floored at: 0 in a record (or a label a text is sure not to
+# have) would be -inf, which the losses cannot take; e^-27.6 is nothing next to any probability a file states.
+PROBABILITY_FLOOR = 1e-12
+
+
+class SoftLabels:
+    """A soft-label file (JSONL) standing for the teacher; `labels`: the label set when no training data gives
+    it (``"negative,positive"``, a list or `LabelNames`; None: the labels the file names, or the training
+    data's). Read when a run starts (`read`), against the label set of its data."""
+
+    kind = "soft-labels"
+    task = "classification"
+
+    def __init__(self, path: str | Path, labels: str | Sequence[str] | LabelNames | None = None):
+        if not isinstance(path, (str, Path)):
+            raise DistillError(f"SoftLabels: give the path of a JSONL file, not {type(path).__name__}")
+        self.path = str(path)
+        self.labels = None if labels is None else list((labels if isinstance(labels, LabelNames)
+                                                        else parse_labels(labels)).names)
+        self.records: SoftLabelRecords | None = None
+        self.hierarchy: LabelHierarchy | None = None
+        self._rows: dict[str, int] = {}
+
+    def read(self, labels: Sequence[str] | None, text_column: str = "text") -> "SoftLabels":
+        """Read and check the file against the label set `labels` (the training data's; None: `self.labels`, else
+        the file's own); the label order of the logits is that set's."""
+        if labels is not None and self.labels is not None and set(labels) != set(self.labels):
+            raise DistillError(f"{self.path}: the labels given, {self.labels}, are not the training data's, "
+                               f"{list(labels)}")
+        self.records = read_soft_labels(self.path, labels if labels is not None else self.labels, text_column)
+        self.hierarchy = LabelHierarchy(list(self.records.labels), None)
+        self._rows = {text: row for row, text in enumerate(self.records.texts)}
+        return self
+
+    def holds(self, text: str) -> bool:
+        """Whether the file gives `text` a distribution."""
+        return text in self._rows
+
+    def logits(self, examples: Sequence[str], gold: Sequence[str | None] | None = None,
+               where: Sequence[str] | None = None) -> ExampleLogits:
+        """The "teacher logits" of `examples`: the log of each one's distribution (floored at
+        `PROBABILITY_FLOOR`), or for one the file lacks, of all the probability on its `gold` label. An example
+        with neither is an error naming where it came from (`where`)."""
+        assert self.records is not None, "read() first"
+        labels, rows = self.hierarchy.labels, []
+        floor = math.log(PROBABILITY_FLOOR)
+        for number, text in enumerate(examples):
+            row = self._rows.get(text)
+            if row is not None:
+                rows.append(self.records.probabilities[row])
+            elif gold is not None and gold[number] is not None:
+                rows.append([1.0 if label == gold[number] else 0.0 for label in labels])
+            else:
+                source = where[number] if where is not None else "the data"
+                raise DataError(self.path, f"has no soft label for example {number} of {source}: {text!r:.60}")
+        return ExampleLogits(torch.tensor(rows, dtype=torch.float64).log().clamp_min(floor).float())
+
+    def teacher_dev_logits(self, examples: Sequence[str]) -> ExampleLogits | None:
+        """The file's distributions for the dev texts, to score them as a teacher's are; None unless it has
+        every one of them."""
+        if not examples or not all(self.holds(text) for text in examples):
+            return None
+        return self.logits(examples)

@@ -1,0 +1,176 @@
+#!/usr/bin/env python
+"""Teachers without labels, measured: a zero-shot teacher (label descriptions and a sentence encoder) and the
+students distilled from it with no gold training label, beside TF-IDF + logistic regression and the BiLSTM
+trained on 50, 200 and 1,000 gold labels (docs/results.md, "Teachers without labels").
+
+Per dataset (Rotten Tomatoes, BBC News; `python scripts/get_data.py` fetches them into data/):
+
+1. ``nlp-train teacher --zero-shot`` from hand-written label descriptions; its temperature fitted on the dev
+   split (gold labels: the dev split also picks the students' epochs below);
+2. ``nlp-train evaluate`` of the teacher on the test split;
+3. ``nlp-train pseudo-label`` of the train texts (their labels hidden) and of unlabelled text of the domain
+   (filling the logit cache), then ``nlp-train kd`` of a BiLSTM and of the static student on both, the
+   train texts' pseudo-labels as their hard labels;
+4. the gold-label curve: TF-IDF + logistic regression and ``nlp-train student --model lstm`` on the first
+   50, 200 and 1,000 examples of a seeded shuffle of the train split.
+
+Every run is at one torch thread, niced; each command is appended to OUT/commands.txt as it starts and a
+step whose output exists is skipped (rerun to continue). The numbers go to OUT/zero-shot.json and the table
+to stdout. Subsets (``--train-texts``, ``--unlabeled-texts``, ``--dev-size``, ``--test-size``, ``--words``) keep a run on a
+shared 2-core machine short; docs/results.md gives the ones it ran with.
+
+    python scripts/bench_zero_shot.py --dataset rt --out runs/zero-shot
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = {
+    "rt": {"folder": "data/rotten_tomatoes", "unlabeled": "data/unlabeled/movies.txt",
+           "labels": "negative=a negative review|a bad movie,positive=a positive review|a good movie"},
+    "bbc": {"folder": "data/bbc_news", "unlabeled": "data/unlabeled/news_articles.txt",
+            "labels": "business=business news|the economy and companies|markets and trade,"
+                      "entertainment=entertainment news|film and music|television and celebrities,"
+                      "politics=political news|the government and parliament|elections and parties,"
+                      "sports=sports news|football and tennis|athletes and matches,"
+                      "tech=technology news|computers and the internet|mobile phones and software"},
+}
+GOLD_SIZES = (50, 200, 1000)
+SEED = 42
+
+
+def read_csv(path: Path) -> tuple[list[str], list[str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [row["text"] for row in rows], [row["label"] for row in rows]
+
+
+def cut(text: str, words: int | None) -> str:
+    return text if words is None else " ".join(text.split()[:words])
+
+
+def write_csv(path: Path, texts: list[str], labels: list[str]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows(zip(texts, labels))
+
+
+def prepare(dataset: str, out: Path, train_texts: int | None, unlabeled_texts: int | None,
+            words: int | None, sizes: dict[str, int | None]) -> dict[str, Path]:
+    """The splits as this benchmark reads them: texts cut to `words`, train texts without labels, subsets."""
+    spec, data = DATASETS[dataset], out / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    paths = {name: data / f"{name}.csv" for name in ("dev", "test")}
+    for name in paths:
+        texts, labels = read_csv(ROOT / spec["folder"] / f"{name}.csv")  # the splits are seeded shuffles already
+        write_csv(paths[name], [cut(t, words) for t in texts][:sizes[name]], labels[:sizes[name]])
+    texts, labels = read_csv(ROOT / spec["folder"] / "train.csv")
+    order = list(range(len(texts)))
+    random.Random(SEED).shuffle(order)
+    texts, labels = [cut(texts[i], words) for i in order], [labels[i] for i in order]
+    paths["train_texts"] = data / "train_texts.txt"  # labels hidden
+    paths["train_texts"].write_text("".join(f"{t.replace(chr(10), ' ')}\n" for t in texts[:train_texts]),
+                                    encoding="utf-8")
+    for size in GOLD_SIZES:
+        paths[f"gold{size}"] = data / f"gold{size}.csv"
+        write_csv(paths[f"gold{size}"], texts[:size], labels[:size])
+    lines = [line for line in (ROOT / spec["unlabeled"]).read_text(encoding="utf-8").splitlines() if line.strip()]
+    paths["unlabeled"] = data / "unlabeled.txt"
+    paths["unlabeled"].write_text("".join(f"{cut(t, words)}\n" for t in lines[:unlabeled_texts]), encoding="utf-8")
+    return paths
+
+
+def nlp_train(out: Path, *args: str) -> None:
+    command = [sys.executable, "-m", "procedures.cli", "--threads", "1", *map(str, args)]
+    with open(out / "commands.txt", "a", encoding="utf-8") as log:
+        log.write(shlex.join(["nlp-train", *command[3:]]) + "\n")
+    subprocess.run(["nice", "-n", "10", *command], check=True, cwd=ROOT)
+
+
+def test_score(out: Path, model: Path, test: Path) -> float:
+    metrics = model / "eval_metrics.json"
+    if not metrics.exists():
+        nlp_train(out, "evaluate", model, test, "--output", metrics, "--quiet")
+    return json.loads(metrics.read_text())["accuracy"]
+
+
+def tfidf_score(train: Path, test: Path) -> float:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    texts, labels = read_csv(train)
+    test_texts, test_labels = read_csv(test)
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    classifier = LogisticRegression(max_iter=2000, C=10.0).fit(vectorizer.fit_transform(texts), labels)
+    predicted = classifier.predict(vectorizer.transform(test_texts))
+    return sum(p == g for p, g in zip(predicted, test_labels)) / len(test_labels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=sorted(DATASETS), required=True)
+    parser.add_argument("--out", default="runs/zero-shot")
+    parser.add_argument("--encoder", default="minilm-l6")
+    parser.add_argument("--train-texts", type=int, help="Use the first N train texts (seeded shuffle).")
+    parser.add_argument("--unlabeled-texts", type=int, help="Use the first N lines of the unlabelled text.")
+    parser.add_argument("--words", type=int, help="Cut every text to its first N words.")
+    parser.add_argument("--dev-size", type=int, help="Use the first N dev examples (temperature, epochs).")
+    parser.add_argument("--test-size", type=int, help="Score every row on the first N test examples.")
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--epochs", type=int, default=4, help="kd's epochs (patience 2).")
+    parser.add_argument("--gold-epochs", type=int, default=10, help="The gold-label BiLSTMs' epochs (patience 3).")
+    args = parser.parse_args(argv)
+    out = (ROOT / args.out / args.dataset).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    paths = prepare(args.dataset, out, args.train_texts, args.unlabeled_texts, args.words,
+                    {"dev": args.dev_size, "test": args.test_size})
+    cache = out / "cache"
+    results: dict = {"dataset": args.dataset, "encoder": args.encoder, "settings": vars(args)}
+    teacher = out / f"teacher-{args.encoder}"
+    if not (teacher / "distill.json").exists():
+        nlp_train(out, "teacher", "--zero-shot", "--encoder", args.encoder, "--labels", DATASETS[args.dataset]["labels"],
+                  "--dev", paths["dev"], "--max-length", args.max_length, "--output", teacher, "--quiet")
+    summary = json.loads((teacher / "train_summary.json").read_text())
+    results["teacher"] = {"temperature": summary["temperature"], "dev": summary["best"]["dev"]["accuracy"],
+                          "test": test_score(out, teacher, paths["test"])}
+    pseudo = {}
+    for name in ("train_texts", "unlabeled"):
+        pseudo[name] = out / f"pseudo-{name}.jsonl"
+        if not pseudo[name].exists():
+            nlp_train(out, "pseudo-label", "--teacher", teacher, "--input", paths[name], "--output", pseudo[name],
+                      "--cache-dir", cache, "--quiet")
+    for model in ("lstm", "static"):
+        student = out / f"kd-{model}"
+        if not (student / "train_summary.json").exists():
+            nlp_train(out, "kd", "--teacher", teacher, "--model", model, "--train", pseudo["train_texts"], "--dev",
+                      paths["dev"], "--unlabeled", pseudo["unlabeled"], "--cache-dir", cache, "--epochs", args.epochs,
+                      "--patience", "2", "--output", student, "--quiet")
+        results[f"kd_{model}"] = test_score(out, student, paths["test"])
+    for size in GOLD_SIZES:
+        results[f"tfidf_{size}"] = tfidf_score(paths[f"gold{size}"], paths["test"])
+        student = out / f"gold{size}-lstm"
+        if not (student / "train_summary.json").exists():
+            nlp_train(out, "student", "--model", "lstm", "--train", paths[f"gold{size}"], "--dev", paths["dev"],
+                      "--epochs", args.gold_epochs, "--patience", "3", "--output", student, "--quiet")
+        results[f"lstm_{size}"] = test_score(out, student, paths["test"])
+    (out / "zero-shot.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"| {args.dataset} | teacher {results['teacher']['test']:.4f} (T={results['teacher']['temperature']:.3g}) | "
+          f"kd BiLSTM {results['kd_lstm']:.4f} | kd static {results['kd_static']:.4f} | "
+          + " | ".join(f"{size}: TF-IDF {results[f'tfidf_{size}']:.4f}, BiLSTM {results[f'lstm_{size}']:.4f}"
+                       for size in GOLD_SIZES) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""kd --soft-labels: a file of the teacher's distributions stands for the teacher (`distill.soft_labels`)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import SAMPLES, cli
+from procedures.cli import main
+
+STUDENT = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--epochs", "2", "--quiet"]
+
+
+def run_cli(*args) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    return exit_info.value.code
+
+
+def write_jsonl(path, records) -> str:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return str(path)
+
+
+def test_soft_labels_match_the_teacher_they_came_from(tiny_classifier_teacher, tmp_path):
+    """kd from a file of the teacher's distributions trains the very student kd from the teacher does."""
+    from distill import load_model
+    from distill.data import read_split, read_unlabelled
+    from distill.inference import predict_logits
+    train, _ = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
+    unlabelled = list(read_unlabelled(str(SAMPLES / "unlabeled_movies.txt"), "classification")["text"])[:60]
+    assert not set(unlabelled) & set(train)
+    (tmp_path / "unlabeled.txt").write_text("\n".join(unlabelled) + "\n", encoding="utf-8")
+    teacher = load_model(tiny_classifier_teacher)
+    texts = list(train) + unlabelled
+    probabilities = predict_logits(teacher, texts).logits.softmax(-1).tolist()
+    labels = teacher.hierarchy.labels
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": text, "probs": dict(zip(labels, row))}
+                                                  for text, row in zip(texts, probabilities)])
+    common = ["--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", *STUDENT,
+              "--seed", "3"]
+    cli("kd", "--teacher", tiny_classifier_teacher, "--unlabeled", tmp_path / "unlabeled.txt", "--random-embeddings",
+        "--cache-dir", tmp_path / "cache", "--output", tmp_path / "from-teacher", *common)
+    cli("kd", "--soft-labels", soft, "--output", tmp_path / "from-file", *common)
+    summaries = [json.loads((tmp_path / name / "train_summary.json").read_text()) for name in ("from-teacher",
+                                                                                               "from-file")]
+    assert summaries[0]["train_examples"] == summaries[1]["train_examples"] == len(texts)
+    assert summaries[1]["soft_labelled_examples"] == len(texts)
+    for first, second in zip(summaries[0]["history"], summaries[1]["history"]):
+        assert math.isclose(first["train_loss"], second["train_loss"], rel_tol=1e-4)
+        assert first["dev"] == second["dev"]
+    weights = [load_file(str(tmp_path / name / "model.safetensors")) for name in ("from-teacher", "from-file")]
+    assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        assert torch.allclose(weights[0][name], weights[1][name], atol=1e-4), name
+
+
+def test_a_record_that_does_not_sum_to_one_is_refused_with_file_and_line(tmp_path, capsys):
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "probs": {"negative": 0.2, "positive": 0.8}},
+                                                 {"text": "a dull film", "probs": {"negative": 0.7, "positive": 0.2}}])
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                   SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT) == 2
+    err = capsys.readouterr().err
+    assert f"{soft}:2: the probabilities sum to 0.9, not 1" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"text": "x", "probs": {"negative": 0.5, "neutral": 0.5}}, "label 'neutral' is not one of the data's labels"),
+    ({"text": "x", "probs": {"negative": float("nan"), "positive": 1.0}}, "must be a number from 0 to 1, got nan"),
+    ({"text": "x", "probs": {"negative": -0.1, "positive": 1.1}}, "must be a number from 0 to 1, got -0.1"),
+    ({"text": "x", "probs": {"negative": True, "positive": 0.0}}, "must be a number from 0 to 1, got True"),
+    ({"text": "x", "probs": ["negative"]}, '"probs" must be a JSON object'),
+    ({"text": "x", "label": "positive"}, 'needs its "confidence"'),
+    ({"text": "x", "label": "positive", "confidence": 0.3}, "below an even split"),
+    ({"text": "x", "label": "positive", "confidence": 0.9, "probs": {"positive": 1}}, "not both"),
+    ({"text": "x"}, "found neither"),
+    ({"text": "", "label": "positive", "confidence": 1}, "empty or non-text value in 'text'"),
+    ({"sentence": "x", "label": "positive", "confidence": 1}, "no 'text' field"),
+])
+def test_bad_records(tmp_path, record, message):
+    from distill import DataError
+    from distill.data import read_soft_labels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "fine", "label": "negative", "confidence": 0.9}, record])
+    with pytest.raises(DataError) as error:
+        read_soft_labels(path, ["negative", "positive"])
+    assert str(error.value).startswith(f"{path}:2: ") and message in str(error.value)
+
+
+def test_label_and_confidence_spread_the_rest_and_conflicts_are_refused(tmp_path):
+    from distill import DataError, SoftLabels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": "b", "confidence": 0.6},
+                                                 {"text": "z", "probs": {"a": 0.25, "c": 0.75}},
+                                                 {"text": "a", "label": "b", "confidence": 0.6}])
+    soft = SoftLabels(path).read(None)  # the labels the file names: a, b, c
+    assert soft.hierarchy.labels == ["a", "b", "c"]
+    assert torch.allclose(soft.logits(["a", "z"]).logits.exp(), torch.tensor([[0.2, 0.6, 0.2], [0.25, 0.0, 0.75]]),
+                          atol=1e-6)
+    with pytest.raises(DataError, match="has no soft label for example 0 of dev"):
+        soft.logits(["unseen"], where=["dev"])
+    assert soft.logits(["unseen"], gold=["c"]).logits.argmax(-1).tolist() == [2]  # a training text: its gold label
+    write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": "b", "confidence": 0.6},
+                                          {"text": "a", "label": "c", "confidence": 0.6}])
+    with pytest.raises(DataError, match=r"soft.jsonl:2: the text of line 1 again, with another distribution"):
+        SoftLabels(path, "a,b,c").read(None)
+
+
+def test_soft_labels_alone(tmp_path):
+    """No teacher and no training data: the file's texts and distributions are the whole transfer set."""
+    from distill import Distiller, SoftLabels, TrainSettings
+    from distill.data import read_split
+    texts, labels = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": text, "label": label, "confidence": 0.8}
+                                                 for text, label in zip(texts, labels)])
+    cli("kd", "--soft-labels", soft, "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student",
+        *STUDENT)
+    summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
+    assert summary["teacher"] == soft and summary["train_examples"] == len(texts)
+    assert summary["unlabeled_examples"] == len(texts) and summary["teacher_dev"] is None
+    assert summary["inputs"]["teacher"]  # the file's content is in the run's signature
+    result = Distiller(SoftLabels(soft, "negative,positive"), "lstm", settings=TrainSettings(epochs=1)).fit(
+        None, str(SAMPLES / "sentiment_dev.csv"))
+    assert result.model.hierarchy.labels == ["negative", "positive"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--teacher", "TEACHER"], "give --teacher (a teacher model, repeated for an ensemble) or --soft-labels"),
+    (["--cache-dir", "CACHE"], "no teacher model runs: drop --cache-dir"),
+    (["--online-teacher"], "no teacher model runs: drop --online-teacher"),
+    (["--unlabeled", SAMPLES / "unlabeled_movies.txt"], "drop --unlabeled"),
+    (["--embeddings-from-teacher"], "drop --embeddings-from-teacher"),
+    (["--labels", "good,bad"], "are not the training data's"),
+])
+def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9}])
+    args = [tiny_classifier_teacher if a == "TEACHER" else tmp_path / "cache" if a == "CACHE" else a for a in args]
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                   SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "student").exists()
