@@ -37,7 +37,7 @@ from distill.metrics import classification_metrics, default_metric, tagging_metr
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
 from distill.models.card import write_model_card
-from distill.models.hub_teacher import local_folder
+from distill.models.hub_files import local_folder
 from distill.models.kinds import kind_of, require_kind
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output

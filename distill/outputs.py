@@ -67,14 +67,14 @@ def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
 def enclosing_model(path: Path) -> Path | None:
     """The nearest folder above `path` that is a model directory (it holds a model card), if any; else the
     nearest that holds a transformers model (a teacher's folder of `save_pretrained`, which has no card)."""
-    from distill.models.hub_teacher import is_transformers_source
+    from distill.models.hub_files import is_transformers_source
     return next((folder for folder in path.parents if (folder / MODEL_CARD).is_file()),
                 next((folder for folder in path.parents if is_transformers_source(folder)), None))
 
 
 def is_model_folder(folder: Path) -> bool:
     """Whether `folder` is a model directory (a model card), or a transformers model's folder."""
-    from distill.models.hub_teacher import is_transformers_source
+    from distill.models.hub_files import is_transformers_source
     return (folder / MODEL_CARD).is_file() or is_transformers_source(folder)
 
 
@@ -135,7 +135,7 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
         raise DistillError(f"{output}: lies in a folder of the model {model} (a file there changes the model); "
                            "write beside the model's own files or elsewhere")
     if not (model / MODEL_CARD).is_file():  # a transformers model: the files its loader may read are its own
-        from distill.models.hub_teacher import reads_file
+        from distill.models.hub_files import reads_file
         if reads_file(out.name):
             raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
                                "tokenizer); choose another output file")

@@ -208,7 +208,7 @@ def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     a hub spec or an encoder's name as written. Size and mtime are not enough: an edited
     file of the same size, or a file copied over with its old mtime, must count as changed."""
     from distill.models.card import MODEL_CARD
-    from distill.models.hub_teacher import is_transformers_source, source_fingerprint
+    from distill.models.hub_files import is_transformers_source, source_fingerprint
     prints: dict[str, str | None] = {}
     for role, value in inputs.items():
         path = Path(value) if value else None

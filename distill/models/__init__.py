@@ -54,7 +54,7 @@ def is_onnx_export(model) -> bool:
 
 
 def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:
-    from distill.models.hub_teacher import is_transformers_source
+    from distill.models.hub_files import is_transformers_source
     if is_transformers_source(directory):
         if expect not in (None, "teacher"):
             raise DistillError(f"{directory}: is a transformers classifier (a teacher), expected a {expect}")

@@ -157,7 +157,7 @@ class OnnxModel:
         from distill.models import load_model
         from distill.models.card import MODEL_CARD
         if source and export.get("source_fingerprint"):  # a transformers classifier: the files it is loaded from
-            from distill.models.hub_teacher import is_transformers_source, source_fingerprint
+            from distill.models.hub_files import is_transformers_source, source_fingerprint
             same = is_transformers_source(source) and source_fingerprint(source) == export["source_fingerprint"]
             return load_model(source, device="cpu") if same else None
         if not source or not recorded or not (Path(source) / MODEL_CARD).is_file() \

@@ -1,0 +1,99 @@
+"""A transformers model's folder (or ``hub:NAME``) as files: what it holds, which of them its loaders read, and
+their fingerprint. Reads no weights and imports no transformers, so the output rules (`distill.outputs`) can
+tell such a folder without loading a model (`distill.models.hub_teacher` loads it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Sequence
+
+from distill.errors import DistillError
+from distill.io import file_sha256
+from distill.models.card import MODEL_CARD
+
+HUB = "hub:"  # a model on the Hugging Face hub, as data on the hub is named (distill.data.HUB_PREFIX)
+CONFIG_FILE = "config.json"
+SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+# What a tokenizer may be read from: those a folder holds are part of the model's fingerprint.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "chat_template.jinja")
+# The files a tokenizer's vocabulary is read from: a folder with none of them gets transformers' fallback
+# tokenizer, which knows only its special tokens and reads every word as [UNK] (a blind teacher).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
+
+
+def folder_config(folder: Path) -> dict | None:
+    """The folder's config.json as a dict, or None where there is none that reads as one."""
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def is_transformers_source(source: str | Path) -> bool:
+    """Whether `source` is ``hub:NAME``, or a folder without a model card whose config.json is a transformers
+    model's (it names its architectures or model type). Reads no weights and imports no transformers."""
+    if str(source).startswith(HUB):
+        return True
+    folder = Path(source)
+    if not folder.is_dir() or (folder / MODEL_CARD).exists():
+        return False
+    config = folder_config(folder)
+    return config is not None and ("architectures" in config or "model_type" in config)
+
+
+def local_folder(source: str | Path) -> Path:
+    """The folder `source` names, or for ``hub:NAME`` its snapshot in the Hugging Face cache, fetched by the
+    hub client transformers uses: config, safetensors weights and tokenizer files only (no pickled weights)."""
+    if not str(source).startswith(HUB):
+        return Path(source)
+    name = str(source)[len(HUB):]
+    if not name:
+        raise DistillError(f"{source}: give a model's name on the Hugging Face hub after hub:")
+    from huggingface_hub import snapshot_download
+    try:
+        return Path(snapshot_download(name, allow_patterns=[CONFIG_FILE, "*.safetensors", SAFE_INDEX,
+                                                            *TOKENIZER_FILES]))
+    except Exception as error:  # network, unknown repository, offline without a cached copy: one line
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        raise DistillError(f"{source}: cannot fetch the model from the Hugging Face hub ({detail})") from None
+
+
+def model_files(folder: Path) -> list[str]:
+    """The files of `folder` the model is loaded from: config, safetensors weights, tokenizer files."""
+    names = [CONFIG_FILE]
+    if (folder / SAFE_INDEX).is_file():
+        try:
+            shards = sorted(set(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            raise DistillError(f"{folder / SAFE_INDEX}: not a safetensors index (no weight_map)") from None
+        names += [SAFE_INDEX, *shards]
+    else:
+        names.append(SAFE_WEIGHTS)
+    return names + [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+
+
+def reads_file(name: str) -> bool:
+    """Whether a file of this name in a transformers model's folder may be read by its loaders: its config,
+    weights of any format, tokenizer files (an output of that name would change or replace the model)."""
+    return name in (CONFIG_FILE, *TOKENIZER_FILES, "generation_config.json", "preprocessor_config.json") \
+        or name.endswith((".safetensors", ".bin", ".h5", ".msgpack", ".index.json", ".pt", ".pth", ".ckpt"))
+
+
+def files_fingerprint(folder: Path, names: Sequence[str]) -> str:
+    """One digest of the named files of `folder`: the name and sha256 of each (one missing counts as absent:
+    loading the model refuses it)."""
+    listing = "".join(f"{name}\0{file_sha256(folder / name)}\n" for name in sorted(names) if (folder / name).is_file())
+    return hashlib.sha256(f"transformers classifier\n{listing}".encode()).hexdigest()[:40]
+
+
+def source_fingerprint(source: str | Path) -> str:
+    """The fingerprint of the model `source` names (`TransformersTeacher.fingerprint`), from its files alone."""
+    folder = local_folder(source)
+    return files_fingerprint(folder, model_files(folder))
