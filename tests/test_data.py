@@ -500,7 +500,7 @@ def test_a_classlabel_index_that_names_no_class_is_refused(monkeypatch):
     with pytest.raises(DataError, match=re.escape("data: example 0 has label 2, but its ClassLabel has only 2 names "
                                                   "(0 to 1)")):
         labelled_examples(past, "classification")
-    monkeypatch.setattr("distill.data.load_hub", lambda spec: texts if "text" in spec else tags)
+    monkeypatch.setattr("distill.data.hub.load_hub", lambda spec: texts if "text" in spec else tags)
     with pytest.raises(DataError, match=re.escape(f"hub:text:test: example 2 has label -1 {no_label}")):
         read_classification("hub:text:test")
     with pytest.raises(DataError, match=re.escape(f"hub:tags:test: example 1 has tag -1 at position 2 {no_label}")):
@@ -526,7 +526,7 @@ def test_a_hub_tagging_split_without_a_tags_column_names_its_tag_columns(monkeyp
     """Hugging Face's conll2003 layout (pos_tags, chunk_tags, ner_tags) got "missing column 'tags'" alone."""
     from datasets import Dataset
     data = Dataset.from_dict({"tokens": [["Mina"]], "pos_tags": [[1]], "chunk_tags": [[2]], "ner_tags": [[3]]})
-    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    monkeypatch.setattr("distill.data.hub.load_hub", lambda spec: data)
     with pytest.raises(DataError, match=re.escape("hub:conll2003:train: hub tagging data is read from the columns "
                                                   "'tokens' and 'tags'; this split has no 'tags' column (pos_tags, "
                                                   "chunk_tags, ner_tags): rename the one to train on")):
@@ -543,7 +543,7 @@ def test_a_hub_tagging_split_without_a_tags_column_names_its_tag_columns(monkeyp
 def test_hub_tagging_rows_are_refused_as_in_memory_rows_are(monkeypatch, tokens, tags, message):
     from datasets import Dataset
     data = Dataset.from_dict({"tokens": [["Mina", "spoke"], tokens], "tags": [["B-PER", "O"], tags]})
-    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    monkeypatch.setattr("distill.data.hub.load_hub", lambda spec: data)
     with pytest.raises(DataError, match=re.escape(f"hub:ner:train: {message}")):
         read_tagging("hub:ner:train")
 
@@ -557,7 +557,7 @@ def test_hub_tagging_rows_are_refused_as_in_memory_rows_are(monkeypatch, tokens,
 def test_hub_classification_rows_name_the_row(monkeypatch, text, label, message):
     from datasets import Dataset
     data = Dataset.from_dict({"text": ["good film", text], "label": ["pos", label]})
-    monkeypatch.setattr("distill.data.load_hub", lambda spec: data)
+    monkeypatch.setattr("distill.data.hub.load_hub", lambda spec: data)
     with pytest.raises(DataError, match=re.escape(f"hub:films:train: {message}")):
         read_classification("hub:films:train")
 
