@@ -230,8 +230,8 @@ def _builder(group: str, name: str):
         return lambda value: TeacherStudentDistill(**{name: value})
     if group == "training":
         return lambda value: TrainSettings(**{name: value})
-    from distill.trainers import Distiller
-    return lambda value: Distiller("teacher", "lstm", **{name: value})
+    from distill.distiller import DistillSettings
+    return lambda value: DistillSettings(**{name: value})
 
 
 def parse_space(given: dict, task: str | None = None, source: str = "the search space") -> SearchSpace:
@@ -422,7 +422,8 @@ def run_trial(trial, job: Job) -> float:
     from distill.models.card import RESUME_FILE
     from distill.models.registry import student_config
     from distill.outputs import SUMMARY_FILE
-    from distill.trainers import Distiller, Output, Runtime
+    from distill.distiller import Distiller, DistillSettings
+    from distill.trainers import Output, Runtime
     from distill.training import TrainSettings
     optuna = optuna_module()
     started = time.perf_counter()
@@ -435,8 +436,8 @@ def run_trial(trial, job: Job) -> float:
         training = {"seed": job.seed, **settings.training}
         distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
                               TeacherStudentDistill(**settings.loss), TrainSettings(**training),
-                              cache_dir=job.cache_dir, env=Runtime(job.device, progress=job.progress),
-                              **settings.distiller)
+                              distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
+                              env=Runtime(job.device, progress=job.progress))
         resume = (folder / RESUME_FILE).is_file()
         try:
             distiller.fit(job.train, job.dev, job.unlabeled, job.data, Output(folder, resume=resume),

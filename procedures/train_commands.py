@@ -554,7 +554,8 @@ def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_p
        student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
     teacher)."""
-    from distill.trainers import Distiller, Output, Runtime
+    from distill.distiller import Distiller, DistillSettings
+    from distill.trainers import Output, Runtime
     if student_weight == 0 and distill_weight == 0:
         raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
                                  param_hint="'--distill-weight'")
@@ -569,11 +570,11 @@ def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_p
                                  hidden_weight=hidden_weight, attention_weight=attention_weight,
                                  cosine_weight=cosine_weight, teacher_layers=teacher_layers,
                                  teacher_mistakes=teacher_mistakes)
-    methods = augment_methods.split(",") if augment_methods else None
     teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
-    distiller = Distiller(teacher, student_config, loss, train_settings, class_weights, teacher_embeddings,
-                          unlabeled_ratio, online_teacher, cache_dir, env=Runtime(device, progress=not quiet), head=head,
-                          augment=augment, augment_methods=methods, teacher_weights=teacher_weights)
+    distill = DistillSettings(class_weights, teacher_embeddings, unlabeled_ratio, online_teacher, cache_dir, head=head,
+                              augment=augment, augment_methods=augment_methods or None, teacher_weights=teacher_weights)
+    distiller = Distiller(teacher, student_config, loss, train_settings, distill=distill,
+                          env=Runtime(device, progress=not quiet))
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)

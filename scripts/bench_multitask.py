@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     import torch
-    from distill import (Distiller, MultiTaskTeacher, Output, Runtime, TaskData, TeacherConfig, TeacherStudentDistill,
+    from distill import (Distiller, DistillSettings, MultiTaskTeacher, Output, Runtime, TaskData, TeacherConfig, TeacherStudentDistill,
                          TeacherTraining, TrainSettings, student_config, train_multitask_teacher, train_teacher)
     from distill.models import load_model
 
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     def distil(teacher: Path, head: str | None, spec: dict, name: str):
         return lambda d: Distiller(str(teacher), student_config(spec["student"]), TeacherStudentDistill(kd_loss="kl"),
-                                   student_settings, cache_dir=args.out / "cache", env=env,
-                                   head=head).fit(str(train[name]), str(files[name][1]),
+                                   student_settings, distill=DistillSettings(cache_dir=args.out / "cache", head=head),
+                                   env=env).fit(str(train[name]), str(files[name][1]),
                                                   output=Output(d, overwrite=True))
 
     results = {}

@@ -140,13 +140,14 @@ def kd_stage(models: dict[str, Path], corpus: Path, out: Path, student: str, tra
     from distill.data import read_split
     from distill.inference import evaluate
     from distill.models import load_model
-    from distill.trainers import Distiller, Output, Runtime, TrainSettings
+    from distill.distiller import Distiller, DistillSettings
+    from distill.trainers import Output, Runtime, TrainSettings
     result = {}
     for variant in ("onnx-fp32", "onnx-int8"):
         log(f"kd {student} from {variant}")
         target = out / f"kd-{student}-{variant}"
         distiller = Distiller(str(models[variant]), student, settings=TrainSettings(epochs=epochs),
-                              cache_dir=str(out / "cache"), env=Runtime("cpu", progress=False))
+                              distill=DistillSettings(cache_dir=str(out / "cache")), env=Runtime("cpu", progress=False))
         summary = distiller.fit(train, dev, str(corpus), output=Output(str(target), overwrite=True)).summary
         model = load_model(target)
         metrics = evaluate(model, *read_split(test, model.task))

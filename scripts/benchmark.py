@@ -105,7 +105,7 @@ class Stage:
 
     def run(self, env: Runtime, resume: bool = False, overwrite: bool = False) -> None:
         """The API call of `command`, writing to `options["output"]` as `nlp-train` would."""
-        from distill import (Distiller, Output, TeacherConfig, TeacherStudentDistill, TeacherTraining, TrainSettings,
+        from distill import (Distiller, DistillSettings, Output, TeacherConfig, TeacherStudentDistill, TeacherTraining, TrainSettings,
                              student_config, train_student, train_teacher)
         options = {name: [str(v) for v in value] if isinstance(value, list) else str(value) if isinstance(value, Path)
                    else value for name, value in self.options.items()}
@@ -131,8 +131,9 @@ class Stage:
         teacher, loss = options.pop("teacher"), TeacherStudentDistill(kd_loss=options.pop("kd_loss"))
         cache, unlabelled, ratio = (options.pop(name, None) for name in ("cache_dir", "unlabeled", "unlabeled_ratio"))
         augment = options.pop("augment", 0)
+        distill = DistillSettings(cache_dir=cache, unlabeled_ratio=ratio, augment=augment)
         distiller = Distiller(teacher, student_config(options.pop("model"), **options), loss, settings,
-                              cache_dir=cache, unlabeled_ratio=ratio, env=env, augment=augment)
+                              distill=distill, env=env)
         distiller.fit(train, dev, unlabelled, output=output)
 
 
@@ -337,7 +338,7 @@ class Bench:
         Same data, seed and threads, one after another in this process; plain and cached alternate
         twice (best kept), as their ratio is the one that matters and the machine is shared.
         """
-        from distill import Distiller, Runtime, TrainSettings, student_config, train_student
+        from distill import Distiller, DistillSettings, Runtime, TrainSettings, student_config, train_student
         student = self.students(key)[0]
         config = student_config(student, **({"crf": True} if student == "lstm-tagger" and self.args.crf else {}))
         settings = TrainSettings(epochs=1, seed=self.args.seed)
@@ -349,8 +350,9 @@ class Bench:
                 result = train_student(config, str(train), str(dev), settings, env=env)
             else:
                 online = kind == "online"
-                result = Distiller(str(teacher), config, settings=settings, online_teacher=online,
-                                   cache_dir=None if online else self.cache, env=env).fit(str(train), str(dev))
+                distill = DistillSettings(online_teacher=online, cache_dir=None if online else self.cache)
+                result = Distiller(str(teacher), config, settings=settings, distill=distill, env=env).fit(
+                    str(train), str(dev))
             return result.history[0]["epoch_seconds"]
 
         seconds = {"plain": [], "cached": [], "online": []}

@@ -158,7 +158,8 @@ def test_neighbour_replaces_single_sub_token_words_by_their_teacher_neighbours(t
 
 
 def test_a_registered_augmenter_is_used_by_kd(tiny_classifier_teacher, texts, own_registry):
-    from distill.trainers import Distiller, Runtime, TrainSettings
+    from distill.distiller import Distiller
+    from distill.trainers import Runtime, TrainSettings
 
     @register_augmenter("exclaim", task="classification")
     def exclaim(example, rng, resources):
@@ -175,7 +176,7 @@ def test_a_registered_augmenter_is_used_by_kd(tiny_classifier_teacher, texts, ow
 
 def test_augment_settings_are_checked_before_anything_runs(tiny_classifier_teacher):
     from distill.distillation import TeacherStudentDistill
-    from distill.trainers import Distiller
+    from distill.distiller import Distiller
     with pytest.raises(DistillError, match="augment_methods choose how synthetic examples are made"):
         Distiller(tiny_classifier_teacher, "lstm", augment_methods=["mask"])
     with pytest.raises(DistillError, match="augment must be a whole number"):
@@ -201,7 +202,8 @@ def test_kd_augment_trains_from_the_cli_and_counts_the_synthetic_examples(tiny_c
 
 
 def test_kd_augments_a_tagger(tiny_tagging_teacher, sentences):
-    from distill.trainers import Distiller, Runtime, TrainSettings
+    from distill.distiller import Distiller
+    from distill.trainers import Runtime, TrainSettings
     result = Distiller(tiny_tagging_teacher, config_for("lstm-tagger", embedding_dim=8, hidden_dim=8),
                        settings=TrainSettings(epochs=1), env=Runtime(progress=False), augment=1,
                        online_teacher=True).fit(str(NER_TRAIN), str(NER_DEV))

@@ -238,6 +238,7 @@ def record_api_calls(monkeypatch) -> list[tuple[str, dict]]:
     """Replace the API the model stages call, where the benchmark and the CLI look it up, by recorders
     of each call's arguments bound to the real signature (so positional and keyword calls compare)."""
     import distill
+    import distill.distiller
     import distill.evaluation
     import distill.trainers
     calls: list[tuple[str, dict]] = []
@@ -256,13 +257,13 @@ def record_api_calls(monkeypatch) -> list[tuple[str, dict]]:
         return record
 
     class RecordedDistiller:
-        __init__ = recorder(distill.trainers.Distiller.__init__, stop=False)
-        fit = recorder(distill.trainers.Distiller.fit)
+        __init__ = recorder(distill.distiller.Distiller.__init__, stop=False)
+        fit = recorder(distill.distiller.Distiller.fit)
 
     fakes = {"train_teacher": recorder(distill.trainers.train_teacher),
              "train_student": recorder(distill.trainers.train_student), "Distiller": RecordedDistiller}
     for name, fake in fakes.items():
-        monkeypatch.setattr(distill.trainers, name, fake)
+        monkeypatch.setattr(distill.distiller if name == "Distiller" else distill.trainers, name, fake)
         monkeypatch.setattr(distill, name, fake, raising=False)
     monkeypatch.setattr(distill.evaluation, "evaluate_model", recorder(distill.evaluation.evaluate_model, threads=True))
     return calls

@@ -9,7 +9,8 @@ import pytest
 from distill.callbacks import Callback, EpochEnd, MLflowCallback, Step, register_reporter, REPORTERS
 from distill.distillation import TeacherStudentDistill
 from distill.models import load_model
-from distill.trainers import Distiller, Runtime, train_student, train_teacher
+from distill.distiller import Distiller
+from distill.trainers import Runtime, train_student, train_teacher
 from distill.models.teacher import TeacherConfig, TeacherTraining
 from distill.training import TrainSettings
 from tests.conftest import SAMPLES, cli, config_for

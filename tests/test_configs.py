@@ -184,12 +184,13 @@ def test_the_api_reads_a_run_config(tmp_path):
         Output(tmp_path / "out", config="kd.yaml")
 
 
-def _captured(monkeypatch, name: str) -> dict:
-    """`distill.trainers.NAME` as the CLI calls it, its dataclass arguments kept by class (then it runs)."""
+def _captured(monkeypatch, name: str, module: str = "distill.trainers") -> dict:
+    """`module.NAME` as the CLI calls it, its dataclass arguments kept by class (then it runs)."""
     import dataclasses
+    import importlib
 
-    import distill.trainers
-    real, seen = getattr(distill.trainers, name), {}
+    where = importlib.import_module(module)
+    real, seen = getattr(where, name), {}
 
     def capture(*args, **kwargs):
         for value in (*args, *kwargs.values()):
@@ -197,7 +198,7 @@ def _captured(monkeypatch, name: str) -> dict:
                 seen[type(value)] = value
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(distill.trainers, name, capture)
+    monkeypatch.setattr(where, name, capture)
     return seen
 
 
@@ -237,7 +238,7 @@ def test_every_student_and_kd_setting_replays_into_the_api_exactly(tiny_classifi
     seen = _captured(monkeypatch, "train_student")
     cli("student", *data, "--output", tmp_path / "student")
     _replays_exactly(seen, tmp_path / "student" / "run_config.yaml")
-    seen = _captured(monkeypatch, "Distiller")
+    seen = _captured(monkeypatch, "Distiller", "distill.distiller")
     cli("kd", "--teacher", tiny_classifier_teacher, *data, "--temperature", "3", "--distill-weight", "0.7",
         "--output", tmp_path / "kd")
     _replays_exactly(seen, tmp_path / "kd" / "run_config.yaml")

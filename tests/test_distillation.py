@@ -188,7 +188,7 @@ def test_kd_from_a_binary_student_trains_a_binary_student(tmp_path):
 def test_kd_refuses_unlabelled_text_for_a_crf_teacher(tmp_path):
     """A CRF tagger's labels are Viterbi paths: per-word argmax pseudo-labels of unlabelled text would teach
     tags it never outputs. On labelled data (gold targets, its emission scores as soft ones) it teaches."""
-    from distill.trainers import Distiller
+    from distill.distiller import Distiller
     common = ["--model", "lstm-tagger", "--epochs", "1", "--quiet", "--hidden-dim", "8", "--embedding-dim", "8",
               "--char-filters", "4", "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll"]
     cli("student", *common, "--crf", "--output", tmp_path / "crf")
@@ -201,7 +201,7 @@ def test_kd_refuses_unlabelled_text_for_a_crf_teacher(tmp_path):
 
 @pytest.mark.parametrize("size", [0, -1, 1.5, True])
 def test_the_teacher_batch_size_is_checked_where_it_is_given(size):
-    from distill.trainers import Distiller
+    from distill.distiller import Distiller
     with pytest.raises(DistillError, match="teacher_batch_size must be a whole number >= 1"):
         Distiller("teacher", "lstm", teacher_batch_size=size)
 
@@ -351,7 +351,8 @@ def test_a_student_above_its_teacher_is_told_what_to_try():
 def test_an_ensembles_dev_score_is_its_mixtures(tiny_classifier_teacher, tmp_path):
     """A teacher with itself is that teacher: the ensemble's dev scores are the teacher's own."""
     from distill.inference import evaluate
-    from distill.trainers import Distiller, Runtime
+    from distill.distiller import Distiller
+    from distill.trainers import Runtime
     from distill.training import TrainSettings
     teacher = load_model(tiny_classifier_teacher)
     result = Distiller([teacher, teacher], config_for("cnn", filters=8), settings=TrainSettings(epochs=1),

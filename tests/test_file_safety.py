@@ -424,7 +424,8 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
         assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
                        message)
     from distill.callbacks import TensorBoardCallback
-    from distill.trainers import Distiller, TrainSettings
+    from distill.distiller import Distiller
+    from distill.trainers import TrainSettings
     with pytest.raises(DistillError, match="is a model directory"):  # the Python API's callback too, in memory
         Distiller(str(teacher), "lstm", settings=TrainSettings(epochs=1)).fit(
             str(TRAIN), str(DEV), callbacks=[TensorBoardCallback(other)])

@@ -74,14 +74,14 @@ def test_spilled_tagging_logits_batch_as_in_memory_and_their_digest_follows_ever
 
 def captured_transfer(monkeypatch) -> dict:
     """What kd hands its student run: the objective (its teacher logits) and the transfer set."""
-    import distill.trainers
+    import distill.distiller
     seen: dict = {}
-    real = distill.trainers._student_run
+    real = distill.distiller._student_run
 
     def keep(model, objective, train, *args, **kwargs):
         seen.update(objective=objective, train=train)
         return real(model, objective, train, *args, **kwargs)
-    monkeypatch.setattr(distill.trainers, "_student_run", keep)
+    monkeypatch.setattr(distill.distiller, "_student_run", keep)
     return seen
 
 
@@ -102,7 +102,8 @@ def test_kd_augment_learns_each_spilled_example_from_its_own_logits(tiny_tagging
     spilled logits are the teacher's for the spilled example at that position."""
     import distill.cache
     from distill.models import load_teacher
-    from distill.trainers import Distiller, Runtime, TrainSettings
+    from distill.distiller import Distiller
+    from distill.trainers import Runtime, TrainSettings
     monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 7)
     seen = captured_transfer(monkeypatch)
     result = Distiller(tiny_tagging_teacher, config_for("lstm-tagger", embedding_dim=8, hidden_dim=8),
@@ -123,7 +124,8 @@ def test_an_ensemble_with_augment_spills_both_of_its_mixtures(tiny_classifier_te
     import distill.cache
     from distill.distillation import TeacherStudentDistill, ensemble_mixtures
     from distill.models import load_teacher
-    from distill.trainers import Distiller, Runtime, TrainSettings
+    from distill.distiller import Distiller
+    from distill.trainers import Runtime, TrainSettings
     monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 16)
     seen = captured_transfer(monkeypatch)
     loss = TeacherStudentDistill(temperature=3.0)
