@@ -201,7 +201,7 @@ _AUGMENTERS: Registry[AugmenterEntry] = Registry("augmenter")
 
 def register_augmenter(name: str, task: str | Sequence[str]) -> Callable[[Augmenter], Augmenter]:
     """Register ``f(example, rng, resources) -> Example`` as augmenter `name` for `task` (or several tasks):
-    ``Distiller(augment_methods=[name])`` and ``nlp-train kd --augment-methods`` then offer it. It must draw
+    ``DistillSettings(augment_methods=[name])`` and ``nlp-train kd --augment-methods`` then offer it. It must draw
     only from `rng` so that its output is the same for the same seed."""
     tasks = (task,) if isinstance(task, str) else tuple(task)
     unknown = [t for t in tasks if t not in TASKS]

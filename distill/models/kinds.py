@@ -53,7 +53,7 @@ def _export_source(card: dict) -> str:
 
 
 _USE_A_HEAD = lambda card: (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')}"
-                            f" instead, or distil a head with {option('kd --head', 'Distiller(head=...)')}")
+                            f" instead, or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
 _EVERYWHERE = frozenset(COMMANDS)
 
 KINDS: tuple[TeacherKind, ...] = (
