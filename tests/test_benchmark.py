@@ -315,6 +315,40 @@ def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path,
     assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]
 
 
+def test_teachers_are_reused_by_content_across_runs_and_refused_when_the_data_changed(
+        bench_data, tiny_classifier_teacher, tmp_path, monkeypatch, capsys):
+    """A run split over sessions (another --out, one store of teachers) trains each teacher once: one of the same
+    command and data is copied whole, a killed run's partial one replaced; a finished teacher of other data at the
+    output is refused, never used."""
+    trained = []
+
+    def train(stage, env, resume=False, overwrite=False):  # a teacher "trained" in no time: the tiny one
+        trained.append(stage.output)
+        shutil.copytree(tiny_classifier_teacher, stage.output, dirs_exist_ok=True)
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    spec, data = benchmark.TASKS["rt"], bench_data / "rotten_tomatoes"
+
+    def teacher(out: str, dev: Path = data / "dev.csv", seed: int = 42) -> Path:
+        bench = benchmark.Bench(benchmark.parse_args(["--out", str(tmp_path / out), "--teachers", str(tmp_path / "store")]))
+        bench.teacher_stage(spec, data / "train.csv", dev, bench.out / "rt" / "teacher", seed)
+        return bench.out / "rt" / "teacher"
+
+    first = teacher("a")
+    (tmp_path / "b" / "rt" / "teacher").mkdir(parents=True)
+    (tmp_path / "b" / "rt" / "teacher" / "partial.txt").write_text("a killed run's")
+    second = teacher("b")
+    assert trained == [first] and "reuse (same command and data)" in capsys.readouterr().out
+    assert sorted(p.name for p in second.iterdir()) == sorted(p.name for p in first.iterdir())
+    assert teacher("c", seed=43) in trained and len(trained) == 2  # another seed: another teacher
+    changed = tmp_path / "dev.csv"
+    changed.write_text((data / "dev.csv").read_text() + "a new review,positive\n")
+    assert teacher("d", dev=changed) in trained and len(trained) == 3
+    with pytest.raises(SystemExit, match="a teacher of other data or settings than this run's"):
+        teacher("b", dev=changed)
+    assert len(trained) == 3
+
+
 def test_multitask_benchmark_compares_heads_students_and_labelling_time(tiny_encoder_dir, bench_data, tmp_path):
     """scripts/bench_multitask.py end to end on the samples: every score and time is measured, and a
     second run reuses what the first trained."""
