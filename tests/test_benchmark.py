@@ -204,6 +204,37 @@ def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     assert "Status: **PARTIAL**" in rendered.read_text() and "conll: training_cost" in rendered.read_text()
 
 
+def test_a_run_killed_in_a_stage_continues_there_does_nothing_twice_and_reports_the_same(quick_run, monkeypatch):
+    """Killed in a stage (here TF-IDF's), the benchmark leaves no half-written result; run again, it runs that
+    stage alone (every other stage, its models and measurements, is done and must not run) and writes the same
+    report as before the kill."""
+    import bench_static
+    args, out, report = quick_run
+    rt = args + ["--tasks", "rt"]
+    benchmark.main(rt)  # whatever other tests of the module left undone, done: the report of a finished run
+    before = report.read_text()
+    (out / "rt" / "tfidf.json").unlink()
+    real_tfidf = benchmark.tfidf_baseline
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(benchmark, "tfidf_baseline", killed)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark.main(rt)
+    assert not (out / "rt" / "tfidf.json").exists()
+    ran = []
+    monkeypatch.setattr(benchmark, "tfidf_baseline", lambda *args: ran.append("tfidf") or real_tfidf(*args))
+
+    def again(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+    monkeypatch.setattr(benchmark.Stage, "run", again)
+    monkeypatch.setattr(benchmark, "machine", again)
+    monkeypatch.setattr(bench_static, "static_peers", again)
+    for name in ("speed", "export", "search", "training_cost", "teacher_inference", "onnx_teacher"):
+        monkeypatch.setattr(benchmark.Bench, name, again)
+    assert benchmark.main(rt).read_text() == before and ran == ["tfidf"]
+
+
 def test_targets_wait_for_every_model_of_a_task(quick_run):
     args, out, _ = quick_run
     (out / "rt" / "lstm+kd-mse" / "test_metrics.json").unlink()
