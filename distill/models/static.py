@@ -87,8 +87,8 @@ class StaticClassifier(StudentModel):
         means = np.zeros((len(examples), table.shape[1]), dtype=table.dtype)
         for row, example in enumerate(examples):  # one gather each: a batch's ragged rows need no padding
             known = [i for i in self.words.ids(student_tokens(example)) if i > 1]  # neither padding nor <unk>
-            if known:
-                means[row] = table[known].mean(0)
+            if known:  # (a sum and a division: ndarray.mean goes through a Python wrapper, a third of a call's time)
+                means[row] = np.add.reduce(table[known], axis=0) / len(known)
         logits = means + bias
         if rest is not None:
             weight, last_bias = rest
