@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -438,3 +439,35 @@ if "--output" in argv:
     calls = len(log.read_text().splitlines())
     subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
     assert len(log.read_text().splitlines()) == calls + 1  # the comparison alone
+
+
+def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_rounds(tmp_path, monkeypatch, capsys):
+    """scripts/throughput.py: each round times every model once per batch size, one after another, calling predict
+    on slices of the batch size; best and median per model (no model2vec environment here: its row is left out)."""
+    import throughput
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    data = read_classification(str(SAMPLES / "sentiment_train.csv"))
+    for kind in ("static", "lstm"):
+        build_student(student_config(kind, embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
+                      list(data["text"])).save_pretrained(tmp_path / kind)
+    timed, speeds = [], iter(range(1, 100))
+    real = throughput.examples_per_second
+
+    def recorded(predict, texts, batch_size):
+        real(predict, texts[:3], batch_size)  # the real calls, on three texts
+        timed.append((batch_size, len(texts)))
+        return float(next(speeds))
+    monkeypatch.setattr(throughput, "examples_per_second", recorded)
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    throughput.main([str(tmp_path / "static"), str(tmp_path / "lstm"), "--data", str(SAMPLES / "sentiment_test.csv"),
+                     "--rounds", "2", "--single", "5", "--out", str(tmp_path / "speed.json")])
+    tests = len(read_classification(str(SAMPLES / "sentiment_test.csv")))
+    assert timed == [(1, 5), (1, 5), (32, tests), (32, tests)] * 2
+    record = json.loads((tmp_path / "speed.json").read_text())
+    static, lstm = record["models"]
+    assert static["b1"] == {"best": 5.0, "median": 3.0, "rounds": [1.0, 5.0]} and lstm["b32"]["rounds"] == [4.0, 8.0]
+    assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
