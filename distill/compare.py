@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distill.data import DataOptions, read_split
-from distill.errors import DistillError
+from distill.errors import DistillError, require_whole
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
@@ -14,16 +14,20 @@ from distill.models.kinds import require_kind
 from distill.training import warn_if_learnt_from
 
 NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
+ROUNDS = 3  # timing rounds: each model is timed once per round, the models one after another
 
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),
-                   batch_size: int = 32, limit: int | None = None) -> list[dict]:
+                   batch_size: int = 32, limit: int | None = None, rounds: int = ROUNDS) -> list[dict]:
     """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process;
     each row also says what it measured: the first `limit` examples (`examples`) of how many (`of`), at
     `batch_size`.
 
     Every model is loaded and checked against the data (its task, its labels) before any is scored or
-    timed, so a mismatch in the last one is reported at once, naming that model."""
+    timed, so a mismatch in the last one is reported at once, naming that model. The speeds are timed in
+    `rounds` alternating rounds (`alternating_speeds`), so a burst of load on a shared machine slows one
+    round of every model, not every round of one."""
+    require_whole("rounds", rounds)
     models, splits = [], {}
     for directory in model_dirs:
         require_kind(directory, "compare")
@@ -36,7 +40,7 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
             raise DistillError(f"model {directory}: {err}") from None
         warn_if_learnt_from(directory, data_path, splits[model.task][0])
         models.append((str(directory), model))
-    rows = []
+    rows, timed = [], []
     for directory, model in models:
         examples, gold = splits[model.task]
         available = len(examples)
@@ -45,13 +49,26 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         metrics = evaluate(model, examples, gold, 64)
         rows.append({"model": directory, "kind": type(model).__name__, "task": model.task,
                      "score": headline(model.task, metrics), "parameters": model.parameter_count(),
-                     "bytes": weight_bytes(model),
-                     "examples_per_second": throughput(model, examples, batch_size),
-                     "examples": len(examples), "of": available, "batch_size": batch_size})
+                     "bytes": weight_bytes(model), "examples": len(examples), "of": available,
+                     "batch_size": batch_size})
+        timed.append((model, examples))
+    for row, measured in zip(rows, alternating_speeds(timed, batch_size, rounds)):
+        row.update(examples_per_second=max(measured), rounds_examples_per_second=measured)
     base = rows[0]["examples_per_second"]
     for row in rows:
         row["speedup"] = row["examples_per_second"] / base
     return rows
+
+
+def alternating_speeds(timed: list[tuple], batch_size: int, rounds: int) -> list[list[float]]:
+    """Examples per second of each (model, examples) pair in every round; a round times every model once, in
+    order. The best round of a model is its speed with the least interference from other jobs: timed one
+    model after another, a model timed during a burst of load looked many times slower than its peers."""
+    speeds: list[list[float]] = [[] for _ in timed]
+    for _ in range(rounds):
+        for measured, (model, examples) in zip(speeds, timed):
+            measured.append(throughput(model, examples, batch_size))
+    return speeds
 
 
 def row_names(paths: list[str], width: int = NAME_WIDTH) -> list[str]:

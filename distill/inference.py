@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
-from distill import distributed, precision
+from distill import distributed
 from distill.crf import ConditionalRandomField
 from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabelled_examples
 from distill.errors import DistillError, require_whole
@@ -116,15 +116,17 @@ def example_row(logits: torch.Tensor, mask: torch.Tensor | None, row: int, examp
 def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int = 64, progress: bool = False,
                    description: str = "predict") -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """(logits, scored words) per example (a model with several heads: by head name), in input order,
-    from length-sorted batches."""
+    from length-sorted batches (each one `batch_logits`, the model's own).
+
+    What a call costs beyond the model is kept small, since `predict` of one text comes here: the modes
+    are switched only for a model in training mode, and a bar is made only when one is shown."""
     was_training = model.training
-    model.eval()
+    if was_training:
+        model.eval()
     per_example: list = [None] * len(examples)
-    bar = progress_bar(total=len(examples), desc=description, unit="ex", disable=not progress, leave=False)
+    bar = progress_bar(total=len(examples), desc=description, unit="ex", leave=False) if progress else None
     for indices in length_sorted_batches(examples, batch_size):
-        inputs, mask = model.prepare([examples[i] for i in indices])
-        with precision.autocast(model.device):
-            outputs = model(**inputs)
+        outputs, mask = model.batch_logits([examples[i] for i in indices])
         # a multi-task teacher gives every head's logits by name: each example gets them by name too
         heads = {name: logits.float().cpu() for name, logits in
                  (outputs.items() if isinstance(outputs, dict) else [(None, outputs)])}
@@ -132,9 +134,12 @@ def score_examples(model: torch.nn.Module, examples: Sequence, batch_size: int =
         for row, index in enumerate(indices):
             rows = {name: example_row(logits, mask, row, examples[index]) for name, logits in heads.items()}
             per_example[index] = rows if isinstance(outputs, dict) else rows[None]
-        bar.update(len(indices))
-    bar.close()
-    model.train(was_training)
+        if bar is not None:
+            bar.update(len(indices))
+    if bar is not None:
+        bar.close()
+    if was_training:
+        model.train()
     return per_example
 
 

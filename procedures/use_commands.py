@@ -58,8 +58,10 @@ def predict(model_dir, input_file, batch_size, with_logits, head, device):
 @click.option("--data", "data_file", required=True, help="Labelled data all models are scored on.")
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT, help="Batch size for throughput.")
 @click.option("--limit", type=POSITIVE_INT, help="Use only the first N examples.")
+@click.option("--rounds", default=3, show_default=True, type=POSITIVE_INT,
+              help="Timing rounds, the models timed one after another in each; the best round is shown.")
 @column_options
-def compare(model_dirs, data_file, batch_size, limit, data):
+def compare(model_dirs, data_file, batch_size, limit, rounds, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
     from distill.compare import compare_models, format_table
-    click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit)))
+    click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit, rounds)))

@@ -3,8 +3,11 @@
 
 Every model stage (train, evaluate) is a call of the Python API, described once as a `Stage` that
 also renders the `nlp-train` command doing the same for the report; every other stage writes one
-JSON file. A stage whose output exists is skipped, so an interrupted run continues where it stopped;
-the speed and export stages run again when the run has models their stored results lack.
+JSON file. A stage whose output exists is skipped, so an interrupted run continues where it stopped (a
+training stage from its last epoch); the speed and export stages run again when the run has models their
+stored results lack. Teachers, the longest stages, are recorded by content (command and data bytes) in a
+store (`--teachers`, default OUT/teachers): a run under another --out that needs the same teacher copies
+it instead of training it again, and a finished teacher of other data at a run's output is refused.
 The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
 are marked as such.
 
@@ -18,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import importlib.util
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -61,6 +66,7 @@ TASKS = {
             "train": "bbc_news/train.csv", "dev": "bbc_news/dev.csv", "test": "bbc_news/test.csv",
             "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"]},
 }
+TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 SEARCH_BATCH, SEARCH_THREADS = 32, 1  # the search's latency budget: the first student's at batch 32, one thread
 
@@ -148,6 +154,9 @@ class Bench:
         self.out = Path(args.out).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
+        self.teachers = Path(args.teachers or self.out / "teachers").resolve()  # the store teachers are reused from
+        if execute:
+            self.teachers.mkdir(parents=True, exist_ok=True)
         self.model_stages: list[Stage] = []  # in order, for the report's commands
         self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -263,11 +272,48 @@ class Bench:
 
     def teacher_stage(self, spec: dict, train: Path, dev: Path, output: Path, seed: int) -> None:
         """A teacher of the task; `nlp-train teacher`'s defaults are the benchmark's recipe: only what the user
-        set is passed."""
+        set is passed. Teachers are the longest stages, so one is reused by content (`reuse_teacher`)."""
         chosen = {"epochs": self.args.teacher_epochs, "encoder_lr": self.args.encoder_lr}
-        self.model_stage(Stage("teacher", {
+        stage = Stage("teacher", {
             "task": spec["task"], "encoder": self.args.encoder, "train": train, "dev": dev, "output": output,
-            "seed": seed, **{name: value for name, value in chosen.items() if value is not None}}))
+            "seed": seed, **{name: value for name, value in chosen.items() if value is not None}})
+        content = stage_content(stage) if self.execute else ""
+        if self.execute:
+            self.reuse_teacher(stage, content)
+        self.model_stage(stage)
+        if self.execute:
+            index = self.teacher_index()
+            if index.get(str(output)) != content:
+                write_json(self.teachers / TEACHER_INDEX, {**index, str(output): content})
+
+    def teacher_index(self) -> dict[str, str]:
+        """The finished teachers of the store (`--teachers`): each one's folder and content (`stage_content`)."""
+        index = self.teachers / TEACHER_INDEX
+        return read_json(index) if index.exists() else {}
+
+    def reuse_teacher(self, stage: Stage, content: str) -> None:
+        """Copy into `stage`'s output a finished teacher of the same content (its command and data), checked
+        whole, from any run recorded in the store: a run split over several sessions, or another --out, trains
+        each teacher once. A finished teacher of other content at the output is refused, not used: the data or
+        the recipe changed since it was trained."""
+        from distill.models.card import read_model_card, verify_model_files
+        index, output = self.teacher_index(), stage.output
+        if stage.done.exists():
+            if index.get(str(output), content) != content:
+                raise SystemExit(f"{shown(output)}: a teacher of other data or settings than this run's (the data "
+                                 "changed since it was trained?): remove it, or give another --out")
+            return
+        source = next((Path(path) for path, known in index.items() if known == content and path != str(output)
+                       and (Path(path) / stage.done.name).exists()), None)
+        if source is None:
+            return
+        verify_model_files(source, read_model_card(source))
+        log(f"reuse (same command and data): {shown(source)} -> {shown(output)}")
+        staging = output.with_name(f".{output.name}.copying")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(source, staging)
+        shutil.rmtree(output, ignore_errors=True)  # a killed run's partial teacher: the copy replaces it
+        os.replace(staging, output)
 
     def ensemble_runs(self, spec: dict, teacher: Path, train: Path, dev: Path, student: str) -> dict[str, Path]:
         """A second teacher (the same recipe, the next seed), the task's first student distilled from it alone
@@ -452,6 +498,17 @@ class Bench:
                 "labels_changed": sum(a != b for a, b in pairs)}
 
 
+def stage_content(stage: Stage) -> str:
+    """A digest of what decides a stage's model: its command and options (the output folder aside) and the
+    bytes of every file an option names (the data), so a teacher is found again wherever it was trained."""
+    from distill.io import file_sha256
+    options = {name: [str(v) for v in value] if isinstance(value, list) else
+               file_sha256(value) if isinstance(value, Path) and value.is_file() else str(value)
+               for name, value in stage.options.items() if name != "output"}
+    return hashlib.sha256(json.dumps({"command": stage.command, "options": options}, sort_keys=True)
+                          .encode()).hexdigest()
+
+
 def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, float]:
     """Forward FLOPs of the teacher's encoder over `examples` as inference batches them: counted on
     the real tokens, and on the padded batches actually computed.
@@ -526,6 +583,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "scripts/bench_static.py says how to make one): its row beside the static student's. "
                              "None: no model2vec row.")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--teachers", help="The teacher store: where finished teachers are recorded by content "
+                                           "(command and data), and copied from when another run (another --out) "
+                                           "needs the same one [default: OUT/teachers].")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch threads for the speed, inference and matmul-peak stages.")
     parser.add_argument("--train-threads", type=int,

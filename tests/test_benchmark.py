@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -204,6 +205,37 @@ def test_report_marks_unfinished_stages_and_never_reruns(quick_run):
     assert "Status: **PARTIAL**" in rendered.read_text() and "conll: training_cost" in rendered.read_text()
 
 
+def test_a_run_killed_in_a_stage_continues_there_does_nothing_twice_and_reports_the_same(quick_run, monkeypatch):
+    """Killed in a stage (here TF-IDF's), the benchmark leaves no half-written result; run again, it runs that
+    stage alone (every other stage, its models and measurements, is done and must not run) and writes the same
+    report as before the kill."""
+    import bench_static
+    args, out, report = quick_run
+    rt = args + ["--tasks", "rt"]
+    benchmark.main(rt)  # whatever other tests of the module left undone, done: the report of a finished run
+    before = report.read_text()
+    (out / "rt" / "tfidf.json").unlink()
+    real_tfidf = benchmark.tfidf_baseline
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(benchmark, "tfidf_baseline", killed)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark.main(rt)
+    assert not (out / "rt" / "tfidf.json").exists()
+    ran = []
+    monkeypatch.setattr(benchmark, "tfidf_baseline", lambda *args: ran.append("tfidf") or real_tfidf(*args))
+
+    def again(*args, **kwargs):
+        raise AssertionError("a finished stage ran again")
+    monkeypatch.setattr(benchmark.Stage, "run", again)
+    monkeypatch.setattr(benchmark, "machine", again)
+    monkeypatch.setattr(bench_static, "static_peers", again)
+    for name in ("speed", "export", "search", "training_cost", "teacher_inference", "onnx_teacher"):
+        monkeypatch.setattr(benchmark.Bench, name, again)
+    assert benchmark.main(rt).read_text() == before and ran == ["tfidf"]
+
+
 def test_targets_wait_for_every_model_of_a_task(quick_run):
     args, out, _ = quick_run
     (out / "rt" / "lstm+kd-mse" / "test_metrics.json").unlink()
@@ -316,6 +348,40 @@ def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path,
     assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]
 
 
+def test_teachers_are_reused_by_content_across_runs_and_refused_when_the_data_changed(
+        bench_data, tiny_classifier_teacher, tmp_path, monkeypatch, capsys):
+    """A run split over sessions (another --out, one store of teachers) trains each teacher once: one of the same
+    command and data is copied whole, a killed run's partial one replaced; a finished teacher of other data at the
+    output is refused, never used."""
+    trained = []
+
+    def train(stage, env, resume=False, overwrite=False):  # a teacher "trained" in no time: the tiny one
+        trained.append(stage.output)
+        shutil.copytree(tiny_classifier_teacher, stage.output, dirs_exist_ok=True)
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    spec, data = benchmark.TASKS["rt"], bench_data / "rotten_tomatoes"
+
+    def teacher(out: str, dev: Path = data / "dev.csv", seed: int = 42) -> Path:
+        bench = benchmark.Bench(benchmark.parse_args(["--out", str(tmp_path / out), "--teachers", str(tmp_path / "store")]))
+        bench.teacher_stage(spec, data / "train.csv", dev, bench.out / "rt" / "teacher", seed)
+        return bench.out / "rt" / "teacher"
+
+    first = teacher("a")
+    (tmp_path / "b" / "rt" / "teacher").mkdir(parents=True)
+    (tmp_path / "b" / "rt" / "teacher" / "partial.txt").write_text("a killed run's")
+    second = teacher("b")
+    assert trained == [first] and "reuse (same command and data)" in capsys.readouterr().out
+    assert sorted(p.name for p in second.iterdir()) == sorted(p.name for p in first.iterdir())
+    assert teacher("c", seed=43) in trained and len(trained) == 2  # another seed: another teacher
+    changed = tmp_path / "dev.csv"
+    changed.write_text((data / "dev.csv").read_text() + "a new review,positive\n")
+    assert teacher("d", dev=changed) in trained and len(trained) == 3
+    with pytest.raises(SystemExit, match="a teacher of other data or settings than this run's"):
+        teacher("b", dev=changed)
+    assert len(trained) == 3
+
+
 def test_multitask_benchmark_compares_heads_students_and_labelling_time(tiny_encoder_dir, bench_data, tmp_path):
     """scripts/bench_multitask.py end to end on the samples: every score and time is measured, and a
     second run reuses what the first trained."""
@@ -374,3 +440,35 @@ if "--output" in argv:
     calls = len(log.read_text().splitlines())
     subprocess.run(["bash", str(script)], env=env, check=True, capture_output=True)
     assert len(log.read_text().splitlines()) == calls + 1  # the comparison alone
+
+
+def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_rounds(tmp_path, monkeypatch, capsys):
+    """scripts/throughput.py: each round times every model once per batch size, one after another, calling predict
+    on slices of the batch size; best and median per model (no model2vec environment here: its row is left out)."""
+    import throughput
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    data = read_classification(str(SAMPLES / "sentiment_train.csv"))
+    for kind in ("static", "lstm"):
+        build_student(student_config(kind, embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
+                      list(data["text"])).save_pretrained(tmp_path / kind)
+    timed, speeds = [], iter(range(1, 100))
+    real = throughput.examples_per_second
+
+    def recorded(predict, texts, batch_size):
+        real(predict, texts[:3], batch_size)  # the real calls, on three texts
+        timed.append((batch_size, len(texts)))
+        return float(next(speeds))
+    monkeypatch.setattr(throughput, "examples_per_second", recorded)
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    throughput.main([str(tmp_path / "static"), str(tmp_path / "lstm"), "--data", str(SAMPLES / "sentiment_test.csv"),
+                     "--rounds", "2", "--single", "5", "--out", str(tmp_path / "speed.json")])
+    tests = len(read_classification(str(SAMPLES / "sentiment_test.csv")))
+    assert timed == [(1, 5), (1, 5), (32, tests), (32, tests)] * 2
+    record = json.loads((tmp_path / "speed.json").read_text())
+    static, lstm = record["models"]
+    assert static["b1"] == {"best": 5.0, "median": 3.0, "rounds": [1.0, 5.0]} and lstm["b32"]["rounds"] == [4.0, 8.0]
+    assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out

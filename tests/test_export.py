@@ -265,6 +265,22 @@ def test_compare_names_models_apart():
     assert format_table(rows).splitlines()[1].startswith("s/lstm-student-kd-kl-temperature-2 ")  # apart already
 
 
+def test_compare_times_the_models_in_alternating_rounds_and_shows_the_best(tmp_path, monkeypatch):
+    """A model timed during a burst of load looked many times slower than its peer timed after it: every round
+    times each model once, and a model's speed is its best round."""
+    first = tiny_student(tmp_path / "lstm", {"model": "lstm"}, "classification", SAMPLES / "sentiment_train.csv")
+    second = tiny_student(tmp_path / "cnn", {"model": "cnn"}, "classification", SAMPLES / "sentiment_train.csv")
+    timed, speeds = [], iter([10.0, 50.0, 40.0, 20.0, 30.0, 60.0])  # a burst in round 1 for one, round 2 for the other
+    monkeypatch.setattr("distill.compare.throughput", lambda model, examples, batch_size: timed.append(
+        type(model).__name__) or next(speeds))
+    rows = compare_models([first, second], str(SENTIMENT_TEST), rounds=3)
+    assert timed == ["LSTMClassifier", "CNNClassifier"] * 3
+    assert [row["rounds_examples_per_second"] for row in rows] == [[10.0, 40.0, 30.0], [50.0, 20.0, 60.0]]
+    assert [row["examples_per_second"] for row in rows] == [40.0, 60.0] and rows[1]["speedup"] == 1.5
+    with pytest.raises(DistillError, match="rounds must be a whole number >= 1, got 0"):
+        compare_models([first], str(SENTIMENT_TEST), rounds=0)
+
+
 def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch):
     """A model whose labels or task do not fit the data was found only at its turn, after the models before it
     were scored and timed, and the error named the data file alone."""

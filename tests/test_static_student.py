@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from distill import precision
 from distill.embedding_init import SIF_A, encoder_word_vectors, frequency_weights, static_word_vectors
 from distill.labels import LabelHierarchy
 from distill.models import load_model, load_teacher
@@ -50,6 +51,51 @@ def test_logits_per_text_whatever_the_padding_and_unknown_words(head_hidden):
     assert torch.allclose(model(**model.prepare(["a fine film unheardof"])[0]),
                           model(**model.prepare(["a fine film"])[0]), atol=1e-6)
     assert torch.equal(model(**model.prepare(["unheardof"])[0]), model.head(torch.zeros(1, 8)))
+
+
+@pytest.mark.parametrize("settings", [{"head_hidden": 0}, {"head_hidden": 6}, {"head_hidden": 6, "binary": True}])
+def test_inference_reads_the_lookup_table_and_gives_forwards_logits(settings, monkeypatch):
+    """predict, the logits and the probabilities come from numpy (`lookup_logits`), equal to forward's; a change
+    of the weights (a training step, a load) rebuilds the table, and a model in training mode runs forward."""
+    from distill.inference import predict_logits, prediction_records
+    model = tiny_static(**settings)
+    texts = TEXTS + ["?!", "unheardof words only", "A FINE film , witty and dull"]
+
+    def forward_logits():
+        with torch.no_grad():
+            return model(**model.prepare(texts)[0])
+
+    monkeypatch.setattr(StaticClassifier, "forward", lambda *args, **kwargs: pytest.fail("forward ran"))
+    with pytest.raises(pytest.fail.Exception):
+        forward_logits()
+    lookup = [predict_logits(model, texts, batch_size).logits for batch_size in (1, 3, 64)]
+    monkeypatch.undo()
+    for logits in lookup:
+        assert (logits - forward_logits()).abs().max() <= 1e-5
+    probabilities = [record["confidence"] for record in prediction_records(model, texts, exact=True)]
+    sigmoid = torch.sigmoid(forward_logits())[:, 0]
+    reference = torch.softmax(forward_logits(), -1).max(-1).values if model.outputs > 1 else \
+        torch.maximum(sigmoid, 1 - sigmoid)
+    assert torch.allclose(torch.tensor(probabilities), reference, atol=1e-5)
+    assert model.predict(texts, batch_size=2) == [model.hierarchy.labels[i] for i in model.decode(forward_logits(), None)]
+    with torch.no_grad():  # the table was built: a stale one would keep the old logits
+        model.head[-1].bias.add_(3.0)
+        model.embedding.weight.mul_(-2.0)
+    assert (predict_logits(model, texts, 4).logits - forward_logits()).abs().max() <= 1e-5
+
+
+def test_the_lookup_serves_only_where_it_equals_forward(monkeypatch):
+    """Training mode (dropout) and reduced precision run forward itself."""
+    model = tiny_static(dropout=0.5)
+    monkeypatch.setattr(StaticClassifier, "lookup_logits", lambda self, examples: pytest.fail("lookup used"))
+    model.train()
+    assert model.batch_logits(TEXTS)[0].shape == (4, 2)
+    model.eval()
+    with monkeypatch.context() as patched:
+        patched.setattr(precision, "reduced", lambda device: "bf16")
+        assert model.batch_logits(TEXTS)[0].shape == (4, 2)
+    with pytest.raises(pytest.fail.Exception):
+        model.batch_logits(TEXTS)
 
 
 def test_sif_weights_frequent_words_less():

@@ -63,14 +63,27 @@ class LabelModel(nn.Module):
             return (logits.squeeze(-1) > 0).long().tolist()
         return logits.argmax(-1).tolist()
 
+    def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor | dict, torch.Tensor | None]:
+        """One inference batch's logits and the mask of its scored words: `prepare`, then `forward` under the
+        precision setting's autocast. The unit `distill.inference.score_examples` runs, so a model with a
+        quicker way to the same logits (the static student's lookup table) overrides this alone."""
+        from distill import precision
+        inputs, mask = self.prepare(examples)
+        with precision.autocast(self.device):
+            return self(**inputs), mask
+
     def predict(self, examples: Sequence, batch_size: int = 64, data: DataOptions = DataOptions()) -> list:
         """Labels for texts (classification) or tag lists for token lists (tagging), by argmax
         (a CRF tagger: its best path). `examples` may be a table, as `fit` takes it: a `datasets.Dataset`,
-        a pandas DataFrame or a list of dicts, whose text (or tokens) column `data` names."""
-        from distill.inference import decode_labels, predict_logits, readable_examples
+        a pandas DataFrame or a list of dicts, whose text (or tokens) column `data` names.
+
+        The examples are read and checked once, here: a call of one text costs little beyond the model."""
+        from distill.inference import ExampleLogits, decode_labels, readable_examples, score_examples
         require_whole("batch_size", batch_size)  # also when there is nothing to predict
         examples = readable_examples(self, examples, data)
-        return decode_labels(self, predict_logits(self, examples, batch_size)) if examples else []
+        if not examples:
+            return []
+        return decode_labels(self, ExampleLogits.from_examples(score_examples(self, examples, batch_size)))
 
     def supervised_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None,
                         class_weights: torch.Tensor | None) -> losses.LossSum:

@@ -10,14 +10,17 @@ no n-gram hashing. `kd` then trains the table and the head against the teacher's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from distill.models.registry import register_student
 from distill.models.student_config import ClassifierConfig, option
 from distill.models.students import StudentModel
+from distill.vocab import student_tokens
 
 WORD_VECTORS = ["encoder", "input"]
 WEIGHTINGS = ["sif", "zipf", "none"]
@@ -66,6 +69,50 @@ class StaticClassifier(StudentModel):
         sums = nn.functional.embedding_bag(word_ids, self.embedding.weight, mode="sum",
                                            per_sample_weights=known.to(self.embedding.weight.dtype))
         return self.head(sums / known.sum(1, keepdim=True).clamp(min=1).to(sums.dtype))
+
+    def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
+        """Inference logits from the lookup table (`lookup_logits`) wherever they equal `forward`'s: in eval
+        mode, on the CPU, in float32 and without reduced precision; else `forward`'s own."""
+        from distill import precision
+        weight = self.embedding.weight
+        if self.training or weight.device.type != "cpu" or weight.dtype != torch.float32 \
+                or precision.reduced(weight.device) is not None:
+            return super().batch_logits(examples)
+        return torch.from_numpy(self.lookup_logits(examples)), None
+
+    def lookup_logits(self, examples: Sequence[str]) -> np.ndarray:
+        """(examples, outputs) logits in numpy alone: each known word's row of the table already multiplied by
+        the head's first Linear layer (`lookup_table`), so a text costs a gather, a mean and, with a hidden layer,
+        one small product; the mean of the projected rows is the projection of the mean (dropout is off).
+        A text of unknown words alone gets the first layer's bias, as `forward`'s zero vector does."""
+        table, bias, rest = self.lookup_table()
+        means = np.zeros((len(examples), table.shape[1]), dtype=table.dtype)
+        for row, example in enumerate(examples):  # one gather each: a batch's ragged rows need no padding
+            known = [i for i in self.words.ids(student_tokens(example)) if i > 1]  # neither padding nor <unk>
+            if known:  # (a sum and a division: ndarray.mean goes through a Python wrapper, a third of a call's time)
+                means[row] = np.add.reduce(table[known], axis=0) / len(known)
+        logits = means + bias
+        if rest is not None:
+            weight, last_bias = rest
+            logits = np.maximum(logits, 0) @ weight + last_bias
+        return logits
+
+    def lookup_table(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The word table times the head's first Linear layer, its bias, and the last layer after the ReLU (None
+        without a hidden layer: the table then holds each word's logits), as float32 numpy arrays. Built once
+        per state of the weights: a training step or a load changes a parameter's version, and a rebuild."""
+        linears = [layer for layer in self.head if isinstance(layer, nn.Linear)]
+        params = (self.embedding.weight, *chain.from_iterable((layer.weight, layer.bias) for layer in linears))
+        versions = tuple(p._version for p in params)  # (`parameters()` would cost more than the lookup itself)
+        cached = self.__dict__.get("_lookup")
+        if cached is None or cached[1] != versions or any(a is not b for a, b in zip(cached[0], params)):
+            array = lambda tensor: tensor.detach().numpy().copy()  # noqa: E731 (never the parameter's memory)
+            with torch.no_grad():
+                table = (self.embedding.weight @ linears[0].weight.T).numpy()
+            rest = None if len(linears) == 1 else (array(linears[1].weight.T), array(linears[1].bias))
+            cached = (params, versions, (table, array(linears[0].bias), rest))
+            self.__dict__["_lookup"] = cached
+        return cached[2]
 
     def start_from_teacher(self, teacher, examples: Sequence) -> None:
         """Word vectors from the teacher (`config.word_vectors`), weighted by their frequency in `examples`."""
