@@ -569,15 +569,6 @@ def learning_rates(optimizer: torch.optim.Optimizer) -> dict[str, float]:
     return {f"lr/{group.get('name', index)}": group["lr"] for index, group in enumerate(groups)}
 
 
-def fit(model: torch.nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
-        scheduler, train_examples: Sequence, train_labels: Sequence, dev_examples: Sequence,
-        dev_labels: Sequence, settings: FitSettings, save_best: Callable[[dict], None],
-        log_path: str | Path | None = None, run: RunState | None = None, callbacks: Sequence = ()) -> dict:
-    """`fit_tasks` for a model with one task: the dev record is that task's metrics."""
-    task = FitTask(model, objective, train_examples, train_labels, dev_examples, dev_labels, settings.select_metric)
-    return fit_tasks(model, {"": task}, optimizer, scheduler, settings, save_best, log_path, run, callbacks)
-
-
 def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torch.optim.Optimizer, scheduler,
               settings: FitSettings, save_best: Callable[[dict], None], log_path: str | Path | None = None,
               run: RunState | None = None, callbacks: Sequence = ()) -> dict:
