@@ -391,6 +391,17 @@ def _refuse_unnamed_format(path: str) -> None:
                               "extension decides how a file is read)")
 
 
+def _record_text(path: str, text: Any, where: str, line: int | None) -> str:
+    """The text of a record (in column or field `where`): a string that shows something, within the length limit,
+    with no lone surrogate; else an error naming the file and line."""
+    if isinstance(text, str):
+        _check_visible(path, text, f"the text in {where}", line)
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(path, f"empty or non-text value in {where}", line)
+    _check_length(path, text, line)
+    return _surrogate_free(path, text, "the text", line)
+
+
 def _classification_file(path: str, text_column: str, label_column: str, labelled: bool,
                          separator: str | None = None) -> tuple[list[str], list[str]]:
     """The texts and labels (none unless `labelled`) of a CSV, TSV or JSONL file, each error naming its line;
@@ -412,13 +423,7 @@ def _classification_file(path: str, text_column: str, label_column: str, labelle
         raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
     texts, labels = [], []
     for number, record in rows:
-        text = record[text_column]
-        if isinstance(text, str):
-            _check_visible(path, text, f"the text in column {text_column!r}", number)
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
-        _check_length(path, text, number)
-        texts.append(_surrogate_free(path, text, "the text", number))
+        texts.append(_record_text(path, record[text_column], f"column {text_column!r}", number))
         if labelled:
             label = record[label_column]
             if isinstance(label, str):
@@ -1241,13 +1246,7 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
     for line, record in _json_records(path):
         if text_column not in record:
             raise DataError(path, f"no {text_column!r} field (fields: {', '.join(map(str, record))})", line)
-        text = record[text_column]
-        if isinstance(text, str):
-            _check_visible(path, text, f"the text in {text_column!r}", line)
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(path, f"empty or non-text value in {text_column!r}", line)
-        _check_length(path, text, line)
-        records.append((line, _surrogate_free(path, text, "the text", line), record,
+        records.append((line, _record_text(path, record[text_column], repr(text_column), line), record,
                         _soft_record_labels(path, record, line)))
     names = list(labels) if labels is not None else sorted({name for *_, named in records for name in named})
     if len(names) < 2:
