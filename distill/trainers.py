@@ -47,6 +47,7 @@ from distill.models.students import StudentConfig, student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names, single_teacher
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE
+from distill.soft_labels import SoftLabels
 from distill.spill import Concatenated
 from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
                               TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, teacher_role,
@@ -602,16 +603,19 @@ class Distiller:
     each teacher's logits cached on its own (`EnsembleTeacherLogits`). They must share the label set (the
     student takes the first's order, and its embeddings with `teacher_embeddings`) and may differ in tokenizer
     and architecture.
+
+    `teacher` may also be `distill.soft_labels.SoftLabels`: a file of the teacher's distributions (an LLM's or an
+    annotation tool's soft labels), whose log-probabilities stand for the teacher's logits; no teacher model
+    runs, the student's embeddings start random, and `fit` takes `train=None` to learn from the file alone.
     """
 
-    def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path],
+    def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path] | SoftLabels,
                  student: LabelModel | StudentConfig | str,
                  loss: TeacherStudentDistill | None = None, settings: TrainSettings = TrainSettings(),
                  class_weights: Any = None, teacher_embeddings: bool = True, unlabeled_ratio: float | None = None,
                  online_teacher: bool = False, cache_dir: str | Path | None = None, teacher_batch_size: int = 64,
                  env: Runtime = Runtime(), head: str | None = None, augment: int = 0,
                  augment_methods: Sequence[str] | None = None, teacher_weights: Sequence[float] | None = None):
-        from distill.soft_labels import SoftLabels
         teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
         if not teachers:
             raise DistillError("teacher: give a model or its directory, or a list of them, not an empty list")
@@ -716,8 +720,8 @@ class Distiller:
     @renamed_arguments(unlabelled="unlabeled")
     def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
             output: Output = Output(), callbacks: Sequence[Callback] = ()) -> TrainResult:
-        """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax); the
-        best epoch on `dev` wins. Returns the trained student and the run's summary. `callbacks` hear of
+        """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax; soft labels: the
+        file's other texts, and `train` may be None); the best epoch on `dev` wins. Returns the trained student and the run's summary. `callbacks` hear of
         its steps and epochs (`distill.callbacks`), as those of every call that trains."""
         _check_arguments(data=data, output=output)
         if self.soft_labels is None:
