@@ -39,6 +39,7 @@ from distill.models.protocol import check_student
 from distill.models.student_config import StudentConfig
 from distill.outputs import SUMMARY_FILE
 from distill.settings import setting
+from distill.soft_labels import SoftLabels
 from distill.spill import Concatenated
 from distill.trainers import (Output, Runtime, TrainResult, _check_arguments, _config_of, _labelled, _run,
                               _refuse_ignored_weights, _student_run, _student_settings, _student_task, _teacher_source,
@@ -177,9 +178,13 @@ class Distiller:
     each teacher's logits cached on its own (`EnsembleTeacherLogits`). They must share the label set (the
     student takes the first's order, and its embeddings with `teacher_embeddings`) and may differ in tokenizer
     and architecture.
+
+    `teacher` may also be `distill.soft_labels.SoftLabels`: a file of the teacher's distributions (an LLM's or an
+    annotation tool's soft labels), whose log-probabilities stand for the teacher's logits; no teacher model
+    runs, the student's embeddings start random, and `fit` takes `train=None` to learn from the file alone.
     """
 
-    def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path],
+    def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path] | SoftLabels,
                  student: LabelModel | StudentConfig | str, loss: TeacherStudentDistill | None = None,
                  settings: TrainSettings = TrainSettings(), *legacy: Any, distill: DistillSettings | None = None,
                  env: Runtime = Runtime(), **legacy_names: Any):
@@ -189,7 +194,6 @@ class Distiller:
         teacher_batch_size, head, augment = distill.teacher_batch_size, distill.head, distill.augment
         augment_methods, teacher_weights = distill.augment_methods, distill.teacher_weights
         self.distill = distill
-        from distill.soft_labels import SoftLabels
         teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
         if not teachers:
             raise DistillError("teacher: give a model or its directory, or a list of them, not an empty list")
@@ -289,8 +293,9 @@ class Distiller:
     @renamed_arguments(unlabelled="unlabeled")
     def fit(self, train: Any, dev: Any, unlabeled: Any = None, data: DataOptions = DataOptions(),
             output: Output = Output(), callbacks: Sequence[Callback] = ()) -> TrainResult:
-        """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax); the
-        best epoch on `dev` wins. Returns the trained student and the run's summary. `callbacks` hear of
+        """Train the student on `train` (+ `unlabeled`, pseudo-labelled by the teacher's argmax; soft labels: the
+        file's other texts, and `train` may be None); the best epoch on `dev` wins. Returns the trained student and
+        the run's summary. `callbacks` hear of
         its steps and epochs (`distill.callbacks`), as those of every call that trains."""
         _check_arguments(data=data, output=output)
         if self.soft_labels is None:

@@ -83,6 +83,10 @@ def test_without_dev_the_default_temperature_and_no_data_read(tiny_encoder_dir, 
 def test_a_teacher_everywhere(zero_shot_dir, tmp_path, capsys):
     """evaluate, predict, compare, pseudo-label, kd (alone and in an ensemble) and export take it."""
     cli("evaluate", zero_shot_dir, SAMPLES / "sentiment_dev.csv")
+    capsys.readouterr()
+    cli("predict", zero_shot_dir, SAMPLES / "unlabeled_movies.txt")
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(predicted) == 300 and {record["label"] for record in predicted} <= {"negative", "positive"}
     cli("compare", zero_shot_dir, zero_shot_dir, "--data", SAMPLES / "sentiment_dev.csv")
     pseudo = tmp_path / "pseudo.jsonl"
     cli("pseudo-label", "--teacher", zero_shot_dir, "--input", SAMPLES / "unlabeled_movies.txt", "--output", pseudo,

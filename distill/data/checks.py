@@ -309,3 +309,14 @@ def _class_name(where: str, names: Sequence[str], index: int, row: int, position
 def _is_index(value: Any) -> bool:
     """An integer class index (a bool is no index: True would be class 1)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _record_text(path: str, text: Any, where: str, line: int | None) -> str:
+    """The text of a record (in column or field `where`): a string that shows something, within the length limit,
+    with no lone surrogate; else an error naming the file and line."""
+    if isinstance(text, str):
+        _check_visible(path, text, f"the text in {where}", line)
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(path, f"empty or non-text value in {where}", line)
+    _check_length(path, text, line)
+    return _surrogate_free(path, text, "the text", line)

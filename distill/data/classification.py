@@ -7,8 +7,8 @@ import io
 import json
 from typing import TYPE_CHECKING
 
-from distill.data.checks import (HUB_PREFIX, _check_length, _check_visible, _format, _json_records, _label_text,
-                                 _read_text, _require_columns, _split_lines, _surrogate_free, _wrong_task)
+from distill.data.checks import (HUB_PREFIX, _check_visible, _format, _json_records, _label_text, _read_text, _record_text,
+                                 _require_columns, _split_lines, _wrong_task)
 from distill.data.hub import _hub_examples
 from distill.errors import DataError
 
@@ -106,13 +106,7 @@ def _classification_file(path: str, text_column: str, label_column: str, labelle
         raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")
     texts, labels = [], []
     for number, record in rows:
-        text = record[text_column]
-        if isinstance(text, str):
-            _check_visible(path, text, f"the text in column {text_column!r}", number)
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(path, f"empty or non-text value in column {text_column!r}", number)
-        _check_length(path, text, number)
-        texts.append(_surrogate_free(path, text, "the text", number))
+        texts.append(_record_text(path, record[text_column], f"column {text_column!r}", number))
         if labelled:
             label = record[label_column]
             if isinstance(label, str):

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from distill.data.checks import (_check_length, _check_visible, _format, _json_kind, _json_records, _label_text,
-                                 _surrogate_free)
+from distill.data.checks import _format, _json_kind, _json_records, _label_text, _record_text
 from distill.errors import DataError, option
 
 
@@ -71,13 +70,7 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
     for line, record in _json_records(path):
         if text_column not in record:
             raise DataError(path, f"no {text_column!r} field (fields: {', '.join(map(str, record))})", line)
-        text = record[text_column]
-        if isinstance(text, str):
-            _check_visible(path, text, f"the text in {text_column!r}", line)
-        if not isinstance(text, str) or not text.strip():
-            raise DataError(path, f"empty or non-text value in {text_column!r}", line)
-        _check_length(path, text, line)
-        records.append((line, _surrogate_free(path, text, "the text", line), record,
+        records.append((line, _record_text(path, record[text_column], repr(text_column), line), record,
                         _soft_record_labels(path, record, line)))
     names = list(labels) if labels is not None else sorted({name for *_, named in records for name in named})
     if len(names) < 2:
