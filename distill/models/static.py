@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from distill.data import DataOptions
+from distill.errors import require_whole
 from distill.models.registry import register_student
 from distill.models.student_config import ClassifierConfig, option
 from distill.models.students import StudentModel
@@ -70,15 +72,31 @@ class StaticClassifier(StudentModel):
                                            per_sample_weights=known.to(self.embedding.weight.dtype))
         return self.head(sums / known.sum(1, keepdim=True).clamp(min=1).to(sums.dtype))
 
-    def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
-        """Inference logits from the lookup table (`lookup_logits`) wherever they equal `forward`'s: in eval
-        mode, on the CPU, in float32 and without reduced precision; else `forward`'s own."""
+    def lookup_serves(self) -> bool:
+        """Whether the lookup table's logits (`lookup_logits`) equal `forward`'s: in eval mode, on the CPU, in
+        float32 and without reduced precision."""
         from distill import precision
         weight = self.embedding.weight
-        if self.training or weight.device.type != "cpu" or weight.dtype != torch.float32 \
-                or precision.reduced(weight.device) is not None:
+        return not self.training and weight.device.type == "cpu" and weight.dtype == torch.float32 \
+            and precision.reduced(weight.device) is None
+
+    def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
+        """Inference logits from the lookup table where it serves (`lookup_serves`), else `forward`'s own."""
+        if not self.lookup_serves():
             return super().batch_logits(examples)
         return torch.from_numpy(self.lookup_logits(examples)), None
+
+    def predict(self, examples: Sequence, batch_size: int = 64, data: DataOptions = DataOptions()) -> list:
+        """`LabelModel.predict`, straight from the lookup table where it serves: a text needs no batching by length
+        nor padding, so the logits of each `batch_size` slice are decoded as they are (a call of one text costs
+        little beyond its tokenisation)."""
+        if not self.lookup_serves():
+            return super().predict(examples, batch_size, data)
+        from distill.inference import readable_examples
+        require_whole("batch_size", batch_size)
+        examples, labels = readable_examples(self, examples, data), self.hierarchy.labels
+        return [labels[index] for start in range(0, len(examples), batch_size)
+                for index in self.decode(torch.from_numpy(self.lookup_logits(examples[start:start + batch_size])), None)]
 
     def lookup_logits(self, examples: Sequence[str]) -> np.ndarray:
         """(examples, outputs) logits in numpy alone: each known word's row of the table already multiplied by
