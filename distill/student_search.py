@@ -827,7 +827,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
                            f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
-    task = require_kind(str(teacher), "search")["task"]  # the teacher-kind table: a kind the search takes
+    task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
         timed = model_card(str(as_fast_as)).get("task")
