@@ -105,7 +105,7 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
 
 def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
                          output: str | os.PathLike | None = None) -> None:
-    """The output rule for a folder a command writes into besides its output (TensorBoard's events of
+    """The output rule for a folder (or file) a command writes into besides its output (TensorBoard's events of
     `--logging-dir`, a search's SQLite study): it is no input and lies in none (a model given as the teacher),
     and it is no model directory and lies in none (a file there changes the model), unless it lies inside the
     command's own `output`, which the command owns (OUTPUT/runs, the default, goes with the run's output). It
@@ -113,6 +113,9 @@ def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.Pa
     path = _resolved(folder)
     if output is not None and _resolved(output) in path.parents:
         return
+    if output is not None and path == _resolved(output):  # its files would sit among the model's
+        raise DistillError(f"{folder}: is the output {output} itself; choose a folder inside it (such as "
+                           f"{Path(output) / 'runs'}) or outside it")
     for item in _local(inputs):
         source = _resolved(item)
         if path == source or source in path.parents:

@@ -847,11 +847,11 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         unlabelled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
     if storage is not None:
-        if storage.startswith("sqlite:///"):  # a study file is written where the output rule allows
+        if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
             from distill.outputs import check_written_folder
             inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
                       if isinstance(item, (str, os.PathLike))]
-            check_written_folder(Path(storage[len("sqlite:///"):]).parent, inputs, output)
+            check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
         _storage(storage)  # a database it cannot open: said before the output folder is made
     make_folder(output / TRIALS_FOLDER)
     if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state

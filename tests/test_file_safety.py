@@ -420,7 +420,8 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
     for logs, message in ((teacher, f"{teacher}: lies in {teacher}, an input of this command"),
                           (teacher / "runs", f"{teacher / 'runs'}: lies in {teacher}, an input of this command"),
                           (other, f"{other}: lies in the model directory {other} (a file there changes the model)"),
-                          (other / "runs", f"{other / 'runs'}: lies in the model directory {other}")):
+                          (other / "runs", f"{other / 'runs'}: lies in the model directory {other}"),
+                          (run, f"{run}: is the output {run} itself; choose a folder inside it")):
         assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
                        message)
     from distill.callbacks import TensorBoardCallback
