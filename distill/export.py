@@ -302,9 +302,9 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
     if quantize is not None and check_data is None:
         raise DistillError(f"{quantized} needs {option('--check-data', 'check_data')}: held-back labelled data on "
                            "which the int8 model's labels and score are compared with the fp32 model's")
-    card = require_kind(model_dir, f"export --format {format}")  # the teacher-kind table says what exports
+    card = require_kind(model_dir, f"export {format}")  # the teacher-kind table says what exports
     if check_data is not None:
-        require_kind(model_dir, "export --check-data")
+        require_kind(model_dir, "export check-data")
     carded = (Path(model_dir) / MODEL_CARD).is_file()  # else a transformers classifier's folder, or hub:NAME
     source = Path(model_dir) if carded else local_folder(model_dir)
     with model_output(output, [model_dir, check_data], overwrite) as directory:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import logging
 import platform
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -65,9 +64,9 @@ def choose_teacher_pass(teacher_dir: str, export_dir: str, device: str = "auto")
     the export where its card's speed record was measured on this CPU model with this thread count and
     precision and says it ran faster than PyTorch, and the teacher would run on the CPU; else the PyTorch teacher.
     An export of another teacher, or a `teacher_dir` that is itself an export, is refused in one line."""
-    from distill.io import file_sha256
-    from distill.models import MODEL_CARD, model_card, read_model_card
+    from distill.models import model_card, read_model_card
     from distill.models.base import pick_device
+    from distill.models.onnx import made_from
     use_export, teacher = option("--use-export", "use_export"), option("--teacher", "teacher_dir")
     if model_card(teacher_dir).get("format") == "onnx":
         raise DistillError(f"{teacher_dir}: is an ONNX export; {use_export} chooses between a PyTorch teacher and "
@@ -77,8 +76,7 @@ def choose_teacher_pass(teacher_dir: str, export_dir: str, device: str = "auto")
         raise DistillError(f"{export_dir}: is not an ONNX export; {use_export} takes a folder that nlp-train export "
                            f"wrote from {teacher_dir} in the ONNX format")
     recorded = card.get("export", {})
-    ours = Path(teacher_dir) / MODEL_CARD
-    if not ours.is_file() or file_sha256(ours) != recorded.get("source_card_sha256"):
+    if not made_from(recorded, teacher_dir):
         raise DistillError(f"{export_dir}: is an export of {recorded.get('source')}, not of {teacher_dir} (the model "
                            f"card it recorded differs); give that teacher, or export {teacher_dir}")
     what = f"ONNX {recorded.get('quantize') or 'fp32'} export {export_dir}"

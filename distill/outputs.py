@@ -105,16 +105,25 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
 
 def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
                          output: str | os.PathLike | None = None) -> None:
-    """The output rule for a folder a run writes besides its model (TensorBoard's events, `--logging-dir`):
-    as for an output directory, it is no input, holds none and lies in none (a model given as the teacher), and
-    it is not and lies in no model directory (another model's files would change), unless it lies inside the
-    run's own `output`, which the run owns (OUTPUT/runs, the default, is removed with the run's output)."""
+    """The output rule for a folder (or file) a command writes into besides its output (TensorBoard's events of
+    `--logging-dir`, a search's SQLite study): it is no input and lies in none (a model given as the teacher),
+    and it is no model directory and lies in none (a file there changes the model), unless it lies inside the
+    command's own `output`, which the command owns (OUTPUT/runs, the default, goes with the run's output). It
+    may hold inputs: nothing there is removed or replaced."""
     path = _resolved(folder)
     if output is not None and _resolved(output) in path.parents:
         return
-    check_directory_output(folder, inputs)
-    if is_model_folder(path):
-        raise DistillError(f"{folder}: is a model directory; choose a folder of its own outside any model")
+    if output is not None and path == _resolved(output):  # its files would sit among the model's
+        raise DistillError(f"{folder}: is the output {output} itself; choose a folder inside it (such as "
+                           f"{Path(output) / 'runs'}) or outside it")
+    for item in _local(inputs):
+        source = _resolved(item)
+        if path == source or source in path.parents:
+            raise DistillError(f"{folder}: lies in {item}, an input of this command; choose a folder outside it")
+    model = path if is_model_folder(path) else enclosing_model(path)
+    if model is not None:
+        raise DistillError(f"{folder}: lies in the model directory {model} (a file there changes the model); "
+                           "choose a folder outside it")
 
 
 def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:

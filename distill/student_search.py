@@ -828,7 +828,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
                            f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
-    task = require_kind(str(teacher), "search")["task"]  # the teacher-kind table: a kind the search takes
+    task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
         timed = model_card(str(as_fast_as)).get("task")
@@ -848,6 +848,11 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         unlabelled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
     if storage is not None:
+        if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
+            from distill.outputs import check_written_folder
+            inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
+                      if isinstance(item, (str, os.PathLike))]
+            check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
         _storage(storage)  # a database it cannot open: said before the output folder is made
     make_folder(output / TRIALS_FOLDER)
     if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state

@@ -331,11 +331,11 @@ def test_a_forward_the_onnx_exporter_cannot_translate_is_one_error_line(tmp_path
     cli("export", bag, "--output", tmp_path / "slim", "--format", "safetensors")  # as the error suggests
 
 
-from tests.test_hub_teacher import NER, conll_sentences, hf_tagger  # noqa: E402,F401  (a fixture)
+from tests.test_hub_teacher import conll_sentences, hf_tagger  # noqa: E402,F401  (hf_tagger: a fixture)
 
 
-def test_a_transformers_classifier_exports_to_onnx_and_teaches_as_an_export_does(tiny_hf_classifier, hf_tagger,
-                                                                                 tmp_path, monkeypatch, capsys):
+def test_a_transformers_classifier_exports_to_onnx_and_teaches_as_an_export_does(  # noqa: F811 (hf_tagger)
+        tiny_hf_classifier, hf_tagger, tmp_path, monkeypatch, capsys):
     """The teacher-kind table takes a transformers classifier's folder in export --format onnx (int8 too): the
     export gives the model's own logits, and teaches pseudo-label and kd as an export of distill's teacher does;
     the formats it cannot take are refused with the table's line."""
@@ -352,6 +352,8 @@ def test_a_transformers_classifier_exports_to_onnx_and_teaches_as_an_export_does
     pseudo, run = tmp_path / "pseudo.jsonl", tmp_path / "student"
     cli("pseudo-label", "--teacher", int8, "--input", SAMPLES / "unlabeled_movies.txt", "--output", pseudo, "--quiet")
     assert len(pseudo.read_text().splitlines()) == 300
+    cli("pseudo-label", "--teacher", tiny_hf_classifier, "--use-export", int8, "--input", SAMPLES /
+        "unlabeled_movies.txt", "--output", tmp_path / "bulk.jsonl", "--quiet")  # the export is of this teacher
     cli("kd", "--teacher", int8, "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--train",
         SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", pseudo, "--output",
         run, "--epochs", "1", "--quiet")
@@ -362,6 +364,7 @@ def test_a_transformers_classifier_exports_to_onnx_and_teaches_as_an_export_does
     sentences = conll_sentences(NER_TEST)[:8]
     ours, theirs = predict_logits(load_model(tagger), sentences), predict_logits(load_model(hf_tagger), sentences)
     assert torch.allclose(ours.logits, theirs.logits, atol=1e-4)
+    capsys.readouterr()
     for form in ("safetensors", "transformers"):
         status, err = run_main(capsys, "export", tiny_hf_classifier, "--output", tmp_path / form, "--format", form)
         assert status == 2 and err.strip() == (f"error: {tiny_hf_classifier}: export --format {form} does not take "

@@ -417,17 +417,20 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
     teacher = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher"))
     other = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "other"))
     run = tmp_path / "run"
-    for logs, message in ((teacher, f"{teacher}: is an input of this command"),
-                          (teacher / "runs", f"{teacher / 'runs'}: lies inside {teacher}, an input of this command"),
-                          (other, f"{other}: is a model directory; choose a folder of its own outside any model"),
-                          (other / "runs", f"{other / 'runs'}: lies inside the model directory {other}")):
+    for logs, message in ((teacher, f"{teacher}: lies in {teacher}, an input of this command"),
+                          (teacher / "runs", f"{teacher / 'runs'}: lies in {teacher}, an input of this command"),
+                          (other, f"{other}: lies in the model directory {other} (a file there changes the model)"),
+                          (other / "runs", f"{other / 'runs'}: lies in the model directory {other}"),
+                          (run, f"{run}: is the output {run} itself; choose a folder inside it")):
         assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
                        message)
     from distill.callbacks import TensorBoardCallback
     from distill.distiller import Distiller
     from distill.trainers import TrainSettings
-    with pytest.raises(DistillError, match="is a model directory"):  # the Python API's callback too, in memory
+    with pytest.raises(DistillError, match="lies in the model directory"):  # the Python API's callback, in memory
         Distiller(str(teacher), "lstm", settings=TrainSettings(epochs=1)).fit(
             str(TRAIN), str(DEV), callbacks=[TensorBoardCallback(other)])
     cli(*kd_args(teacher, run, "--epochs", "1", "--report-to", "tensorboard", "--cache-dir", tmp_path / "cache"))
     assert any((run / "runs").iterdir())  # the default, inside the run's own output
+    cli(*kd_args(teacher, tmp_path / "beside", "--epochs", "1", "--report-to", "tensorboard", "--logging-dir",
+                 tmp_path, "--cache-dir", tmp_path / "cache"))  # a folder that holds the inputs: nothing is removed

@@ -116,10 +116,12 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
     for bad in ({"as_fast_as": tmp_path / "missing"}, {"as_fast_as": tiny_tagging_teacher},
                 {"train": tmp_path / "missing.csv"},
                 {"dev": tmp_path / "missing.csv"}, {"test": tmp_path / "missing.csv"},  # not once the trials are done
-                {"unlabeled": tmp_path / "missing.txt"}, {"storage": f"sqlite:///{tmp_path}/no/such/folder/s.db"}):
+                {"unlabeled": tmp_path / "missing.txt"}, {"storage": f"sqlite:///{tmp_path}/no/such/folder/s.db"},
+                {"storage": f"sqlite:///{model}/study.db"}, {"storage": f"sqlite:///{student}/study.db"}):
         with pytest.raises(DistillError):
             search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
         assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in model.iterdir()) == before  # no study written among the teacher's files
     with pytest.raises(DistillError, match=f"{tiny_tagging_teacher}: as_fast_as is timed on the search's dev data, "
                                            "and this model does tagging, the teacher classification"):
         search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)

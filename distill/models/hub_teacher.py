@@ -147,13 +147,13 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
         model = model_class.from_pretrained(folder, use_safetensors=True)
     except Exception as error:  # weights that do not fit the config, a damaged file
         raise _failed(source, "weights", error) from None
-    labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+    teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
+    teacher.loaded_from = str(folder.resolve())
+    labels = teacher.hierarchy.labels
     if all(GENERIC_LABEL.fullmatch(label) for label in labels) and distributed.is_main():
         logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"
                        f"{', ...' if len(labels) > 3 else ''}), kept as its labels: training and gold files must use "
                        "them (or name them in its config.json's id2label)")
-    teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
-    teacher.loaded_from = str(folder.resolve())
     return teacher
 
 
@@ -191,6 +191,7 @@ class TransformersTeacher(LabelModel):
     kind = "teacher"
 
     def __init__(self, model: torch.nn.Module, tokenizer, task: str, source: str, fingerprint: str):
+        """`model`'s labels are its config's ``id2label``, in order (for tagging, with their tag scheme)."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer

@@ -25,10 +25,21 @@ from typing import Callable, Mapping
 
 from distill.errors import DistillError, option
 
-# What consults the table, as its messages name it: an export by its format, and with --check-data.
-COMMANDS = ("kd", "pseudo-label", "evaluate", "predict", "compare", "search", "export --format onnx",
-            "export --format safetensors", "export --format transformers", "export --check-data")
-EXPORTS = tuple(command for command in COMMANDS if command.startswith("export --format"))
+# What consults the table: the commands, an export by its format, and an export's check data (`command_name`).
+COMMANDS = ("kd", "pseudo-label", "evaluate", "predict", "compare", "search", "export onnx", "export safetensors",
+            "export transformers", "export check-data")
+EXPORTS = ("export onnx", "export safetensors", "export transformers")
+
+
+def command_name(command: str) -> str:
+    """A command of `COMMANDS` as the caller knows it: ``export --format onnx`` on the command line,
+    ``export_model(format='onnx')`` in Python."""
+    if command == "export check-data":
+        return option("export --check-data", "export_model(check_data=...)")
+    if command in EXPORTS:
+        form = command.split()[1]
+        return option(f"export --format {form}", f"export_model(format={form!r})")
+    return command
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class TeacherKind:
     that cannot, what to do instead (said after the refusal)."""
 
     name: str
-    what: str  # "a transformers classifier", as in "export --format safetensors does not take ..."
+    what: str  # "a transformers classifier": "DIR: search does not take a transformers classifier"
     matches: Callable[[dict], bool]
     takes: frozenset[str]
     instead: Mapping[str, Callable[[dict], str]] = field(default_factory=dict)
@@ -52,25 +63,30 @@ def _export_source(card: dict) -> str:
     return f"export the PyTorch model directory it came from ({card.get('export', {}).get('source')})"
 
 
-_USE_A_HEAD = lambda card: (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')}"
-                            f" instead, or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
+def _use_a_head(card: dict) -> str:
+    return (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} instead, "
+            f"or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
+
+
+def _already_transformers(card: dict) -> str:
+    onnx = option("--format onnx", "format='onnx'")
+    return f"it is a transformers model already: copy its folder, or export it {onnx}"
+
+
 _EVERYWHERE = frozenset(COMMANDS)
 
 KINDS: tuple[TeacherKind, ...] = (
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
                 _EVERYWHERE - set(EXPORTS), {command: _export_source for command in EXPORTS}),
     TeacherKind("multitask", "a multi-task teacher", lambda card: card.get("kind") == "multitask-teacher",
-                _EVERYWHERE - {"compare", "search", "export --format onnx", "export --format safetensors",
-                               "export --check-data"},
-                {command: _USE_A_HEAD for command in ("compare", "search", "export --format onnx",
-                                                       "export --format safetensors", "export --check-data")},
+                _EVERYWHERE - {"compare", "search", "export onnx", "export safetensors", "export check-data"},
+                {command: _use_a_head for command in ("compare", "search", "export onnx", "export safetensors",
+                                                       "export check-data")},
                 _heads),
     TeacherKind("transformers", "a transformers classifier",
                 lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
-                _EVERYWHERE - {"export --format safetensors", "export --format transformers"},
-                {command: lambda card: "it is a transformers model already: copy its folder, or export it "
-                                       f"{option('--format onnx', 'format=onnx')}" for command in
-                 ("export --format safetensors", "export --format transformers")}),
+                _EVERYWHERE - {"export safetensors", "export transformers"},
+                {command: _already_transformers for command in ("export safetensors", "export transformers")}),
     TeacherKind("teacher", "a teacher", lambda card: card.get("kind") == "teacher", _EVERYWHERE),
     TeacherKind("student", "a student", lambda card: card.get("kind") == "student", _EVERYWHERE),
 )
@@ -87,7 +103,7 @@ def kind_of(card: dict) -> TeacherKind:
 def refusal(source: str | Path, command: str, kind: TeacherKind, card: dict) -> DistillError:
     """The one line every command gives for a kind it does not take."""
     instead = kind.instead.get(command)
-    return DistillError(f"{source}: {command} does not take {kind.what}{kind.detail(card)}"
+    return DistillError(f"{source}: {command_name(command)} does not take {kind.what}{kind.detail(card)}"
                         f"{f'; {instead(card)}' if instead else ''}")
 
 

@@ -25,7 +25,8 @@ from distill.models.base import LabelModel
 from distill.models.card import CRF_WEIGHTS, ONNX_FILE
 
 
-__all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "agreement_line", "onnxruntime_module", "weightless_model"]
+__all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "agreement_line", "made_from", "onnxruntime_module",
+           "weightless_model"]
 
 logger = logging.getLogger("distill")
 
@@ -154,16 +155,10 @@ class OnnxModel:
         """The PyTorch model this export was made from, if its card names it, it is still there and its card is
         the one the export recorded (so its files, checked on loading, are those exported); else None."""
         export = self.card.get("export", {})
-        source, recorded = export.get("source"), export.get("source_card_sha256")
-        from distill.models import load_model
-        from distill.models.card import MODEL_CARD
-        if source and export.get("source_fingerprint"):  # a transformers classifier: the files it is loaded from
-            from distill.models.hub_files import is_transformers_source, source_fingerprint
-            same = is_transformers_source(source) and source_fingerprint(source) == export["source_fingerprint"]
-            return load_model(source, device="cpu") if same else None
-        if not source or not recorded or not (Path(source) / MODEL_CARD).is_file() \
-                or file_sha256(Path(source) / MODEL_CARD) != recorded:
+        source = export.get("source")
+        if not source or not made_from(export, source):
             return None
+        from distill.models import load_model
         return load_model(source, device="cpu")
 
     def embedding_table(self) -> torch.Tensor | None:
@@ -208,6 +203,18 @@ class OnnxModel:
             option("--encoder minilm-l6 (a pretrained encoder)", "a pretrained encoder")
         raise DistillError(f"{where}: an ONNX export as the teacher: {what} the model it was exported from "
                            f"({found}) is gone or changed since; use {instead}, or give that PyTorch model")
+
+
+def made_from(export: dict, source: str | Path) -> bool:
+    """Whether `source` is still the model an export's card (its ``export`` record) says it was made from: the
+    same model card (whose checksums cover its files), or for a transformers classifier the same files."""
+    if export.get("source_fingerprint"):
+        from distill.models.hub_files import is_transformers_source, source_fingerprint
+        return is_transformers_source(source) and source_fingerprint(source) == export["source_fingerprint"]
+    from distill.models.card import MODEL_CARD
+    card = Path(source) / MODEL_CARD
+    return bool(export.get("source_card_sha256")) and card.is_file() \
+        and file_sha256(card) == export["source_card_sha256"]
 
 
 def agreement_line(model: OnnxModel, directory: str | Path) -> str:
