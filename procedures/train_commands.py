@@ -20,8 +20,8 @@ from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
 from procedures.config import config_option, recorded_beside, resolved_config
 from procedures.options import (DROPOUT, LEARNING_RATE, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, FiniteFloatRange,
-                                command, data_options, device_option, given, overwrite_option, quiet_option, report,
-                                resume_option)
+                                command, data_options, device_option, given, llm_teacher_options, overwrite_option,
+                                quiet_option, report, resume_option)
 
 select_metric_option = click.option(
     "--select-metric", type=click.Choice(SELECTABLE),
@@ -490,6 +490,7 @@ teacher_weights_option = click.option(
 @data_options
 @device_option
 @click.pass_context
+@llm_teacher_options(labels_from="train_path", shots_from="train_path")
 def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
        student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
        unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
@@ -553,6 +554,7 @@ def kd(context, teacher_dirs, teacher_weights, train_path, dev_path, output, unl
                    "card's speed measurement, taken on this CPU model with these threads, says it is faster than "
                    "the PyTorch teacher, else with the teacher; one line says which and why (docs/export.md).")
 @device_option
+@llm_teacher_options()
 def pseudo_label_command(teacher_dirs, teacher_weights, input_path, output, min_confidence, with_logits, batch_size,
                          chunk_size, cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
