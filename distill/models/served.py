@@ -19,6 +19,7 @@ exponential backoff (or the server's Retry-After), and what still fails stops th
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -128,9 +129,9 @@ class ServedTeacher(LabelModel):
         self.hierarchy = LabelHierarchy(list(prompt.names), None)
         self._content_free: torch.Tensor | None = None
         self.hard: bool | None = None  # whether the server gives no log-probabilities (known after a request)
-        self.unanswered = 0  # answers that named no label (hard labels only)
-        self.requests = 0
-        self.announced = False
+        self._warned_unanswered = False
+        self.requests = itertools.count(1)  # next() is atomic: the requests sent so far, from any thread
+        self.announced = False  # the whole run's requests said (`announce`)
 
     @property
     def device(self) -> torch.device:
@@ -147,18 +148,20 @@ class ServedTeacher(LabelModel):
     def where(self) -> str:
         return f"{self.source} at {self.base_url}"
 
-    def plan(self, texts: Sequence[str]) -> str:
-        """What scoring `texts` costs: requests and an estimate of prompt tokens (about 4 characters a token)."""
-        characters = sum(len(self.prompt.render(text)) for text in texts)
-        first = "" if self._content_free is not None or self.hard else " (and 1 for calibration)"
-        return (f"{self.where()}: {len(texts):,} requests{first}, about {characters // CHARS_PER_TOKEN:,} prompt "
-                f"tokens, at most {self.max_requests} at once")
+    def cost(self, texts: Sequence[str]) -> tuple[int, int]:
+        """(requests, prompt characters) that scoring `texts` sends."""
+        return len(texts), sum(len(self.prompt.render(text)) for text in texts)
 
-    def announce(self, texts: Sequence[str]) -> None:
-        """Say once, before the requests start, what the run will send (`plan`)."""
-        if not self.announced and texts and distributed.is_main():
-            logger.warning(self.plan(texts))
-        self.announced = True
+    def announce(self, requests: int, characters: int, whole_run: bool = False) -> None:
+        """Say, before they are sent, how many requests and about how many prompt tokens (4 characters a token)
+        go to the server. A command that says it for its whole run up front (`whole_run`: pseudo-label) silences
+        the lines of each part that follow."""
+        if (self.announced and not whole_run) or not requests or not distributed.is_main():
+            return
+        first = "" if self._content_free is not None or self.hard else " (and 1 for calibration)"
+        logger.warning(f"{self.where()}: {requests:,} requests{first}, about {characters // CHARS_PER_TOKEN:,} prompt "
+                       f"tokens, at most {self.max_requests} at once")
+        self.announced = whole_run
 
     def prepare(self, examples: Sequence[str]) -> tuple[dict, None]:
         return {"texts": list(examples)}, None
@@ -172,11 +175,16 @@ class ServedTeacher(LabelModel):
                                "it gives, one-hot (hard labels), uncalibrated")
         with ThreadPoolExecutor(max_workers=self.max_requests) as pool:
             scores = torch.stack(list(pool.map(self._ask, texts)))
+        unanswered = int((scores == 0).all(-1).sum()) if self.hard else 0  # hard answers naming no label: uniform
+        if unanswered and not self._warned_unanswered and distributed.is_main():
+            self._warned_unanswered = True
+            logger.warning(f"warning: {self.where()}: {unanswered} of {len(texts)} answers name no label; such a "
+                           f"text gets the uniform distribution (confidence 1/{len(self.prompt.names)})")
         return scores if self.hard else scores - self._content_free
 
     def _ask(self, text: str) -> torch.Tensor:
         """One request: the label scores of `text`."""
-        self.requests += 1
+        next(self.requests)
         try:
             if self.api == "systemone":
                 return self._decision(text)
@@ -199,8 +207,7 @@ class ServedTeacher(LabelModel):
         self.hard = True
         chosen = answered_label(choice.message.content or "", self.prompt.verbalizers)
         scores = torch.zeros(len(self.prompt.names))
-        if chosen is None:
-            self.unanswered += 1  # no label named: the uniform distribution
+        if chosen is None:  # no label named: the uniform distribution
             return scores
         scores[:] = HARD
         scores[chosen] = 0.0
