@@ -17,6 +17,7 @@ from distill.labels import check_labels_known
 from distill.models import load_model, model_card
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
+from distill.models.prompt import SERVED_PREFIXES
 from distill.outputs import file_output
 from distill.training import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
@@ -56,8 +57,9 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give {option('--head', 'head=')}, one of "
                            f"{', '.join(card.get('heads', {}))}")
-    if output is None and str(model_dir).startswith("hub:"):
-        raise DistillError(f"{model_dir}: a model on the hub has no folder to write its metrics beside: give "
+    if output is None and str(model_dir).startswith(("hub:", *SERVED_PREFIXES)):
+        where = "on the hub" if str(model_dir).startswith("hub:") else "behind an endpoint"
+        raise DistillError(f"{model_dir}: a model {where} has no folder to write its metrics beside: give "
                            f"{option('--output', 'output=')}")
     if output is None:  # beside the model: a read-only model folder (a shared copy) needs --output
         output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")

@@ -25,28 +25,6 @@ KEY = "sk-test-0123456789abcdef"  # what a served teacher's key must never show 
 UNLABELED = SAMPLES / "unlabeled_movies.txt"
 
 
-@pytest.fixture(scope="session")
-def tiny_causal_lm(tmp_path_factory) -> str:
-    """A folder of a tiny random LlamaForCausalLM and a byte-level BPE tokenizer trained on the samples: no
-    token_type_ids (a causal model takes none), a chat template (`transformers serve` renders chats with it)."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-    folder = tmp_path_factory.mktemp("causal-lm") / "tiny-llama"
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(sample_texts() + ["Label: negative positive N/A Text:"], vocab_size=400, min_frequency=1,
-                            special_tokens=["<pad>", "<s>", "</s>"])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
-                                        pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
-    tokenizer.chat_template = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                               "{% if add_generation_prompt %}assistant:{% endif %}")
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                 bos_token_id=1, eos_token_id=2, pad_token_id=0)).save_pretrained(folder)
-    return str(folder)
-
-
 def refused(args: list, capsys) -> str:
     """nlp-train ARGS must stop with exit 2 and one line; returns it."""
     from procedures.cli import main
@@ -285,8 +263,8 @@ class ErrorServer(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("status,said", [(401, "refused the key (401"), (429, "kept refusing with 429"),
-                                         (503, "kept failing with 503")])
+@pytest.mark.parametrize("status,said", [(401, "request failed: the server refused the key (401"),
+                                         (429, "kept refusing with 429"), (503, "kept failing with 503")])
 def test_a_refusing_server_stops_the_run_in_one_line_without_the_key(status, said, tmp_path, capsys, monkeypatch):
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     from distill.models import served as served_module

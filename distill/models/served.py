@@ -192,7 +192,7 @@ class ServedTeacher(LabelModel):
         except DistillError:
             raise
         except Exception as error:  # the openai client's errors, after its retries: one line, the key scrubbed
-            raise DistillError(self._failure(error)) from None
+            raise DistillError(f"{self.where()}: request failed: {self._failure(error)}") from None
 
     def _chat(self, text: str) -> torch.Tensor:
         response = self.client.chat.completions.create(
@@ -228,22 +228,23 @@ class ServedTeacher(LabelModel):
                                f"label ({str(answer)[:200]})") from None
 
     def _failure(self, error: Exception) -> str:
-        """One line for what the client raised after its retries, naming the endpoint and never the key."""
+        """Why a request failed after the client's retries, from what it raised, the key scrubbed."""
         status = getattr(error, "status_code", None)
-        what = {401: "refused the key (401: check $DISTILL_API_KEY or $OPENAI_API_KEY)",
-                403: "refused the request (403: the key lacks access to this model)",
-                404: "does not know this model or endpoint (404)",
-                429: f"kept refusing with 429 (rate limit) through {RETRIES} retries: lower "
+        what = {401: "the server refused the key (401: check $DISTILL_API_KEY or $OPENAI_API_KEY)",
+                403: "the server refused the request (403: the key lacks access to this model)",
+                404: "the server does not know this model or endpoint (404)",
+                429: f"the server kept refusing with 429 (rate limit) through {RETRIES} retries: lower "
                      f"{option('--max-requests', 'max_requests')} or try later"}.get(status)
         if what is None and status is not None and status >= 500:
-            what = f"kept failing with {status} through {RETRIES} retries"
+            what = f"the server kept failing with {status} through {RETRIES} retries"
         if what is None:
             kind = type(error).__name__
-            what = {"APIConnectionError": f"cannot be reached (connection failed through {RETRIES} retries)",
-                    "APITimeoutError": f"did not answer within {TIMEOUT:.0f} s through {RETRIES} retries"}.get(
-                kind, f"answered with an error ({status or kind})")
+            what = {"APIConnectionError": f"the server cannot be reached (connection failed through {RETRIES} "
+                                          "retries)",
+                    "APITimeoutError": f"no answer within {TIMEOUT:.0f} s through {RETRIES} retries"}.get(
+                kind, f"the server answered with an error ({status or kind})")
         detail = " ".join(str(getattr(error, "message", "") or "").split())[:200]
-        line = f"{self.where()} {what}" + (f": {detail}" if detail and status else "")
+        line = what + (f" ({detail})" if detail and status else "")
         key = api_key()
         return line.replace(key, "***") if key else line
 
