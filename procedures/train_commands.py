@@ -412,7 +412,9 @@ def teachers_option(ensemble: str):
     return click.option(
         "--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
         help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), or an ONNX "
-             f"export of either (fp32 or int8; docs/export.md). Repeated: an ensemble of teachers with one label set, "
+             "export of either (fp32 or int8; docs/export.md), or a language model asked a prompt: a causal LM's "
+             "folder, openai:MODEL or systemone:MODEL (--labels, --base-url; docs/llm-teachers.md). Repeated: an "
+             f"ensemble of teachers with one label set, "
              f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
 
 
