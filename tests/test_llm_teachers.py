@@ -309,3 +309,20 @@ def test_label_logprobs_read_an_openai_answer():
     assert scores[1] == pytest.approx(torch.logsumexp(torch.tensor([-0.2, -2.0]), 0).item())
     assert answered_label(" Positive.", [" negative", " positive"]) == 1
     assert answered_label("maybe", [" negative", " positive"]) is None
+
+
+def test_kd_distils_a_served_model(served, tiny_causal_lm, tmp_path, capsys):
+    """A served teacher in kd: its scores of the training texts are the student's targets; it has no weights to
+    start a student's embeddings from, said in one line."""
+    rows = SAMPLES.joinpath("sentiment_train.csv").read_text().splitlines()
+    negative, positive = [[row for row in rows if row.endswith(f",{label}")] for label in ("negative", "positive")]
+    (tmp_path / "train.csv").write_text("\n".join(rows[:1] + negative[:4] + positive[:4]) + "\n")
+    (tmp_path / "dev.csv").write_text("\n".join(rows[:1] + negative[-3:] + positive[-3:]) + "\n")
+    args = ["kd", "--teacher", f"systemone:{tiny_causal_lm}", "--base-url", served, "--model", "lstm", "--train",
+            tmp_path / "train.csv", "--dev", tmp_path / "dev.csv", "--epochs", "1", "--embedding-dim", "8",
+            "--hidden-dim", "8", "--cache-dir", tmp_path / "cache", "--quiet"]
+    assert "(ServedTeacher) has no sub-word embeddings to start word embeddings from: use --random-embeddings" in \
+        refused([*args, "--output", tmp_path / "refused"], capsys)
+    cli(*args, "--output", tmp_path / "student", "--random-embeddings")
+    summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
+    assert summary["teacher"] == f"systemone:{tiny_causal_lm}" and 0 <= summary["teacher_dev"]["accuracy"] <= 1

@@ -120,6 +120,8 @@ class ServedTeacher(LabelModel):
     kind = "teacher"
     task = "classification"
     fixed_precision = True  # the server computes in its own precision, whatever --precision says
+    config = None  # no reading settings (max length, windows): the server reads the prompt whole
+    tokenizer = None  # nor sub-word embeddings to start a student's from (kd --random-embeddings)
 
     def __init__(self, client, api: str, model: str, base_url: str, prompt: Prompt, max_requests: int):
         super().__init__()
@@ -136,11 +138,6 @@ class ServedTeacher(LabelModel):
     @property
     def device(self) -> torch.device:
         return torch.device("cpu")
-
-    @property
-    def encoder(self) -> torch.nn.Module:
-        raise DistillError(f"{self.source}: a served model has no weights here to start a student's word "
-                           f"embeddings from: give {option('--random-embeddings', 'teacher_embeddings=False')}")
 
     def fingerprint(self) -> str:
         return prompt_digest(self.prompt, "served", self.api, self.model_name, self.base_url)
