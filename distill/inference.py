@@ -178,6 +178,8 @@ def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int =
     examples = readable_examples(model, examples)
     if not examples:
         raise DistillError("no examples to score")
+    if hasattr(model, "announce"):  # a served teacher: its requests said before they are sent
+        model.announce(*model.cost(examples))
     return ExampleLogits.from_examples(score_examples(model, examples, batch_size, progress, description))
 
 

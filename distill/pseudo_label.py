@@ -27,7 +27,7 @@ from distill.data import iter_unlabelled
 from distill.errors import DistillError, option
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.distillation import check_ensemble, ensemble_logits, ensemble_weights
-from distill.inference import model_crf, prediction_records, rounded
+from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher
 from distill.models.base import LabelModel
@@ -341,10 +341,15 @@ def chunk_labeller(teacher: LabelModel, stores: dict[str, LogitStore] | None, ba
             return head_records(teacher, examples, results, with_logits, exact=True), cached
         return label_all_heads
     store = None if stores is None else stores[""]
+    # a served teacher's answers go to the cache a batch at a time: a killed run asks none of them again
+    part = batch_size if hasattr(teacher, "announce") and store is not None else None
 
     def label(examples: list) -> tuple[list[dict], int]:
-        results, cached = teacher_logits(teacher, examples, store, batch_size, across_ranks=False)
-        return list(prediction_records(teacher, examples, with_logits=with_logits, results=results, exact=True)), cached
+        scored = [teacher_logits(teacher, examples[start:start + (part or len(examples))], store, batch_size,
+                                 across_ranks=False) for start in range(0, len(examples), part or len(examples))]
+        results = ExampleLogits.from_examples([logits.example(row) for logits, _ in scored for row in range(len(logits))])
+        records = prediction_records(teacher, examples, with_logits=with_logits, results=results, exact=True)
+        return list(records), sum(cached for _, cached in scored)
     return label
 
 
@@ -412,15 +417,21 @@ def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, 
     total = already = 0
     readers = [classification_reader(model) for model in teachers]
     counted, read = [Truncation() for _ in teachers], [set() for _ in teachers]
+    costs = [[0, 0] if hasattr(model, "announce") else None for model in teachers]  # a served teacher's requests
     # the whole file up front: validated, what is done counted, what each teacher cuts of the texts it reads in
     # this run measured (not those an interrupted run labelled, nor those whose logits the cache holds)
     for chunk in chunks(rank_examples(input_path, teacher.task, chunk_size), chunk_size):
         total, already = total + len(chunk), already + sum(number <= done for number, _ in chunk)
-        for number, (reader, stores) in enumerate(zip(readers, all_stores)):
-            if reader is not None:
+        for number, (reader, stores, cost) in enumerate(zip(readers, all_stores, costs)):
+            if reader is not None or cost is not None:
                 todo = read_by_teacher([example for line, example in chunk if line > done], stores, read[number])
-                counted[number] += count_truncation(reader, todo) if todo else Truncation()
+                counted[number] += count_truncation(reader, todo) if todo and reader else Truncation()
+                if cost is not None and todo:
+                    cost[:] = [sum(pair) for pair in zip(cost, teachers[number].cost(todo))]
     del read
+    for model, cost in zip(teachers, costs):
+        if cost is not None:  # before the first request, for the whole run
+            model.announce(*cost, whole_run=True)
     if kept != already and not min_confidence:  # without a confidence filter every line done has its record
         raise DistillError(f"{part}: cannot resume: the partial output holds {kept:,} records for the {already:,} "
                            f"input lines it covers (records were removed or added); run without {_resume()}")

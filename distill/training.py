@@ -204,15 +204,20 @@ def runtime(precision_name: str | None = None, threads: int | None = None, progr
 def input_fingerprints(inputs: dict[str, str | None]) -> dict[str, str | None]:
     """What each input of a run holds: a file's sha256, a model directory's card (which records the
     sha256 of every model file), another folder's files (a local encoder: its config, tokenizer and
-    weights), a transformers classifier given as a teacher by its files (`hub_teacher.source_fingerprint`),
+    weights), a transformers classifier given as a teacher by its files (`hub_teacher.source_fingerprint`), a
+    language model asked a prompt by its files or endpoint and the prompt (`distill.models.prompted.prompted_fingerprint`),
     a hub spec or an encoder's name as written. Size and mtime are not enough: an edited
     file of the same size, or a file copied over with its old mtime, must count as changed."""
     from distill.models.card import MODEL_CARD
     from distill.models.hub_files import is_transformers_source, source_fingerprint
+    from distill.models.prompted import prompted_fingerprint
     prints: dict[str, str | None] = {}
     for role, value in inputs.items():
         path = Path(value) if value else None
-        if path is not None and role.split(":")[0] in TEACHER_ROLES and is_transformers_source(value):
+        prompted = prompted_fingerprint(value) if path is not None and role.split(":")[0] in TEACHER_ROLES else None
+        if prompted is not None:  # a language model asked a prompt: its files or endpoint, and the prompt
+            prints[role] = f"prompted:{prompted}"
+        elif path is not None and role.split(":")[0] in TEACHER_ROLES and is_transformers_source(value):
             prints[role] = f"transformers:{source_fingerprint(value)}"  # its files, as they key the logit cache
         elif path is None or str(value).startswith(("hub:", "memory:")):  # as written: a spec, or a digest
             prints[role] = value

@@ -133,6 +133,10 @@ def config_option(func: Callable) -> Callable:
 
 
 def _absolute(path: str, always: bool = False) -> str:
+    """A local path made absolute; a model named otherwise (hub:NAME, openai:MODEL) as written."""
+    from distill.models.prompt import SERVED_PREFIXES
+    if str(path).startswith(("hub:", *SERVED_PREFIXES)):
+        return path
     return os.path.abspath(path) if always or os.path.exists(path) else path
 
 

@@ -115,3 +115,46 @@ def report(message: str) -> None:
     from distill import distributed
     if distributed.is_main():
         click.echo(message)
+
+
+def llm_teacher_options(labels_from: str | None = None, shots_from: str | None = None, labels_to: str | None = None):
+    """The options of a language-model teacher (`distill.models.prompt`): --labels, --prompt, --shots,
+    --shots-from, --base-url, --max-requests, set around the command as `prompt_settings`. `labels_from`: the
+    command's parameter naming labelled data whose labels are the label set without --labels (kd's train_path,
+    evaluate's data_file); `shots_from`: the one that --shots-from defaults to (kd's train_path; never data
+    that a command scores); `labels_to`: the command's parameter that --labels is given to as well (kd's
+    label_names, the label set of --soft-labels)."""
+    def decorate(func):
+        @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...",
+                      help="A language-model teacher's labels (a causal LM folder, openai:MODEL): NAME, or "
+                           "NAME=WORDS for the words the prompt uses for it [default: the labels of the labelled "
+                           "data]" + ("; with --soft-labels, the file's label set [default: the labels it names]."
+                                      if labels_to else "."))
+        @click.option("--prompt", "llm_prompt", type=click.Path(dir_okay=False),
+                      help="A language-model teacher's prompt template: {text} once, and optionally {labels} and "
+                           "{examples} [default: docs/llm-teachers.md].")
+        @click.option("--shots", "llm_shots", default=0, show_default=True, type=click.IntRange(min=0),
+                      help="Labelled examples a language-model teacher's prompt shows (seeded, every label in turn).")
+        @click.option("--shots-from", "llm_shots_from",
+                      help="Labelled data the --shots examples (and, without --labels, the labels) come from"
+                           + (" [default: --train]." if shots_from else "."))
+        @click.option("--base-url", "llm_base_url", metavar="URL",
+                      help="A served teacher's endpoint (openai:MODEL, systemone:MODEL), e.g. http://127.0.0.1:8000/v1 "
+                           "[default: $OPENAI_BASE_URL]; the key is read from $DISTILL_API_KEY or $OPENAI_API_KEY.")
+        @click.option("--max-requests", "llm_max_requests", default=8, show_default=True, type=POSITIVE_INT,
+                      help="Requests a served teacher has in flight at once.")
+        @functools.wraps(func)
+        def wrapper(*args, llm_labels, llm_prompt, llm_shots, llm_shots_from, llm_base_url, llm_max_requests,
+                    **kwargs):
+            from distill.models.prompt import prompt_settings
+            if labels_to:
+                kwargs[labels_to] = llm_labels
+            shots = llm_shots_from or (kwargs.get(shots_from) if shots_from else None)
+            with prompt_settings(labels=llm_labels, shots_from=shots,
+                                 labels_from=kwargs.get(labels_from) if labels_from else None,
+                                 data=kwargs.get("data") or DataOptions(),
+                                 template=llm_prompt, shots=llm_shots, base_url=llm_base_url,
+                                 max_requests=llm_max_requests):
+                return func(*args, **kwargs)
+        return wrapper
+    return decorate

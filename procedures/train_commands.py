@@ -20,8 +20,8 @@ from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
 from procedures.config import config_option, recorded_beside, resolved_config
 from procedures.options import (DROPOUT, LEARNING_RATE, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, FiniteFloatRange,
-                                command, data_options, device_option, given, overwrite_option, quiet_option, report,
-                                resume_option)
+                                command, data_options, device_option, given, llm_teacher_options, overwrite_option,
+                                quiet_option, report, resume_option)
 
 select_metric_option = click.option(
     "--select-metric", type=click.Choice(SELECTABLE),
@@ -463,7 +463,9 @@ def teachers_option(ensemble: str, required: bool = True):
     return click.option(
         "--teacher", "teacher_dirs", required=required, multiple=True, type=click.Path(),
         help="Teacher directory, or a trained student's (the next stage of a teacher-assistant chain), or an ONNX "
-             f"export of either (fp32 or int8; docs/export.md). Repeated: an ensemble of teachers with one label set, "
+             "export of either (fp32 or int8; docs/export.md), or a language model asked a prompt: a causal LM's "
+             "folder, openai:MODEL or systemone:MODEL (--labels, --base-url; docs/llm-teachers.md). Repeated: an "
+             f"ensemble of teachers with one label set, "
              f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
 
 
@@ -482,8 +484,6 @@ teacher_weights_option = click.option(
                    "{\"negative\": 0.2, \"positive\": 0.8}} or {\"text\": ..., \"label\": \"positive\", \"confidence\": "
                    "0.8} per line (an LLM's or an annotation tool's labels); its texts not in --train are the "
                    "unlabelled text. See docs/teachers-without-labels.md.")
-@click.option("--labels", "label_names", metavar="NAME,NAME,...",
-              help="--soft-labels without --train: the label set (default: the labels the file names).")
 @click.option("--train", "train_path", help="Labelled training data (required with --teacher).")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
@@ -548,8 +548,9 @@ teacher_weights_option = click.option(
 @data_options
 @device_option
 @click.pass_context
-def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path, kd_loss, temperature,
-       student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
+@llm_teacher_options(labels_from="train_path", shots_from="train_path", labels_to="label_names")
+def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path,
+       kd_loss, temperature, student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
        unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
        student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
@@ -582,6 +583,9 @@ def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_p
         report_teacher(summary)
 
 
+PROMPTED = ("causal-lm", "served")  # teachers asked a prompt (distill.models.prompt): --labels are their labels
+
+
 def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_labels: str | None,
                label_names: str | None, train_path: str | None):
     """What kd learns from: --teacher (one, or an ensemble), or --soft-labels; with the options each needs."""
@@ -590,7 +594,9 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
                                  "of the teacher's distributions)" + (", not both" if soft_labels else ""),
                                  param_hint="'--teacher'")
     if teacher_dirs:
-        named = "--train" if not train_path else "--labels" if label_names else None
+        from distill.models import model_card
+        prompted = label_names and any(model_card(directory).get("model") in PROMPTED for directory in teacher_dirs)
+        named = "--train" if not train_path else "--labels" if label_names and not prompted else None
         if named is not None:
             raise click.BadParameter("--train is required with --teacher" if named == "--train" else
                                      "--labels names the label set of --soft-labels; a teacher has its own",
@@ -634,6 +640,7 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
                    "card's speed measurement, taken on this CPU model with these threads, says it is faster than "
                    "the PyTorch teacher, else with the teacher; one line says which and why (docs/export.md).")
 @device_option
+@llm_teacher_options()
 def pseudo_label_command(teacher_dirs, teacher_weights, input_path, output, min_confidence, with_logits, batch_size,
                          chunk_size, cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
     """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""

@@ -85,6 +85,28 @@ def tiny_hf_classifier(tmp_path_factory) -> str:
         vocab_size=size, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64, **labels)))
 
 
+@pytest.fixture(scope="session")
+def tiny_causal_lm(tmp_path_factory) -> str:
+    """A folder of a tiny random LlamaForCausalLM and a byte-level BPE tokenizer trained on the samples: no
+    token_type_ids (a causal model takes none), a chat template (`transformers serve` renders chats with it)."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    folder = tmp_path_factory.mktemp("causal-lm") / "tiny-llama"
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(sample_texts() + ["Label: negative positive N/A Text:"], vocab_size=400, min_frequency=1,
+                            special_tokens=["<pad>", "<s>", "</s>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
+                                        pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
+    tokenizer.chat_template = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}assistant:{% endif %}")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                 bos_token_id=1, eos_token_id=2, pad_token_id=0)).save_pretrained(folder)
+    return str(folder)
+
+
 def config_for(name: str, **settings):
     """Student `name`'s config with those of `settings` it has (tests share one set of tiny sizes)."""
     from dataclasses import fields

@@ -6,11 +6,12 @@
   anything else (``mkdir``, ``cp``, the left side of a pipe) through bash.
 * ``console`` blocks are ``$ command`` lines followed by the exact output the command prints.
 
-Commands run as written in a fresh folder per page, with six stand-ins so that the whole
+Commands run as written in a fresh folder per page, with seven stand-ins so that the whole
 file takes well under a minute on one CPU thread: the real datasets under ``data/`` are the
 bundled samples, the ``minilm-l6`` encoder is the tiny random DistilBERT of conftest.py, the
 trained teacher ``runs/rt-teacher`` is the tiny teacher of conftest.py, the transformers
-classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, a Python example that
+classifier ``runs/sst2-classifier`` is conftest.py's tiny random one, so is the causal language model
+``runs/qwen2.5-0.5b-instruct`` (a tiny random Llama), a Python example that
 loads the transformers export ``runs/rt/teacher-hf`` gets that tiny teacher's (and the teacher
 as ``runs/rt/teacher-first``), and every training command runs one epoch (``teacher --zero-shot`` trains none). The troubleshooting page must list every error message
 the code raises.
@@ -61,15 +62,17 @@ def pages_with(language: str) -> list:
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch, tiny_classifier_teacher, tiny_hf_classifier) -> Path:
+def workspace(tmp_path, monkeypatch, tiny_classifier_teacher, tiny_hf_classifier, tiny_causal_lm) -> Path:
     """A fresh folder like a checkout with `make data` done: samples/, examples/, data/ (sample
-    stand-ins) and, for pages that load one, a trained teacher (the tiny one of conftest.py) and a
-    transformers classifier's folder (conftest.py's tiny one, `runs/sst2-classifier`)."""
+    stand-ins) and, for pages that load one, a trained teacher (the tiny one of conftest.py), a
+    transformers classifier's folder (conftest.py's tiny one, `runs/sst2-classifier`) and a causal language
+    model's (conftest.py's tiny random Llama, `runs/qwen2.5-0.5b-instruct`)."""
     (tmp_path / "samples").symlink_to(SAMPLES)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "rt-teacher").symlink_to(tiny_classifier_teacher)
     (tmp_path / "runs" / "sst2-classifier").symlink_to(tiny_hf_classifier)
+    (tmp_path / "runs" / "qwen2.5-0.5b-instruct").symlink_to(tiny_causal_lm)
     for doc_path, sample in DATA_STAND_INS.items():
         (tmp_path / doc_path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc_path).symlink_to(SAMPLES / sample)

@@ -14,9 +14,17 @@ __all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_
 def model_card(directory: str | Path) -> dict:
     """The model card of `directory` (`read_model_card`), or for a transformers classifier, which has none
     (`distill.models.hub_teacher`), what one would say of it: a teacher of the task its config's architecture
-    names (a model that is no classifier is refused here). Its kind's entry in `distill.models.kinds` says
+    names (a model that is no classifier is refused here); for a causal language model's folder or a served
+    model (``openai:MODEL``), a teacher that classifies by a prompt. Its kind's entry in `distill.models.kinds` says
     which commands take it."""
-    from distill.models.hub_teacher import is_transformers_source, source_task
+    from distill.models.causal_lm import is_causal_lm_source
+    from distill.models.hub_files import is_transformers_source
+    from distill.models.hub_teacher import source_task
+    from distill.models.prompt import is_served
+    if is_served(directory):  # a language model behind an endpoint (distill.models.served)
+        return {"kind": "teacher", "model": "served", "task": "classification"}
+    if is_causal_lm_source(directory):  # a zero- or few-shot teacher (distill.models.causal_lm)
+        return {"kind": "teacher", "model": "causal-lm", "task": "classification"}
     if is_transformers_source(directory):
         return {"kind": "teacher", "model": "transformers", "task": source_task(directory)}
     return read_model_card(directory)
@@ -28,7 +36,8 @@ def load_model(directory: str | Path, expect: str | None = None, device: str = "
     rejects the other kinds, `pytorch` an ONNX export (which `predict`, `evaluate` and `compare` run).
     A folder of a transformers sequence or token classifier (no model card; `save_pretrained` of
     ``AutoModelForSequenceClassification`` and its tokenizer), or ``hub:NAME``, loads as a teacher
-    (`distill.models.hub_teacher`)."""
+    (`distill.models.hub_teacher`); so does a causal language model's folder (`distill.models.causal_lm`) or a
+    served model, ``openai:MODEL`` (`distill.models.served`), asked the prompt of `distill.models.prompt`."""
     return _load(directory, expect, pytorch).to(pick_device(device))
 
 
@@ -55,9 +64,16 @@ def is_onnx_export(model) -> bool:
 
 def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:
     from distill.models.hub_files import is_transformers_source
-    if is_transformers_source(directory):
+    from distill.models.prompt import is_served
+    if is_served(directory) or is_transformers_source(directory):
         if expect not in (None, "teacher"):
-            raise DistillError(f"{directory}: is a transformers classifier (a teacher), expected a {expect}")
+            raise DistillError(f"{directory}: is a transformers model or a served one (a teacher), expected a {expect}")
+        from distill.models.causal_lm import is_causal_lm_source, load_causal_lm_teacher
+        from distill.models.served import load_served_teacher
+        if is_served(directory):  # openai:MODEL, systemone:MODEL (distill.models.served)
+            return load_served_teacher(str(directory))
+        if is_causal_lm_source(directory):  # a zero- or few-shot teacher (distill.models.causal_lm)
+            return load_causal_lm_teacher(directory)
         from distill.models.hub_teacher import load_transformers_teacher
         return load_transformers_teacher(directory)
     card = read_model_card(directory)

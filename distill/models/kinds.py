@@ -73,7 +73,13 @@ def _already_transformers(card: dict) -> str:
     return f"it is a transformers model already: copy its folder, or export it {onnx}"
 
 
+def _distil_it_first(card: dict) -> str:
+    return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
+            f"{option('kd', 'Distiller')} first, then use that student")
+
+
 _EVERYWHERE = frozenset(COMMANDS)
+_PROMPTED_NOT = ("search", *EXPORTS, "export check-data")  # what a prompted teacher cannot be given to
 
 KINDS: tuple[TeacherKind, ...] = (
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
@@ -83,6 +89,10 @@ KINDS: tuple[TeacherKind, ...] = (
                 {command: _use_a_head for command in ("compare", "search", "export onnx", "export safetensors",
                                                        "export check-data")},
                 _heads),
+    TeacherKind("causal-lm", "a causal language model", lambda card: card.get("model") == "causal-lm",
+                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT}),
+    TeacherKind("served", "a served language model", lambda card: card.get("model") == "served",
+                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT}),
     TeacherKind("transformers", "a transformers classifier",
                 lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
                 _EVERYWHERE - {"export safetensors", "export transformers"},

@@ -1,0 +1,328 @@
+"""Language models as teachers (distill.models.causal_lm, distill.models.served): a tiny random Llama asked a prompt,
+its label scores checked against plain forward passes, and the same model served by `transformers serve` on
+127.0.0.1 for the served teacher."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import SAMPLES, cli, sample_texts
+
+KEY = "sk-test-0123456789abcdef"  # what a served teacher's key must never show up as, anywhere
+UNLABELED = SAMPLES / "unlabeled_movies.txt"
+
+
+def refused(args: list, capsys) -> str:
+    """nlp-train ARGS must stop with exit 2 and one line; returns it."""
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2, err
+    assert err.splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
+    return err.splitlines()[-1]
+
+
+def plain_scores(teacher, texts: list[str]) -> torch.Tensor:
+    """Each label's summed log-likelihood after the prompt and text, by one forward pass of each (text, label)
+    alone: no shared prefix, no batch, no padding."""
+    tokenizer, model = teacher.tokenizer, teacher.model
+    scores = torch.zeros(len(texts), len(teacher.prompt.names))
+    for row, text in enumerate(texts):
+        for column, words in enumerate(teacher.prompt.verbalizers):
+            context = tokenizer(teacher.prompt.prefix)["input_ids"] + \
+                tokenizer(text, add_special_tokens=False)["input_ids"] + \
+                tokenizer(teacher.prompt.suffix, add_special_tokens=False)["input_ids"]
+            label = tokenizer(words, add_special_tokens=False)["input_ids"]
+            with torch.no_grad():
+                logprobs = torch.log_softmax(model(torch.tensor([context + label])).logits[0].float(), -1)
+            scores[row, column] = sum(logprobs[len(context) + k - 1, token] for k, token in enumerate(label))
+    return scores
+
+
+TEXTS = ["a great film", "boring, long and badly acted from start to finish", "fine", "what a lovely day out"]
+
+
+@pytest.mark.parametrize("settings", [dict(labels="negative,positive"),
+                                      dict(labels="negative=bad film,positive=good film", shots=3,
+                                           shots_from=str(SAMPLES / "sentiment_train.csv"))])
+def test_label_scores_and_calibration_match_plain_forward_passes(tiny_causal_lm, settings):
+    from distill.models import load_teacher
+    from distill.models.prompt import CONTENT_FREE, prompt_settings
+    with prompt_settings(**settings):
+        teacher = load_teacher(tiny_causal_lm, device="cpu")
+    assert teacher.tokenizer("a b").keys() == {"input_ids", "attention_mask"}
+    if settings.get("shots"):
+        assert teacher.prompt.prefix.count("\nLabel: ") == 3 and " good film\n\n" in teacher.prompt.prefix
+    reference = plain_scores(teacher, TEXTS)
+    assert torch.allclose(teacher.label_scores(TEXTS), reference, atol=1e-4)
+    calibrated = teacher(texts=TEXTS)
+    assert torch.allclose(calibrated, reference - plain_scores(teacher, [CONTENT_FREE]), atol=1e-4)
+    from distill.inference import predict_logits
+    assert torch.allclose(predict_logits(teacher, TEXTS, batch_size=3).logits, calibrated, atol=1e-4)
+
+
+def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsys):
+    base = ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output",
+            tmp_path / "out.jsonl"]
+    assert "needs its label set: give --labels" in refused(base, capsys)
+    (tmp_path / "no-text.txt").write_text("Label it: {labels}\n")
+    assert "holds {text} exactly once" in refused([*base, "--labels", "a,b", "--prompt", tmp_path / "no-text.txt"],
+                                                  capsys)
+    assert "--shots takes its examples from labelled data" in refused([*base, "--labels", "a,b", "--shots", "2"],
+                                                                       capsys)
+    assert "does not tag words" in refused([*base, "--shots-from", SAMPLES / "ner_train.conll"], capsys)
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
+
+
+def test_the_cache_key_holds_the_prompt_and_the_labels(tiny_causal_lm, tmp_path):
+    from distill.models import load_teacher
+    from distill.models.prompt import prompt_settings
+    (tmp_path / "prompt.txt").write_text("Review: {text}\nSentiment:")
+    prints = set()
+    for settings in (dict(labels="negative,positive"), dict(labels="positive,negative"),
+                     dict(labels="negative=bad,positive=good"), dict(labels="negative,positive",
+                                                                     template=str(tmp_path / "prompt.txt"))):
+        with prompt_settings(**settings):
+            prints.add(load_teacher(tiny_causal_lm, device="cpu").fingerprint())
+    assert len(prints) == 4
+
+
+def test_causal_lm_teaches_pseudo_label_kd_evaluate_compare_and_ensembles(tiny_causal_lm, tiny_hf_classifier,
+                                                                          tmp_path, capsys):
+    pseudo, cache = tmp_path / "pseudo.jsonl", tmp_path / "cache"
+    cli("pseudo-label", "--teacher", tiny_causal_lm, "--labels", "negative,positive", "--input",
+        UNLABELED, "--output", pseudo, "--min-confidence", "0.5001", "--cache-dir", cache, "--quiet")
+    records = [json.loads(line) for line in pseudo.read_text().splitlines()]
+    lines = len(UNLABELED.read_text().splitlines())
+    assert records and all(r["confidence"] >= 0.5001 for r in records) and len(records) < lines  # filtered
+    run = tmp_path / "student"
+    cli("kd", "--teacher", tiny_causal_lm, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+        SAMPLES / "sentiment_dev.csv", "--unlabeled", pseudo, "--output", run, "--epochs", "1", "--embedding-dim", "16",
+        "--hidden-dim", "16", "--cache-dir", cache, "--quiet")
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["cached_examples"] >= len(records)  # kd took the labels' words from --train, the same teacher
+    cli("evaluate", tiny_causal_lm, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "eval.json", "--quiet")
+    assert json.loads((tmp_path / "eval.json").read_text())["examples"] > 0
+    capsys.readouterr()
+    cli("compare", tiny_causal_lm, tiny_hf_classifier, "--data", SAMPLES / "sentiment_dev.csv", "--limit", "8")
+    assert "CausalLMTeacher" not in capsys.readouterr().out.splitlines()[0]
+    both = tmp_path / "both.jsonl"
+    cli("pseudo-label", "--teacher", tiny_causal_lm, "--teacher", tiny_hf_classifier, "--labels", "negative,positive",
+        "--input", UNLABELED, "--output", both, "--cache-dir", cache, "--quiet")
+    assert len(both.read_text().splitlines()) == lines
+
+
+def test_a_causal_lm_does_not_tag(tiny_causal_lm, tmp_path, capsys):
+    line = refused(["kd", "--teacher", tiny_causal_lm, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
+                    "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "run", "--epochs", "1"], capsys)
+    assert "does not tag words" in line
+
+
+# --- a served teacher -------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_causal_lm, tmp_path_factory):
+    """`transformers serve` of the tiny Llama on 127.0.0.1: its base URL (skipped, with the reason, where it
+    cannot start: no serving extra, or no answer in time)."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    from transformers.utils.import_utils import is_serve_available
+    if not is_serve_available():
+        pytest.skip("transformers serve needs fastapi, uvicorn, pydantic and openai (pip install -e .[llm])")
+    executable = shutil.which("transformers", path=os.path.dirname(sys.executable))
+    if executable is None:
+        pytest.skip("no transformers command beside this Python")
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([executable, "serve", tiny_causal_lm, "--host", "127.0.0.1", "--port", str(port),
+                                   "--device", "cpu"], stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.skip(f"transformers serve did not start: {log.read_text()[-300:]}")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def no_key_in(*places: Path | str) -> None:
+    """The key appears in none of these texts, files or folders (every file under them)."""
+    for place in places:
+        if isinstance(place, Path) and place.exists():
+            files = [place] if place.is_file() else [p for p in place.rglob("*") if p.is_file()]
+            for file in files:
+                assert KEY.encode() not in file.read_bytes(), file
+        else:
+            assert KEY not in str(place)
+
+
+def test_a_served_model_without_logprobs_gives_hard_labels(served, tiny_causal_lm, tmp_path, capsys, caplog,
+                                                           monkeypatch):
+    """transformers serve's chat endpoint ignores `logprobs`: its answers are the labels, one-hot, said once."""
+    monkeypatch.setenv("DISTILL_API_KEY", KEY)
+    output, cache, texts = tmp_path / "out.jsonl", tmp_path / "cache", tmp_path / "in.txt"
+    texts.write_text("".join(UNLABELED.read_text().splitlines(keepends=True)[:12]))
+    cli("pseudo-label", "--teacher", f"openai:{tiny_causal_lm}", "--base-url", served, "--labels", "negative,positive",
+        "--input", texts, "--output", output, "--cache-dir", cache, "--logits", "--quiet",
+        "--batch-size", "4")
+    printed = capsys.readouterr()
+    said = caplog.text + printed.err + printed.out
+    assert said.count("returns no log-probabilities") == 1 and "requests (and 1 for calibration)" in said
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    for record in records:  # a label named: one-hot; none (a random model's answer): uniform
+        assert sorted(record["logits"]) in ([-1e4, 0.0], [0.0, 0.0])
+    no_key_in(said, output, cache, Path(f"{output}.config.yaml"), tmp_path)
+
+
+def test_a_served_decision_endpoint_gives_distributions_and_resumes_exactly(served, tiny_causal_lm, tmp_path,
+                                                                            monkeypatch, capsys):
+    """/v1/systemone answers with a probability per label; a run stopped mid-way resumes without asking any
+    text twice, to the records of a run never stopped."""
+    from distill.models.served import ServedTeacher
+    monkeypatch.setenv("DISTILL_API_KEY", KEY)
+    asked: list[str] = []
+    real_ask = ServedTeacher._ask
+
+    def counted(self, text):
+        asked.append(text)
+        if stop_after and len(asked) == stop_after:
+            raise KeyboardInterrupt
+        return real_ask(self, text)
+
+    monkeypatch.setattr(ServedTeacher, "_ask", counted)
+    texts = [f"text number {n} was {'good' if n % 2 else 'bad'}" for n in range(10)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n")
+    args = ["pseudo-label", "--teacher", f"systemone:{tiny_causal_lm}", "--base-url", served, "--labels",
+            "negative=a negative text,positive=a positive text", "--input", tmp_path / "in.txt", "--batch-size", "2",
+            "--max-requests", "1", "--quiet"]
+    stop_after = 0
+    cli(*args, "--output", tmp_path / "whole.jsonl", "--cache-dir", tmp_path / "cache1")
+    whole = (tmp_path / "whole.jsonl").read_text()
+    assert len(asked) == 11 and len(whole.splitlines()) == 10  # 1 content-free request, 1 per text
+    assert all(0.5 <= json.loads(line)["confidence"] < 1 for line in whole.splitlines())
+    asked.clear()
+    stop_after = 6  # the content-free request, 2 batches of 2 texts, then stopped in the third
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as stopped:
+        main([str(a) for a in [*args, "--output", tmp_path / "out.jsonl", "--cache-dir", tmp_path / "cache2"]])
+    assert stopped.value.code == 130
+    first = list(asked)
+    asked.clear()
+    stop_after = 0
+    cli(*args, "--output", tmp_path / "out.jsonl", "--cache-dir", tmp_path / "cache2", "--resume")
+    assert (tmp_path / "out.jsonl").read_text() == whole
+    assert not set(first[1:5]) & set(asked) and len(asked) == 1 + 10 - 4  # calibration again; no text asked twice
+    no_key_in(capsys.readouterr().err, tmp_path)
+
+
+class ErrorServer(http.server.BaseHTTPRequestHandler):
+    """Answers every request with the status of `status` (and counts them): a server that refuses."""
+
+    status, seen, authorizations = 429, [0], []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.seen[0] += 1
+        self.authorizations.append(self.headers.get("Authorization"))
+        body = json.dumps({"error": {"message": f"refused with {self.status}", "type": "error"}}).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("retry-after-ms", "1")  # the client waits 1 ms between retries
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.parametrize("status,said", [(401, "request failed: the server refused the key (401"),
+                                         (429, "kept refusing with 429"), (503, "kept failing with 503")])
+def test_a_refusing_server_stops_the_run_in_one_line_without_the_key(status, said, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    from distill.models import served as served_module
+    monkeypatch.setenv("DISTILL_API_KEY", KEY)
+    monkeypatch.setattr(served_module, "RETRIES", 2)
+    handler = type("Refusing", (ErrorServer,), {"status": status, "seen": [0], "authorizations": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = refused(["pseudo-label", "--teacher", "openai:some-model", "--base-url",
+                        f"http://127.0.0.1:{server.server_port}/v1", "--labels", "negative,positive", "--input",
+                        UNLABELED, "--output", tmp_path / "out.jsonl", "--cache-dir",
+                        tmp_path / "cache"], capsys)
+    finally:
+        server.shutdown()
+    assert said in line and "openai:some-model at http://127.0.0.1" in line, line
+    assert handler.authorizations[0] == f"Bearer {KEY}"  # sent to the server, and only there
+    assert handler.seen[0] == (1 if status == 401 else 3)  # 429 and 5xx retried RETRIES times
+    no_key_in(line, tmp_path)
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
+
+
+def test_a_dead_endpoint_and_a_missing_base_url_are_one_line(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    from distill.models import served as served_module
+    monkeypatch.setattr(served_module, "RETRIES", 0)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    base = ["pseudo-label", "--teacher", "openai:some-model", "--labels", "negative,positive", "--input",
+            UNLABELED, "--output", tmp_path / "out.jsonl", "--cache-dir", tmp_path / "cache"]
+    assert "needs its endpoint: give --base-url" in refused(base, capsys)
+    line = refused([*base, "--base-url", f"http://127.0.0.1:{free_port()}/v1"], capsys)
+    assert "cannot be reached" in line
+
+
+def test_label_logprobs_read_an_openai_answer():
+    """The log-probabilities of a chat answer's first token (the OpenAI format, as vLLM and hosted APIs return
+    it; no server here returns them) give each label the log-sum of the tokens that begin its words."""
+    from distill.models.served import answered_label, label_logprobs
+    top = [(" positive", -0.2), ("pos", -2.0), ("Negative", -1.9), ("The", -3.0)]
+    scores = label_logprobs(top, [" negative", " positive", " neutral"])
+    assert scores[0] == pytest.approx(-1.9) and scores[2] == pytest.approx(-3.0)  # neutral: the lowest listed
+    assert scores[1] == pytest.approx(torch.logsumexp(torch.tensor([-0.2, -2.0]), 0).item())
+    assert answered_label(" Positive.", [" negative", " positive"]) == 1
+    assert answered_label("maybe", [" negative", " positive"]) is None
+
+
+def test_kd_distils_a_served_model(served, tiny_causal_lm, tmp_path, capsys):
+    """A served teacher in kd: its scores of the training texts are the student's targets; it has no weights to
+    start a student's embeddings from, said in one line."""
+    rows = SAMPLES.joinpath("sentiment_train.csv").read_text().splitlines()
+    negative, positive = [[row for row in rows if row.endswith(f",{label}")] for label in ("negative", "positive")]
+    (tmp_path / "train.csv").write_text("\n".join(rows[:1] + negative[:4] + positive[:4]) + "\n")
+    (tmp_path / "dev.csv").write_text("\n".join(rows[:1] + negative[-3:] + positive[-3:]) + "\n")
+    args = ["kd", "--teacher", f"systemone:{tiny_causal_lm}", "--base-url", served, "--model", "lstm", "--train",
+            tmp_path / "train.csv", "--dev", tmp_path / "dev.csv", "--epochs", "1", "--embedding-dim", "8",
+            "--hidden-dim", "8", "--cache-dir", tmp_path / "cache", "--quiet"]
+    assert "(ServedTeacher) has no sub-word embeddings to start word embeddings from: use --random-embeddings" in \
+        refused([*args, "--output", tmp_path / "refused"], capsys)
+    cli(*args, "--output", tmp_path / "student", "--random-embeddings")
+    summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
+    assert summary["teacher"] == f"systemone:{tiny_causal_lm}" and 0 <= summary["teacher_dev"]["accuracy"] <= 1
