@@ -24,7 +24,7 @@ from typing import Sequence
 import torch
 
 from distill import distributed
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.hub_files import CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files
@@ -133,8 +133,8 @@ class CausalLMTeacher(LabelModel):
         room = self.max_positions - len(self.prefix_ids) - len(self.suffix_ids) - max(map(len, self.label_ids))
         if room < 1:
             raise DistillError(f"{self.source}: the prompt takes {self.max_positions - room} of the model's "
-                               f"{self.max_positions} positions, leaving none for the text: shorten it (--prompt, "
-                               "--shots)")
+                               f"{self.max_positions} positions, leaving none for the text: shorten it "
+                               f"({option('--prompt, --shots', 'prompt_settings(template=..., shots=...)')})")
         ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         cut = sum(len(row) > room for row in ids)
         if cut and not self._warned_cut and distributed.is_main():
