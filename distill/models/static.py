@@ -95,8 +95,9 @@ class StaticClassifier(StudentModel):
         from distill.inference import readable_examples
         require_whole("batch_size", batch_size)
         examples, labels = readable_examples(self, examples, data), self.hierarchy.labels
-        return [labels[index] for start in range(0, len(examples), batch_size)
-                for index in self.decode(torch.from_numpy(self.lookup_logits(examples[start:start + batch_size])), None)]
+        slices = (examples[start:start + batch_size] for start in range(0, len(examples), batch_size))
+        return [labels[index] for batch in slices
+                for index in self.decode(torch.from_numpy(self.lookup_logits(batch)), None)]
 
     def lookup_logits(self, examples: Sequence[str]) -> np.ndarray:
         """(examples, outputs) logits in numpy alone: each known word's row of the table already multiplied by
@@ -118,7 +119,7 @@ class StaticClassifier(StudentModel):
     def lookup_table(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
         """The word table times the head's first Linear layer, its bias, and the last layer after the ReLU (None
         without a hidden layer: the table then holds each word's logits), as float32 numpy arrays. Built once
-        per state of the weights: a training step or a load changes a parameter's version, and a rebuild."""
+        per state of the weights: a training step or a load changes a parameter's version, which rebuilds it."""
         linears = [layer for layer in self.head if isinstance(layer, nn.Linear)]
         params = (self.embedding.weight, *chain.from_iterable((layer.weight, layer.bias) for layer in linears))
         versions = tuple(p._version for p in params)  # (`parameters()` would cost more than the lookup itself)
