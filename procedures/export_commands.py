@@ -47,6 +47,9 @@ def columns_need_check_data(func):
 def export(model_dir, output, export_format, quantize, check_data, overwrite, data):
     """Export MODEL_DIR for deployment: ONNX (fp32 or int8), a slim safetensors copy, or a transformers model.
 
+    MODEL_DIR is a model distill wrote, or a transformers classifier's folder (or hub:NAME), which exports
+    to ONNX only (docs/hub-teachers.md).
+
     `predict`, `evaluate` and `compare` run an ONNX export through ONNX Runtime, so compare shows
     PyTorch, ONNX fp32 and ONNX int8 side by side (docs/export.md).
     """
