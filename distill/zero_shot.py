@@ -104,7 +104,8 @@ def _write(model: ZeroShotTeacher, output: Output, dev: Any, summary: dict) -> N
     `overwrite`), with its run config and summary beside the model's files."""
     from distill.config import RUN_CONFIG, write_run_config
     from distill.io import write_json
-    from distill.models.readme import about_run, rewrite_readme
+    from distill.models.card import rewrite_readme
+    from distill.models.readme import about_run
     from distill.outputs import SUMMARY_FILE, model_output
     inputs = [dev if isinstance(dev, (str, os.PathLike)) else None,
               model.config.encoder if os.path.isdir(model.config.encoder) else None]
