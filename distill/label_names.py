@@ -44,9 +44,9 @@ def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
     items = [item.strip() for item in text.split(",")] if isinstance(text, str) else [str(i).strip() for i in text]
     names, descriptions = [], []
     for item in items:
-        name, _, described = item.partition("=")
+        name, equals, described = item.partition("=")
         name = name.strip()
-        texts = tuple(d.strip() for d in described.split("|")) if described else (name,)
+        texts = tuple(d.strip() for d in described.split("|")) if equals else (name,)  # "a=": an empty description
         if not name or not all(texts):
             raise DistillError(f"{option('--labels', 'labels')}: {item!r} is not NAME or NAME=DESCRIPTION "
                                "(several descriptions joined by '|')")
