@@ -41,7 +41,8 @@ def print_space(context: click.Context, task: str | None) -> None:
                    "best-onnx/. The same command again resumes the search there.")
 @click.option("--trials", default=20, show_default=True, type=POSITIVE_INT,
               help="Trials the study should hold finished (trained to the end, or pruned), counted over every "
-                   "resume and every process that joins it.")
+                   "resume and every process that joins it; the default students are the first, and the reseeded "
+                   "runs (--reseed-top) come on top.")
 @click.option("--space", "space_path", type=click.Path(dir_okay=False),
               help="The search space as a YAML or JSON file: students with their config fields, and loss, training "
                    "and distiller settings (docs/search.md) [default: the task's, see --print-space].")
