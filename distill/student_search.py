@@ -1,12 +1,17 @@
 """`search`: which student, of which size, distilled how, scores best on dev within a latency or size budget.
 
 An Optuna study (the ``search`` extra) whose trials are `kd` runs (`Distiller.fit`) from the shared teacher-logit
-cache, each into ``OUTPUT/trials/NNNN``; each epoch's dev score is reported to the trial, and a median pruner stops
-the trials that fall behind. A finished trial's latency (a batch of `batch_size` dev examples at `threads` torch
-threads) and size are measured on this machine with PyTorch and with ONNX Runtime (an ONNX export of the trial's
-model): the faster runtime counts, and is recorded. The best trial within the budget is copied to ``OUTPUT/best``
-(and exported to ``OUTPUT/best-onnx``); every trial's settings and scores go to ``trials.json``, a table
-(``trials.md``) and a plot of dev score against latency and size with the Pareto front (``trials.png``).
+cache, each into ``OUTPUT/trials/NNNN``. The first trials are each student's defaults (what ``kd --model X``
+trains), enqueued, so the search can only add to them. Each epoch's dev score is reported to the trial, and a
+pruner that compares a trial only with trials of its own student family (`FamilyPruner`) stops those that fall
+behind; defaults are never pruned. A finished trial's latency (a batch of `batch_size` dev examples at `threads`
+torch threads) and size are measured on this machine with PyTorch and with ONNX Runtime (an ONNX export of the
+trial's model): the faster runtime counts, and is recorded. Once the trials are done, the best few within the
+budget (and the best default) are trained again with other seeds (enqueued trials too), and the one with the
+best mean dev score is copied to ``OUTPUT/best`` (and exported to ``OUTPUT/best-onnx``): one seed's dev score
+varies as much as the differences a search chases. Every trial's settings and scores go to ``trials.json``, a
+table (``trials.md``) and a plot of dev score against latency and size with the Pareto front and the default
+students (``trials.png``). A time budget counts every trial's seconds in the study (`spent_seconds`).
 
 The search space is data (`SearchSpace`): students with some of their config fields, the loss's settings
 (`TeacherStudentDistill`), the training settings (`TrainSettings`) and the Distiller's (`augment`,
@@ -53,6 +58,7 @@ STUDY_DB = "study.db"
 LOCK_FILE = ".search.lock"
 HEARTBEAT_SECONDS = 30  # a running trial's sign of life in the storage
 GRACE_SECONDS = 120  # a trial silent this long is taken as killed: failed and queued again
+WAIT_SECONDS = 5  # how often a process with no trial to start looks again while others finish theirs
 TIMING_EXAMPLES = 512  # dev examples a latency measurement reads (length-sorted batches), twice
 GROUPS = ("students", "loss", "training", "distiller")
 DISTILLER_FIELDS = ("augment", "unlabeled_ratio", "teacher_embeddings")
@@ -114,6 +120,23 @@ class Param:
         """Values that bound what the setting can take: each choice, both ends, or the value."""
         return list(self.choices) if self.choices is not None else \
             [self.low, self.high] if self.low is not None else [self.value]
+
+    def contains(self, value: Any) -> bool:
+        """Whether the setting can take `value` (a default student's, to be enqueued as the study's own)."""
+        if self.choices is not None:
+            return any(value == choice and isinstance(value, bool) == isinstance(choice, bool)
+                       for choice in self.choices)
+        if self.low is None:
+            return value == self.value
+        if not _number(value) or not self.low <= value <= self.high or \
+                (_whole(self.low) and _whole(self.high) and not _whole(value)):
+            return False
+        steps = None if self.step is None else (value - self.low) / self.step
+        return steps is None or math.isclose(steps, round(steps), abs_tol=1e-9)
+
+    def encode(self, value: Any) -> Any:
+        """`value` as the study stores it: a list or mapping choice as its JSON text."""
+        return json.dumps(value) if self.choices is not None and isinstance(value, (list, dict)) else value
 
     def sample(self, trial, key: str) -> Any:
         if self.choices is not None:  # optuna stores plain values: a list (filter widths) as its JSON text
@@ -184,20 +207,67 @@ class SearchSpace:
     given: dict = field(default_factory=dict)
     source: str = "the search space"
 
-    def sample(self, trial) -> TrialSettings:
-        """A trial's settings, asked of the study: the student first, then its own fields (named
-        ``STUDENT.FIELD`` in the study), the loss's, training's and Distiller's (``loss.FIELD`` ...)."""
-        names = list(self.students)
-        student = trial.suggest_categorical("student", names)
-        config = {name: p.sample(trial, f"{student}.{name}") for name, p in self.students[student].items()}
-        loss: dict = {}
+    def params(self, student: str) -> Iterator[tuple[str, str, str, Param]]:
+        """Each setting of a trial of `student`: its group (config, loss, training, distiller), field, name in
+        the study (``STUDENT.FIELD``, ``loss.FIELD`` ...) and `Param`, the loss's kd_loss first."""
+        for name, p in self.students[student].items():
+            yield "config", name, f"{student}.{name}", p
         for name, p in sorted(self.loss.items(), key=lambda item: item[0] != "kd_loss"):
-            if name == "temperature" and loss.get("kd_loss") == "mse":
+            yield "loss", name, f"loss.{name}", p
+        for group in ("training", "distiller"):
+            for name, p in getattr(self, group).items():
+                yield group, name, f"{group}.{name}", p
+
+    def sample(self, trial) -> TrialSettings:
+        """A trial's settings, asked of the study: the student first, then its fields in `params`' order. A
+        default student's trial (user attribute ``default``) takes `defaults`: those the space holds were
+        enqueued as its parameters, and the others (a default outside a searched range) are used as they are."""
+        student = trial.suggest_categorical("student", list(self.students))
+        default = self.defaults(student) if trial.user_attrs.get("default") == student else None
+        chosen: dict[str, dict] = {"config": {}, "loss": {}, "training": {}, "distiller": {}}
+        for group, name, key, p in self.params(student):
+            if name == "temperature" and chosen["loss"].get("kd_loss") == "mse":
                 continue  # mse compares raw logits: TeacherStudentDistill refuses a temperature with it
-            loss[name] = p.sample(trial, f"loss.{name}")
-        training = {name: p.sample(trial, f"training.{name}") for name, p in self.training.items()}
-        distiller = {name: p.sample(trial, f"distiller.{name}") for name, p in self.distiller.items()}
-        return TrialSettings(student, config, loss, training, distiller)
+            outside = default is not None and not p.contains(default[group][name])
+            chosen[group][name] = default[group][name] if outside else p.sample(trial, key)
+        return TrialSettings(student, **chosen)
+
+    def defaults(self, student: str) -> dict[str, dict]:
+        """What `nlp-train kd --model STUDENT` trains, for each field the space names (a field the space fixes
+        keeps its value, as every trial does: an epoch cap holds for the defaults too): the student config's
+        defaults, the loss's, the student's training defaults (`student_default`) and the Distiller's."""
+        from distill.distillation import TeacherStudentDistill
+        from distill.models.registry import student_entry
+        from distill.models.students import student_default
+        from distill.trainers import Distiller
+        from distill.training import TrainSettings
+        entry = student_entry(student)
+        sources = {"config": entry.cls.config_class(model=student), "loss": TeacherStudentDistill(),
+                   "training": TrainSettings()}
+        distiller = inspect.signature(Distiller.__init__).parameters
+        values: dict[str, dict] = {"config": {}, "loss": {}, "training": {}, "distiller": {}}
+        for group, name, _, p in self.params(student):
+            if p.choices is None and p.low is None:
+                values[group][name] = p.value
+            elif group == "distiller":
+                values[group][name] = distiller[name].default
+            else:
+                values[group][name] = getattr(sources[group], name)
+                if group == "training" and values[group][name] is None and name in ("lr", "epochs", "patience"):
+                    values[group][name] = student_default(entry.cls, name)  # what the run records
+        return values
+
+    def default_params(self, student: str) -> dict:
+        """`defaults` as the study's parameters, for `study.enqueue_trial`: the searched fields whose default
+        the space holds."""
+        default = self.defaults(student)
+        params: dict = {"student": student}
+        for group, name, key, p in self.params(student):
+            if name == "temperature" and default["loss"].get("kd_loss") == "mse":
+                continue
+            if (p.choices is not None or p.low is not None) and p.contains(default[group][name]):
+                params[key] = p.encode(default[group][name])
+        return params
 
 
 def _check_values(param: Param, where: str, build) -> None:
@@ -310,16 +380,48 @@ def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
 
 # -- one trial ---------------------------------------------------------------------------------------------------
 
+class FamilyPruner:
+    """An Optuna pruner that judges a trial only against trials of its own student family (the ``student``
+    parameter): `inner` (by default the median of the family's finished trials at the same epoch, once two of
+    them have finished, from epoch 2 on) sees the study as if it held that family alone. Epoch N of a static
+    student and of a BiLSTM are neither the same cost nor the same point on their learning curves: a static
+    student learns slower per epoch and ends higher on some data, and a median over all students cut it at
+    epoch 1 (issue 42)."""
+
+    def __init__(self, inner: Any = None):
+        self.inner = inner if inner is not None else \
+            optuna_module().pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+
+    def prune(self, study, trial) -> bool:
+        return self.inner.prune(_FamilyView(study, trial.params.get("student")), trial)
+
+
+class _FamilyView:
+    """`study` as a pruner reads it (its trials, its direction), holding only the trials of `student`."""
+
+    def __init__(self, study, student: str | None):
+        self._study, self._student = study, student
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list:
+        return [t for t in self._study.get_trials(deepcopy=deepcopy, states=states)
+                if t.params.get("student") == self._student]
+
+
 def _pruning_callback(trial):
     """A Callback reporting each epoch's dev score (the selection metric) to `trial`, and stopping the run when
-    the pruner says the trial has fallen behind."""
+    the pruner says the trial has fallen behind; a default student's or a reseeded run is never stopped (they
+    are what the search is measured against, and the spread of a setting over seeds)."""
     optuna = optuna_module()
     from distill.callbacks import Callback
+    protected = "default" in trial.user_attrs or "reseed_of" in trial.user_attrs
 
     class ReportToTrial(Callback):
         def on_epoch_end(self, epoch) -> None:
             trial.report(epoch.score, epoch.epoch)
-            if trial.should_prune():
+            if not protected and trial.should_prune():
                 trial.set_user_attr("pruned_at", epoch.epoch)
                 raise optuna.TrialPruned(f"pruned at epoch {epoch.epoch}: dev {epoch.select_metric} "
                                          f"{epoch.score:.4f}")
@@ -405,6 +507,9 @@ class Job:
     cache_dir: str | Path | None
     device: str
     progress: bool
+    reseed_top: int = 0  # the best trials re-trained with `seeds` other seeds, chosen among on the mean
+    seeds: int = 0
+    time_budget: float | None = None  # trial-seconds for the whole study (`spent_seconds`)
     dev_examples: list = field(default_factory=list)
     reference: dict | None = None  # the model whose latency is the budget (as_fast_as), as measured
 
@@ -434,6 +539,8 @@ def run_trial(trial, job: Job) -> float:
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
     if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
         training = {"seed": job.seed, **settings.training}
+        if "reseed_of" in trial.user_attrs:
+            training["seed"] = trial.user_attrs["seed"]
         distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
                               TeacherStudentDistill(**settings.loss), TrainSettings(**training),
                               distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
@@ -449,7 +556,9 @@ def run_trial(trial, job: Job) -> float:
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     metric = summary["settings"]["select_metric"]
     score = float(summary["best"]["dev"][metric])
-    measured = measure(folder, job.dev_examples, job.batch_size, job.threads)
+    # a reseeded run is the same model as its trial's, timed then
+    measured = trial.user_attrs["measured"] if "reseed_of" in trial.user_attrs else \
+        measure(folder, job.dev_examples, job.batch_size, job.threads)
     trial.set_user_attr("measured", measured)
     trial.set_user_attr("dev", {"metric": metric, "score": score, "best_epoch": summary["best"]["epoch"],
                                 "epochs": len(summary["history"]), "parameters": summary["parameters"]})
@@ -552,8 +661,65 @@ def _warm_cache(job: Job, task: str) -> None:
     teacher_logits(teacher, examples, LogitStore(teacher, job.cache_dir), progress=job.progress)
 
 
-def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float) -> None:
-    """Ask the study for trials and run them until it holds `trials` finished or running ones, or `timeout`."""
+def spent_seconds(trials: list) -> float:
+    """The time-budget's count: the seconds of every trial the study holds (finished, pruned, failed, and the
+    running ones so far), over every process and every resume; two processes spend it twice as fast."""
+    now = datetime.datetime.now()  # optuna's own clock: naive local time
+    return sum(((t.datetime_complete or now) - t.datetime_start).total_seconds()
+               for t in trials if t.datetime_start is not None)
+
+
+def _reseeding(trial) -> bool:
+    return "reseed_of" in trial.user_attrs
+
+
+def _next_trial(study, job: Job, trials: int, records: list[dict]) -> tuple[str, Any]:
+    """What this process does next: ("ask", None) after queuing what the study should run next (a default
+    student not yet tried, or a reseeded run), ("wait", None) while other processes finish the search trials
+    that reseeding needs, or ("stop", why)."""
+    held = study.get_trials(deepcopy=False)
+    searched = [t for t in held if not _reseeding(t)]
+    states = [t.state.name for t in searched]
+    finished, running = states.count("COMPLETE") + states.count("PRUNED"), states.count("RUNNING")
+    spent = spent_seconds(held)
+    if job.time_budget is not None and spent >= job.time_budget:
+        return "stop", "time budget"
+    if finished + running < trials:
+        # the budget's last part is kept for reseeding the best trials so far
+        if job.time_budget is None or spent + _reseed_estimate(records, job) < job.time_budget:
+            tried = {t.user_attrs["default"] for t in searched if "default" in t.user_attrs}
+            student = next((name for name in job.space.students if name not in tried), None)
+            if student is not None:  # the defaults first, one at a time: the search can only add to them
+                study.enqueue_trial(job.space.default_params(student), user_attrs={"default": student})
+            return "ask", None
+    if not job.reseed_top or not job.seeds:
+        return "stop", "trials"
+    if running:
+        return "wait", None
+    queued = {(t.user_attrs["reseed_of"], t.user_attrs["seed"]) for t in held if _reseeding(t)}
+    for record in reseed_candidates(records, job.reseed_top):
+        trial = next(t for t in searched if t.number == record["number"])
+        for offset in range(1, job.seeds + 1):
+            seed = (job.seed + offset) % 2**32
+            if (record["number"], seed) not in queued:
+                attrs = {"reseed_of": record["number"], "seed": seed, "measured": trial.user_attrs["measured"],
+                         **({"default": trial.user_attrs["default"]} if "default" in trial.user_attrs else {})}
+                study.enqueue_trial(trial.params, user_attrs=attrs)
+                return "ask", None
+    return "stop", "trials"
+
+
+def _reseed_estimate(records: list[dict], job: Job) -> float:
+    """Seconds reseeding the current candidates would take: each one's time, `seeds` times."""
+    if not job.reseed_top or not job.seeds:
+        return 0.0
+    return job.seeds * sum(r["seconds"] or 0.0 for r in reseed_candidates(records, job.reseed_top))
+
+
+def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float) -> str:
+    """Ask the study for trials and run them until it holds `trials` finished or running search trials and the
+    reseeded runs of the best (`Job.reseed_top`), or `timeout` (this process's seconds), or the time budget is
+    spent; returns why it stopped."""
     optuna = optuna_module()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Heartbeat of storage")  # ours is kept as optimize keeps it
@@ -561,12 +727,17 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
         while timeout is None or time.monotonic() - started < timeout:
             with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
                 optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
-                counts = _counts(study)
-                if counts.get("COMPLETE", 0) + counts.get("PRUNED", 0) + counts.get("RUNNING", 0) >= trials:
-                    return
-                # seeded by the trials held: a resumed or joining process draws anew, not the first trials' settings
-                study.sampler = optuna.samplers.TPESampler(seed=(job.seed + sum(counts.values())) % 2**32)
-                trial = study.ask()
+                records = [trial_record(t, job.budget) for t in study.get_trials(deepcopy=False)]
+                step, why = _next_trial(study, job, trials, records)
+                if step == "stop":
+                    return why
+                if step == "ask":
+                    # seeded by the trials held: a resumed or joining process draws anew, not the first trials'
+                    study.sampler = optuna.samplers.TPESampler(seed=(job.seed + len(records)) % 2**32)
+                    trial = study.ask()
+            if step == "wait":
+                time.sleep(WAIT_SECONDS)
+                continue
             with _heartbeat(study, trial):
                 try:
                     value = run_trial(trial, job)
@@ -582,6 +753,7 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     raise
             study.tell(trial, value)
+    return "timeout"
 
 
 # -- the reports -------------------------------------------------------------------------------------------------
@@ -599,7 +771,8 @@ def trial_record(trial, budget: Budget) -> dict:
                                                        else None),
               "parameters": dev.get("parameters"), "process": attrs.get("process"), **measured,
               "within_budget": budget.holds(measured) if measured else None,
-              "seconds": attrs.get("seconds")}
+              "seconds": attrs.get("seconds"), "default": attrs.get("default"),
+              "reseed_of": attrs.get("reseed_of"), "seed": attrs.get("seed")}
     if "pruned_at" in attrs:
         record["pruned_at"] = attrs["pruned_at"]
     if "error" in attrs:
@@ -609,7 +782,8 @@ def trial_record(trial, budget: Budget) -> dict:
 
 def pareto_front(records: list[dict], key: str) -> list[int]:
     """The numbers of the trials no other beats on both dev score and `key` (latency_ms or size_mb)."""
-    done = sorted((r for r in records if r["state"] == "complete" and r.get(key) is not None),
+    done = sorted((r for r in records if r["state"] == "complete" and r.get(key) is not None
+                   and r["reseed_of"] is None),
                   key=lambda r: (r[key], -r["dev_score"]))
     front, best = [], -math.inf
     for record in done:
@@ -619,10 +793,50 @@ def pareto_front(records: list[dict], key: str) -> list[int]:
     return front
 
 
-def choose_best(records: list[dict]) -> dict | None:
-    """The completed trial within the budget with the highest dev score (the faster of a tie)."""
-    fits = [r for r in records if r["state"] == "complete" and r["within_budget"]]
-    return max(fits, key=lambda r: (r["dev_score"], -r["latency_ms"]), default=None)
+def _fits(records: list[dict]) -> list[dict]:
+    """The completed search trials (not reseeded runs) within the budget, best dev score first (the faster of
+    a tie)."""
+    return sorted((r for r in records if r["state"] == "complete" and r["within_budget"] and r["reseed_of"] is None),
+                  key=lambda r: (-r["dev_score"], r["latency_ms"]))
+
+
+def reseed_candidates(records: list[dict], top: int) -> list[dict]:
+    """The trials re-trained with other seeds and chosen among: the `top` best within the budget, and the best
+    default student's trial within it (added when it is not among them, so the choice is never a trial that
+    one lucky seed put above the defaults)."""
+    fits = _fits(records)
+    chosen = fits[:top]
+    best_default = next((r for r in fits if r["default"] is not None), None)
+    if best_default is not None and best_default not in chosen:
+        chosen.append(best_default)
+    return chosen
+
+
+def add_seed_means(records: list[dict]) -> None:
+    """Each search trial's ``dev_scores`` (its own run's, then its reseeded runs' finished so far) and their
+    ``mean_dev``."""
+    for record in records:
+        if record["reseed_of"] is None and record["dev_score"] is not None:
+            record["dev_scores"] = [record["dev_score"]] + [
+                r["dev_score"] for r in records if r["reseed_of"] == record["number"] and r["state"] == "complete"]
+            record["mean_dev"] = sum(record["dev_scores"]) / len(record["dev_scores"])
+
+
+def _best_mean(pool: list[dict]) -> dict | None:
+    return max(pool, key=lambda r: (r.get("mean_dev", r["dev_score"]), -r["latency_ms"]), default=None)
+
+
+def choose_best(records: list[dict], reseed_top: int = 0) -> dict | None:
+    """The trial within the budget with the highest mean dev score over its seeds (`add_seed_means`) among
+    `reseed_candidates`, or, without reseeding, the highest dev score; the faster of a tie."""
+    return _best_mean(reseed_candidates(records, reseed_top) if reseed_top else _fits(records))
+
+
+def best_default(records: list[dict], reseed_top: int = 0) -> dict | None:
+    """The default student's trial that `choose_best` weighs against the others (with reseeding: the one
+    reseeded, so both means are over as many seeds): what the search must beat."""
+    pool = reseed_candidates(records, reseed_top) if reseed_top else _fits(records)
+    return _best_mean([r for r in pool if r["default"] is not None])
 
 
 def _describe(settings: dict | None) -> str:
@@ -640,22 +854,27 @@ def _short(value: Any) -> str:
 
 def table(records: list[dict], best: dict | None, budget: Budget) -> str:
     """The markdown table of every trial."""
-    lines = ["| trial | state | settings | dev | epochs | latency ms | runtime | MB | within budget | s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| trial | state | settings | dev | mean dev (runs) | epochs | latency ms | runtime | MB | within budget "
+             "| s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
-        mark = " (best)" if best is not None and r["number"] == best["number"] else ""
+        mark = (" (best)" if best is not None and r["number"] == best["number"] else "") + \
+            (f" (default {r['default']})" if r["default"] is not None and r["reseed_of"] is None else "")
         state = r["state"] + (f" at epoch {r['pruned_at']}" if r.get("pruned_at") else "") + \
-            (f", retry of {r['retry_of']}" if r.get("retry_of") is not None else "")
+            (f", retry of {r['retry_of']}" if r.get("retry_of") is not None else "") + \
+            (f", reseed of {r['reseed_of']} (seed {r['seed']})" if r["reseed_of"] is not None else "")
+        mean = f"{r['mean_dev']:.4f} ({len(r['dev_scores'])})" if "mean_dev" in r else ""
         cells = [f"{r['number']}{mark}", state, _describe(r["settings"]),
-                 "" if r["dev_score"] is None else f"{r['dev_score']:.4f}", "" if r["epochs"] is None else r["epochs"],
+                 "" if r["dev_score"] is None else f"{r['dev_score']:.4f}", mean,
+                 "" if r["epochs"] is None else r["epochs"],
                  "" if r.get("latency_ms") is None else f"{r['latency_ms']:.2f}", r.get("runtime", ""),
                  "" if r.get("size_mb") is None else f"{r['size_mb']:.2f}",
                  "" if r["within_budget"] is None else ("yes" if r["within_budget"] else "no"),
                  "" if r["seconds"] is None else f"{r['seconds']:.0f}"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
-    lines.append(f"Budget: {budget.text()}. Dev score: the selection metric at the best epoch; latency: a batch "
-                 "of the dev set in the faster runtime.")
+    lines.append(f"Budget: {budget.text()}. Dev score: the selection metric at the best epoch; mean dev: over the "
+                 "trial's run and its reseeded runs (other seeds), what the choice is made on; latency: a batch of "
+                 "the dev set in the faster runtime; (default X): `kd --model X` with its defaults.")
     return "\n".join(lines) + "\n"
 
 
@@ -666,7 +885,8 @@ def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    done = [r for r in records if r["state"] == "complete" and r.get("latency_ms") is not None]
+    done = [r for r in records if r["state"] == "complete" and r.get("latency_ms") is not None
+            and r["reseed_of"] is None]
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label, limit in ((axes[0], "latency_ms", "latency (ms a batch)", budget.max_latency_ms),
                                   (axes[1], "size_mb", "size (MB)", budget.max_mb)):
@@ -679,6 +899,12 @@ def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> 
                 linewidth=1, label="Pareto front")
         if limit is not None:
             ax.axvline(limit, color="red", linestyle="--", linewidth=1, label="budget")
+        defaults = [r for r in done if r["default"] is not None]
+        ax.scatter([r[key] for r in defaults], [r["dev_score"] for r in defaults], marker="*", s=150, color="black",
+                   label="default students", zorder=3)
+        for r in defaults:
+            ax.annotate(f"kd --model {r['default']}", (r[key], r["dev_score"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, -10))
         if best is not None:
             ax.scatter([best[key]], [best["dev_score"]], s=160, facecolors="none", edgecolors="red", label="chosen")
         ax.set_xlabel(label)
@@ -703,23 +929,52 @@ def _copy_best(trial_folder: Path, best: Path) -> None:
         load_model(tmp)
 
 
-def write_reports(study, job: Job, test: Any, wall_seconds: float) -> dict:
-    """trials.json, trials.md, trials.png and the best model (copied and exported; scored on `test`, alone)."""
-    from distill.export import export_model
+def _test_score(model_dir: Path, test: Any, job: Job) -> dict:
     from distill.inference import evaluate
+    from distill.metrics import headline
     from distill.models import load_model
+    model = load_model(model_dir)
+    metrics = evaluate(model, test, data=job.data)
+    return {"data": str(test), "score": headline(model.task, metrics), "metrics": metrics}
+
+
+def _default_summary(record: dict | None, test: Any, job: Job, previous: dict, chosen: dict | None) -> dict | None:
+    """The best default student within the budget as the report holds it, scored on `test` too (a fixed
+    rule picked it, not the test set: the comparison the search is for), once when it is the chosen one."""
+    if record is None:
+        return None
+    summary = {"trial": record["number"], "student": record["default"], "dev_score": record["dev_score"],
+               "mean_dev": record["mean_dev"], "dev_scores": record["dev_scores"],
+               "latency_ms": record["latency_ms"], "size_mb": record["size_mb"]}
+    if chosen is not None and chosen["trial"] == record["number"] and "test" in chosen:
+        summary["test"] = chosen["test"]
+    elif test is not None:
+        summary["test"] = _test_score(job.output / record["folder"], test, job)
+    elif previous.get("trial") == record["number"] and "test" in previous:
+        summary["test"] = previous["test"]
+    return summary
+
+
+def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str | None = None) -> dict:
+    """trials.json, trials.md, trials.png and the best model (copied and exported; scored on `test`, alone
+    with the best default student); `stopped`: why this process started no more trials."""
+    from distill.export import export_model
     output = job.output
-    records = [trial_record(t, job.budget) for t in study.get_trials(deepcopy=False)]
-    best = choose_best(records)
-    previous = {}
+    held = study.get_trials(deepcopy=False)
+    records = [trial_record(t, job.budget) for t in held]
+    add_seed_means(records)
+    best = choose_best(records, job.reseed_top)
+    previous: dict = {}
     if (output / TRIALS_JSON).is_file():
         with contextlib.suppress(ValueError, OSError):
-            previous = json.loads((output / TRIALS_JSON).read_text(encoding="utf-8")).get("best") or {}
+            previous = json.loads((output / TRIALS_JSON).read_text(encoding="utf-8"))
+    previous_default = previous.get("default") or {}
+    previous = previous.get("best") or {}
     chosen: dict | None = None
     if best is not None:
         chosen = {"trial": best["number"], "folder": BEST_FOLDER, "settings": best["settings"],
-                  "dev_score": best["dev_score"], "latency_ms": best["latency_ms"], "runtime": best["runtime"],
-                  "size_mb": best["size_mb"]}
+                  "dev_score": best["dev_score"], "mean_dev": best["mean_dev"], "dev_scores": best["dev_scores"],
+                  "latency_ms": best["latency_ms"], "runtime": best["runtime"], "size_mb": best["size_mb"]}
         source = output / best["folder"]
         same = previous.get("trial") == best["number"] and (output / BEST_FOLDER).is_dir() and \
             previous.get("card_sha256") == file_sha256(source / "distill.json")
@@ -732,14 +987,12 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float) -> dict:
         chosen["card_sha256"] = file_sha256(source / "distill.json")
         chosen["export"] = BEST_EXPORT_FOLDER if (output / BEST_EXPORT_FOLDER).is_dir() else None
         if test is not None:
-            from distill.metrics import headline
-            model = load_model(output / BEST_FOLDER)
-            metrics = evaluate(model, test, data=job.data)
-            chosen["test"] = {"data": str(test), "score": headline(model.task, metrics), "metrics": metrics}
+            chosen["test"] = _test_score(output / BEST_FOLDER, test, job)
         elif same and "test" in previous:
             chosen["test"] = previous["test"]
     counts = _counts(study)
     finished = [r["seconds"] for r in records if r["seconds"] is not None]
+    default = _default_summary(best_default(records, job.reseed_top), test, job, previous_default, chosen)
     report = {"search": {"teacher": job.teacher, "train": str(job.train), "dev": str(job.dev),
                          "unlabeled": None if job.unlabeled is None else str(job.unlabeled),
                          "space": job.space.given, "space_source": job.space.source,
@@ -750,7 +1003,13 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float) -> dict:
                          "cpu": _cpu(), "date": datetime.date.today().isoformat()},
               "states": {k.lower(): v for k, v in counts.items()},
               "wall_seconds": round(wall_seconds, 1), "trial_seconds": round(sum(finished), 1),
-              "best": chosen, "pareto_latency": pareto_front(records, "latency_ms"),
+              "time_budget": {"seconds": job.time_budget, "spent": round(spent_seconds(held), 1)},
+              "stopped": stopped,
+              "reseeding": {"top": job.reseed_top, "seeds": [(job.seed + i) % 2**32 for i in range(1, job.seeds + 1)],
+                            "candidates": [r["number"] for r in reseed_candidates(records, job.reseed_top)]
+                            if job.reseed_top and job.seeds else []},
+              "best": chosen, "default": default,
+              "pareto_latency": pareto_front(records, "latency_ms"),
               "pareto_size": pareto_front(records, "size_mb"), "trials": records}
     write_json(output / TRIALS_JSON, report)
     write_text(output / TRIALS_TABLE, table(records, best, job.budget))
@@ -799,18 +1058,25 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
            study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
            pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
            data: DataOptions = DataOptions(), progress: bool = False,
-           as_fast_as: str | Path | None = None) -> SearchResult:
+           as_fast_as: str | Path | None = None, reseed_top: int = 3, seeds: int = 2,
+           time_budget: float | None = None) -> SearchResult:
     """Search students and distillation settings for the best dev score within a budget (module docstring).
 
     `trials`: how many trials the study should hold finished (trained to the end, or pruned), counted over
-    every process and every resume; `timeout` seconds: start no trial after that. The budget: `max_latency_ms`
+    every process and every resume, the default students' first (one trial each, as `kd --model X` trains them
+    within the space's fixed settings); `timeout` seconds: this process starts no trial after that;
+    `time_budget` seconds: the study starts no trial once its trials have taken that long in all
+    (`spent_seconds`), keeping the time the reseeding needs. `reseed_top`: the best trials within the budget (and
+    the best default student's) are trained again with `seeds` other seeds, and the one with the best mean dev
+    score is chosen (0: the best single run). The budget: `max_latency_ms`
     for a batch of `batch_size` dev examples at `threads` torch threads (None: this process's), or `as_fast_as`: a
     model directory whose latency, measured here when the search starts or resumes, is `max_latency_ms` (a budget
     that holds on a loaded machine as on an idle one); and/or `max_mb`.
     `space`: a file, a mapping or None (the task's `DEFAULT_SPACES`). `storage`: an Optuna storage URL shared by
     several processes or machines (default: ``sqlite:///OUTPUT/study.db``). `pruner`: an Optuna pruner
-    (default: the median of the other trials' scores at the same epoch, after 3 trials and 1 epoch); `prune` False:
-    none. `test`: labelled data the chosen model alone is scored on. Returns trials.json's content.
+    (default: `FamilyPruner`, the median of the same student's other trials at the same epoch); `prune` False:
+    none; a default student's or a reseeded run is never pruned. `test`: labelled data the chosen model and the
+    best default student alone are scored on. Returns trials.json's content.
     """
     from distill.data import labelled_examples, unlabelled_examples
     from distill.errors import require_flag, require_number, require_whole
@@ -828,6 +1094,9 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
                            f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
+    require_number("time_budget", time_budget, 0, math.inf, low_open=True, optional=True)
+    require_whole("reseed_top", reseed_top, 0)
+    require_whole("seeds", seeds, 0)
     task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
@@ -840,7 +1109,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
-              batch_size, threads, seed, cache_dir, device, progress)
+              batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
     labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
     if test is not None:  # nor stop the search once its trials are done
         labelled_examples(test, task, data, "test")
@@ -860,14 +1129,13 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                                              scratch=output)}
         job.budget.max_latency_ms = job.reference["latency_ms"]
     if pruner is None:
-        pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1) if prune else \
-            optuna.pruners.NopPruner()
+        pruner = FamilyPruner() if prune else optuna.pruners.NopPruner()
     started = time.monotonic()
     with _locked(output):
         study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled, job_space,
                                                                   batch_size, threads), pruner)
         _warm_cache(job, task)
-    _run_trials(study, job, trials, timeout, started)
+    stopped = _run_trials(study, job, trials, timeout, started)
     with _locked(output):
-        report = write_reports(study, job, test, time.monotonic() - started)
+        report = write_reports(study, job, test, time.monotonic() - started, stopped)
     return SearchResult(report, output)

@@ -41,7 +41,8 @@ def print_space(context: click.Context, task: str | None) -> None:
                    "best-onnx/. The same command again resumes the search there.")
 @click.option("--trials", default=20, show_default=True, type=POSITIVE_INT,
               help="Trials the study should hold finished (trained to the end, or pruned), counted over every "
-                   "resume and every process that joins it.")
+                   "resume and every process that joins it; the default students are the first, and the reseeded "
+                   "runs (--reseed-top) come on top.")
 @click.option("--space", "space_path", type=click.Path(dir_okay=False),
               help="The search space as a YAML or JSON file: students with their config fields, and loss, training "
                    "and distiller settings (docs/search.md) [default: the task's, see --print-space].")
@@ -61,11 +62,21 @@ def print_space(context: click.Context, task: str | None) -> None:
 @click.option("--study-name", default="distill-search", show_default=True, help="The study's name in --storage.")
 @click.option("--timeout", type=NON_NEGATIVE, metavar="SECONDS",
               help="Start no trial after this many seconds (the running one finishes).")
+@click.option("--time-budget", type=POSITIVE, metavar="SECONDS",
+              help="The whole search's time: start no trial once the study's trials have taken this long in all "
+                   "(over every resume and process; keeping the time the reseeding needs). A running trial "
+                   "finishes or is pruned.")
+@click.option("--reseed-top", default=3, show_default=True, type=click.IntRange(0),
+              help="Train the best N trials within the budget (and the best default student) again with --seeds "
+                   "other seeds, and choose the best mean dev score (0: the best single run).")
+@click.option("--seeds", default=2, show_default=True, type=click.IntRange(0),
+              help="Other seeds each of the --reseed-top trials is trained with (--seed + 1, + 2, ...).")
 @click.option("--test", "test_path",
-              help="Labelled test data the chosen model alone is scored on (recorded in trials.json).")
+              help="Labelled test data the chosen model and the best default student alone are scored on "
+                   "(recorded in trials.json).")
 @click.option("--prune/--no-prune", default=True, show_default=True,
-              help="Stop a trial whose dev score falls below the median of the others' at the same epoch "
-                   "(after 3 trials and its first epoch).")
+              help="Stop a trial whose dev score falls below the median of its own student's other trials at the "
+                   "same epoch (after two of them and its second epoch); the default students are never stopped.")
 @click.option("--seed", default=42, show_default=True, type=click.IntRange(0, 2**32 - 1),
               help="Seeds the sampler and every trial's training.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
@@ -76,15 +87,15 @@ def print_space(context: click.Context, task: str | None) -> None:
 @device_option
 @click.pass_context
 def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, trials, space_path, max_latency_ms,
-           as_fast_as, batch_size, max_mb, storage, study_name, timeout, test_path, prune, seed, cache_dir, quiet, data,
-           device):
+           as_fast_as, batch_size, max_mb, storage, study_name, timeout, time_budget, reseed_top, seeds, test_path,
+           prune, seed, cache_dir, quiet, data, device):
     """Search students and KD settings for the best dev score within a latency or size budget (Optuna)."""
     from distill.student_search import search as run_search
     threads = context.find_root().params.get("threads")
     result = run_search(teacher_dir, train_path, dev_path, output, trials, unlabeled_path, space_path,
                         max_latency_ms, batch_size, threads, max_mb, storage, study_name, timeout, test_path, prune,
                         seed=seed, cache_dir=cache_dir, device=device, data=data, progress=not quiet,
-                        as_fast_as=as_fast_as)
+                        as_fast_as=as_fast_as, reseed_top=reseed_top, seeds=seeds, time_budget=time_budget)
     summary = result.report
     states = ", ".join(f"{count} {state}" for state, count in summary["states"].items()) or "no"
     report(f"search: {states} trials ({summary['wall_seconds']:.0f} s here); table {output}/trials.md, "
@@ -93,7 +104,13 @@ def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, t
     if best is None:
         report("search: no finished trial within the budget: nothing chosen (raise the budget or run more trials)")
         return
-    test = f"; test {best['test']['score']:.4f}" if "test" in best else ""
-    report(f"search: best trial {best['trial']}: {best['settings']['student']} "
-           f"{json.dumps(best['settings']['config'])}, dev {best['dev_score']:.4f}, {best['latency_ms']:.2f} ms a "
-           f"batch ({best['runtime']}), {best['size_mb']:.2f} MB{test}; saved to {output}/best")
+    for name, chosen in (("best trial", best), ("best default", summary["default"])):
+        if chosen is None:
+            continue
+        test = f"; test {chosen['test']['score']:.4f}" if "test" in chosen else ""
+        what = f"kd --model {chosen['student']}" if name == "best default" else \
+            f"{chosen['settings']['student']} {json.dumps(chosen['settings']['config'])}"
+        saved = f"; saved to {output}/best" if chosen is best else ""
+        report(f"search: {name} {chosen['trial']}: {what}, dev {chosen['dev_score']:.4f} (mean "
+               f"{chosen['mean_dev']:.4f} over {len(chosen['dev_scores'])} runs), {chosen['latency_ms']:.2f} ms a "
+               f"batch, {chosen['size_mb']:.2f} MB{test}{saved}")

@@ -348,7 +348,9 @@ class Bench:
                         seed=self.args.seed, cache_dir=self.cache)
         report = result.report
         return {"reference": {**report["search"]["budget"]["as_fast_as"], "model": shown(reference)}, "budget": report["search"]["budget"],
-                "latency": report["search"]["latency"], "trials": len(report["trials"]), "states": report["states"],
+                "latency": report["search"]["latency"], "states": report["states"],
+                "trials": sum(t["reseed_of"] is None for t in report["trials"]),
+                "reseeded": sum(t["reseed_of"] is not None for t in report["trials"]), "default": report["default"],
                 "wall_seconds": report["wall_seconds"], "trial_seconds": report["trial_seconds"],
                 "best": report["best"], "pareto_latency": report["pareto_latency"], "output": shown(out)}
 

@@ -87,7 +87,7 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         # and the student search's two bars (its student against the hand-configured ones, its wall time)
         assert [t["met"] is not None for t in measured] == [True] * (11 + extra_rows + (bf16 is not None))
         search = task["search"]  # within the first student's latency, measured when the search started
-        assert search["trials"] == 2 and sum(search["states"].values()) == 2
+        assert search["trials"] == 2 and sum(search["states"].values()) == 2 + search["reseeded"]
         assert Path(search["reference"]["model"]).name == task["students"][0] + "+kd-kl"
         assert search["budget"]["max_latency_ms"] == search["reference"]["latency_ms"] > 0
         assert search["best"] is None or 0 <= search["best"]["test"]["score"] <= 1

@@ -131,19 +131,70 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
 
 @pytest.fixture(scope="module")
 def finished_search(tiny_classifier_teacher, tmp_path_factory) -> Path:
-    """Three trials through the CLI, with --test."""
+    """Three trials through the CLI (the two default students first), the best one and the best default trained
+    again with two other seeds, with --test."""
     folder = tmp_path_factory.mktemp("search")
-    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    (folder / "space.yaml").write_text(json.dumps(SPACE))  # JSON is YAML: the students' order is kept
     cli("--threads", "1", "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
         "--space", folder / "space.yaml", "--trials", "3", "--output", folder / "out", "--test", TEST,
-        "--cache-dir", folder / "cache", "--quiet", "--no-prune")
+        "--cache-dir", folder / "cache", "--quiet", "--no-prune", "--reseed-top", "1", "--seeds", "2")
     return folder / "out"
+
+
+def search_trials(report: dict) -> list[dict]:
+    return [t for t in report["trials"] if t["reseed_of"] is None]
+
+
+def test_the_default_students_are_the_first_trials(finished_search):
+    """Trial 0 and 1 are `kd --model lstm` and `kd --model cnn` as their classes default them (a default outside a
+    searched range, hidden_dim 150 or filters 100, is kept), with what the space fixes (embedding_dim, epochs)."""
+    from distill.models.registry import student_config
+    trials = search_trials(read_report(finished_search))
+    assert [t["default"] for t in trials] == ["lstm", "cnn", None]
+    for trial in trials[:2]:
+        settings = trial["settings"]
+        full = student_config(trial["default"], embedding_dim=8)
+        assert settings["config"] == {key: getattr(full, key) for key in SPACE["students"][trial["default"]]}
+        assert settings["loss"] == {"kd_loss": "kl", "temperature": 2.0}
+        assert settings["training"] == {"epochs": 2, "lr": 2e-3}
+    assert trials[0]["settings"]["config"]["hidden_dim"] == 150 and trials[1]["settings"]["config"]["filters"] == 100
+    rows = (finished_search / "trials.md").read_text().splitlines()
+    assert "(default lstm) |" in next(row for row in rows if row.startswith("| 0 "))
+
+
+def test_the_choice_is_the_best_mean_over_reseeded_runs(finished_search):
+    """The best trial by dev and the best default (when another) are trained again with seeds 43 and 44, in
+    trials of their own; the chosen one is the best mean of its three runs, and the best default is reported
+    beside it, scored on --test too."""
+    report = read_report(finished_search)
+    trials = search_trials(report)
+    top = max(trials, key=lambda t: (t["dev_score"], -t["latency_ms"]))
+    default = max((t for t in trials if t["default"]), key=lambda t: (t["dev_score"], -t["latency_ms"]))
+    candidates = [top["number"]] + ([default["number"]] if default is not top else [])
+    assert report["reseeding"] == {"top": 1, "seeds": [43, 44], "candidates": candidates}
+    reseeds = [t for t in report["trials"] if t["reseed_of"] is not None]
+    assert sorted((t["reseed_of"], t["seed"]) for t in reseeds) == sorted((n, s) for n in candidates for s in (43, 44))
+    assert all(t["state"] == "complete" and t["settings"] == report["trials"][t["reseed_of"]]["settings"]
+               for t in reseeds)
+
+    def mean(number: int) -> float:
+        runs = [report["trials"][number]["dev_score"]] + [t["dev_score"] for t in reseeds if t["reseed_of"] == number]
+        return sum(runs) / 3
+
+    best = report["best"]
+    assert best["trial"] == max(candidates, key=lambda n: (mean(n), -report["trials"][n]["latency_ms"]))
+    assert best["mean_dev"] == pytest.approx(mean(best["trial"])) and len(best["dev_scores"]) == 3
+    assert report["default"]["trial"] == default["number"] and report["default"]["student"] == default["default"]
+    assert report["default"]["mean_dev"] == pytest.approx(mean(default["number"]))
+    assert 0 <= report["default"]["test"]["score"] <= 1
+    assert best["mean_dev"] >= report["default"]["mean_dev"]
 
 
 def test_a_search_writes_its_trials_table_plot_and_best_model(finished_search):
     report = read_report(finished_search)
-    trials = report["trials"]
-    assert [t["state"] for t in trials] == ["complete"] * 3 and report["states"] == {"complete": 3}
+    trials = search_trials(report)
+    assert [t["state"] for t in report["trials"]] == ["complete"] * len(report["trials"])
+    assert len(trials) == 3
     for trial in trials:
         assert trial["settings"]["student"] in ("lstm", "cnn")
         assert trial["runtime"] in ("pytorch", "onnxruntime") and trial["latency_ms"] > 0 and trial["size_mb"] > 0
@@ -152,18 +203,16 @@ def test_a_search_writes_its_trials_table_plot_and_best_model(finished_search):
         if trial["settings"]["loss"]["kd_loss"] == "mse":
             assert "temperature" not in trial["settings"]["loss"]
     best = report["best"]
-    chosen = max(trials, key=lambda t: (t["dev_score"], -t["latency_ms"]))
-    assert best["trial"] == chosen["number"] and best["dev_score"] == chosen["dev_score"]
     model = load_model(finished_search / "best")  # every file checked against its card
     assert type(model).__name__ in ("LSTMClassifier", "CNNClassifier")
     assert json.loads((finished_search / "best-onnx" / "distill.json").read_text())["format"] == "onnx"
     assert (finished_search / "trials.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = (finished_search / "trials.md").read_text()
-    assert table.count("| complete |") == 3 and f"| {best['trial']} (best) |" in table
+    assert table.count("| complete |") == 3 and f"| {best['trial']} (best" in table
     assert set(report["pareto_latency"]) <= {t["number"] for t in trials} and report["pareto_latency"]
-    # --test: the chosen model alone is scored on it
+    # --test: the chosen model alone is scored on it (and the best default)
     assert best["test"]["data"] == str(TEST) and 0 <= best["test"]["score"] <= 1
-    assert not any("test" in trial for trial in trials)
+    assert not any("test" in trial for trial in report["trials"])
 
 
 def test_a_budget_chooses_among_the_trials_within_it(finished_search, tmp_path):
@@ -174,10 +223,11 @@ def test_a_budget_chooses_among_the_trials_within_it(finished_search, tmp_path):
     sizes = sorted(t["size_mb"] for t in read_report(copy)["trials"])
     assert sizes[0] < sizes[-1]
     limit = (sizes[0] + sizes[-1]) / 2
+    held = len(read_report(copy)["trials"])
     result = search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, max_mb=limit,
-                    threads=1, cache_dir=tmp_path / "cache")
-    trials = result.trials
-    assert len(trials) == 3
+                    threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    assert len(result.trials) == held
+    trials = search_trials(result.report)
     assert {t["number"] for t in trials if not t["within_budget"]} == {t["number"] for t in trials
                                                                       if t["size_mb"] > limit} != set()
     fits = [t for t in trials if t["size_mb"] <= limit]
@@ -197,7 +247,7 @@ def test_a_budget_as_fast_as_a_model_is_that_models_latency_timed_here(finished_
     reference = tmp_path / "models" / "reference"
     shutil.copytree(copy / read_report(copy)["trials"][0]["folder"], reference)
     result = search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE,
-                    as_fast_as=reference, threads=1, cache_dir=tmp_path / "cache")
+                    as_fast_as=reference, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
     budget = result.report["search"]["budget"]
     assert budget["as_fast_as"]["model"] == str(reference) and budget["as_fast_as"]["latency_ms"] > 0
     assert budget["max_latency_ms"] == budget["as_fast_as"]["latency_ms"]
@@ -217,13 +267,16 @@ def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_pat
         search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=other, threads=1)
 
 
-def test_pruned_trials_are_recorded_and_leave_no_folder(tiny_classifier_teacher, tmp_path):
+def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
+    """A pruner that stops every trial: the two default students still finish (the search only adds to them),
+    the third trial is pruned at epoch 1 and its folder removed."""
     import optuna
-    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=2, space=SPACE, threads=1,
-                    pruner=optuna.pruners.ThresholdPruner(lower=2.0), cache_dir=tmp_path / "cache")
-    assert [(t["state"], t["pruned_at"], t["epochs"]) for t in result.trials] == [("pruned", 1, 1)] * 2
-    assert result.report["best"] is None and result.best is None
-    assert not any((tmp_path / "s" / "trials").iterdir())
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=3, space=SPACE, threads=1,
+                    pruner=optuna.pruners.ThresholdPruner(lower=2.0), cache_dir=tmp_path / "cache", reseed_top=0)
+    assert [(t["state"], t.get("pruned_at"), t["default"]) for t in result.trials] == \
+        [("complete", None, "lstm"), ("complete", None, "cnn"), ("pruned", 1, None)]
+    assert result.report["best"]["trial"] in (0, 1)
+    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0000", "0001"]
     assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
 
 
@@ -240,17 +293,56 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
     (multitask / "distill.json").write_text(json.dumps({"kind": "multitask-teacher", "heads": {"a": {}, "b": {}}}))
     with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher \(its heads: a, "
                                            r"b\); use evaluate_model\(head=...\) and predict_file instead, or "
-                                           r"distil a head with Distiller\(head=...\)"):
+                                           r"distil a head with DistillSettings\(head=...\)"):
         search(multitask, TRAIN, DEV, tmp_path / "t", trials=1, space=space)
     assert not (tmp_path / "t").exists()
 
 
+def test_the_pruner_compares_a_trial_with_its_own_student_family_only():
+    """Epoch-2 scores: two finished BiLSTMs at 0.80 and 0.82, a static student at 0.70. A median over every
+    trial (the old pruner) would stop the static student; the family pruner has no two static students to
+    compare it with and lets it run, and stops a BiLSTM at 0.75."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from distill.student_search import FamilyPruner
+    study = optuna.create_study(direction="maximize")
+    student = {"student": CategoricalDistribution(["lstm", "static"])}
+    for score in (0.80, 0.82, 0.81):
+        study.add_trial(optuna.trial.create_trial(params={"student": "lstm"}, distributions=student, value=score,
+                                                  intermediate_values={1: score - 0.1, 2: score}))
+
+    def running(name: str, score: float):
+        trial = optuna.trial.create_trial(params={"student": name}, distributions=student, value=None,
+                                          state=optuna.trial.TrialState.RUNNING,
+                                          intermediate_values={1: score - 0.1, 2: score})
+        return trial
+
+    assert optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2).prune(study, running("static", 0.70))
+    assert not FamilyPruner().prune(study, running("static", 0.70))
+    assert FamilyPruner().prune(study, running("lstm", 0.75))
+    assert not FamilyPruner().prune(study, running("lstm", 0.85))
+
+
+def test_the_time_budget_stops_starting_trials(tiny_classifier_teacher, tmp_path):
+    """A budget of a millisecond: the first trial (the first default student) starts, as nothing is spent yet,
+    and once it has taken longer no other starts, nor any reseeded run; resuming starts none either."""
+    for _ in range(2):
+        result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=4, space=SPACE, threads=1,
+                        time_budget=0.001, cache_dir=tmp_path / "cache")
+        assert [(t["number"], t["state"], t["default"]) for t in result.trials] == [(0, "complete", "lstm")]
+        assert result.report["stopped"] == "time budget"
+        assert result.report["time_budget"]["spent"] >= result.report["time_budget"]["seconds"] == 0.001
+    with pytest.raises(DistillError, match="time_budget must be"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=4, space=SPACE, time_budget=0)
+
+
 # -- interrupted, resumed, shared ------------------------------------------------------------------------------
 
-def search_arguments(teacher: str, output: Path, space: Path, trials: int) -> list[str]:
+def search_arguments(teacher: str, output: Path, space: Path, trials: int, reseed_top: int = 0) -> list[str]:
     return ["--threads", "1", "search", "--teacher", teacher, "--train", str(TRAIN), "--dev", str(DEV), "--space",
             str(space), "--trials", str(trials), "--output", str(output), "--cache-dir", str(output.parent / "cache"),
-            "--quiet", "--no-prune"]
+            "--quiet", "--no-prune", "--reseed-top", str(reseed_top), "--seeds", "1"]
 
 
 def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial(tiny_classifier_teacher, tmp_path):
@@ -291,11 +383,12 @@ def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial
 
 def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
     """Two processes (another and this one) on one folder, so one SQLite storage: two trials in all, one each, the
-    second joining while the first runs."""
+    second joining while the first runs (the two default students), then the best one's reseeded run, by the
+    process that has none left to wait for or by the one that waited."""
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump({**SPACE, "training": {"epochs": 3, "patience": 3}}))
     output = tmp_path / "out"
-    arguments = search_arguments(tiny_classifier_teacher, output, space, 2)
+    arguments = search_arguments(tiny_classifier_teacher, output, space, 2, reseed_top=1)
     other = subprocess.Popen([sys.executable, "-m", "procedures.cli", *arguments], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     deadline = time.monotonic() + 240
@@ -305,8 +398,11 @@ def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
     cli(*arguments)
     _, err = other.communicate(timeout=300)
     assert other.returncode == 0, err
-    trials = read_report(output)["trials"]
-    assert [t["state"] for t in trials] == ["complete"] * 2
+    report = read_report(output)
+    trials = search_trials(report)
+    assert [t["state"] for t in report["trials"]] == ["complete"] * 3
     assert sorted(t["folder"] for t in trials) == ["trials/0000", "trials/0001"]
     assert len({json.dumps(t["settings"], sort_keys=True) for t in trials}) == 2
     assert len({t["process"] for t in trials}) == 2
+    reseeded = report["trials"][2]
+    assert (reseeded["reseed_of"], reseeded["seed"]) == (report["reseeding"]["candidates"][0], 43)
