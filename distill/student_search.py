@@ -239,18 +239,15 @@ class SearchSpace:
         from distill.distillation import TeacherStudentDistill
         from distill.models.registry import student_entry
         from distill.models.students import student_default
-        from distill.trainers import Distiller
+        from distill.distiller import DistillSettings
         from distill.training import TrainSettings
         entry = student_entry(student)
         sources = {"config": entry.cls.config_class(model=student), "loss": TeacherStudentDistill(),
-                   "training": TrainSettings()}
-        distiller = inspect.signature(Distiller.__init__).parameters
+                   "training": TrainSettings(), "distiller": DistillSettings()}
         values: dict[str, dict] = {"config": {}, "loss": {}, "training": {}, "distiller": {}}
         for group, name, _, p in self.params(student):
             if p.choices is None and p.low is None:
                 values[group][name] = p.value
-            elif group == "distiller":
-                values[group][name] = distiller[name].default
             else:
                 values[group][name] = getattr(sources[group], name)
                 if group == "training" and values[group][name] is None and name in ("lr", "epochs", "patience"):

@@ -285,7 +285,7 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
     if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
     space = {"students": {"lstm": {"hidden_dim": [4], "embedding_dim": 8}}, "training": {"epochs": 1}}
     result = search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "s", trials=1, space=space, threads=1,
-                    cache_dir=tmp_path / "cache")
+                    cache_dir=tmp_path / "cache", reseed_top=0)
     assert [t["state"] for t in result.trials] == ["complete"] and result.best is not None
     assert result.report["search"]["teacher"] == tiny_hf_classifier
     multitask = tmp_path / "multitask"  # its card is all the table reads
