@@ -1,0 +1,314 @@
+"""The study: its storage (SQLite, or a shared database), one lock per output, heartbeats, trials queued again after
+an interruption, the default students first, the reseeded runs of the best few, the time budget; and `search`,
+which runs it all and reports."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from distill.data import DataOptions
+from distill.errors import DistillError, option
+from distill.io import check_folder, make_folder
+from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
+from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB, TRIALS_FOLDER,
+                                  WAIT_SECONDS, SearchSpace, load_space, optuna_module)
+from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
+
+
+def _locked(output: Path) -> Iterator[None]:
+    """The search folder's lock: one process at a time warms the logit cache, opens the study or writes the
+    reports, so processes joining one search neither score the teacher twice nor interleave their files."""
+    import fcntl
+    with open(output / LOCK_FILE, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _storage(url: str):
+    optuna = optuna_module()
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+    from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the retry callback is "experimental"
+        try:
+            return RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {},
+                              heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        except (ImportError, ValueError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
+            raise DistillError(f"{url}: cannot open the study's storage ({' '.join(str(err).split())[:160]})") \
+                from None
+
+
+def _retry(study, trial) -> None:
+    """Queue an interrupted trial's settings again (its run continues from its last finished epoch)."""
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+    frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        RetryHeartbeatStaleTrialCallback()(study, frozen)
+
+
+@contextlib.contextmanager
+def _heartbeat(study, trial) -> Iterator[None]:
+    """The trial's heartbeat in the storage while it runs, as `Study.optimize` keeps one."""
+    from optuna.storages._heartbeat import get_heartbeat_thread  # optimize's own; the ask-and-tell API has none
+    with get_heartbeat_thread(trial._trial_id, study._storage):
+        yield
+
+
+def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
+              threads: int) -> dict:
+    """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
+    space or latency settings would mix trials that cannot be compared."""
+    from distill.training import input_fingerprints
+    inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
+                                                    ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
+    return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
+            "latency_threads": threads}
+
+
+def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
+    optuna = optuna_module()
+    url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
+    study = optuna.create_study(storage=_storage(url), study_name=study_name, direction="maximize", pruner=pruner,
+                                load_if_exists=True)
+    recorded = study.user_attrs.get("search")
+    if recorded is None:
+        study.set_user_attr("search", identity)
+    elif recorded != identity:
+        differs = next(key for key in identity if recorded.get(key) != identity[key])
+        raise DistillError(f"{url}: study {study_name!r} searched with another {differs.replace('_', ' ')}; "
+                           f"resume it with the same one, or give another {option('--output', 'output')} "
+                           f"(or {option('--storage', 'storage')})")
+    return study, url
+
+
+def _warm_cache(job: Job, task: str) -> None:
+    """The teacher's logits of the training and unlabelled text into the logit cache, once for the study: each
+    trial then reads them (scored in the trial only for what the space adds, such as augmented text)."""
+    from distill.cache import LogitStore, teacher_logits
+    from distill.data import labelled_examples, unlabelled_examples
+    from distill.models import load_teacher
+    teacher = load_teacher(job.teacher, device=job.device)
+    examples = list(labelled_examples(job.train, task, job.data, "train").inputs)
+    if job.unlabeled is not None:
+        examples += list(unlabelled_examples(job.unlabeled, task, job.data, "unlabeled").inputs)
+    teacher_logits(teacher, examples, LogitStore(teacher, job.cache_dir), progress=job.progress)
+
+
+def _reseeding(trial) -> bool:
+    return "reseed_of" in trial.user_attrs
+
+
+def _next_trial(study, job: Job, trials: int, records: list[dict]) -> tuple[str, Any]:
+    """What this process does next: ("ask", None) after queuing what the study should run next (a default
+    student not yet tried, or a reseeded run), ("wait", None) while other processes finish the search trials
+    that reseeding needs, or ("stop", why)."""
+    held = study.get_trials(deepcopy=False)
+    searched = [t for t in held if not _reseeding(t)]
+    states = [t.state.name for t in searched]
+    finished, running = states.count("COMPLETE") + states.count("PRUNED"), states.count("RUNNING")
+    spent = spent_seconds(held)
+    if job.time_budget is not None and spent >= job.time_budget:
+        return "stop", "time budget"
+    if finished + running < trials:
+        # the budget's last part is kept for reseeding the best trials so far
+        if job.time_budget is None or spent + _reseed_estimate(records, job) < job.time_budget:
+            tried = {t.user_attrs["default"] for t in searched if "default" in t.user_attrs}
+            student = next((name for name in job.space.students if name not in tried), None)
+            if student is not None:  # the defaults first, one at a time: the search can only add to them
+                study.enqueue_trial(job.space.default_params(student), user_attrs={"default": student})
+            return "ask", None
+    if not job.reseed_top or not job.seeds:
+        return "stop", "trials"
+    if running:
+        return "wait", None
+    queued = {(t.user_attrs["reseed_of"], t.user_attrs["seed"]) for t in held if _reseeding(t)}
+    for record in reseed_candidates(records, job.reseed_top):
+        trial = next(t for t in searched if t.number == record["number"])
+        for offset in range(1, job.seeds + 1):
+            seed = (job.seed + offset) % 2**32
+            if (record["number"], seed) not in queued:
+                attrs = {"reseed_of": record["number"], "seed": seed, "measured": trial.user_attrs["measured"],
+                         **({"default": trial.user_attrs["default"]} if "default" in trial.user_attrs else {})}
+                study.enqueue_trial(trial.params, user_attrs=attrs)
+                return "ask", None
+    return "stop", "trials"
+
+
+def _reseed_estimate(records: list[dict], job: Job) -> float:
+    """Seconds reseeding the current candidates would take: each one's time, `seeds` times."""
+    if not job.reseed_top or not job.seeds:
+        return 0.0
+    return job.seeds * sum(r["seconds"] or 0.0 for r in reseed_candidates(records, job.reseed_top))
+
+
+def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float) -> str:
+    """Ask the study for trials and run them until it holds `trials` finished or running search trials and the
+    reseeded runs of the best (`Job.reseed_top`), or `timeout` (this process's seconds), or the time budget is
+    spent; returns why it stopped."""
+    optuna = optuna_module()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Heartbeat of storage")  # ours is kept as optimize keeps it
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        while timeout is None or time.monotonic() - started < timeout:
+            with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
+                optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
+                records = [trial_record(t, job.budget) for t in study.get_trials(deepcopy=False)]
+                step, why = _next_trial(study, job, trials, records)
+                if step == "stop":
+                    return why
+                if step == "ask":
+                    # seeded by the trials held: a resumed or joining process draws anew, not the first trials'
+                    study.sampler = optuna.samplers.TPESampler(seed=(job.seed + len(records)) % 2**32)
+                    trial = study.ask()
+            if step == "wait":
+                time.sleep(WAIT_SECONDS)
+                continue
+            with _heartbeat(study, trial):
+                try:
+                    value = run_trial(trial, job)
+                except optuna.TrialPruned:
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    continue
+                except Exception as err:  # a bug or bad settings: recorded, and the search stops with it
+                    trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:500])
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+                except BaseException:  # Ctrl-C, SIGTERM: the trial runs again, from its last epoch, on resume
+                    _retry(study, trial)
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    raise
+            study.tell(trial, value)
+    return "timeout"
+
+
+# -- the search as a whole ---------------------------------------------------------------------------------------
+
+@dataclass
+class SearchResult:
+    """A search's outcome: ``report`` is trials.json's content; `best` the chosen model's folder (None when no
+    completed trial fits the budget)."""
+
+    report: dict
+    output: Path
+
+    @property
+    def best(self) -> Path | None:
+        return self.output / BEST_FOLDER if self.report["best"] else None
+
+    @property
+    def trials(self) -> list[dict]:
+        return self.report["trials"]
+
+
+def check_search_output(output: Path, inputs: list) -> None:
+    """A search's folder (its study, trials and best model) is none of its inputs, holds none, lies in none,
+    and is no model's directory: a search started there would write its files among the model's."""
+    from distill.outputs import check_directory_output, is_model_folder
+    check_folder(output)
+    check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
+    if output.is_dir() and is_model_folder(output):
+        raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
+                           "trials and best model): choose another output")
+
+
+def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
+           unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
+           batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
+           study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
+           pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
+           data: DataOptions = DataOptions(), progress: bool = False,
+           as_fast_as: str | Path | None = None, reseed_top: int = 3, seeds: int = 2,
+           time_budget: float | None = None) -> SearchResult:
+    """Search students and distillation settings for the best dev score within a budget (module docstring).
+
+    `trials`: how many trials the study should hold finished (trained to the end, or pruned), counted over
+    every process and every resume, the default students' first (one trial each, as `kd --model X` trains them
+    within the space's fixed settings); `timeout` seconds: this process starts no trial after that;
+    `time_budget` seconds: the study starts no trial once its trials have taken that long in all
+    (`spent_seconds`), keeping the time the reseeding needs. `reseed_top`: the best trials within the budget (and
+    the best default student's) are trained again with `seeds` other seeds, and the one with the best mean dev
+    score is chosen (0: the best single run). The budget: `max_latency_ms`
+    for a batch of `batch_size` dev examples at `threads` torch threads (None: this process's), or `as_fast_as`: a
+    model directory whose latency, measured here when the search starts or resumes, is `max_latency_ms` (a budget
+    that holds on a loaded machine as on an idle one); and/or `max_mb`.
+    `space`: a file, a mapping or None (the task's `DEFAULT_SPACES`). `storage`: an Optuna storage URL shared by
+    several processes or machines (default: ``sqlite:///OUTPUT/study.db``). `pruner`: an Optuna pruner
+    (default: `FamilyPruner`, the median of the same student's other trials at the same epoch); `prune` False:
+    none; a default student's or a reseeded run is never pruned. `test`: labelled data the chosen model and the
+    best default student alone are scored on. Returns trials.json's content.
+    """
+    from distill.data import labelled_examples, unlabelled_examples
+    from distill.errors import require_flag, require_number, require_whole
+    from distill.models import model_card
+    from distill.models.kinds import require_kind
+    optuna = optuna_module()
+    require_whole("trials", trials)
+    require_whole("batch_size", batch_size)
+    require_whole("threads", threads, optional=True)
+    require_whole("seed", seed, 0, 2**32 - 1)
+    require_flag("prune", prune)
+    require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
+    require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
+    if as_fast_as is not None and max_latency_ms is not None:
+        raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
+                           f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
+    require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
+    require_number("time_budget", time_budget, 0, math.inf, low_open=True, optional=True)
+    require_whole("reseed_top", reseed_top, 0)
+    require_whole("seeds", seeds, 0)
+    task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
+    job_space = load_space(space, task)
+    if as_fast_as is not None:  # a model directory of the search's task, before anything is written
+        timed = model_card(str(as_fast_as)).get("task")
+        if timed != task:
+            raise DistillError(f"{as_fast_as}: {option('--as-fast-as', 'as_fast_as')} is timed on the search's dev "
+                               f"data, and this model does {timed}, the teacher {task}: give a model of the "
+                               f"teacher's task")
+    output = Path(output)
+    check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
+    threads = threads or torch.get_num_threads()
+    job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
+              batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
+    labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
+    if test is not None:  # nor stop the search once its trials are done
+        labelled_examples(test, task, data, "test")
+    if unlabeled is not None:
+        unlabelled_examples(unlabeled, task, data, "unlabeled")
+    job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    if storage is not None:
+        if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
+            from distill.outputs import check_written_folder
+            inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
+                      if isinstance(item, (str, os.PathLike))]
+            check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
+        _storage(storage)  # a database it cannot open: said before the output folder is made
+    make_folder(output / TRIALS_FOLDER)
+    if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
+        job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size, threads,
+                                                             scratch=output)}
+        job.budget.max_latency_ms = job.reference["latency_ms"]
+    if pruner is None:
+        pruner = FamilyPruner() if prune else optuna.pruners.NopPruner()
+    started = time.monotonic()
+    with _locked(output):
+        study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled, job_space,
+                                                                  batch_size, threads), pruner)
+        _warm_cache(job, task)
+    stopped = _run_trials(study, job, trials, timeout, started)
+    with _locked(output):
+        report = write_reports(study, job, test, time.monotonic() - started, stopped)
+    return SearchResult(report, output)

@@ -1,0 +1,205 @@
+"""One trial: a `kd` run with the trial's settings into ``OUTPUT/trials/NNNN``, pruned within its student family
+(`FamilyPruner`), then its latency and size measured on this machine (`measure`, `Budget`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distill.data import DataOptions
+from distill.errors import DistillError
+from distill.student_search.space import TIMING_EXAMPLES, TRIALS_FOLDER, SearchSpace, optuna_module
+
+
+class FamilyPruner:
+    """An Optuna pruner that judges a trial only against trials of its own student family (the ``student``
+    parameter): `inner` (by default the median of the family's finished trials at the same epoch, once two of
+    them have finished, from epoch 2 on) sees the study as if it held that family alone. Epoch N of a static
+    student and of a BiLSTM are neither the same cost nor the same point on their learning curves: a static
+    student learns slower per epoch and ends higher on some data, and a median over all students cut it at
+    epoch 1 (issue 42)."""
+
+    def __init__(self, inner: Any = None):
+        self.inner = inner if inner is not None else \
+            optuna_module().pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+
+    def prune(self, study, trial) -> bool:
+        return self.inner.prune(_FamilyView(study, trial.params.get("student")), trial)
+
+
+class _FamilyView:
+    """`study` as a pruner reads it (its trials, its direction), holding only the trials of `student`."""
+
+    def __init__(self, study, student: str | None):
+        self._study, self._student = study, student
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list:
+        return [t for t in self._study.get_trials(deepcopy=deepcopy, states=states)
+                if t.params.get("student") == self._student]
+
+
+def _pruning_callback(trial):
+    """A Callback reporting each epoch's dev score (the selection metric) to `trial`, and stopping the run when
+    the pruner says the trial has fallen behind; a default student's or a reseeded run is never stopped (they
+    are what the search is measured against, and the spread of a setting over seeds)."""
+    optuna = optuna_module()
+    from distill.callbacks import Callback
+    protected = "default" in trial.user_attrs or "reseed_of" in trial.user_attrs
+
+    class ReportToTrial(Callback):
+        def on_epoch_end(self, epoch) -> None:
+            trial.report(epoch.score, epoch.epoch)
+            if not protected and trial.should_prune():
+                trial.set_user_attr("pruned_at", epoch.epoch)
+                raise optuna.TrialPruned(f"pruned at epoch {epoch.epoch}: dev {epoch.select_metric} "
+                                         f"{epoch.score:.4f}")
+
+    return ReportToTrial()
+
+
+def _latency(model, examples: list, batch_size: int) -> float:
+    """Milliseconds a batch of `batch_size` takes: the mean over the length-sorted batches of `examples`."""
+    from distill.inference import throughput
+    return 1000 * batch_size / throughput(model, examples, batch_size, repeats=2)
+
+
+def measure(model_dir: Path, examples: list, batch_size: int, threads: int, scratch: Path | None = None) -> dict:
+    """A trained model's latency and size on this machine at `threads`, in PyTorch and in ONNX Runtime (an ONNX
+    export in a temporary folder in `scratch`, by default beside it): the faster runtime counts (``runtime``,
+    ``latency_ms``, ``size_mb``: the bytes of the model folder it loads); without the export extra, or for a
+    model that cannot be exported, PyTorch alone (``onnx_error`` says why)."""
+    from distill.export import export_model
+    from distill.models import load_model
+    from distill.trainers import model_size_bytes
+    from distill.training import runtime
+    examples = examples[:TIMING_EXAMPLES]
+    record: dict = {"batch_size": batch_size, "threads": threads}
+    with runtime(None, threads):
+        record["pytorch_ms"] = _latency(load_model(model_dir), examples, batch_size)
+        record["pytorch_mb"] = model_size_bytes(model_dir) / 1e6
+        with tempfile.TemporaryDirectory(prefix=f".{model_dir.name}-onnx.", dir=scratch or model_dir.parent) as folder:
+            exported = Path(folder) / "onnx"
+            try:
+                export_model(str(model_dir), str(exported), "onnx")
+                record["onnx_ms"] = _latency(load_model(exported), examples, batch_size)
+                record["onnx_mb"] = model_size_bytes(exported) / 1e6
+            except DistillError as err:
+                record["onnx_error"] = str(err)
+    onnx = record.get("onnx_ms") is not None and record["onnx_ms"] < record["pytorch_ms"]
+    record["runtime"] = "onnxruntime" if onnx else "pytorch"
+    record["latency_ms"] = record["onnx_ms" if onnx else "pytorch_ms"]
+    record["size_mb"] = record["onnx_mb" if onnx else "pytorch_mb"]
+    return record
+
+
+@dataclass
+class Budget:
+    """Latency (ms a batch) and size (MB) limits; None: no limit."""
+
+    max_latency_ms: float | None = None
+    max_mb: float | None = None
+
+    def excess(self, record: dict) -> float:
+        """How far over the budget a measured trial is, relatively (0: within; TPE's constraint)."""
+        over = [0.0]
+        if self.max_latency_ms is not None:
+            over.append(record["latency_ms"] / self.max_latency_ms - 1)
+        if self.max_mb is not None:
+            over.append(record["size_mb"] / self.max_mb - 1)
+        return max(over)
+
+    def holds(self, record: dict) -> bool:
+        return record.get("latency_ms") is not None and self.excess(record) <= 0
+
+    def text(self) -> str:
+        parts = ([f"{self.max_latency_ms:g} ms a batch"] if self.max_latency_ms is not None else []) + \
+            ([f"{self.max_mb:g} MB"] if self.max_mb is not None else [])
+        return " and ".join(parts) or "none"
+
+
+@dataclass
+class Job:
+    """What every trial of one search shares."""
+
+    teacher: str
+    train: Any
+    dev: Any
+    unlabeled: Any
+    data: DataOptions
+    output: Path
+    space: SearchSpace
+    budget: Budget
+    batch_size: int
+    threads: int
+    seed: int
+    cache_dir: str | Path | None
+    device: str
+    progress: bool
+    reseed_top: int = 0  # the best trials re-trained with `seeds` other seeds, chosen among on the mean
+    seeds: int = 0
+    time_budget: float | None = None  # trial-seconds for the whole study (`spent_seconds`)
+    dev_examples: list = field(default_factory=list)
+    reference: dict | None = None  # the model whose latency is the budget (as_fast_as), as measured
+
+
+def _folder(trial, job: Job) -> Path:
+    """A trial's run folder, by its number; a retried trial inherits the interrupted one's (its user attributes
+    are copied), and continues that run."""
+    return job.output / trial.user_attrs.get("folder", f"{TRIALS_FOLDER}/{trial.number:04d}")
+
+
+def run_trial(trial, job: Job) -> float:
+    """Train (or continue, or find finished) the trial's student, measure it, record it on the trial; returns
+    its best dev score."""
+    from distill.distillation import TeacherStudentDistill
+    from distill.models.card import RESUME_FILE
+    from distill.models.registry import student_config
+    from distill.outputs import SUMMARY_FILE
+    from distill.distiller import Distiller, DistillSettings
+    from distill.trainers import Output, Runtime
+    from distill.training import TrainSettings
+    optuna = optuna_module()
+    started = time.perf_counter()
+    settings = job.space.sample(trial)
+    folder = _folder(trial, job)
+    trial.set_user_attr("settings", settings.record())
+    trial.set_user_attr("folder", str(folder.relative_to(job.output)))
+    trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
+    if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
+        training = {"seed": job.seed, **settings.training}
+        if "reseed_of" in trial.user_attrs:
+            training["seed"] = trial.user_attrs["seed"]
+        distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
+                              TeacherStudentDistill(**settings.loss), TrainSettings(**training),
+                              distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
+                              env=Runtime(job.device, progress=job.progress))
+        resume = (folder / RESUME_FILE).is_file()
+        try:
+            distiller.fit(job.train, job.dev, job.unlabeled, job.data, Output(folder, resume=resume),
+                          callbacks=[_pruning_callback(trial)])
+        except optuna.TrialPruned:
+            shutil.rmtree(folder, ignore_errors=True)  # its resume state: a pruned trial is not continued
+            trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
+            raise
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    metric = summary["settings"]["select_metric"]
+    score = float(summary["best"]["dev"][metric])
+    # a reseeded run is the same model as its trial's, timed then
+    measured = trial.user_attrs["measured"] if "reseed_of" in trial.user_attrs else \
+        measure(folder, job.dev_examples, job.batch_size, job.threads)
+    trial.set_user_attr("measured", measured)
+    trial.set_user_attr("dev", {"metric": metric, "score": score, "best_epoch": summary["best"]["epoch"],
+                                "epochs": len(summary["history"]), "parameters": summary["parameters"]})
+    trial.set_constraint("budget", job.budget.excess(measured))  # TPE then favours settings within the budget
+    trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
+    return score
