@@ -210,16 +210,26 @@ class Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame) -> None:
+    """The first SIGTERM stops the run; a repeated one (a scheduler's, `timeout`'s) is ignored, so it cannot
+    cut into the clean-up that the first one started (putting an overwritten model back)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated()
+
+
+INTERRUPTED = (130, 128 + signal.SIGTERM)  # the exit statuses of Ctrl-C and SIGTERM
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2, never a traceback; a process
-    of a distributed run ends through `end_process`."""
+    of a distributed run ends through `end_process`, and so does an interrupted command line (`argv` None:
+    this process is the command's own). Once the run has cleaned up, tearing the interpreter down only
+    garbage-collects the ~380,000 objects of torch, transformers and the rest: 9 s on this 2-core machine at
+    load 13, and most of the minute a SIGTERM took to end a run under load, which a scheduler's kill must not
+    wait for."""
     try:
         _run(argv)
     except SystemExit as done:
-        if _left_process_group:
+        if _left_process_group or (argv is None and done.code in INTERRUPTED):
             end_process(done.code)
         raise
 
