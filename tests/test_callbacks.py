@@ -3,6 +3,12 @@ back, and --report-to (docs/tracking.md)."""
 
 import importlib.util
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -12,7 +18,7 @@ from distill.models import load_model
 from distill.trainers import Distiller, Runtime, train_student, train_teacher
 from distill.models.teacher import TeacherConfig, TeacherTraining
 from distill.training import TrainSettings
-from tests.conftest import SAMPLES, cli, config_for
+from tests.conftest import SAMPLES, cli, config_for, free_port
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 QUIET = Runtime(progress=False)
@@ -219,13 +225,6 @@ def run_cli(capsys, *args) -> tuple[int, str]:
     return exit_info.value.code, capsys.readouterr().err
 
 
-def closed_port() -> int:
-    import socket
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def deleted_experiment(tmp_path, monkeypatch) -> str:
     from mlflow.tracking import MlflowClient
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -251,7 +250,7 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
     "a text file as a file store": (file_store, "MLFLOW_TRACKING_URI"),
     "an SQLite path that is no database": (lambda tmp, mp: written(tmp / "x.db", "not a database",
                                                                    f"sqlite:///{tmp / 'x.db'}"), "MLFLOW_TRACKING_URI"),
-    "a server that does not answer": (lambda tmp, mp: f"http://127.0.0.1:{closed_port()}", "MLFLOW_TRACKING_URI"),
+    "a server that does not answer": (lambda tmp, mp: f"http://127.0.0.1:{free_port()}", "MLFLOW_TRACKING_URI"),
     "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
 }
 
@@ -292,8 +291,6 @@ def fail() -> None:
 
 
 def sigterm() -> None:
-    import os
-    import signal
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -301,14 +298,12 @@ def ctrl_c() -> None:
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("stop, status, code", [(fail, "FAILED", None), (sigterm, "KILLED", 143),
-                                                (ctrl_c, "KILLED", 130)], ids=["error", "sigterm", "ctrl-c"])
-def test_an_mlflow_run_is_closed_on_any_exit_and_resume_continues_it(stop, status, code, tmp_path, capsys,
-                                                                      monkeypatch):
-    """A run stopped in epoch 2 is FAILED (an error) or KILLED (SIGTERM, Ctrl-C), not left RUNNING; --resume
-    of an interrupted one logs on to the same tracked run, which ends FINISHED with every epoch."""
+def stopped_and_resumed(uri: str, stop, status: str, code: int | None, tmp_path, capsys, monkeypatch) -> None:
+    """A student run tracked in `uri`, stopped by `stop` in epoch 2, is closed `status` (not left RUNNING);
+    --resume of an interrupted one (exit `code`) logs on to the same tracked run, which ends FINISHED with
+    every epoch."""
     import distill.training
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    from mlflow.tracking import MlflowClient
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     args = [*STUDENT, "--epochs", "3", "--patience", "3", "--output", tmp_path / "out"]
     real_evaluate = distill.training.evaluate
@@ -326,6 +321,46 @@ def test_an_mlflow_run_is_closed_on_any_exit_and_resume_continues_it(stop, statu
     assert run_cli(capsys, *args, "--resume")[0] == 0
     [resumed] = mlflow_runs(uri)
     assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
-    from mlflow.tracking import MlflowClient
     epochs = MlflowClient(uri).get_metric_history(run.info.run_id, "epoch/train_loss")
     assert len(epochs) == 3 and resumed.data.metrics["best/epoch"] >= 1
+
+
+@pytest.mark.parametrize("stop, status, code", [(fail, "FAILED", None), (sigterm, "KILLED", 143),
+                                                (ctrl_c, "KILLED", 130)], ids=["error", "sigterm", "ctrl-c"])
+def test_an_mlflow_run_is_closed_on_any_exit_and_resume_continues_it(stop, status, code, tmp_path, capsys,
+                                                                      monkeypatch):
+    stopped_and_resumed(f"sqlite:///{tmp_path / 'mlflow.db'}", stop, status, code, tmp_path, capsys, monkeypatch)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A real `mlflow server` on 127.0.0.1 (a free port, an SQLite store under tmp_path); skipped, with its
+    reason, where it cannot start (its web app needs the full mlflow package: the tracking-server extra)."""
+    if importlib.util.find_spec("flask") is None:
+        pytest.skip("mlflow server needs the full mlflow package: pip install 'distill[tracking-server]'")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--default-artifact-root", str(tmp_path / "artifacts")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    uri, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=5).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    pytest.skip(f"mlflow server did not start: {server.stderr.read().decode()[-300:]}")
+                time.sleep(0.5)
+        yield uri
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)  # the server and its uvicorn worker
+            server.wait(timeout=60)
+
+
+def test_a_run_tracked_on_an_mlflow_server_is_killed_by_sigterm_and_resumed_as_the_same_run(mlflow_server, tmp_path,
+                                                                                           capsys, monkeypatch):
+    stopped_and_resumed(mlflow_server, sigterm, "KILLED", 143, tmp_path, capsys, monkeypatch)
