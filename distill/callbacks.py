@@ -1,11 +1,13 @@
 """What a training run reports as it goes: callbacks, and the reporters `--report-to` builds.
 
-The one training loop (`distill.training.fit_tasks`) calls every `Callback` it is given at five
+The one training loop (`distill.training.fit_tasks`) calls every `Callback` it is given at six
 events: the run begins; an optimizer step ends (each loss term by name, the total, the learning
 rates); an epoch ends (dev metrics, the selection metric and its value, the train loss); the best
-epoch so far was saved; the run ends (its best epoch and history). Under torchrun rank 0 alone
-calls them; give every rank the same callbacks (each step's loss terms are summed across the ranks
-for them, which every rank takes part in).
+epoch so far was saved; the run ends (its best epoch and history); or the run stops before its end
+(an error, Ctrl-C, SIGTERM). Under torchrun rank 0 alone calls them; give every rank the same
+callbacks (each step's loss terms are summed across the ranks for them, which every rank takes part
+in). A callback's `state_dict` is kept in the run's resume state after every epoch and handed back
+to `load_state_dict` on `--resume`, so a tracker continues the run it opened.
 
 The loss terms are the objective's `distill.losses.LossSum` names, each its weighted mean over the
 step's whole (global, accumulated) batch, so that they add up to ``total``: ``nll`` for a teacher or
@@ -18,13 +20,18 @@ distillation term) for kd, and ``hidden``, ``attention`` and ``cosine`` for the 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import logging
 import os
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from distill import distributed
 from distill.errors import DistillError, option
@@ -32,6 +39,7 @@ from distill.outputs import TRACKING_FOLDER
 from distill.registry import Registry
 
 TRACKING_EXTRA = "pip install 'distill[tracking]'"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,6 +94,18 @@ class Callback:
         (`distill.outputs.check_written_folder`) before it writes anything."""
         return []
 
+    def on_train_stop(self, error: BaseException) -> None:
+        """The run stopped before its end: by `error` (an ``Exception``), or interrupted (Ctrl-C's
+        ``KeyboardInterrupt``, the CLI's SIGTERM: not an ``Exception``). Close what the run opened; the
+        error goes on once every callback has heard of it."""
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to continue this callback's record (JSON-able), saved after every epoch."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A resumed run's `state_dict` as saved after its last finished epoch, before `on_train_begin`."""
+
 
 class CallbackList:
     """The callbacks of a run, called on rank 0 alone; false when there are none."""
@@ -118,6 +138,28 @@ class CallbackList:
 
     def on_train_end(self, result: dict) -> None:
         self._call("on_train_end", result)
+
+    def on_train_stop(self, error: BaseException) -> None:
+        """Every callback hears of the stop, even when one of them fails to close (logged, not raised:
+        the run's own error is the one to report)."""
+        if distributed.is_main():
+            for callback in self.callbacks:
+                try:
+                    callback.on_train_stop(error)
+                except Exception as failed:  # noqa: BLE001 - the stop's own error is the one that goes on
+                    log.warning("%s could not close its record of the run: %s", type(callback).__name__, failed)
+
+    def _keys(self) -> list[str]:
+        """Each callback's name in the resume state: its class's, numbered when a class comes twice."""
+        names = [type(callback).__qualname__ for callback in self.callbacks]
+        return [name if names.count(name) == 1 else f"{name}#{names[:i].count(name)}" for i, name in enumerate(names)]
+
+    def state_dict(self) -> dict:
+        return {key: callback.state_dict() for key, callback in zip(self._keys(), self.callbacks)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, callback in zip(self._keys(), self.callbacks):
+            callback.load_state_dict(state.get(key, {}))
 
 
 def scalars(values: dict, prefix: str) -> dict[str, float]:
@@ -183,34 +225,107 @@ class TensorBoardCallback(Callback):
     def on_train_end(self, result: dict) -> None:
         self.writer.close()
 
+    def on_train_stop(self, error: BaseException) -> None:
+        if self.writer is not None:
+            self.writer.close()  # the events logged so far reach the disk before the process ends
+
 
 class MLflowCallback(Callback):
     """Logs the run to MLflow: its settings as parameters, every step's loss terms and learning rates and
     every epoch's dev metrics as metrics, and the best epoch's number and score at the end. `tracking_uri`
     None is MLflow's own choice (MLFLOW_TRACKING_URI, else its default store); `experiment` is created if
     new (None: MLFLOW_EXPERIMENT_NAME, else ``distill``); `run_name` names the run (the output folder's
-    name, from the command line)."""
+    name, from the command line).
+
+    The tracked run ends FINISHED, FAILED (an error) or KILLED (Ctrl-C, SIGTERM); a resumed run continues
+    the tracked run of the run it resumes (its id is in the resume state). A store that cannot be used
+    (a server that does not answer, a file or folder that is not a store, an SQLite file that is not a
+    database, a deleted experiment) is one `DistillError` naming the setting to change."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None):
         require_package("mlflow", "mlflow", "mlflow", "MLflowCallback")
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
-        self.client, self.run_id = None, None
+        self.client, self.run_id, self.resumed_run_id = None, None, None
+
+    def _setting(self, api: str, variable: str) -> str:
+        """The setting a fix changes: the Python argument given, else the environment variable."""
+        given = self.tracking_uri if api == "tracking_uri" else self.experiment
+        return f"MLflowCallback({api}=...)" if given is not None else variable
+
+    @contextlib.contextmanager
+    def _store(self, doing: str) -> Iterator[None]:
+        """Any failure of the store while `doing` something: one line naming the store and the setting."""
+        try:
+            yield
+        except DistillError:
+            raise
+        except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy, a database driver, the OS: all the store's
+            gist = " ".join(str(err).split()) or type(err).__name__
+            gist = gist.split(". ")[0].split(" [SQL: ")[0][:200]
+            uri = self.client.tracking_uri if self.client is not None else self.tracking_uri
+            self.client = None  # a store that failed is not asked again to close the run
+            raise DistillError(f"MLflow cannot {doing} in the tracking store {uri} ({gist}): set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
+                               "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
+
+    def _reach(self, uri: str) -> None:
+        """A tracking server that does not answer is refused at once: MLflow's own client retries a
+        refused connection for minutes before it gives up."""
+        if urllib.parse.urlsplit(uri).scheme not in ("http", "https"):
+            return
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).close()
+        except urllib.error.HTTPError:
+            return  # it answered (perhaps asking for credentials, which MLflow's client sends)
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", None) or err
+            raise DistillError(f"MLflow's tracking server {uri} does not answer ({reason}): start it, or set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
+
+    def _experiment_id(self) -> str:
+        name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "distill"
+        found = self.client.get_experiment_by_name(name)
+        if found is None:
+            return self.client.create_experiment(name)
+        if found.lifecycle_stage == "deleted":
+            raise DistillError(f"the MLflow experiment {name!r} was deleted: restore it (mlflow experiments restore "
+                               f"--experiment-id {found.experiment_id}) or set "
+                               f"{self._setting('experiment', 'MLFLOW_EXPERIMENT_NAME')} to another name")
+        return found.experiment_id
 
     def on_train_begin(self, run: dict) -> None:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
-        self.client = MlflowClient(self.tracking_uri)
-        name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "distill"
-        found = self.client.get_experiment_by_name(name)
-        experiment = found.experiment_id if found is not None else self.client.create_experiment(name)
-        self.run_id = self.client.create_run(experiment, run_name=self.run_name).info.run_id
-        params = [Param(key, str(value)) for key, value in run["settings"].items()]
-        self.client.log_batch(self.run_id, params=params)
+        with self._store("open the run"):
+            self.client = MlflowClient(self.tracking_uri)
+            self._reach(self.client.tracking_uri)
+            if self.resumed_run_id is not None and self._continue(self.resumed_run_id):
+                return
+            self.run_id = self.client.create_run(self._experiment_id(), run_name=self.run_name).info.run_id
+            params = [Param(key, str(value)) for key, value in run["settings"].items()]
+            self.client.log_batch(self.run_id, params=params)
+
+    def _continue(self, run_id: str) -> bool:
+        """Reopen the interrupted run's tracked run; False (and a warning) when the store no longer holds it."""
+        from mlflow.exceptions import MlflowException
+        try:
+            tracked = self.client.get_run(run_id)
+        except MlflowException:
+            tracked = None
+        if tracked is None or tracked.info.lifecycle_stage == "deleted":
+            log.warning("MLflow run %s, which the interrupted run logged to, is not in %s: this run is logged "
+                        "to a new one", run_id, self.client.tracking_uri)
+            return False
+        self.client.update_run(run_id, status="RUNNING")
+        self.run_id = run_id
+        return True
 
     def _log(self, values: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
         now = int(time.time() * 1000)
-        self.client.log_batch(self.run_id, metrics=[Metric(name, value, now, step) for name, value in values.items()])
+        with self._store("log metrics"):
+            self.client.log_batch(self.run_id, metrics=[Metric(name, value, now, step)
+                                                        for name, value in values.items()])
 
     def on_step(self, step: Step) -> None:
         self._log(step_scalars(step), step.step)
@@ -221,7 +336,19 @@ class MLflowCallback(Callback):
     def on_train_end(self, result: dict) -> None:
         best = result["best"]
         self._log({"best/epoch": best["epoch"]}, result["steps"])
-        self.client.set_terminated(self.run_id)
+        with self._store("close the run"):
+            self.client.set_terminated(self.run_id)
+
+    def on_train_stop(self, error: BaseException) -> None:
+        if self.client is not None and self.run_id is not None:
+            with self._store("close the run"):
+                self.client.set_terminated(self.run_id, "FAILED" if isinstance(error, Exception) else "KILLED")
+
+    def state_dict(self) -> dict:
+        return {} if self.run_id is None else {"run_id": self.run_id}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resumed_run_id = state.get("run_id")
 
 
 @dataclass

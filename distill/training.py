@@ -611,6 +611,7 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
         restore_rng_state(saved["rng"], generator)
         best, history, stale = json.loads(saved["best"]), json.loads(saved["history"]), saved["stale"]
         first_epoch, step = len(history) + 1, saved.get("step", 0)
+        reports.load_state_dict(json.loads(saved.get("callbacks", "{}")))
         if log_path is not None and main:
             write_text(log_path, "".join(json.dumps(record) + "\n" for record in history))
         if progress:
@@ -622,82 +623,86 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                                                                settings.batch_size, settings.grad_accumulation, 1),
                             "settings": {k: v for k, v in asdict(settings).items() if k != "progress"},
                             "directory": None if run is None else str(run.directory)})
-    for epoch in range(first_epoch, settings.epochs + 1):
-        if stale >= settings.patience:
-            break
-        model.train()
-        batches = epoch_batches(tasks, step_size, generator)
-        seen = sum(len(indices) for _, indices in batches)
-        bar = progress_bar(total=seen, desc=f"epoch {epoch}/{settings.epochs}", unit="ex", disable=not progress)
-        started, total_loss, steps = time.perf_counter(), 0.0, 0
-        for name, indices in batches:
-            task = tasks[name]
-            optimizer.zero_grad(set_to_none=True)
-            loss, terms = accumulate_gradients(task, indices, settings.batch_size,
-                                               step_model if task.model is model else None, scaler, epoch)
-            rates = learning_rates(optimizer)  # the rates this step takes, before the scheduler moves them
-            if settings.max_grad_norm > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
-                                               settings.max_grad_norm)
-            with shared_rate(optimizer, task.shared_lr_scale):
-                scaler.step(optimizer)
-            scaler.update()
-            if scheduler is not None:
-                scheduler.step()
-            total_loss, steps, step = total_loss + loss, steps + 1, step + 1
-            bar.update(len(indices))
-            # rank 0's estimate; shown at the bar's next redraw, not as a redraw of its own
-            bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}", refresh=False)
-            if reports:
-                values = distributed.all_reduce_sum(torch.stack(list(terms.values()))).tolist()
-                losses = {**dict(zip(terms, values)), "total": sum(values)}
-                reports.on_step(Step(step, epoch, losses, rates, name))
-        bar.close()
-        seconds = time.perf_counter() - started
-        total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
-        train_loss = total_loss / max(steps, 1)
-        dev = {name: evaluate(task.model, task.dev_examples, task.dev_labels, settings.eval_batch_size)
-               for name, task in tasks.items()}
-        if len(tasks) == 1:
-            [dev] = dev.values()
-        else:
-            dev["mean"] = sum(dev[name][task.select_metric] for name, task in tasks.items()) / len(tasks)
-        record = {"epoch": epoch, "train_loss": train_loss, "epoch_seconds": round(seconds, 2),
-                  "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
-        if len(tasks) > 1:
-            record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
-        with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
-            history.append(record)
-            if log_path is not None and main:
-                with appending(log_path) as log:
-                    log.write(json.dumps(record) + "\n")
-            score = dev_score(dev, settings.select_metric, tasks)
-            improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)
-            if progress:
-                progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
-                                 f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
-            ended = EpochEnd(epoch, step, train_loss, dev, settings.select_metric, score, improved)
-            reports.on_epoch_end(ended)
-            if improved:
-                best, stale = record, 0
-                if main:
-                    save_best(record)
-                    reports.on_best_saved(ended)
+    try:  # a run stopped by an error, Ctrl-C or SIGTERM is closed in every tracker that opened it
+        for epoch in range(first_epoch, settings.epochs + 1):
+            if stale >= settings.patience:
+                break
+            model.train()
+            batches = epoch_batches(tasks, step_size, generator)
+            seen = sum(len(indices) for _, indices in batches)
+            bar = progress_bar(total=seen, desc=f"epoch {epoch}/{settings.epochs}", unit="ex", disable=not progress)
+            started, total_loss, steps = time.perf_counter(), 0.0, 0
+            for name, indices in batches:
+                task = tasks[name]
+                optimizer.zero_grad(set_to_none=True)
+                loss, terms = accumulate_gradients(task, indices, settings.batch_size,
+                                                   step_model if task.model is model else None, scaler, epoch)
+                rates = learning_rates(optimizer)  # the rates this step takes, before the scheduler moves them
+                if settings.max_grad_norm > 0:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_([*model.parameters(), *task.objective.parameters()],
+                                                   settings.max_grad_norm)
+                with shared_rate(optimizer, task.shared_lr_scale):
+                    scaler.step(optimizer)
+                scaler.update()
+                if scheduler is not None:
+                    scheduler.step()
+                total_loss, steps, step = total_loss + loss, steps + 1, step + 1
+                bar.update(len(indices))
+                # rank 0's estimate; shown at the bar's next redraw, not as a redraw of its own
+                bar.set_postfix(loss=f"{total_loss * distributed.world_size() / steps:.4f}", refresh=False)
+                if reports:
+                    values = distributed.all_reduce_sum(torch.stack(list(terms.values()))).tolist()
+                    losses = {**dict(zip(terms, values)), "total": sum(values)}
+                    reports.on_step(Step(step, epoch, losses, rates, name))
+            bar.close()
+            seconds = time.perf_counter() - started
+            total_loss = float(distributed.all_reduce_sum(torch.tensor(total_loss, dtype=torch.float64)))
+            train_loss = total_loss / max(steps, 1)
+            dev = {name: evaluate(task.model, task.dev_examples, task.dev_labels, settings.eval_batch_size)
+                   for name, task in tasks.items()}
+            if len(tasks) == 1:
+                [dev] = dev.values()
             else:
-                stale += 1
-            if run is not None and main:
-                save_sealed(run.path, {
-                    "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
-                    "scheduler": scheduler.state_dict() if scheduler is not None else {},
-                    "scaler": scaler.state_dict(), "step": step,
-                    "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
-                    "stale": stale})
-    distributed.barrier()  # no rank returns before rank 0 has saved
-    result = {"best": best, "history": history}
-    reports.on_train_end({**result, "steps": step})
+                dev["mean"] = sum(dev[name][task.select_metric] for name, task in tasks.items()) / len(tasks)
+            record = {"epoch": epoch, "train_loss": train_loss, "epoch_seconds": round(seconds, 2),
+                      "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
+            if len(tasks) > 1:
+                record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
+            with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
+                history.append(record)
+                if log_path is not None and main:
+                    with appending(log_path) as log:
+                        log.write(json.dumps(record) + "\n")
+                score = dev_score(dev, settings.select_metric, tasks)
+                improved = best is None or score > dev_score(best["dev"], settings.select_metric, tasks)
+                if progress:
+                    progress_message(f"epoch {epoch}: loss {record['train_loss']:.4f}  dev {settings.select_metric} "
+                                     f"{score:.4f}{'  (best)' if improved else ''}  {seconds:.1f}s")
+                ended = EpochEnd(epoch, step, train_loss, dev, settings.select_metric, score, improved)
+                reports.on_epoch_end(ended)
+                if improved:
+                    best, stale = record, 0
+                    if main:
+                        save_best(record)
+                        reports.on_best_saved(ended)
+                else:
+                    stale += 1
+                if run is not None and main:
+                    save_sealed(run.path, {
+                        "signature": json.dumps(run.signature, sort_keys=True), "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
+                        "scheduler": scheduler.state_dict() if scheduler is not None else {},
+                        "scaler": scaler.state_dict(), "step": step,
+                        "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
+                        "stale": stale, "callbacks": json.dumps(reports.state_dict())})
+        distributed.barrier()  # no rank returns before rank 0 has saved
+        result = {"best": best, "history": history}
+        reports.on_train_end({**result, "steps": step})
+    except BaseException as err:
+        reports.on_train_stop(err)
+        raise
     return result
 
 

@@ -116,6 +116,14 @@ def config_for(name: str, **settings):
     return student_config(name, **{k: v for k, v in settings.items() if k in own})
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (free when asked; tests start their servers on it)."""
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def cli(*args: str) -> None:
     """Run nlp-train in-process; raise if it does not exit with status 0."""
     from procedures.cli import main

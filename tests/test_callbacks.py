@@ -3,6 +3,12 @@ back, and --report-to (docs/tracking.md)."""
 
 import importlib.util
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -13,7 +19,7 @@ from distill.distiller import Distiller
 from distill.trainers import Runtime, train_student, train_teacher
 from distill.models.teacher import TeacherConfig, TeacherTraining
 from distill.training import TrainSettings
-from tests.conftest import SAMPLES, cli, config_for
+from tests.conftest import SAMPLES, cli, config_for, free_port
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 QUIET = Runtime(progress=False)
@@ -204,3 +210,158 @@ def test_report_to_takes_registered_reporters_and_refuses_unknown_ones(tmp_path,
         assert exit_info.value.code == 2 and capsys.readouterr().err.strip() == message
     register_reporter("recorder", build)  # the API's way, same registry
     assert REPORTERS["recorder"] is build
+
+
+# --- MLflow: a store that cannot be used, runs closed on any exit, resumed runs continued ------------------------
+
+STUDENT = ["student", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "6", "--train", TRAIN, "--dev", DEV,
+           "--quiet", "--report-to", "mlflow"]
+
+
+def run_cli(capsys, *args) -> tuple[int, str]:
+    """nlp-train in-process: its exit status and stderr."""
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def deleted_experiment(tmp_path, monkeypatch) -> str:
+    from mlflow.tracking import MlflowClient
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    client.delete_experiment(client.create_experiment("old"))
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "old")
+    return uri
+
+
+def written(path, text: str, uri: str) -> str:
+    path.write_text(text)
+    return uri
+
+
+def file_store(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 opens a file store for those who ask
+    return written(tmp_path / "notes.txt", "notes", str(tmp_path / "notes.txt"))
+
+
+MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, the setting the message names)
+    "a plain folder": (lambda tmp, mp: str(tmp), "MLFLOW_TRACKING_URI"),
+    "a text file": (lambda tmp, mp: written(tmp / "notes.txt", "notes", str(tmp / "notes.txt")), "MLFLOW_TRACKING_URI"),
+    "a text file as a file store": (file_store, "MLFLOW_TRACKING_URI"),
+    "an SQLite path that is no database": (lambda tmp, mp: written(tmp / "x.db", "not a database",
+                                                                   f"sqlite:///{tmp / 'x.db'}"), "MLFLOW_TRACKING_URI"),
+    "a server that does not answer": (lambda tmp, mp: f"http://127.0.0.1:{free_port()}", "MLFLOW_TRACKING_URI"),
+    "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
+}
+
+
+@pytest.mark.parametrize("store", list(MISCONFIGURED))
+def test_an_mlflow_store_that_cannot_be_used_is_one_line_naming_the_setting(store, tmp_path, capsys, monkeypatch):
+    make_uri, setting = MISCONFIGURED[store]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", make_uri(tmp_path, monkeypatch))
+    capsys.readouterr()  # what MLflow said while the test made its store
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert f"set {setting} to " in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def mlflow_runs(uri: str) -> list:
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(uri)
+    return client.search_runs([client.get_experiment_by_name("distill").experiment_id])
+
+
+def stop_at_evaluation(monkeypatch, call: int, stop) -> None:
+    """Training's `call`-th dev evaluation calls `stop()` first (raise, or signal this process)."""
+    import distill.training
+    real_evaluate, calls = distill.training.evaluate, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            stop()
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(distill.training, "evaluate", evaluate)
+
+
+def fail() -> None:
+    raise RuntimeError("a bug in epoch 2")
+
+
+def sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+def stopped_and_resumed(uri: str, stop, status: str, code: int | None, tmp_path, capsys, monkeypatch) -> None:
+    """A student run tracked in `uri`, stopped by `stop` in epoch 2, is closed `status` (not left RUNNING);
+    --resume of an interrupted one (exit `code`) logs on to the same tracked run, which ends FINISHED with
+    every epoch."""
+    import distill.training
+    from mlflow.tracking import MlflowClient
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    args = [*STUDENT, "--epochs", "3", "--patience", "3", "--output", tmp_path / "out"]
+    real_evaluate = distill.training.evaluate
+    stop_at_evaluation(monkeypatch, 2, stop)
+    if code is None:
+        with pytest.raises(RuntimeError, match="a bug in epoch 2"):
+            run_cli(capsys, *args)
+    else:
+        assert run_cli(capsys, *args)[0] == code
+    [run] = mlflow_runs(uri)
+    assert run.info.status == status
+    if code is None:
+        return
+    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    assert run_cli(capsys, *args, "--resume")[0] == 0
+    [resumed] = mlflow_runs(uri)
+    assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
+    epochs = MlflowClient(uri).get_metric_history(run.info.run_id, "epoch/train_loss")
+    assert len(epochs) == 3 and resumed.data.metrics["best/epoch"] >= 1
+
+
+@pytest.mark.parametrize("stop, status, code", [(fail, "FAILED", None), (sigterm, "KILLED", 143),
+                                                (ctrl_c, "KILLED", 130)], ids=["error", "sigterm", "ctrl-c"])
+def test_an_mlflow_run_is_closed_on_any_exit_and_resume_continues_it(stop, status, code, tmp_path, capsys,
+                                                                      monkeypatch):
+    stopped_and_resumed(f"sqlite:///{tmp_path / 'mlflow.db'}", stop, status, code, tmp_path, capsys, monkeypatch)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A real `mlflow server` on 127.0.0.1 (a free port, an SQLite store under tmp_path); skipped, with its
+    reason, where it cannot start (its web app needs the full mlflow package: the tracking-server extra)."""
+    if importlib.util.find_spec("flask") is None:
+        pytest.skip("mlflow server needs the full mlflow package: pip install 'distill[tracking-server]'")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--default-artifact-root", str(tmp_path / "artifacts")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    uri, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=5).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    pytest.skip(f"mlflow server did not start: {server.stderr.read().decode()[-300:]}")
+                time.sleep(0.5)
+        yield uri
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)  # the server and its uvicorn worker
+            server.wait(timeout=60)
+
+
+def test_a_run_tracked_on_an_mlflow_server_is_killed_by_sigterm_and_resumed_as_the_same_run(mlflow_server, tmp_path,
+                                                                                           capsys, monkeypatch):
+    stopped_and_resumed(mlflow_server, sigterm, "KILLED", 143, tmp_path, capsys, monkeypatch)

@@ -2,9 +2,11 @@
 
 import json
 import os
-import socket
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,17 +20,39 @@ from distill.models import load_model
 from distill.models.students import build_student
 from distill.training import SupervisedObjective, make_batch
 from distill.pseudo_label import run_signature, signature_path
-from tests.conftest import ROOT, SAMPLES, cli, config_for
+from tests.conftest import ROOT, SAMPLES, cli, config_for, free_port
+
+
+TORCHRUN_ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
 def torchrun(*args: str, processes: int = 2) -> str:
     """Run nlp-train under torchrun on CPU (gloo); return its stdout."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                "-m", "procedures.cli", "--threads", "1", *map(str, args)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, env=TORCHRUN_ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def start_nodes(*args: str) -> list[subprocess.Popen]:
+    """nlp-train on two torchrun "nodes" of one process each, as two machines start it: the same command on
+    each, a c10d rendezvous at one endpoint (here 127.0.0.1; each node in a process group of its own, as a
+    machine's processes are)."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "test", "-m", "procedures.cli",
+               "--threads", "1", *map(str, args)]
+    return [subprocess.Popen(command, env=TORCHRUN_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True) for _ in range(2)]
+
+
+def two_nodes(*args: str) -> str:
+    """Run nlp-train on two torchrun nodes (`start_nodes`); return their stdouts, joined."""
+    nodes = start_nodes(*args)
+    done = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in done]
+    return "".join(out for out, _ in done)
 
 
 def test_shards_interleave_back_into_input_order():
@@ -109,7 +133,7 @@ def test_shares_with_global_denominators_give_the_whole_batch_gradient(request, 
         torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-7, msg=name)
 
 
-def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = ()) -> None:
+def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: tuple = (), launch=torchrun) -> None:
     """Train with `args` (+ `one`) on 1 process and (+ `two`) under torchrun on 2: the same losses, dev
     scores and weights.
 
@@ -120,7 +144,7 @@ def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: t
     denominators) moves most weights instead: mean gaps of 6e-4 to 5e-2 in these tests, and the
     taggers' losses 4e-4 to 3e-3 apart (relative)."""
     cli("--threads", "1", *args, "--output", tmp_path / "one", *one)
-    stdout = torchrun(*args, "--output", tmp_path / "two", *two)
+    stdout = launch(*args, "--output", tmp_path / "two", *two)
     assert stdout.count("saved to") == 1  # rank 0 alone reports
     one, two = ([json.loads(line) for line in open(tmp_path / run / "metrics.jsonl")] for run in ("one", "two"))
     assert [r["epoch"] for r in two] == [r["epoch"] for r in one]  # rank 0 alone logs
@@ -271,9 +295,7 @@ KILLED = "import os, torch.distributed as d; d.init_process_group('gloo'); d.bar
 def test_the_survivor_of_a_killed_worker_says_so_in_one_line():
     """Two gloo processes started as torchrun starts them (not under torchrun, whose SIGTERM would race the
     survivor's collective): the one left prints one line and exits with status 2, not a 50-line gloo traceback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
     workers = [subprocess.Popen([sys.executable, "-c", script], env={**env, "RANK": rank, "LOCAL_RANK": rank},
@@ -284,3 +306,75 @@ def test_the_survivor_of_a_killed_worker_says_so_in_one_line():
     [line] = stderr.strip().splitlines()
     assert line.startswith("error: another process of this distributed run stopped (")
     assert line.endswith("); the state of the last finished epoch, if any, is kept: rerun with --resume")
+
+
+# --- two machines: two torchrun nodes of one process each, on 127.0.0.1 ------------------------------------------
+
+KD_ON_NODES = ["--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+               "--epochs", "3", "--patience", "3", "--lr", "0.02", *TINY_STUDENT]
+
+
+def test_kd_on_two_nodes_matches_one_process(tiny_classifier_teacher, tmp_path):
+    """Two nodes (a c10d rendezvous, gloo between them) give the one-process run, and write it once."""
+    cache = ("--cache-dir", tmp_path / "cache")
+    assert_two_processes_match_one(["kd", "--teacher", tiny_classifier_teacher, *KD_ON_NODES, "--batch-size", "25"],
+                                   tmp_path, one=cache, two=cache, launch=two_nodes)
+
+
+def test_pseudo_label_on_two_nodes_matches_one_process(tiny_tagging_teacher, tmp_path):
+    args = ["pseudo-label", "--teacher", tiny_tagging_teacher, "--input", SAMPLES / "unlabeled_news.txt",
+            "--chunk-size", "32", "--quiet"]
+    cli("--threads", "1", *args, "--output", tmp_path / "one.jsonl")
+    stdout = two_nodes(*args, "--output", tmp_path / "two.jsonl")
+    assert stdout.count("examples written") == 1, stdout  # rank 0 alone merges and reports
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "one.jsonl.config.yaml", "two.jsonl",
+                                                          "two.jsonl.config.yaml"]  # no part left behind
+
+
+def test_a_node_killed_mid_run_ends_the_run_cleanly_and_resume_continues_it(tiny_classifier_teacher, tmp_path):
+    """SIGKILL of the second node (its launcher and worker: a machine lost) after epoch 1: the first node's
+    worker says so in one line and the run ends, its state kept; --resume on both nodes then finishes the run
+    as one uninterrupted process does."""
+    args = ["kd", "--teacher", tiny_classifier_teacher, *KD_ON_NODES, "--batch-size", "5",
+            "--cache-dir", tmp_path / "cache"]
+    cli("--threads", "1", *args, "--output", tmp_path / "one")
+    out = tmp_path / "two"
+    nodes = start_nodes(*args, "--output", out)
+    deadline = time.monotonic() + 300
+    while not (out / "resume.pt").exists():
+        assert all(node.poll() is None for node in nodes) and time.monotonic() < deadline, \
+            [node.communicate()[1][-2000:] for node in nodes]
+        time.sleep(0.05)
+    kill_node(nodes[1])
+    _, err = nodes[0].communicate(timeout=300)
+    nodes[1].wait()
+    assert nodes[0].returncode != 0
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert lines and lines[0].startswith("error: another process of this distributed run stopped"), err[-3000:]
+    assert (out / "resume.pt").exists()
+    assert len(dev_metrics(out)) < 3, "the run ended before the kill"
+    two_nodes(*args, "--output", out, "--resume")
+    one, two = ([json.loads(line) for line in open(tmp_path / run / "metrics.jsonl")] for run in ("one", "two"))
+    assert [r["epoch"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5) and b["dev"] == pytest.approx(a["dev"])
+    assert not (out / "resume.pt").exists()
+
+
+def kill_node(node: subprocess.Popen) -> None:
+    """SIGKILL a node's launcher and its workers (torchrun starts each in a session of its own): a machine lost."""
+    workers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # the field after the command's name
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == node.pid:
+            workers.append(int(stat.parent.name))
+    for pid in [node.pid, *workers]:
+        os.kill(pid, signal.SIGKILL)
+
+
+def dev_metrics(out) -> list:
+    return [json.loads(line)["dev"] for line in open(out / "metrics.jsonl")]

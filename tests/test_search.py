@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from distill import search
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.student_search import DEFAULT_SPACES, load_space, parse_space
-from tests.conftest import ROOT, SAMPLES, cli
+from tests.conftest import ROOT, SAMPLES, cli, free_port
 
 TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
 # Two students of distinct sizes, two epochs a trial: seconds a trial here
@@ -406,3 +407,71 @@ def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
     assert len({t["process"] for t in trials}) == 2
     reseeded = report["trials"][2]
     assert (reseeded["reseed_of"], reseeded["seed"]) == (report["reseeding"]["candidates"][0], 43)
+
+
+@pytest.fixture
+def postgresql(tmp_path):
+    """A throwaway PostgreSQL server on 127.0.0.1 (a free port, trust authentication), its cluster made with
+    initdb and started with pg_ctl; its URL. As root (CI), the server runs as the postgres user, as PostgreSQL
+    refuses root. Skipped, with its reason, where the server or the driver is missing or it does not start."""
+    if importlib.util.find_spec("psycopg") is None:
+        pytest.skip("the PostgreSQL driver is missing: pip install 'distill[postgres]'")
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    pg_ctl = str(binaries[-1]) if binaries else shutil.which("pg_ctl")
+    if pg_ctl is None:
+        pytest.skip("PostgreSQL's server is not installed (Debian: apt-get install postgresql)")
+    as_user: list[str] = []
+    cluster = Path(tempfile.mkdtemp(prefix="distill-pg-"))  # not under tmp_path: the postgres user must reach it
+    if os.geteuid() == 0:
+        import pwd
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root, and there is no postgres user to run PostgreSQL's server as")
+        os.chown(cluster, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port, data = free_port(), cluster / "data"
+    initdb = [*as_user, str(Path(pg_ctl).parent / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-N"]
+    start = [*as_user, pg_ctl, "-D", str(data), "-l", str(cluster / "log"), "-w", "-t", "180", "-o",
+             f"-p {port} -k {cluster} -c listen_addresses=127.0.0.1 -c fsync=off", "start"]
+    for command in (initdb, start):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            log = (cluster / "log").read_text() if (cluster / "log").is_file() else ""
+            shutil.rmtree(cluster, ignore_errors=True)
+            pytest.skip(f"PostgreSQL did not start: {(done.stderr + log).strip()[-300:]}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True, timeout=120)
+        shutil.rmtree(cluster, ignore_errors=True)
+
+
+def test_two_processes_share_a_search_on_a_postgresql_server(postgresql, tiny_classifier_teacher, tmp_path):
+    """Two processes (as two machines would: each its own --seed) on one study in a real PostgreSQL server and
+    one search folder, the second started once the first has begun: three trials in all, each trained once,
+    whichever process took it; the best chosen once."""
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**SPACE, "training": {"epochs": 2, "patience": 2}}))
+    output = tmp_path / "out"
+    arguments = [*search_arguments(tiny_classifier_teacher, output, space, 3), "--storage", postgresql]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    processes = []
+    for seed in (1, 2):  # the second once the first has made the study's tables (a race in optuna's schema creation)
+        processes.append(subprocess.Popen([sys.executable, "-m", "procedures.cli", *arguments, "--seed", str(seed)],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT))
+        deadline = time.monotonic() + 300
+        while not (output / "trials" / "0000").is_dir() and time.monotonic() < deadline:
+            assert processes[0].poll() is None, processes[0].communicate()
+            time.sleep(0.05)
+    done = [process.communicate(timeout=600) for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], [err[-2000:] for _, err in done]
+    assert not (output / "study.db").exists()  # the study is in the server
+    trials = read_report(output)["trials"]
+    assert [t["state"] for t in trials] == ["complete"] * 3
+    assert sorted(t["folder"] for t in trials) == ["trials/0000", "trials/0001", "trials/0002"]
+    assert len({json.dumps(t["settings"], sort_keys=True) for t in trials}) == 3
+    assert {t["process"].split(":")[1] for t in trials} <= {str(process.pid) for process in processes}
+    report = read_report(output)
+    assert report["best"]["trial"] in {t["number"] for t in trials} and (output / "best" / "distill.json").is_file()
+    assert sorted(p.name for p in (output / "trials").iterdir()) == ["0000", "0001", "0002"]

@@ -14,8 +14,8 @@ from typing import Any
 
 from distill.errors import DistillError
 from distill.io import atomic_directory, file_sha256, write_json, write_text
-from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, SEARCH_EXTRA, TIMING_EXAMPLES, TRIALS_JSON,
-                                  TRIALS_PLOT, TRIALS_TABLE)
+from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, SEARCH_EXTRA, TIMING_EXAMPLES,
+                                          TRIALS_JSON, TRIALS_PLOT, TRIALS_TABLE)
 from distill.student_search.trial import Budget, Job
 
 

@@ -19,11 +19,12 @@ from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.io import check_folder, make_folder
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
-from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB, TRIALS_FOLDER,
-                                  WAIT_SECONDS, SearchSpace, load_space, optuna_module)
+from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
+                                          TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
+@contextlib.contextmanager
 def _locked(output: Path) -> Iterator[None]:
     """The search folder's lock: one process at a time warms the logit cache, opens the study or writes the
     reports, so processes joining one search neither score the teacher twice nor interleave their files."""

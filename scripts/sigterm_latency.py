@@ -1,0 +1,51 @@
+"""Seconds from SIGTERM to the exit of `nlp-train student`, with busy processes spinning beside it.
+
+    python scripts/sigterm_latency.py BUSY ROUNDS TREE [TREE ...]
+
+Each round starts, in each source TREE in turn (a checkout: before and after a change), a student run of
+batches of 2 on samples/, sends it SIGTERM 0.5 s after its output folder appears, and times the exit;
+BUSY processes (``while True: pass``) load the machine throughout (issue 40: 4 beside a test).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(busy_count: int, rounds: int, trees: list[str]) -> None:
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy_count)]
+    times: dict[str, list[float]] = {tree: [] for tree in trees}
+    try:
+        for round_number in range(rounds):
+            for tree in trees:
+                samples, out = Path(tree) / "samples", Path(tempfile.mkdtemp()) / "fresh"
+                env = {**os.environ, "PYTHONPATH": tree, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+                run = subprocess.Popen(
+                    [sys.executable, "-m", "procedures.cli", "--threads", "1", "student", "--model", "lstm",
+                     "--embedding-dim", "16", "--hidden-dim", "16", "--quiet", "--batch-size", "2", "--train",
+                     samples / "sentiment_train.csv", "--dev", samples / "sentiment_dev.csv", "--epochs", "200",
+                     "--patience", "200", "--output", out], cwd=tree, env=env, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE)
+                while not out.exists():
+                    if run.poll() is not None:
+                        sys.exit(run.stderr.read().decode())
+                    time.sleep(0.01)
+                time.sleep(0.5)
+                signalled = time.monotonic()
+                run.terminate()
+                code = run.wait()
+                times[tree].append(time.monotonic() - signalled)
+                print(f"{tree} round {round_number}: exit {code} after {times[tree][-1]:.2f} s, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        for process in busy:
+            process.kill()
+    for tree, seconds in times.items():
+        print(tree, " ".join(f"{s:.2f}" for s in seconds))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])
