@@ -11,7 +11,7 @@ from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
 from distill.models import load_model
 from distill.models.kinds import require_kind
-from distill.training import warn_if_learnt_from
+from distill.provenance import warn_if_learnt_from
 
 NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
 ROUNDS = 3  # timing rounds: each model is timed once per round, the models one after another

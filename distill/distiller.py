@@ -44,7 +44,8 @@ from distill.spill import Concatenated
 from distill.trainers import (Output, Runtime, TrainResult, _check_arguments, _config_of, _labelled, _run,
                               _refuse_ignored_weights, _student_run, _student_settings, _student_task, _teacher_source,
                               new_student)
-from distill.training import RunState, TrainSettings, runtime, teacher_role
+from distill.provenance import RunState, teacher_role
+from distill.training import TrainSettings, runtime
 from distill.truncation import warn_if_truncated
 
 # The DistillSettings fields in the order the Distiller took them as positional arguments before it took the group.

@@ -20,7 +20,7 @@ from distill.models.kinds import require_kind
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
 from distill.outputs import file_output, written_by_distill
-from distill.training import warn_if_learnt_from
+from distill.provenance import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
 
 

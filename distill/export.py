@@ -41,7 +41,7 @@ from distill.models.hub_files import local_folder
 from distill.models.kinds import kind_of, require_kind
 from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
 from distill.outputs import model_output
-from distill.training import learnt_record, warn_if_learnt_from
+from distill.provenance import learnt_record, warn_if_learnt_from
 
 FORMATS = ("onnx", "safetensors", "transformers")
 QUANTIZATIONS = ("int8",)

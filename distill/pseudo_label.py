@@ -34,7 +34,7 @@ from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
 from distill.progress import progress_bar
-from distill.training import changed_settings, input_fingerprints, runtime_settings, teacher_role
+from distill.provenance import changed_settings, input_fingerprints, runtime_settings, teacher_role
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
 

@@ -42,8 +42,9 @@ from distill.models.students import student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE, check_written_folder
-from distill.training import (LEARNT_FROM_ROLES, FitSettings, FitTask, Objective, RunState, SupervisedObjective,
-                              TrainSettings, fit_tasks, make_optimizer, optimizer_steps, runtime, training_run)
+from distill.provenance import LEARNT_FROM_ROLES, RunState
+from distill.training import (FitSettings, FitTask, Objective, SupervisedObjective, TrainSettings, fit_tasks,
+                              make_optimizer, optimizer_steps, runtime, training_run)
 from distill.truncation import warn_if_truncated
 
 LOG_FILE = "metrics.jsonl"

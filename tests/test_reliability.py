@@ -1457,7 +1457,7 @@ def test_an_export_keeps_what_its_source_learnt_from_when_the_source_folder_chan
     training file went unflagged and data it never saw was flagged. The export's card keeps the record."""
     from distill.evaluation import evaluate_model
     from distill.export import export_model
-    from distill.training import learnt_record
+    from distill.provenance import learnt_record
     source = tmp_path / "m"
     cli("student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", source)
     export_model(str(source), str(tmp_path / "slim"), "safetensors")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def prompted_fingerprint(source: str | Path) -> str | None:
-    """For a run's record of its inputs (`distill.training.input_fingerprints`): the fingerprint of the
+    """For a run's record of its inputs (`distill.provenance.input_fingerprints`): the fingerprint of the
     language-model teacher `source` names, its prompt included, as it keys the logit cache; None for any other
     teacher."""
     from distill.models.prompt import is_served

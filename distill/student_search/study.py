@@ -73,7 +73,7 @@ def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchS
               threads: int) -> dict:
     """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
     space or latency settings would mix trials that cannot be compared."""
-    from distill.training import input_fingerprints
+    from distill.provenance import input_fingerprints
     inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
                                                     ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
     return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
