@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES, cli
+from conftest import ROOT, SAMPLES
 
 RECORDED = Path(__file__).parent / "data" / "digests.json"
 
@@ -32,6 +32,16 @@ def machine_kind() -> str:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cli(*args) -> None:
+    """`nlp-train ARGS` in a process of its own, as a user runs it: nothing another test left in this process (a
+    setting, a cached module state) can change its numbers."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "procedures.cli", "--threads", "1", *map(str, args)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def default_runs(root: Path, encoder: str) -> dict[str, str]:

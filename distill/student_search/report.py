@@ -135,7 +135,7 @@ def table(records: list[dict], best: dict | None, budget: Budget) -> str:
     lines.append("")
     lines.append(f"Budget: {budget.text()}. Dev score: the selection metric at the best epoch; mean dev: over the "
                  "trial's run and its reseeded runs (other seeds), what the choice is made on; latency: a batch of "
-                 "the dev set in the faster runtime; (default X): `kd --model X` with its defaults.")
+                 "the dev set in the faster runtime; (default X): student X with kd's defaults.")
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +164,7 @@ def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> 
         ax.scatter([r[key] for r in defaults], [r["dev_score"] for r in defaults], marker="*", s=150, color="black",
                    label="default students", zorder=3)
         for r in defaults:
-            ax.annotate(f"kd --model {r['default']}", (r[key], r["dev_score"]), fontsize=7,
+            ax.annotate(f"default {r['default']}", (r[key], r["dev_score"]), fontsize=7,
                         textcoords="offset points", xytext=(4, -10))
         if best is not None:
             ax.scatter([best[key]], [best["dev_score"]], s=160, facecolors="none", edgecolors="red", label="chosen")
