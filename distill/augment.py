@@ -1,10 +1,10 @@
-"""Transfer-set augmentation: synthetic unlabelled examples made from the labelled ones, for the teacher to label.
+"""Transfer-set augmentation: synthetic unlabeled examples made from the labelled ones, for the teacher to label.
 
 A student learns the teacher's function only where it sees the teacher's outputs; without in-domain
-unlabelled text, Tang et al. (2019) build the transfer set from the training data itself (masking
+unlabeled text, Tang et al. (2019) build the transfer set from the training data itself (masking
 words, replacing words by others of the same part of speech, sampling n-grams), and Dai & Adel (2020)
 do the same for NER (replacing a mention by another of its type, replacing a token by another seen with
-its tag). Every synthetic example is unlabelled: kd scores it with the teacher like unlabelled text.
+its tag). Every synthetic example is unlabeled: kd scores it with the teacher like unlabeled text.
 
 An augmenter is a pure function ``f(example, rng, resources) -> Example``: it draws only from `rng`
 (seeded per labelled example, so `augmented` is deterministic and can start anywhere) and from the

@@ -2,7 +2,7 @@
 whichever command scored it, so the same text is never run through the same teacher twice.
 
 `pseudo-label` stores the logits of the text it labels; `kd` looks up every example of its
-transfer set (labelled and unlabelled) and runs the teacher on the missing ones only, so
+transfer set (labelled and unlabeled) and runs the teacher on the missing ones only, so
 ``kd --unlabeled pseudo.jsonl`` after ``pseudo-label`` costs no second teacher pass over it, and
 a second `kd` run (another student, another loss) none at all.
 
@@ -165,7 +165,7 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
     Only examples the store lacks (each distinct one once) go through the teacher, and their
     logits are added to the store. `across_ranks`: under a launcher the ranks share that work
     (rank 0 decides what is missing and alone writes); otherwise this process does its own.
-    Given the `source` of the examples (or of each example: kd's training and unlabelled files), the teacher
+    Given the `source` of the examples (or of each example: kd's training and unlabeled files), the teacher
     warns of the texts it cuts among those it reads, naming only the files they came from
     (`distill.truncation`): none when the store holds them all; given a `tally`, it adds their counts to it
     instead, for a caller that scores a transfer set in parts to warn once.

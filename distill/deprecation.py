@@ -48,6 +48,18 @@ def renamed_arguments(**new_names: str) -> Callable[[F], F]:
     return decorate
 
 
+def renamed_module_names(module: str, renamed: dict[str, str]) -> Callable[[str], Any]:
+    """A module's `__getattr__` under which its renamed functions (`renamed`: old -> new) still resolve by their
+    old names, with a warning (as `renamed_arguments` does for keyword arguments)."""
+    def getattr_(name: str) -> Any:
+        if name not in renamed:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        import sys
+        warn_renamed(name, renamed[name], module, 2)
+        return getattr(sys.modules[module], renamed[name])
+    return getattr_
+
+
 class RenamedKeys(dict):
     """A result's dict whose renamed keys still read by their old names (`renamed`: old -> new), with a
     warning; it holds, and a JSON dump of it writes, the new names only."""

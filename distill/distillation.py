@@ -3,7 +3,7 @@
     loss = w_s * student_loss + w_d * distill_loss
 
 student_loss is the student's class-weighted NLL (or CRF NLL) against gold labels, and, for
-unlabelled examples, against the teacher's argmax (pseudo-labels). distill_loss is
+unlabeled examples, against the teacher's argmax (pseudo-labels). distill_loss is
 T^2 * KL(softmax(t/T) || softmax(s/T)) or the MSE between raw logits (Tang et al. 2019),
 token-level for taggers over the words both sides scored. With a transformer teacher and student,
 ``w_h * hidden_term`` (the MSE between mapped layers' states), ``w_a * attention_term`` (the KL
@@ -123,7 +123,7 @@ def ensemble_logits(results: Sequence[ExampleLogits], labels: Sequence[Sequence[
 def ensemble_mixtures(results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
                       loss: "TeacherStudentDistill") -> list[ExampleLogits]:
     """What an ensemble teaches through `loss`: the teachers' mixture at its temperature (``mse``: the weighted
-    mean of their logits), and at T = 1, which an unlabelled row's hard target and confidence come from."""
+    mean of their logits), and at T = 1, which an unlabeled row's hard target and confidence come from."""
     return [ensemble_logits(results, labels, weights, None if loss.kd_loss == "mse" else loss.temperature),
             ensemble_logits(results, labels, weights, 1.0)]
 
@@ -131,7 +131,7 @@ def ensemble_mixtures(results: Sequence[ExampleLogits], labels: Sequence[Sequenc
 class EnsembleTeacherLogits(CachedTeacherLogits):
     """Several teachers' cached logits taught as one teacher's (`ensemble_logits`): the distillation term
     reads their mixture at the loss's temperature (``mse``: the weighted mean of their logits), and an
-    unlabelled row's hard target and confidence come from their mixture at T = 1 (`target_logits`), as
+    unlabeled row's hard target and confidence come from their mixture at T = 1 (`target_logits`), as
     ``pseudo-label`` labels by the ensemble."""
 
     def __init__(self, mixture: "ExampleLogits | SpilledLogits", targets: "ExampleLogits | SpilledLogits"):
@@ -273,15 +273,15 @@ class TeacherStudentDistill(nn.Module):
 
     def pseudo_targets(self, teacher_logits: torch.Tensor, targets: torch.Tensor, labelled: torch.Tensor,
                        scored: torch.Tensor | None) -> torch.Tensor:
-        """Gold targets for labelled rows; the teacher's confident argmax for unlabelled rows."""
+        """Gold targets for labelled rows; the teacher's confident argmax for unlabeled rows."""
         probabilities = teacher_logits.softmax(-1)
         confidence, guess = probabilities.max(-1)
         keep = confidence >= self.min_confidence
         if scored is not None:
             keep &= scored
         guess = torch.where(keep, guess, torch.full_like(guess, losses.IGNORE_INDEX))
-        row_unlabelled = ~labelled.view(-1, *([1] * (targets.dim() - 1)))
-        return torch.where(row_unlabelled, guess, targets)
+        row_unlabeled = ~labelled.view(-1, *([1] * (targets.dim() - 1)))
+        return torch.where(row_unlabeled, guess, targets)
 
     def terms(self, student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
               mask: torch.Tensor | None = None, labelled: torch.Tensor | None = None,

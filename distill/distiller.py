@@ -22,7 +22,7 @@ import torch
 from distill import distributed
 from distill.augment import check_methods, synthetic_examples
 from distill.callbacks import Callback
-from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabelled_examples
+from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabeled_examples
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_logits,
@@ -160,7 +160,7 @@ class Distiller:
     either's directory.
 
     `loss` composes the student's NLL and the distillation term (`TeacherStudentDistill`); teacher
-    logits are computed once over the transfer set (labelled + unlabelled) and cached on disk by
+    logits are computed once over the transfer set (labelled + unlabeled) and cached on disk by
     content (`distill.cache`: an example that `pseudo-label` or an earlier run scored with this
     teacher is not scored again), or recomputed every batch with `online_teacher`. A student built
     here gets a vocabulary covering the whole transfer set and, with `teacher_embeddings`, word
@@ -171,7 +171,7 @@ class Distiller:
     ``attention_weight``, ``cosine_weight``) runs the teacher on every batch, whatever `online_teacher`
     says. A multi-task teacher is distilled one head at a time: `head` names it (its logits are cached
     per head). `augment` synthetic examples per labelled one, made from it by `augment_methods` (None: the
-    task's defaults; `distill.augment`), join the transfer set as unlabelled text does; they and the logits of the
+    task's defaults; `distill.augment`), join the transfer set as unlabeled text does; they and the logits of the
     whole transfer set are then kept on disk, not in memory (`distill.spill`).
 
     `teacher` may be a list of teachers, an ensemble: the student learns the weighted mean of their
@@ -300,7 +300,7 @@ class Distiller:
         its steps and epochs (`distill.callbacks`), as those of every call that trains."""
         _check_arguments(data=data, output=output)
         if self.soft_labels is None:
-            self._refuse_unlabelled_settings_without_text(unlabeled)
+            self._refuse_unlabeled_settings_without_text(unlabeled)
         env = self.env
         with runtime(env.precision, env.threads, env.progress):
             task = _student_task(self.student)
@@ -308,10 +308,10 @@ class Distiller:
                 hierarchy, train_set, dev_set, extra = self._soft_labelled(train, dev, unlabeled, data)
             else:
                 hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-                extra = unlabelled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
+                extra = unlabeled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
             settings = _student_settings(self.settings, self.student, task, hierarchy)
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
-                check_held_out(extra, dev_set, "the unlabelled data" if self.soft_labels is None
+                check_held_out(extra, dev_set, "the unlabeled data" if self.soft_labels is None
                                else f"the soft-labelled texts of {self.soft_labels.path}")
             self._refuse_for_an_export()
             teachers = {teacher_role(number): source or _teacher_source(model)
@@ -327,14 +327,14 @@ class Distiller:
         result.summary = RenamedKeys(result.summary, {"unlabelled_examples": "unlabeled_examples"})
         return result
 
-    def _soft_labelled(self, train: Any, dev: Any, unlabelled: Any, data: DataOptions
+    def _soft_labelled(self, train: Any, dev: Any, unlabeled: Any, data: DataOptions
                        ) -> tuple[LabelHierarchy, Examples, Examples, Examples | None]:
         """The label set, training and dev data of a run that learns from soft labels, and the file's texts that
-        are not training texts: the transfer set's unlabelled part. The file is read against the training data's
+        are not training texts: the transfer set's unlabeled part. The file is read against the training data's
         labels, or without training data its own (or those `SoftLabels` names)."""
         soft = self.soft_labels
-        if unlabelled is not None:
-            raise DistillError(f"the texts of {soft.path} are the unlabelled text that soft labels teach on: drop "
+        if unlabeled is not None:
+            raise DistillError(f"the texts of {soft.path} are the unlabeled text that soft labels teach on: drop "
                                f"{option('--unlabeled', 'unlabeled')}, or add its texts with their soft labels to "
                                "the file")
         if train is not None:
@@ -352,17 +352,17 @@ class Distiller:
         texts = [text for text in soft.records.texts if text not in seen]
         return hierarchy, train_set, dev_set, Examples(texts, None, soft.path, "soft labels") if texts else None
 
-    def _refuse_unlabelled_settings_without_text(self, unlabelled: Any) -> None:
-        """`unlabeled_ratio` samples the unlabelled text and `min_confidence` filters its pseudo-labels: without
-        unlabelled text either would be accepted and change nothing."""
-        if unlabelled is not None:
+    def _refuse_unlabeled_settings_without_text(self, unlabeled: Any) -> None:
+        """`unlabeled_ratio` samples the unlabeled text and `min_confidence` filters its pseudo-labels: without
+        unlabeled text either would be accepted and change nothing."""
+        if unlabeled is not None:
             return
         named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.unlabeled_ratio is not None else None,
                  option("--min-confidence", "TeacherStudentDistill(min_confidence=...)")
                  if self.loss.min_confidence > 0 and not self.augment else None]
         if any(named):
             name = next(filter(None, named))
-            raise DistillError(f"{name} applies to unlabelled text, and none was given: give "
+            raise DistillError(f"{name} applies to unlabeled text, and none was given: give "
                                f"{option('--unlabeled', 'fit(..., unlabeled=...)')}, or drop {name}")
 
     def _refuse_for_an_export(self) -> None:
@@ -399,26 +399,26 @@ class Distiller:
         crf = next((number for number, other in enumerate(teachers) if model_crf(other) is not None), None)
         if (extra or self.augment) and crf is not None:
             raise DistillError(f"teacher {self._teacher_name(crf)} is a CRF tagger: its labels are "
-                               "Viterbi paths, which kd's per-word pseudo-labels of unlabelled text would not "
+                               "Viterbi paths, which kd's per-word pseudo-labels of unlabeled text would not "
                                "reproduce: distil it on labelled data only, or distil a teacher without "
                                f"{option('--crf', 'crf=True')}")
-        unlabelled = list(extra.inputs) if extra else []
+        unlabeled = list(extra.inputs) if extra else []
         if extra and self.unlabeled_ratio is not None:
             keep = int(self.unlabeled_ratio * len(train))
             if keep == 0:
-                raise DistillError(f"unlabeled ratio {self.unlabeled_ratio} keeps none of the {len(unlabelled)} "
-                                   f"unlabelled examples ({self.unlabeled_ratio} per each of {len(train)} labelled "
-                                   "ones): raise it, or give no unlabelled text")
-            unlabelled = random.Random(settings.seed).sample(unlabelled, min(keep, len(unlabelled)))
-        # the vocabulary covers the whole transfer set: words seen only in unlabelled text are not <unk>
+                raise DistillError(f"unlabeled ratio {self.unlabeled_ratio} keeps none of the {len(unlabeled)} "
+                                   f"unlabeled examples ({self.unlabeled_ratio} per each of {len(train)} labelled "
+                                   "ones): raise it, or give no unlabeled text")
+            unlabeled = random.Random(settings.seed).sample(unlabeled, min(keep, len(unlabeled)))
+        # the vocabulary covers the whole transfer set: words seen only in unlabeled text are not <unk>
         synthetic = synthetic_examples(train, dev, self.augment, self.augment_methods, settings.seed, teacher,
                                        hierarchy.scheme) if self.augment else []
-        examples = list(train.inputs) + unlabelled
+        examples = list(train.inputs) + unlabeled
         if synthetic:  # kept on disk, as their logits will be: memory stays flat as --augment grows
             examples = Concatenated([examples, synthetic])
         made = f"{len(synthetic)} synthetic examples of {train.where}"
         sources = train.where + (f" and {extra.where}" if extra else "") + (f" and {made}" if synthetic else "")
-        read_from = [train.where] * len(train.inputs) + [extra.where if extra else ""] * len(unlabelled) + \
+        read_from = [train.where] * len(train.inputs) + [extra.where if extra else ""] * len(unlabeled) + \
             [made] * len(synthetic) if extra or synthetic else train.where  # as messages name them
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
@@ -428,10 +428,10 @@ class Distiller:
             raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
                                "wrong labels; start from a new student")
-        unlabelled_count = len(unlabelled) + len(synthetic)
-        transfer = Examples(examples, list(train.labels) + [None] * unlabelled_count, sources)  # named, not keyed
+        unlabeled_count = len(unlabeled) + len(synthetic)
+        transfer = Examples(examples, list(train.labels) + [None] * unlabeled_count, sources)  # named, not keyed
         loss = self._loss(model, as_given)
-        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabelled),
+        summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabeled),
                    **({"teachers": [{"teacher": source, "weight": weight} for source, weight
                                     in zip(self.teacher_sources, self.teacher_weights)]}
                       if self.teacher_weights else {}),

@@ -1,4 +1,4 @@
-"""Evaluate a model directory on labelled data; predict labels for unlabelled text."""
+"""Evaluate a model directory on labelled data; predict labels for unlabeled text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from distill import distributed
-from distill.data import DataOptions, check_columns_read, iter_unlabelled, read_split, unlabelled_text
+from distill.data import DataOptions, check_columns_read, iter_unlabeled, read_split, unlabeled_text
 from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
 from distill.io import write_json
@@ -104,11 +104,11 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
     model = load_with_head(model_dir, head, device)
     if input_path is None or input_path == "-":
-        examples = unlabelled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are
+        examples = unlabeled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are
         if not examples:
             raise DistillError("stdin: no input lines")
     else:
-        examples = [example for _, example in iter_unlabelled(input_path, model.task)]  # no `datasets` to import
+        examples = [example for _, example in iter_unlabeled(input_path, model.task)]  # no `datasets` to import
     warn_if_truncated(model, examples, "stdin" if input_path in (None, "-") else input_path)
     count = 0
     if getattr(model, "kind", None) == MULTITASK_KIND:  # an ONNX export has no kind: it is never multi-task

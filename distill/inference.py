@@ -16,7 +16,7 @@ import torch
 
 from distill import distributed
 from distill.crf import ConditionalRandomField
-from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabelled_examples
+from distill.data import TASKS, DataOptions, checked_examples, is_table, labelled_examples, unlabeled_examples
 from distill.errors import DistillError, require_whole
 from distill.io import tensors_sha256
 from distill.labels import check_labels_known
@@ -156,7 +156,7 @@ def readable_examples(model: torch.nn.Module, examples: Sequence, data: DataOpti
                            "dataset slice or row is a dict of columns): pass one column, e.g. dataset['text']")
     task = getattr(model, "task", None)
     if is_table(examples) and task in TASKS:
-        return unlabelled_examples(examples, task, data, "examples").inputs
+        return unlabeled_examples(examples, task, data, "examples").inputs
     examples = list(examples)
     if not examples or task not in TASKS:  # no examples: nothing to predict; a model of several heads: theirs
         return examples

@@ -342,7 +342,7 @@ def teacher_mistakes(teacher_logits: torch.Tensor, targets: torch.Tensor,
                      mask: torch.Tensor | None = None) -> torch.Tensor:
     """Where the teacher's top class is not the gold label: a boolean of `targets`' shape, (batch) for
     classification or (batch, words) for tagging; false where there is no gold label (IGNORE_INDEX: an
-    unlabelled example, a padding position) and outside `mask`."""
+    unlabeled example, a padding position) and outside `mask`."""
     wrong = (targets != IGNORE_INDEX) & (teacher_logits.argmax(-1) != targets)
     return wrong if mask is None else wrong & mask
 

@@ -1,4 +1,4 @@
-"""Label unlabelled text with the teacher's argmax, streaming, resumable, never half-written.
+"""Label unlabeled text with the teacher's argmax, streaming, resumable, never half-written.
 
 Records go to ``OUTPUT.part`` a chunk at a time (flushed and fsynced); the finished file is
 renamed to OUTPUT. ``--resume`` keeps the complete records of an interrupted ``.part`` file
@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Sequence
 
 
 from distill import distributed
-from distill.data import iter_unlabelled
+from distill.data import iter_unlabeled
 from distill.errors import DistillError, option
 from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.distillation import check_ensemble, ensemble_logits, ensemble_weights
@@ -226,7 +226,7 @@ def leave_nothing_unwritten(output: Path, part: Path) -> None:
 def rank_examples(input_path: str, task: str, chunk_size: int) -> Iterator[tuple[int, object]]:
     """This rank's (line, example) pairs: chunk k of the input belongs to rank k % world size."""
     rank, world = distributed.rank(), distributed.world_size()
-    for index, item in enumerate(iter_unlabelled(input_path, task)):
+    for index, item in enumerate(iter_unlabeled(input_path, task)):
         if (index // chunk_size) % world == rank:
             yield item
 

@@ -8,7 +8,7 @@ log-probabilities). No teacher model runs, and none is cached.
 
 With labelled training data, its texts are distilled towards their soft labels where the file has them and
 towards their gold label (all its probability on it) where it has none; the file's other texts join the
-transfer set as unlabelled text does, their hard target the label of highest probability. Without, the file
+transfer set as unlabeled text does, their hard target the label of highest probability. Without, the file
 alone is the transfer set.
 """
 

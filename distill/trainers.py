@@ -3,7 +3,7 @@
 * `train_teacher`: fine-tune the transformer teacher on labelled data;
 * `train_multitask_teacher`: one encoder with a head per task, each batch from one task;
 * `train_student`: a small student on gold labels alone (the baseline distillation must beat);
-* `Distiller`: a student against a teacher's logits, with optional unlabelled text.
+* `Distiller`: a student against a teacher's logits, with optional unlabeled text.
 
 Data is a file path, a `datasets.Dataset` or examples in memory (see `distill.data.labelled_examples`).
 With `output_dir` a run writes there exactly as ``nlp-train`` does (never over an input or another

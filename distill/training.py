@@ -7,7 +7,7 @@ order (`epoch_batches`), and every head is scored on dev after each epoch.
 An `Objective` gives a batch's loss as terms, each a sum and the denominator that averages it
 (`distill.losses.LossSum`); a batch holds the example ``indices`` (so a distiller can look up
 teacher logits), the model's ``inputs``, the ``mask`` of scored words (tagging), the gold
-``targets`` (IGNORE_INDEX where unlabelled) and ``labelled``, which rows have gold labels at all.
+``targets`` (IGNORE_INDEX where unlabeled) and ``labelled``, which rows have gold labels at all.
 
 Under a launcher (torchrun) every rank draws the same global batches and trains on its share
 of each through DistributedDataParallel; every term's sum is divided by its denominator over
@@ -202,7 +202,7 @@ def runtime(precision_name: str | None = None, threads: int | None = None, progr
 
 
 def label_targets(model: torch.nn.Module, labels: Sequence, width: int | None) -> torch.Tensor:
-    """Gold label indices: (batch,) or (batch, words) padded with IGNORE_INDEX; None = unlabelled."""
+    """Gold label indices: (batch,) or (batch, words) padded with IGNORE_INDEX; None = unlabeled."""
     hierarchy = model.hierarchy
     if width is None:
         return torch.tensor([IGNORE_INDEX if y is None else hierarchy.encode(y) for y in labels])

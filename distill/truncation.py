@@ -127,7 +127,7 @@ def warn_truncation(model, counted: Truncation, source: str) -> None:
 def warn_if_truncated(model, texts: Sequence, source: str | Sequence[str]) -> None:
     """Warn once if `model` is a classification transformer that cuts some of `texts` (read from `source`).
 
-    `source` may name each text's file instead (kd's training and unlabelled texts): then each file whose
+    `source` may name each text's file instead (kd's training and unlabeled texts): then each file whose
     texts are cut gets its own warning, counted over its texts among `texts` alone, so that no file is named
     for texts that were not read from it."""
     warn_truncations(model, truncation_by_source(model, texts, source))

@@ -36,7 +36,7 @@ COMMANDS = {
     "kd": ("procedures.train_commands:kd",
            "Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * "
            "distill(student, teacher)."),
-    "pseudo-label": ("procedures.train_commands:pseudo_label_command", "Label unlabelled text with the teacher's "
+    "pseudo-label": ("procedures.train_commands:pseudo_label_command", "Label unlabeled text with the teacher's "
                      "argmax (JSONL: line, text/tokens, label(s), confidence)."),
     "evaluate": ("procedures.use_commands:evaluate",
                  "Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."),

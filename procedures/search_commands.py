@@ -35,7 +35,7 @@ def print_space(context: click.Context, task: str | None) -> None:
 @click.option("--train", "train_path", required=True, help="Training data file.")
 @click.option("--dev", "dev_path", required=True,
               help="Dev data file: picks each trial's best epoch, drives pruning, and is what latency is timed on.")
-@click.option("--unlabeled", "unlabeled_path", help="Unlabelled text for every trial's transfer set (as kd).")
+@click.option("--unlabeled", "unlabeled_path", help="Unlabeled text for every trial's transfer set (as kd).")
 @click.option("--output", required=True, type=click.Path(file_okay=False),
               help="The search's folder: study.db, trials/NNNN, trials.json, trials.md, trials.png, best/ and "
                    "best-onnx/. The same command again resumes the search there.")

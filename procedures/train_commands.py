@@ -483,11 +483,11 @@ teacher_weights_option = click.option(
               help="Instead of --teacher: a JSONL file of the teacher's distributions, {\"text\": ..., \"probs\": "
                    "{\"negative\": 0.2, \"positive\": 0.8}} or {\"text\": ..., \"label\": \"positive\", \"confidence\": "
                    "0.8} per line (an LLM's or an annotation tool's labels); its texts not in --train are the "
-                   "unlabelled text. See docs/teachers-without-labels.md.")
+                   "unlabeled text. See docs/teachers-without-labels.md.")
 @click.option("--train", "train_path", help="Labelled training data (required with --teacher).")
 @click.option("--dev", "dev_path", required=True, help="Dev data: picks the best epoch and early stopping.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
-@click.option("--unlabeled", "unlabeled_path", help="Unlabelled text (one per line, or JSONL such as "
+@click.option("--unlabeled", "unlabeled_path", help="Unlabeled text (one per line, or JSONL such as "
               "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
 @click.option("--kd-loss", type=click.Choice(list(KD_LOSSES)), default=DEFAULT_KD_LOSS, show_default=True,
               help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits; or a loss "
@@ -514,17 +514,17 @@ teacher_weights_option = click.option(
                    "last from the last; or one number per student layer, e.g. 0,2,4 for a student cut from the "
                    "teacher's layers 0,2,4.")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
-              help="Unlabelled examples (tokens) below this teacher confidence get no hard-label loss.")
+              help="Unlabeled examples (tokens) below this teacher confidence get no hard-label loss.")
 @click.option("--teacher-mistakes", type=click.Choice(TEACHER_MISTAKES), default="keep", show_default=True,
               help="Labelled examples (words) whose gold label is not the teacher's top class: keep (distil the "
                    "teacher as it is), shift (swap the teacher's logits of its top class and the gold label, "
                    "TextBrewer's probability shift: the gold label on top, the other classes as they were) or drop "
-                   "(no distillation term there; the loss on the gold label stays). Unlabelled text is not judged.")
+                   "(no distillation term there; the loss on the gold label stays). Unlabeled text is not judged.")
 @click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
-              help="Use at most this many unlabelled examples per labelled one (seeded sample).")
+              help="Use at most this many unlabeled examples per labelled one (seeded sample).")
 @click.option("--augment", default=0, show_default=True, type=click.IntRange(min=0),
               help="Synthetic examples per labelled one, made from it by --augment-methods and labelled by the "
-                   "teacher like unlabelled text, kept on disk in $TMPDIR while kd runs (0: off; "
+                   "teacher like unlabeled text, kept on disk in $TMPDIR while kd runs (0: off; "
                    "docs/augmentation.md).")
 @click.option("--augment-methods", metavar="NAME,NAME,...",
               help="Augmenters applied in turn to make each synthetic example: mask, replace, ngram, neighbour for "
@@ -614,7 +614,7 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
 @teachers_option("labelling by")
 @teacher_weights_option
 @click.option("--input", "input_path", required=True,
-              help="Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL.")
+              help="Unlabeled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
 @click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
               help="Drop examples whose teacher confidence (tagging: lowest word) is below this.")
@@ -643,7 +643,7 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
 @llm_teacher_options()
 def pseudo_label_command(teacher_dirs, teacher_weights, input_path, output, min_confidence, with_logits, batch_size,
                          chunk_size, cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
-    """Label unlabelled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
+    """Label unlabeled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     with recorded_beside(output):  # its options, in OUTPUT.config.yaml
         teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]

@@ -5,7 +5,7 @@ NER teacher against the two single-task teachers:
 
 - each head's test score beside its single teacher's (the joint teacher's epoch passes every
   task's training set once, so each head gets as many encoder updates as its single teacher);
-- the time to pseudo-label the unlabelled news text for both tasks: one encoder pass with every
+- the time to pseudo-label the unlabeled news text for both tasks: one encoder pass with every
   head (`nlp-train pseudo-label` of the joint teacher, no cache) against the two single teachers
   one after the other, best of `--repeats`;
 - the default student of each task (`lstm`, `lstm-tagger`) distilled (`kd`, KL) from the joint

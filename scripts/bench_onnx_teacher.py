@@ -189,7 +189,7 @@ def report(result: dict) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("teacher", type=Path, help="The PyTorch teacher directory (it is exported under OUT).")
-    parser.add_argument("--input", required=True, type=Path, help="Unlabelled text, as pseudo-label reads it.")
+    parser.add_argument("--input", required=True, type=Path, help="Unlabeled text, as pseudo-label reads it.")
     parser.add_argument("--check-data", required=True, help="Held-back labelled data the exports are checked on.")
     parser.add_argument("--lines", type=int, default=2000, help="Lines of the input to label (0: all).")
     parser.add_argument("--threads", type=int, default=1)

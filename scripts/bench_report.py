@@ -202,7 +202,7 @@ def targets(task: dict) -> list[dict]:
                        and row["speedup_b32"] >= TARGETS["transformer_speedup_b32"] if timed else None})
     for student, threshold in ((s, t) for s, t in task["augment_targets"].items() if s in task["students"]):
         row = models.get(student + "+kd-kl+augment")
-        checks.append({"target": f"{student}+kd-kl+augment (no unlabelled text) >= {threshold:g}",
+        checks.append({"target": f"{student}+kd-kl+augment (no unlabeled text) >= {threshold:g}",
                        "measured": f"{row['score']:.4f} ({row['retention']:.1%} of the teacher)" if row else None,
                        "met": row["score"] >= threshold if row else None})
     checks += static_targets(task)
@@ -408,12 +408,12 @@ def task_section(task: dict) -> list[str]:
                   f"{', '.join(map(str, seconds['online']))} | {cost['cached_over_plain']:.2f}x | "
                   f"{cost['online_over_plain']:.1f}x |", ""]
         built = [row["teacher_logits_seconds"] for name, row in task["models"].items()
-                 if row.get("cache_hit") is False and not name.endswith("unlabelled")]
+                 if row.get("cache_hit") is False and not name.endswith("unlabeled")]
         if built:
             lines += [f"Building the logit cache (teacher over the training set, once): {built[0]:.1f} s.", ""]
     inference = task["teacher_inference"]
     if inference:
-        lines += [f"Teacher inference over {inference['examples']:,} unlabelled lines, batch "
+        lines += [f"Teacher inference over {inference['examples']:,} unlabeled lines, batch "
                   f"{inference['batch_size']}, {inference['threads']} torch thread(s), each side's best of "
                   f"two alternating runs; GFLOP/s counts the encoder's FLOPs on real (unpadded) tokens; matmul "
                   f"peak measured just before: fp32 {inference['matmul_gflops_fp32']:.0f}, bf16 "
@@ -476,7 +476,7 @@ def onnx_teacher_section(onnx: dict, metric: str) -> list[str]:
     """The exported teacher for the bulk pass: pseudo-label speed per teacher form, and kd from int8 vs fp32 logits."""
     stage = onnx["pseudo_label"]
     lines = [f"The exported teacher for the bulk pass (`nlp-train export --quantize int8`, docs/export.md): "
-             f"`pseudo-label` over {stage['examples']:,} unlabelled lines, batch {stage['batch_size']}, "
+             f"`pseudo-label` over {stage['examples']:,} unlabeled lines, batch {stage['batch_size']}, "
              f"{onnx['threads']} thread(s) on {onnx['cpu']}, onnxruntime {onnx['onnxruntime']}, each teacher's best "
              "of two alternating rounds, the transformers pipeline (fp32) on the same model; labels changed count "
              "against the PyTorch teacher's (words for tagging):", "",
@@ -487,7 +487,7 @@ def onnx_teacher_section(onnx: dict, metric: str) -> list[str]:
         times = number(pipeline and entry["examples_per_second"] / pipeline, ".2f")
         lines.append(f"| {name} | {entry['examples_per_second']:,.1f} | {times} | {moved} |")
     lines += ["", f"`{onnx['student']}` distilled from each export's logits (same seed, data and settings; the "
-                  "training data plus those lines as unlabelled text):", "",
+                  "training data plus those lines as unlabeled text):", "",
               f"| teacher logits | best epoch | dev {metric} | test {metric} |", "|---|---|---|---|"]
     for name, run in onnx["kd"].items():
         lines.append(f"| {name} | {run['best_epoch']} | {run['dev'][metric]:.4f} | {run['test'][metric]:.4f} |")

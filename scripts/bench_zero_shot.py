@@ -8,7 +8,7 @@ Per dataset (Rotten Tomatoes, BBC News; `python scripts/get_data.py` fetches the
 1. ``nlp-train teacher --zero-shot`` from hand-written label descriptions; its temperature fitted on the dev
    split (gold labels: the dev split also picks the students' epochs below);
 2. ``nlp-train evaluate`` of the teacher on the test split;
-3. ``nlp-train pseudo-label`` of the train texts (their labels hidden) and of unlabelled text of the domain
+3. ``nlp-train pseudo-label`` of the train texts (their labels hidden) and of unlabeled text of the domain
    (filling the logit cache), then ``nlp-train kd`` of a BiLSTM and of the static student on both, the
    train texts' pseudo-labels as their hard labels;
 4. the gold-label curve: TF-IDF + logistic regression and ``nlp-train student --model lstm`` on the first
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/zero-shot")
     parser.add_argument("--encoder", default="minilm-l6")
     parser.add_argument("--train-texts", type=int, help="Use the first N train texts (seeded shuffle).")
-    parser.add_argument("--unlabeled-texts", type=int, help="Use the first N lines of the unlabelled text.")
+    parser.add_argument("--unlabeled-texts", type=int, help="Use the first N lines of the unlabeled text.")
     parser.add_argument("--words", type=int, help="Cut every text to its first N words.")
     parser.add_argument("--dev-size", type=int, help="Use the first N dev examples (temperature, epochs).")
     parser.add_argument("--test-size", type=int, help="Score every row on the first N test examples.")

@@ -57,7 +57,7 @@ TASKS = {
     "conll": {"name": "CoNLL-2003 NER", "task": "tagging", "metric": "f1",
               "train": "conll2003/train.txt", "dev": "conll2003/valid.txt", "test": "conll2003/test.txt",
               "unlabeled": "unlabeled/news.txt", "students": ["lstm-tagger", "idcnn-tagger", "transformer-tagger"],
-              "augment_targets": {"lstm-tagger": 0.84},  # issue 32: 97.5% of the teacher, no unlabelled text
+              "augment_targets": {"lstm-tagger": 0.84},  # issue 32: 97.5% of the teacher, no unlabeled text
               "search": True},  # issue 33: a searched student within the first student's latency
     # Long texts (median ~400 words): the CNN reads an article in about 1/25 of the BiLSTM's time (28 s an
     # epoch of the 1,700 articles at one thread, against about 12 minutes), the bag of n-grams in less again,
@@ -135,12 +135,12 @@ class Stage:
                           teacher_embeddings=teacher, output=output, env=env)
             return
         teacher, loss = options.pop("teacher"), TeacherStudentDistill(kd_loss=options.pop("kd_loss"))
-        cache, unlabelled, ratio = (options.pop(name, None) for name in ("cache_dir", "unlabeled", "unlabeled_ratio"))
+        cache, unlabeled, ratio = (options.pop(name, None) for name in ("cache_dir", "unlabeled", "unlabeled_ratio"))
         augment = options.pop("augment", 0)
         distill = DistillSettings(cache_dir=cache, unlabeled_ratio=ratio, augment=augment)
         distiller = Distiller(teacher, student_config(options.pop("model"), **options), loss, settings,
                               distill=distill, env=env)
-        distiller.fit(train, dev, unlabelled, output=output)
+        distiller.fit(train, dev, unlabeled, output=output)
 
 
 class Bench:
@@ -222,11 +222,11 @@ class Bench:
         command and the options that set it apart. A transformer student alone starts from the layers of
         the teacher's pretrained encoder, with a teacher (kd, +teacher-emb) from the teacher's own."""
         kd = {"teacher": teacher, "cache_dir": self.cache}
-        unlabelled = {"unlabeled": self.data(key, "unlabeled"), "unlabeled_ratio": self.args.unlabeled_ratio}
+        unlabeled = {"unlabeled": self.data(key, "unlabeled"), "unlabeled_ratio": self.args.unlabeled_ratio}
         alone = {"encoder": self.args.encoder} if student in TRANSFORMER_STUDENTS else {}
         heads = [("student", alone), ("student", {"embeddings_from_teacher": teacher}),
                  ("kd", {**kd, "kd_loss": "kl"}), ("kd", {**kd, "kd_loss": "mse"}),
-                 ("kd", {**kd, "kd_loss": "kl", **unlabelled}),
+                 ("kd", {**kd, "kd_loss": "kl", **unlabeled}),
                  ("kd", {**kd, "kd_loss": "kl", "augment": self.args.augment})]
         return {student + suffix: head for suffix, head in zip(VARIANT_SUFFIXES, heads)
                 if suffix in variant_suffixes(student)}
@@ -417,7 +417,7 @@ class Bench:
         import torch
         from transformers import pipeline
         from transformers.utils import logging as hf_logging
-        from distill.data import read_unlabelled
+        from distill.data import read_unlabeled
         from distill.hf_model import max_logit_difference, to_transformers
         from distill.precision import bf16_supported
         from distill.models import load_model
@@ -427,7 +427,7 @@ class Bench:
         corpus = self.subset(Path(self.args.data) / TASKS[key]["unlabeled"], self.args.pipeline_examples)
         labelled = self.out / key / "pseudo-labels.jsonl"
         model = load_model(teacher, device="cpu")
-        examples = list(read_unlabelled(str(corpus), task)["text" if task == "classification" else "tokens"])
+        examples = list(read_unlabeled(str(corpus), task)["text" if task == "classification" else "tokens"])
         texts = corpus.read_text(encoding="utf-8").splitlines()
         converted, tokenizer = to_transformers(model)
         difference = max_logit_difference(model, converted, examples[:INFERENCE_BATCH])
@@ -572,7 +572,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--transformer-layers", type=int, default=3,
                         help="Encoder layers a transformer student keeps (of the teacher's 6).")
     parser.add_argument("--unlabeled-ratio", type=float, default=1.0,
-                        help="Unlabelled examples per labelled one, at most.")
+                        help="Unlabeled examples per labelled one, at most.")
     parser.add_argument("--augment", type=int, default=4,
                         help="Synthetic examples per labelled one in the +kd-kl+augment runs (kd --augment).")
     parser.add_argument("--no-ensemble", dest="ensemble", action="store_false",
@@ -598,7 +598,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--speed-examples", type=int, default=1024, help="Test examples for batch-32 throughput.")
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
     parser.add_argument("--pipeline-examples", type=int,
-                        help="Unlabelled lines for pseudo-label (PyTorch, ONNX fp32 and int8 teachers) vs the "
+                        help="Unlabeled lines for pseudo-label (PyTorch, ONNX fp32 and int8 teachers) vs the "
                              "transformers pipeline [default: 1000; 256 with --quick].")
     parser.add_argument("--quick", action="store_true", help="Subsets and few epochs: minutes, not hours.")
     parser.add_argument("--quick-size", type=int, default=1000, help="Training examples per task with --quick.")

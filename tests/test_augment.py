@@ -183,7 +183,7 @@ def test_augment_settings_are_checked_before_anything_runs(tiny_classifier_teach
         Distiller(tiny_classifier_teacher, "lstm", augment=-1)
     with pytest.raises(DistillError, match="tagging-only augmenter 'mention'"):
         Distiller(tiny_classifier_teacher, "lstm", augment=2, augment_methods=["mention"])
-    # --min-confidence filters the teacher's labels of synthetic examples as of unlabelled text
+    # --min-confidence filters the teacher's labels of synthetic examples as of unlabeled text
     Distiller(tiny_classifier_teacher, "lstm", TeacherStudentDistill(min_confidence=0.6), augment=1)
 
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from distill.data import (Examples, check_held_out, checked_examples, iter_unlabelled, labelled_examples,
-                          read_classification, read_tagging, read_unlabelled, sniff_unlabelled, unlabelled_text)
+from distill.data import (Examples, check_held_out, checked_examples, iter_unlabeled, labelled_examples,
+                          read_classification, read_tagging, read_unlabeled, sniff_unlabeled, unlabeled_text)
 from distill.errors import DataError, DistillError
 from distill.labels import LabelHierarchy
 from tests.conftest import SAMPLES
@@ -30,12 +30,12 @@ def test_conll_skips_docstart_and_selects_columns():
     assert not any(t.startswith("B-") for tags in pos["tags"] for t in tags)
 
 
-def test_unlabelled_lines_and_jsonl(tmp_path):
+def test_unlabeled_lines_and_jsonl(tmp_path):
     (tmp_path / "u.txt").write_text("first line\n\n  second line  \n")
-    assert read_unlabelled(str(tmp_path / "u.txt"), "classification")["text"] == ["first line", "second line"]
-    assert read_unlabelled(str(tmp_path / "u.txt"), "tagging")["tokens"] == [["first", "line"], ["second", "line"]]
+    assert read_unlabeled(str(tmp_path / "u.txt"), "classification")["text"] == ["first line", "second line"]
+    assert read_unlabeled(str(tmp_path / "u.txt"), "tagging")["tokens"] == [["first", "line"], ["second", "line"]]
     (tmp_path / "u.jsonl").write_text(json.dumps({"text": "a b", "label": "x"}) + "\n")
-    assert [n for n, _ in iter_unlabelled(str(tmp_path / "u.jsonl"), "tagging")] == [1]
+    assert [n for n, _ in iter_unlabeled(str(tmp_path / "u.jsonl"), "tagging")] == [1]
 
 
 
@@ -67,26 +67,26 @@ PSEUDO_LABELS = [json.dumps({"line": n, "text": f"film {n}", "label": "positive"
      "looks like CSV (a header, 'text', then rows)"),
     ("one-column.txt", 'Text\n"A slow, careful film."\n', "looks like CSV (a header, 'Text', then rows)"),
 ])
-def test_unlabelled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
+def test_unlabeled_plain_text_that_is_another_format_is_refused(tmp_path, name, content, message):
     """A file read one example per line whose first lines are CoNLL, a CSV header or JSON objects would
     silently become examples like 'EU NNP B-NP B-ORG', 'text,label' or '{"text": "good"}'."""
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     for task in ("classification", "tagging"):
         with pytest.raises(DataError, match=re.escape(message)) as err:
-            read_unlabelled(str(path), task)
+            read_unlabeled(str(path), task)
         assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
         with pytest.raises(DataError, match=re.escape(message)):
-            next(iter_unlabelled(str(path), task))
+            next(iter_unlabeled(str(path), task))
 
 
-def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
+def test_real_conll2003_file_named_txt_is_refused_as_unlabeled(tmp_path):
     conll = (SAMPLES / "ner_train.conll").read_text(encoding="utf-8")
     (tmp_path / "train.txt").write_text(conll, encoding="utf-8")
     (tmp_path / "no_docstart.txt").write_text(conll.replace("-DOCSTART- -X- -X- O\n", ""), encoding="utf-8")
     for name in ("train.txt", "no_docstart.txt"):
         with pytest.raises(DataError, match="looks like CoNLL .*JSONL with a tokens field"):
-            read_unlabelled(str(tmp_path / name), "tagging")
+            read_unlabeled(str(tmp_path / name), "tagging")
 
 
 @pytest.mark.parametrize("content, examples", [
@@ -108,28 +108,28 @@ def test_real_conll2003_file_named_txt_is_refused_as_unlabelled(tmp_path):
     ("1 great film\n2 bad film\n3 fine film\n", ["1 great film", "2 bad film", "3 fine film"]),  # not CoNLL-U
     ("1\tgreat film\n2\tbad film\n3\tfine film\n", ["1\tgreat film", "2\tbad film", "3\tfine film"]),  # cat -n
 ])
-def test_ordinary_unlabelled_text_is_not_mistaken_for_another_format(tmp_path, content, examples):
+def test_ordinary_unlabeled_text_is_not_mistaken_for_another_format(tmp_path, content, examples):
     path = tmp_path / "u.txt"
     path.write_text(content, encoding="utf-8")
-    assert read_unlabelled(str(path), "classification")["text"] == examples
-    assert sniff_unlabelled(content.splitlines()) is None
+    assert read_unlabeled(str(path), "classification")["text"] == examples
+    assert sniff_unlabeled(content.splitlines()) is None
 
 
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
-def test_unlabelled_files_split_at_every_line_end(end, tmp_path):
+def test_unlabeled_files_split_at_every_line_end(end, tmp_path):
     """A file with old Mac line ends (\\r) was one example (tagging: one sentence of every word), while the
     labelled readers and stdin split it; the numbers are the lines an editor shows."""
     path = tmp_path / "u.txt"
     path.write_bytes(end.join(["\ufeffgood film", "", "a dull one", "bad"]).encode() + end.encode())
-    assert list(iter_unlabelled(str(path), "classification")) == [(1, "good film"), (3, "a dull one"), (4, "bad")]
-    assert list(iter_unlabelled(str(path), "tagging")) == [(1, ["good", "film"]), (3, ["a", "dull", "one"]),
+    assert list(iter_unlabeled(str(path), "classification")) == [(1, "good film"), (3, "a dull one"), (4, "bad")]
+    assert list(iter_unlabeled(str(path), "tagging")) == [(1, ["good", "film"]), (3, ["a", "dull", "one"]),
                                                           (4, ["bad"])]
     path.write_bytes(end.join(['{"text": "good"}', '{"text": "bad"}']).encode())
-    assert list(iter_unlabelled(str(path.rename(tmp_path / "u.jsonl")), "classification")) == [(1, "good"), (2, "bad")]
+    assert list(iter_unlabeled(str(path.rename(tmp_path / "u.jsonl")), "classification")) == [(1, "good"), (2, "bad")]
     path = tmp_path / "conll.txt"  # sniffed as CoNLL in any line ends: refused, not read as text
     path.write_bytes(end.join(["EU B-ORG", "rejects O", "", "Peter B-PER"]).encode())
     with pytest.raises(DataError, match="CoNLL"):
-        next(iter_unlabelled(str(path), "tagging"))
+        next(iter_unlabeled(str(path), "tagging"))
 
 
 def test_pseudo_label_output_is_read_by_its_own_fields_whatever_the_column_options(tmp_path):
@@ -138,13 +138,13 @@ def test_pseudo_label_output_is_read_by_its_own_fields_whatever_the_column_optio
     path = tmp_path / "pseudo.jsonl"
     path.write_text('{"line": 1, "text": "a fine film", "label": "pos", "confidence": 0.9}\n'
                     '{"line": 3, "text": "dull", "label": "neg", "confidence": 0.7}\n', encoding="utf-8")
-    assert list(iter_unlabelled(str(path), "classification", text_column="sentence")) == [(1, "a fine film"),
+    assert list(iter_unlabeled(str(path), "classification", text_column="sentence")) == [(1, "a fine film"),
                                                                                          (2, "dull")]
     path.write_text('{"line": 1, "tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"], "confidence": 0.9}\n')
-    assert list(iter_unlabelled(str(path), "tagging", tokens_field="words")) == [(1, ["EU", "rejects"])]
+    assert list(iter_unlabeled(str(path), "tagging", tokens_field="words")) == [(1, ["EU", "rejects"])]
     path.write_text('{"text": "a fine film"}\n', encoding="utf-8")  # not pseudo-label output: the option holds
     with pytest.raises(DataError, match="missing column 'sentence'"):
-        list(iter_unlabelled(str(path), "classification", text_column="sentence"))
+        list(iter_unlabeled(str(path), "classification", text_column="sentence"))
 
 
 def test_a_field_named_twice_counts_only_in_the_record_itself(tmp_path):
@@ -158,19 +158,19 @@ def test_a_field_named_twice_counts_only_in_the_record_itself(tmp_path):
         read_classification(str(path))
 
 
-def test_an_unlabelled_json_file_may_hold_one_array_of_objects(tmp_path):
+def test_an_unlabeled_json_file_may_hold_one_array_of_objects(tmp_path):
     """As a labelled .json file may (pandas' to_json(orient="records")); each item numbered as a line."""
     path = tmp_path / "u.json"
     path.write_text('\ufeff[\n  {"text": "good film", "tokens": ["good", "film"]},\n  {"text": "dull"}\n]\n',
                     encoding="utf-8")
-    assert list(iter_unlabelled(str(path), "classification")) == [(1, "good film"), (2, "dull")]
-    assert read_unlabelled(str(path), "tagging")["tokens"] == [["good", "film"], ["dull"]]
+    assert list(iter_unlabeled(str(path), "classification")) == [(1, "good film"), (2, "dull")]
+    assert read_unlabeled(str(path), "tagging")["tokens"] == [["good", "film"], ["dull"]]
     path.write_text('[{"text": "good"}, {"text": " "}]', encoding="utf-8")
     with pytest.raises(DataError, match=r"u.json:2: empty 'text'"):
-        read_unlabelled(str(path), "classification")
+        read_unlabeled(str(path), "classification")
     path.write_text('[{"text": "good"}, "bad"]', encoding="utf-8")
     with pytest.raises(DataError, match="item 2 of the JSON array is not an object"):
-        read_unlabelled(str(path), "classification")
+        read_unlabeled(str(path), "classification")
 
 
 def test_a_labelled_json_arrays_errors_name_the_line_its_item_starts_on(tmp_path):
@@ -193,36 +193,36 @@ def test_a_labelled_json_arrays_errors_name_the_line_its_item_starts_on(tmp_path
         read_classification(str(path))
 
 
-def test_real_unlabelled_files_are_accepted():
+def test_real_unlabeled_files_are_accepted():
     for name in ("unlabeled_movies.txt", "unlabeled_news.txt"):
-        assert len(read_unlabelled(str(SAMPLES / name), "tagging")) == 300
+        assert len(read_unlabeled(str(SAMPLES / name), "tagging")) == 300
 
 
-def test_unlabelled_text_from_stdin_reads_json_lines_and_refuses_tables():
-    assert unlabelled_text('{"text": "good"}\n\n{"text": "bad"}\n', "classification") == ["good", "bad"]
-    assert unlabelled_text('{"tokens": ["EU", "rejects"]}\n', "tagging") == [["EU", "rejects"]]
-    assert unlabelled_text("good, really\n\n{not json\n", "classification") == ["good, really", "{not json"]
-    assert unlabelled_text("Mina spoke .\n", "tagging") == [["Mina", "spoke", "."]]
-    assert unlabelled_text("", "classification") == []
+def test_unlabeled_text_from_stdin_reads_json_lines_and_refuses_tables():
+    assert unlabeled_text('{"text": "good"}\n\n{"text": "bad"}\n', "classification") == ["good", "bad"]
+    assert unlabeled_text('{"tokens": ["EU", "rejects"]}\n', "tagging") == [["EU", "rejects"]]
+    assert unlabeled_text("good, really\n\n{not json\n", "classification") == ["good, really", "{not json"]
+    assert unlabeled_text("Mina spoke .\n", "tagging") == [["Mina", "spoke", "."]]
+    assert unlabeled_text("", "classification") == []
     with pytest.raises(DataError, match="^stdin: looks like CoNLL"):
-        unlabelled_text("-DOCSTART- -X- O\n\nEU B-ORG\n", "tagging")
+        unlabeled_text("-DOCSTART- -X- O\n\nEU B-ORG\n", "tagging")
     with pytest.raises(DataError, match="^stdin: looks like CSV"):
-        unlabelled_text("text,label\ngood,positive\n", "classification")
+        unlabeled_text("text,label\ngood,positive\n", "classification")
     with pytest.raises(DataError, match="^stdin:1: missing column 'text'"):
-        unlabelled_text('{"review": "a"}\n', "classification")
+        unlabeled_text('{"review": "a"}\n', "classification")
 
 
 def test_json_lines_with_a_note_or_a_cut_last_line_are_still_json_lines():
     """One line that is not JSON (a note, the end of a copy cut short) made the sniff call the whole input text,
     so every pseudo-label record became a text, braces and all; now the line is named."""
     noted = [*PSEUDO_LABELS[:2], "# checked by hand up to here\n", *PSEUDO_LABELS[2:] * 4]
-    assert sniff_unlabelled("".join(noted).splitlines()) == ("JSON", "3")
-    assert sniff_unlabelled(PSEUDO_LABELS[:3] + [PSEUDO_LABELS[3][:30]]) == ("JSON", "4")
-    assert sniff_unlabelled(PSEUDO_LABELS) == ("JSON", "")
+    assert sniff_unlabeled("".join(noted).splitlines()) == ("JSON", "3")
+    assert sniff_unlabeled(PSEUDO_LABELS[:3] + [PSEUDO_LABELS[3][:30]]) == ("JSON", "4")
+    assert sniff_unlabeled(PSEUDO_LABELS) == ("JSON", "")
     with pytest.raises(DataError, match=re.escape("stdin:3: invalid JSON (Expecting value)")):
-        unlabelled_text("".join(noted), "classification")
+        unlabeled_text("".join(noted), "classification")
     with pytest.raises(DataError, match=re.escape("stdin:4: invalid JSON (")):
-        unlabelled_text("".join(PSEUDO_LABELS[:3]) + PSEUDO_LABELS[3][:30], "classification")
+        unlabeled_text("".join(PSEUDO_LABELS[:3]) + PSEUDO_LABELS[3][:30], "classification")
 
 @pytest.mark.parametrize("content, message", [
     (b"", "file is empty"),
@@ -314,13 +314,13 @@ def test_lines_are_split_at_line_breaks_only(tmp_path):
                      encoding="utf-8")
     assert read_classification(str(jsonl))["text"] == texts
     stdin = "\n".join(texts) + "\r\nbad film\rfine film\n"
-    assert unlabelled_text(stdin, "classification") == [*texts, "bad film", "fine film"]
-    assert len(unlabelled_text(stdin, "tagging")) == len(texts) + 2
-    assert unlabelled_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+    assert unlabeled_text(stdin, "classification") == [*texts, "bad film", "fine film"]
+    assert len(unlabeled_text(stdin, "tagging")) == len(texts) + 2
+    assert unlabeled_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
                            "classification") == texts
     plain = tmp_path / "u.txt"
     plain.write_text("\n".join(texts) + "\n", encoding="utf-8", newline="")
-    assert read_unlabelled(str(plain), "classification")["text"] == texts
+    assert read_unlabeled(str(plain), "classification")["text"] == texts
     conll = tmp_path / "t.conll"
     conll.write_text("\x0cMina B-PER\nspoke O\n\nRain\u2028fell O\n", encoding="utf-8", newline="")
     with pytest.raises(DataError, match=r"t.conll:4: expected 2 fields like the first line, found 3: the line holds "
@@ -358,14 +358,14 @@ def test_a_lone_surrogate_from_a_json_escape_is_refused_naming_file_and_line(tmp
     path.write_text('{"text": "fine", "label": "a", "tokens": ["fine"], "tags": ["O"]}\n' * (name != "c.json")
                     + content + "\n", encoding="utf-8")
     read = {"c": read_classification, "t": read_tagging,
-            "u": lambda p: read_unlabelled(p, "classification"), "v": lambda p: read_unlabelled(p, "tagging")}
+            "u": lambda p: read_unlabeled(p, "classification"), "v": lambda p: read_unlabeled(p, "tagging")}
     with pytest.raises(DataError, match=re.escape(f"{name}{message}: a truncated emoji? fix or drop that example")
                        + "$") as err:
         read[name[0]](str(path))
     assert "\n" not in str(err.value)
     if name[0] in "uv":
         with pytest.raises(DataError, match=re.escape(f"stdin{message}")):
-            unlabelled_text(path.read_text(encoding="utf-8"), "classification" if name[0] == "u" else "tagging")
+            unlabeled_text(path.read_text(encoding="utf-8"), "classification" if name[0] == "u" else "tagging")
     with pytest.raises(DataError, match=re.escape("examples: a lone UTF-16 surrogate (\\ud83d) in example 1")):
         checked_examples("examples", "tagging" if name[0] in "tv" else "classification",
                          [["good"], ["x\ud83d"]] if name[0] in "tv" else ["good", "x\ud83d"])
@@ -385,14 +385,14 @@ def test_a_whole_surrogate_pair_is_an_emoji(tmp_path):
 ])
 def test_tagging_jsonl_tokens_must_be_words(tmp_path, token, message):
     """str(token) made null, true and ['x'] the words 'None', 'True' and "['x']"; an empty token failed later,
-    without a file name. Labelled and unlabelled JSONL check tokens the same way."""
+    without a file name. Labelled and unlabeled JSONL check tokens the same way."""
     path = tmp_path / "t.jsonl"
     path.write_text('{"tokens": ["Port", "Halden"], "tags": ["B-LOC", "I-LOC"]}\n'
                     + json.dumps({"tokens": ["Mina", token, "spoke"], "tags": ["B-PER", "O", "O"]}) + "\n")
     with pytest.raises(DataError, match=re.escape(f"t.jsonl:2: {message}") + "$"):
         read_tagging(str(path))
     with pytest.raises(DataError, match=re.escape(f"t.jsonl:2: {message}") + "$"):
-        read_unlabelled(str(path), "tagging")
+        read_unlabeled(str(path), "tagging")
     if isinstance(token, str):
         with pytest.raises(DataError, match="example 0 is not a non-empty list of tokens"):
             checked_examples("examples", "tagging", [["Mina", token, "spoke"]])
@@ -402,23 +402,23 @@ def test_tagging_tokens_that_are_numbers_read_as_their_text(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"tokens": ["won", 3, "to", 1.5], "tags": ["O", "O", "O", "O"]}\n')
     assert read_tagging(str(path))["tokens"] == [["won", "3", "to", "1.5"]]
-    assert read_unlabelled(str(path), "tagging")["tokens"] == [["won", "3", "to", "1.5"]]
+    assert read_unlabeled(str(path), "tagging")["tokens"] == [["won", "3", "to", "1.5"]]
 
 
 def test_the_held_out_check_names_the_set_the_model_learns_from(caplog):
-    """kd checks its unlabelled data against dev as training checks its training data."""
-    learned = Examples(["a fine film", "dull", "long and dull"], None, "unlabelled.txt")
+    """kd checks its unlabeled data against dev as training checks its training data."""
+    learned = Examples(["a fine film", "dull", "long and dull"], None, "unlabeled.txt")
     dev = Examples(["  a fine film ", "dull", "new"], ["pos", "neg", "neg"], "dev.csv")
     with pytest.raises(DataError) as err:
-        check_held_out(learned, dev, "the unlabelled data")
-    assert str(err.value) == ("dev.csv: 67% of its examples are also in the unlabelled data, so the best epoch would "
+        check_held_out(learned, dev, "the unlabeled data")
+    assert str(err.value) == ("dev.csv: 67% of its examples are also in the unlabeled data, so the best epoch would "
                               "be picked on examples the model learns from: give a held-out dev set")
     with pytest.raises(DataError) as err:
         check_held_out(learned, dev)
     assert str(err.value) == ("dev.csv: 67% of its examples are also in the training data, so the best epoch would "
                               "be picked on examples the model learns from: give a held-out dev set")
-    check_held_out(learned, Examples(["dull", "b", "c", "d"], None, "memory:x", "dev"), "the unlabelled data")
-    assert "warning: dev: 25% of its examples are also in the unlabelled data; its scores will read high" \
+    check_held_out(learned, Examples(["dull", "b", "c", "d"], None, "memory:x", "dev"), "the unlabeled data")
+    assert "warning: dev: 25% of its examples are also in the unlabeled data; its scores will read high" \
         in caplog.text
 
 
@@ -442,10 +442,10 @@ def test_conllu_is_refused_with_a_way_to_convert_it(tmp_path, name, content):
     with pytest.raises(DataError, match=re.escape(f"{path}: looks like CoNLL-U (a word's number, the word")) as err:
         read_tagging(str(path), tag_column=3)
     assert "\n" not in str(err.value) and "{print $2, $4}" in str(err.value)
-    if not name.endswith(".conll"):  # .conll is refused as unlabelled input by its name
+    if not name.endswith(".conll"):  # .conll is refused as unlabeled input by its name
         for task in ("tagging", "classification"):
             with pytest.raises(DataError, match=re.escape(f"{path}: looks like CoNLL-U")):
-                read_unlabelled(str(path), task)
+                read_unlabeled(str(path), task)
 
 
 def test_conll_whose_words_are_numbers_is_still_conll(tmp_path):

@@ -59,7 +59,7 @@ def test_teacher_word_logits_align_with_student_words(tiny_tagging_teacher):
     assert alone.shape[0] == 3
 
 
-def test_pseudo_targets_use_teacher_argmax_only_for_unlabelled_rows():
+def test_pseudo_targets_use_teacher_argmax_only_for_unlabeled_rows():
     teacher_logits = torch.tensor([[0.0, 5.0], [4.0, 0.0], [0.1, 0.0]])
     distiller = TeacherStudentDistill(min_confidence=0.6)
     targets = distiller.pseudo_targets(teacher_logits, torch.tensor([0, IGNORE_INDEX, IGNORE_INDEX]),
@@ -124,19 +124,19 @@ def test_kd_cli_cache_matches_online_teacher(tiny_classifier_teacher, tmp_path):
     assert summaries[0]["unlabeled_examples"] == 300
 
 
-def test_kd_vocabulary_covers_the_unlabelled_text(tiny_classifier_teacher, tmp_path):
+def test_kd_vocabulary_covers_the_unlabeled_text(tiny_classifier_teacher, tmp_path):
     """Words seen only in --unlabeled text get their own embedding rather than <unk>."""
     from distill.vocab import word_tokenize
     labelled = {w.lower() for line in (SAMPLES / "sentiment_train.csv").read_text().splitlines()
                 for w in word_tokenize(line)}
-    only_unlabelled = {w.lower() for line in (SAMPLES / "unlabeled_movies.txt").read_text().splitlines()
+    only_unlabeled = {w.lower() for line in (SAMPLES / "unlabeled_movies.txt").read_text().splitlines()
                        for w in word_tokenize(line)} - labelled
-    assert only_unlabelled, "the fixture needs words that occur only in the unlabelled text"
+    assert only_unlabeled, "the fixture needs words that occur only in the unlabeled text"
     cli("kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv",
         "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", SAMPLES / "unlabeled_movies.txt", "--epochs", "1",
         "--quiet", "--cache-dir", tmp_path / "cache", "--output", tmp_path / "kd")
     vocabulary = set(json.loads((tmp_path / "kd" / "vocab.json").read_text())["words"]["tokens"])
-    assert only_unlabelled <= vocabulary
+    assert only_unlabeled <= vocabulary
 
 
 def test_kd_refuses_mismatched_labels(tiny_classifier_teacher, tmp_path):
@@ -168,10 +168,10 @@ def test_a_one_logit_teacher_is_read_as_its_sigmoid():
     targets = distiller.pseudo_targets(torch.cat([torch.zeros_like(z), z], -1), torch.full((3,), IGNORE_INDEX),
                                        torch.zeros(3, dtype=torch.bool), None)
     assert targets.tolist() == [1, 0, IGNORE_INDEX]  # sigmoid(0.2) = 0.55 < 0.6
-    unlabelled, no_targets = torch.zeros(3, dtype=torch.bool), torch.full((3,), IGNORE_INDEX)
+    unlabeled, no_targets = torch.zeros(3, dtype=torch.bool), torch.full((3,), IGNORE_INDEX)
     for student in (torch.tensor([[0.0, 1.0], [0.5, 0.0], [0.0, 0.0]]), torch.tensor([[1.0], [-0.5], [0.0]])):
         loss = lambda teacher: sum(term.mean() for term in distiller.terms(student, teacher, no_targets,  # noqa: E731
-                                                                           labelled=unlabelled))
+                                                                           labelled=unlabeled))
         assert loss(z).item() == pytest.approx(loss(torch.cat([torch.zeros_like(z), z], -1)).item())
         assert loss(z).item() != pytest.approx(loss(-z).item())
 
@@ -185,8 +185,8 @@ def test_kd_from_a_binary_student_trains_a_binary_student(tmp_path):
     assert load_model(tmp_path / "k").predict(["a fine film"])[0] in ("negative", "positive")
 
 
-def test_kd_refuses_unlabelled_text_for_a_crf_teacher(tmp_path):
-    """A CRF tagger's labels are Viterbi paths: per-word argmax pseudo-labels of unlabelled text would teach
+def test_kd_refuses_unlabeled_text_for_a_crf_teacher(tmp_path):
+    """A CRF tagger's labels are Viterbi paths: per-word argmax pseudo-labels of unlabeled text would teach
     tags it never outputs. On labelled data (gold targets, its emission scores as soft ones) it teaches."""
     from distill.distiller import Distiller
     common = ["--model", "lstm-tagger", "--epochs", "1", "--quiet", "--hidden-dim", "8", "--embedding-dim", "8",
@@ -251,15 +251,15 @@ def test_kd_reuses_the_logits_pseudo_label_computed(tiny_classifier_teacher, tmp
     def no_teacher_pass(*args, **kwargs):
         raise AssertionError("the teacher ran again")
     monkeypatch.setattr(Teacher, "forward", no_teacher_pass)
-    cli(*kd, "--unlabeled", tmp_path / "pseudo.jsonl", "--output", tmp_path / "with-unlabelled")
-    summary = json.load(open(tmp_path / "with-unlabelled" / "train_summary.json"))
+    cli(*kd, "--unlabeled", tmp_path / "pseudo.jsonl", "--output", tmp_path / "with-unlabeled")
+    summary = json.load(open(tmp_path / "with-unlabeled" / "train_summary.json"))
     assert summary["unlabeled_examples"] == 300 and summary["cached_examples"] == summary["train_examples"]
     cli("pseudo-label", *common, "--input", SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "again.jsonl")
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "pseudo.jsonl").read_bytes()
 
 
 def test_teacher_mistakes_shift_or_drop_only_the_labelled_rows_the_teacher_gets_wrong():
-    """Row 0: the teacher is right; row 1: wrong (gold 0, its top class 1); row 2: unlabelled, never judged."""
+    """Row 0: the teacher is right; row 1: wrong (gold 0, its top class 1); row 2: unlabeled, never judged."""
     student = torch.tensor([[0.5, 0.0, -0.5], [0.0, 1.0, 0.0], [1.0, 0.0, 2.0]])
     teacher = torch.tensor([[2.0, 1.0, 0.0], [0.5, 3.0, -1.0], [0.0, 4.0, 0.0]])
     targets = torch.tensor([0, 0, IGNORE_INDEX])

@@ -93,7 +93,7 @@ CASES = {  # kind: (teacher fixture, student model or None to train the teacher,
 
 def case(request, kind: str):
     """A model (eval mode: no dropout), its class-weighted objective, 12 examples and their labels
-    (for kd the last 6 unlabelled, so their hard targets are the teacher's confident argmax)."""
+    (for kd the last 6 unlabeled, so their hard targets are the teacher's confident argmax)."""
     fixture, student_model, kd_options = CASES[kind]
     teacher = load_model(request.getfixturevalue(fixture))
     if teacher.task == "tagging":
@@ -116,7 +116,7 @@ def case(request, kind: str):
 
 @pytest.mark.parametrize("kind", list(CASES))
 def test_shares_with_global_denominators_give_the_whole_batch_gradient(request, kind, monkeypatch):
-    """Unequal shares of a batch (one all unlabelled: with min confidence 1 it has no hard target at
+    """Unequal shares of a batch (one all unlabeled: with min confidence 1 it has no hard target at
     all; one a stand-in that does not count) give the one-process loss and gradient, whatever the
     loss averages over: scored words, class weights, examples, complete sentences."""
     model, objective, examples, labels = case(request, kind)

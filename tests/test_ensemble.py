@@ -90,7 +90,7 @@ def test_one_logit_teacher_joins_as_two_logits():
 
 
 def test_pseudo_targets_come_from_the_mixture_at_t_1():
-    """The hard target of an unlabelled row: the argmax and confidence of the mixture at T = 1, not at the kd T."""
+    """The hard target of an unlabeled row: the argmax and confidence of the mixture at T = 1, not at the kd T."""
     a, b = torch.tensor([[3.0, 0.0]]), torch.tensor([[0.0, 2.0]])
     both, labels = [ExampleLogits(a), ExampleLogits(b)], [["x", "y"], ["x", "y"]]
     source = EnsembleTeacherLogits(*ensemble_mixtures(both, labels, [0.5, 0.5], TeacherStudentDistill(temperature=8.0)))

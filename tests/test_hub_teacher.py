@@ -127,7 +127,7 @@ def summary_of(run: Path) -> dict:
 
 
 def test_cli_classifier_teacher_through_every_command(hf_classifier, tmp_path, cache, capsys):
-    """pseudo-label stores the logits kd then reads (no second teacher pass over the unlabelled text);
+    """pseudo-label stores the logits kd then reads (no second teacher pass over the unlabeled text);
     evaluate, predict and compare take the folder as a model."""
     pseudo, run = tmp_path / "pseudo.jsonl", tmp_path / "student"
     cli("pseudo-label", "--teacher", hf_classifier, "--input", SAMPLES / "unlabeled_movies.txt", "--output", pseudo,

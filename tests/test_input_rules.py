@@ -174,11 +174,11 @@ def test_data_given_in_memory_is_named_by_its_role_not_its_digest():
 def test_a_json_value_is_named_as_json_names_it(tmp_path, value, kind):
     import json
 
-    from distill.data import read_unlabelled
+    from distill.data import read_unlabeled
     path = tmp_path / "u.jsonl"
     path.write_text(json.dumps({"text": value}) + "\n", encoding="utf-8")
     with pytest.raises(DistillError, match=rf"u.jsonl:1: 'text' must be a text \(a string\), got {kind}$"):
-        read_unlabelled(str(path), "classification")
+        read_unlabeled(str(path), "classification")
 
 
 # -- numbers that mislead -------------------------------------------------------------------------------------
@@ -202,21 +202,21 @@ def test_kd_warns_of_truncation_only_for_the_texts_its_teacher_reads(tiny_classi
     with open(train, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([("text", "label"), *[(row["text"], row["label"]) for row in rows[:12]],
                                       (long, rows[0]["label"])])
-    unlabelled = tmp_path / "more.txt"
-    unlabelled.write_text("a film\n" + long[:2000] + "\n", encoding="utf-8")
+    unlabeled = tmp_path / "more.txt"
+    unlabeled.write_text("a film\n" + long[:2000] + "\n", encoding="utf-8")
 
     def kd(output: str) -> list[str]:
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="distill"):
             status, stderr = run_cli("kd", "--teacher", tiny_classifier_teacher, "--model", "ngram", "--train", train,
-                                     "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", unlabelled, "--output",
+                                     "--dev", SAMPLES / "sentiment_dev.csv", "--unlabeled", unlabeled, "--output",
                                      tmp_path / output, "--cache-dir", tmp_path / "cache", "--epochs", "1", "--quiet")
         assert status == 0, stderr
         return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
 
     first = kd("first")  # each file named with its own count
     assert [message.split(" are longer")[0] for message in first] == \
-        [f"warning: {train}: 1 of 13 texts (7.7%)", f"warning: {unlabelled}: 1 of 2 texts (50.0%)"]
+        [f"warning: {train}: 1 of 13 texts (7.7%)", f"warning: {unlabeled}: 1 of 2 texts (50.0%)"]
     assert kd("second") == []  # every output from the cache: the teacher reads nothing
 
 
@@ -450,27 +450,27 @@ def test_labels_given_in_a_list_are_named_without_a_column_and_evaluate_without_
         and "DataOptions" not in str(err.value)
 
 
-def test_an_unlabelled_line_that_shows_nothing_is_a_blank_line_whatever_its_characters(tmp_path):
+def test_an_unlabeled_line_that_shows_nothing_is_a_blank_line_whatever_its_characters(tmp_path):
     """A line of U+00A0, U+3000 or spaces was skipped as blank, one of U+200B or U+FEFF stopped the run as
     'examples: example N is not a non-empty text', its N counting the texts the teacher read (so it shifted
     with the cache), naming no file or line."""
-    from distill.data import iter_unlabelled, unlabelled_text
+    from distill.data import iter_unlabeled, unlabeled_text
     lines = ["a fine movie", "\u200b", "\ufeff", "\u00a0", "\u3000", "  ", "\u200b \u2060", "bad film"]
     path = tmp_path / "u.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert list(iter_unlabelled(str(path), "classification")) == [(1, "a fine movie"), (8, "bad film")]
-    assert list(iter_unlabelled(str(path), "tagging")) == [(1, ["a", "fine", "movie"]), (8, ["bad", "film"])]
-    assert unlabelled_text("\n".join(lines), "classification") == ["a fine movie", "bad film"]
+    assert list(iter_unlabeled(str(path), "classification")) == [(1, "a fine movie"), (8, "bad film")]
+    assert list(iter_unlabeled(str(path), "tagging")) == [(1, ["a", "fine", "movie"]), (8, ["bad", "film"])]
+    assert unlabeled_text("\n".join(lines), "classification") == ["a fine movie", "bad film"]
     records = tmp_path / "u.jsonl"
     records.write_text('{"text": "a fine movie"}\n\u200b\n{"text": "\\u200b"}\n', encoding="utf-8")
     with pytest.raises(DistillError, match=r"u.jsonl:3: the text in 'text' is only U\+200B ZERO WIDTH SPACE, "
                                            "which shows nothing"):
-        list(iter_unlabelled(str(records), "classification"))
+        list(iter_unlabeled(str(records), "classification"))
 
 
 def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_the_command_line(
         tiny_classifier_teacher, tmp_path):
-    """Accepted and ignored: min_confidence or unlabeled_ratio with no unlabelled text (the CLI alone refused
+    """Accepted and ignored: min_confidence or unlabeled_ratio with no unlabeled text (the CLI alone refused
     them), a cache folder without a cache, class weights on a student loss of weight 0, and export's column
     options without --check-data."""
     from conftest import SAMPLES
@@ -481,10 +481,10 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
     cases = [
         (lambda: Distiller(tiny_classifier_teacher, "cnn", TeacherStudentDistill(min_confidence=0.5),
                            TrainSettings(epochs=1)).fit(train, dev, output=Output(tmp_path / "a")),
-         "TeacherStudentDistill(min_confidence=...) applies to unlabelled text, and none was given: give "
-         "fit(..., unlabeled=...)", "--min-confidence applies to unlabelled text, and none was given: give --unlabeled"),
+         "TeacherStudentDistill(min_confidence=...) applies to unlabeled text, and none was given: give "
+         "fit(..., unlabeled=...)", "--min-confidence applies to unlabeled text, and none was given: give --unlabeled"),
         (lambda: Distiller(tiny_classifier_teacher, "cnn", unlabeled_ratio=0.5).fit(train, dev),
-         "unlabeled_ratio applies to unlabelled text", "--unlabeled-ratio applies to unlabelled text"),
+         "unlabeled_ratio applies to unlabeled text", "--unlabeled-ratio applies to unlabeled text"),
         (lambda: pseudo_label(tiny_classifier_teacher, str(SAMPLES / "unlabeled_movies.txt"), str(tmp_path / "p.jsonl"),
                               use_cache=False, cache_dir=str(tmp_path / "cache")),
          "use_cache=False reads and stores no cached logits: give it or a cache folder (cache_dir), not both",
@@ -539,13 +539,13 @@ def test_a_models_size_never_reads_zero(tmp_path, capsys):
 
 
 def test_kd_names_only_the_files_whose_texts_its_teacher_read(tiny_classifier_teacher, tmp_path, caplog):
-    """With the training texts cached, kd warned 'train.csv and more.txt: 1 of 2 texts' of the two unlabelled
+    """With the training texts cached, kd warned 'train.csv and more.txt: 1 of 2 texts' of the two unlabeled
     ones: the training file was named for texts that were not read from it."""
     import logging
 
     from conftest import SAMPLES
-    unlabelled = tmp_path / "more.txt"
-    unlabelled.write_text("a film\n" + "a long review of a film that goes on and on " * 40 + "\n", encoding="utf-8")
+    unlabeled = tmp_path / "more.txt"
+    unlabeled.write_text("a film\n" + "a long review of a film that goes on and on " * 40 + "\n", encoding="utf-8")
 
     def kd(output: str, *more) -> list[str]:
         caplog.clear()
@@ -558,8 +558,8 @@ def test_kd_names_only_the_files_whose_texts_its_teacher_read(tiny_classifier_te
         return [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
 
     kd("first")  # caches the training texts' logits
-    warned, = kd("second", "--unlabeled", unlabelled)
-    assert warned.startswith(f"warning: {unlabelled}: 1 of 2 texts (50.0%) are longer"), warned
+    warned, = kd("second", "--unlabeled", unlabeled)
+    assert warned.startswith(f"warning: {unlabeled}: 1 of 2 texts (50.0%) are longer"), warned
 
 
 @pytest.mark.parametrize("content, line", [("Mina B-PER\n\u200b\nspoke O\n", 2), ("Mina B-PER\n\ufeff \nspoke O\n", 2),

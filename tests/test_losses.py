@@ -139,7 +139,7 @@ def test_probability_shift_swaps_the_top_and_gold_logits_where_the_teacher_is_wr
     teacher = torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 0.0, 5.0]])
     gold = torch.tensor([0, 2, losses.IGNORE_INDEX])
     shifted = losses.shift_teacher_mistakes(teacher, gold)
-    assert shifted.tolist() == [[3.0, 1.0, 0.0], [0.0, 1.0, 2.0], [0.0, 0.0, 5.0]]  # right, wrong, unlabelled
+    assert shifted.tolist() == [[3.0, 1.0, 0.0], [0.0, 1.0, 2.0], [0.0, 0.0, 5.0]]  # right, wrong, unlabeled
     assert sorted(shifted[1].softmax(-1).tolist()) == pytest.approx(sorted(teacher[1].softmax(-1).tolist()))
     assert teacher.tolist() == [[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [0.0, 0.0, 5.0]]  # not changed in place
 

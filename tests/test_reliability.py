@@ -129,7 +129,7 @@ BAD_INPUT = [
      "mixed tagging schemes"),
     ("unseen-label-at-evaluation", lambda t, te, st: ["evaluate", te, write(t / "u.csv", "text,label\nok,meh\n")],
      "label 'meh' was not seen in training"),
-    ("unlabelled-only-empty-lines", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
+    ("unlabeled-only-empty-lines", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
                                                        write(t / "blank.txt", "\n  \n\n"), "--output", t / "p.jsonl"],
      "no examples"),
     ("extremely-long-line", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
@@ -770,7 +770,7 @@ def test_class_weights_on_a_crf_tagger_are_refused(command, tiny_tagging_teacher
     (["--resume", "--overwrite"], "--resume continues the interrupted run and --overwrite starts over"),
     (["--online-teacher", "--cache-dir", "cache"], "an online teacher scores every batch and keeps no logit cache"),
     (["--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0.001"],
-     "unlabeled ratio 0.001 keeps none of the 300 unlabelled examples"),
+     "unlabeled ratio 0.001 keeps none of the 300 unlabeled examples"),
 ], ids=["resume-and-overwrite", "online-teacher-and-cache", "ratio-keeps-nothing"])
 def test_kd_options_that_would_be_ignored_are_refused(extra, fragment, tiny_classifier_teacher, tmp_path, capsys):
     status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", *extra))
@@ -778,13 +778,13 @@ def test_kd_options_that_would_be_ignored_are_refused(extra, fragment, tiny_clas
     assert not (tmp_path / "kd").exists()
 
 
-def test_kd_refuses_the_dev_set_as_its_unlabelled_text(tiny_classifier_teacher, tmp_path, capsys):
+def test_kd_refuses_the_dev_set_as_its_unlabeled_text(tiny_classifier_teacher, tmp_path, capsys):
     """Taught the dev texts with the teacher's labels, the student would be picked on what it learnt."""
     import csv
     texts = [row["text"] for row in csv.DictReader(open(DEV, encoding="utf-8"))]
     dev_texts = write(tmp_path / "dev.txt", "\n".join(texts) + "\n")
     status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", "--unlabeled", dev_texts))
-    assert status == 2 and "100% of its examples are also in the unlabelled data" in err, err
+    assert status == 2 and "100% of its examples are also in the unlabeled data" in err, err
     assert not (tmp_path / "kd").exists()
 
 
@@ -1116,8 +1116,8 @@ NUMBERS = [
     ("max-vocab-one", ["--max-vocab", "1"], "'--max-vocab'"),
     ("crf-on-a-classifier", ["--crf"], "'--crf'"),
     ("both-loss-weights-zero", ["KD", "--student-weight", "0", "--distill-weight", "0"], "nothing to train on"),
-    ("ratio-without-unlabelled", ["KD", "--unlabeled-ratio", "2"], "--unlabeled-ratio applies to unlabelled text"),
-    ("min-confidence-without-unlabelled", ["KD", "--min-confidence", "0.5"], "--min-confidence applies to unlabelled"),
+    ("ratio-without-unlabeled", ["KD", "--unlabeled-ratio", "2"], "--unlabeled-ratio applies to unlabeled text"),
+    ("min-confidence-without-unlabeled", ["KD", "--min-confidence", "0.5"], "--min-confidence applies to unlabeled"),
     ("temperature-with-mse", ["KD", "--kd-loss", "mse", "--temperature", "4"], "'--temperature'"),
     ("temperature-inf", ["KD", "--temperature", "inf"], "'--temperature'"),
     ("unlabeled-ratio-zero", ["KD", "--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0"],
@@ -1289,7 +1289,7 @@ def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
     ('{"text": 5}\n', "texts.jsonl", "'text' must be a text (a string), got a number"),
     ('{"text": "   "}\n', "blank.jsonl", "empty 'text'"),
 ])
-def test_unlabelled_input_that_would_be_misread_is_refused(content, name, fragment, tiny_classifier_teacher,
+def test_unlabeled_input_that_would_be_misread_is_refused(content, name, fragment, tiny_classifier_teacher,
                                                            tmp_path, capsys):
     source = write(tmp_path / name, content)
     status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input", source,

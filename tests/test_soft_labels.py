@@ -29,14 +29,14 @@ def write_jsonl(path, records) -> str:
 def test_soft_labels_match_the_teacher_they_came_from(tiny_classifier_teacher, tmp_path):
     """kd from a file of the teacher's distributions trains the very student kd from the teacher does."""
     from distill import load_model
-    from distill.data import read_split, read_unlabelled
+    from distill.data import read_split, read_unlabeled
     from distill.inference import predict_logits
     train, _ = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
-    unlabelled = list(read_unlabelled(str(SAMPLES / "unlabeled_movies.txt"), "classification")["text"])[:60]
-    assert not set(unlabelled) & set(train)
-    (tmp_path / "unlabeled.txt").write_text("\n".join(unlabelled) + "\n", encoding="utf-8")
+    unlabeled = list(read_unlabeled(str(SAMPLES / "unlabeled_movies.txt"), "classification")["text"])[:60]
+    assert not set(unlabeled) & set(train)
+    (tmp_path / "unlabeled.txt").write_text("\n".join(unlabeled) + "\n", encoding="utf-8")
     teacher = load_model(tiny_classifier_teacher)
-    texts = list(train) + unlabelled
+    texts = list(train) + unlabeled
     probabilities = predict_logits(teacher, texts).logits.softmax(-1).tolist()
     labels = teacher.hierarchy.labels
     soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": text, "probs": dict(zip(labels, row))}

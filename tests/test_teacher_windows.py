@@ -245,11 +245,11 @@ def test_evaluate_predict_pseudo_label_and_kd_warn_once_with_the_share_cut(tiny_
         SAMPLES / "sentiment_dev.csv", "--unlabeled", texts, "--output", tmp_path / "kd", "--cache-dir",
         tmp_path / "cache", "--embedding-dim", "8", "--hidden-dim", "8", "--epochs", "1", "--quiet")
     warned = warnings_of(caplog)
-    # one per run; kd's names the file whose texts its teacher read (the unlabelled copies are the same texts)
+    # one per run; kd's names the file whose texts its teacher read (the unlabeled copies are the same texts)
     assert [w.split(": ", 2)[1] for w in warned] == [str(long_test_file), str(texts), str(texts), str(long_test_file)]
     assert all(w.startswith("warning: ") and "--long-inputs windows" in w for w in warned)
     assert [f": 2 of 4 {message}" in w for w in warned[:3]] == [True] * 3
-    # kd's transfer set, the labelled texts and the same ones unlabelled: the teacher reads each once
+    # kd's transfer set, the labelled texts and the same ones unlabeled: the teacher reads each once
     assert f": 2 of 4 {message}" in warned[3]
 
 
@@ -272,7 +272,7 @@ def test_kd_scoring_an_augmented_set_in_chunks_warns_once_per_file(tiny_classifi
 def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, long_test_file, tokenizer, tmp_path,
                                                       caplog):
     """It reads --max-length sub-tokens: its kd run warns for it as well as for the teacher, over the
-    labelled and unlabelled texts it trains on and naming both, and so do evaluate and pseudo-label with
+    labelled and unlabeled texts it trains on and naming both, and so do evaluate and pseudo-label with
     it (a chain's teacher); a word student reads every word, and says nothing."""
     cut, lost = expected_warning(tokenizer, long_test_file, 30)
     texts = tmp_path / "texts.txt"
@@ -287,7 +287,7 @@ def test_a_transformer_student_warns_of_what_it_cuts(tiny_classifier_teacher, lo
     assert len(students) == 2 and len(warned) == 4 and "was trained on (its 'train' input)" in warned[3]
     assert all(f"longer than the 30 sub-tokens the student reads (--max-length 32) and lose {lost} sub-tokens each"
                in w and "a larger --max-length" in w for w in students)
-    assert f"{long_test_file} and {texts}: {2 * cut} of 8 texts" in students[0]  # kd: labelled and unlabelled
+    assert f"{long_test_file} and {texts}: {2 * cut} of 8 texts" in students[0]  # kd: labelled and unlabeled
     assert f"{long_test_file}: {cut} of 4 texts" in students[1]  # evaluate
     caplog.clear()
     cli("student", "--model", "lstm", "--train", long_test_file, "--dev", SAMPLES / "sentiment_dev.csv",

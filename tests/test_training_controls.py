@@ -112,7 +112,7 @@ ACCUMULATION_CASES = {  # kind: (teacher fixture for kd or None, student, kd opt
 
 
 def accumulation_task(request, kind: str) -> FitTask:
-    """A student without dropout, class-weighted, on 12 examples (for kd the last 6 unlabelled)."""
+    """A student without dropout, class-weighted, on 12 examples (for kd the last 6 unlabeled)."""
     fixture, student, kd_options = ACCUMULATION_CASES[kind]
     if student == "lstm-tagger":
         data = read_tagging(str(SAMPLES / "ner_train.conll"))

@@ -97,7 +97,7 @@ def test_a_teacher_everywhere(zero_shot_dir, tmp_path, capsys):
         SAMPLES / "sentiment_dev.csv", "--unlabeled", pseudo, "--output", tmp_path / "student", "--epochs", "1",
         "--quiet", "--cache-dir", tmp_path / "cache", "--embedding-dim", "16", "--hidden-dim", "16")
     summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
-    assert summary["cached_examples"] > 0  # pseudo-label's logits of the unlabelled text were reused
+    assert summary["cached_examples"] > 0  # pseudo-label's logits of the unlabeled text were reused
     cli("export", zero_shot_dir, "--format", "safetensors", "--output", tmp_path / "slim")
     from distill import load_model
     from distill.inference import predict_logits

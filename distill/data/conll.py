@@ -201,5 +201,5 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
 
 
-# Unlabelled input named as plain text is read one example per line; its first lines are sniffed first,
+# Unlabeled input named as plain text is read one example per line; its first lines are sniffed first,
 # so a labelled file under a .txt name (CoNLL-2003's own files are train.txt) is refused, not read as texts.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from distill.data.checks import TASKS, _check_labels, checked_examples
 from distill.data.classification import read_classification
 from distill.data.conll import check_tag_scheme, read_tagging
-from distill.data.unlabeled import read_unlabelled
+from distill.data.unlabeled import read_unlabeled
 from distill.errors import DataError, DistillError, option
 from distill.settings import setting
 
@@ -74,14 +74,14 @@ def read_split(path: str, task: str, options: DataOptions = DataOptions(),
 
 @dataclass
 class Examples:
-    """One split of examples (texts or token lists), their labels (None: unlabelled), and where they
+    """One split of examples (texts or token lists), their labels (None: unlabeled), and where they
     came from: a file path, or ``memory:SHA`` (a digest of the content) for data given in memory, so a
     run's resume signature covers it either way."""
 
     inputs: list
     labels: list | None
     source: str
-    role: str = "data"  # what the caller gave it as (train, dev, unlabelled): its name where it has no file
+    role: str = "data"  # what the caller gave it as (train, dev, unlabeled): its name where it has no file
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -183,12 +183,12 @@ def labelled_examples(data: Any, task: str, options: DataOptions = DataOptions()
     return Examples(inputs, labels, memory_source(inputs, labels), name)
 
 
-def unlabelled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "unlabelled"
+def unlabeled_examples(data: Any, task: str, options: DataOptions = DataOptions(), name: str = "unlabeled"
                         ) -> Examples:
-    """Unlabelled examples from a file path (one per line, or JSONL), a table (`datasets.Dataset`, pandas
+    """Unlabeled examples from a file path (one per line, or JSONL), a table (`datasets.Dataset`, pandas
     DataFrame or list of dicts: its text or tokens column) or a sequence of examples."""
     if isinstance(data, (str, Path)):
-        read = read_unlabelled(str(data), task, options.text_column)
+        read = read_unlabeled(str(data), task, options.text_column)
         return Examples(list(read["text" if task == "classification" else "tokens"]), None, str(data), name)
     if is_table(data):
         inputs = _table_columns(data, task, options, False, name)[0]
@@ -213,7 +213,7 @@ def _example_key(example: Any) -> str:
 
 def check_held_out(train: Examples, dev: Examples, other: str = "the training data") -> None:
     """Refuse a dev set that is (mostly) data the model learns from: `train` is the training data, or the
-    unlabelled data a student learns its teacher's outputs on, named by `other` in the messages. Its score
+    unlabeled data a student learns its teacher's outputs on, named by `other` in the messages. Its score
     would pick the epoch that fits that data best and early stopping would never stop, with nothing to tell
     the user. Exact copies of an example (its text, or its token list) count; a smaller share gets a warning."""
     seen = {_example_key(example) for example in train.inputs}

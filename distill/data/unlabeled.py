@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import datasets
 
 
-UNLABELLED_SNIFF_LINES = 50
+UNLABELED_SNIFF_LINES = 50
 _SNIFF_LINE_BYTES = 4 * MAX_EXAMPLE_CHARS + 4  # a longer line is left to the reader's length check
 _TAG = re.compile(r"O|[BIESLU]-\S+", re.IGNORECASE)
 _HEADER_NAMES = ("text", "tokens", "label", "labels", "tags")
@@ -60,14 +60,14 @@ def _mostly_json(objects: list[bool]) -> bool:
     return all(objects) or count >= 2 and (count >= JSON_LINES_SHARE * len(objects) or all(objects[:-1]))
 
 
-def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
+def sniff_unlabeled(lines: Iterable[str], text_column: str = "text",
                      tokens_field: str = "tokens") -> tuple[str, str] | None:
-    """What the first lines of unlabelled text (a file named as plain text, or stdin) look like, when not
+    """What the first lines of unlabeled text (a file named as plain text, or stdin) look like, when not
     one example per line: ``("CoNLL", "")``, ``("JSON", "")`` (JSON lines; the second item is the number of
     the first line that is no JSON object, if one is), ``("JSON document", "")`` or ``("CSV"/"TSV",
     header)``, ``("CoNLL-U", "")``; None for text.
 
-    Only the first `UNLABELLED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
+    Only the first `UNLABELED_SNIFF_LINES` non-blank lines are read. CoNLL: the first word is
     ``-DOCSTART-``, or at least 80% of the lines have the same number (two or more) of fields, the last a
     tag (``O``, ``B-X``, ``I-X``...), with a blank line between sentences or at least three such lines.
     JSON: the lines are JSON objects, bar a few (`_mostly_json`); a JSON document: the first line is "{" or
@@ -88,7 +88,7 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
         blank = False
         found.append(line.strip())
         numbers.append(len(read))
-        if len(found) >= UNLABELLED_SNIFF_LINES:
+        if len(found) >= UNLABELED_SNIFF_LINES:
             break
     if not found:
         return None
@@ -117,25 +117,25 @@ def sniff_unlabelled(lines: Iterable[str], text_column: str = "text",
     return None
 
 
-def _refuse_unlabelled_format(path: str, sniffed: tuple[str, str] | None, task: str,
+def _refuse_unlabeled_format(path: str, sniffed: tuple[str, str] | None, task: str,
                               tokens_field: str = "tokens", text_column: str = "text") -> None:
-    """Refuse labelled (or JSON) content read as unlabelled lines: each line would become one example."""
+    """Refuse labelled (or JSON) content read as unlabeled lines: each line would become one example."""
     if sniffed is None:
         return
     kind, detail = sniffed  # CSV/TSV: the header; JSON: the number of a line not JSON
     field = text_column if task == "classification" else tokens_field
     if kind == "CoNLL":
         raise DataError(path, "looks like CoNLL (a word and its tag per line: labelled tagging data), so read as "
-                              "plain text each line would be one example: unlabelled text is one example per line "
+                              "plain text each line would be one example: unlabeled text is one example per line "
                               f"(tagging: space-separated tokens) or JSONL with a {field} field")
     if kind == "CoNLL-U":
         raise DataError(path, "looks like CoNLL-U (a word's number, the word, then its annotations per line: "
-                              "labelled data), so read as plain text each line would be one example: unlabelled "
+                              "labelled data), so read as plain text each line would be one example: unlabeled "
                               f"text is one example per line (tagging: space-separated tokens) or JSONL with a {field} "
                               "field")
     if kind in ("CSV", "TSV"):
         raise DataError(path, f"looks like {kind} (a header, {detail[:60]!r}, then rows), so read as plain text its "
-                              "header and labels would be examples: unlabelled text is one example per line "
+                              "header and labels would be examples: unlabeled text is one example per line "
                               f"(tagging: space-separated tokens) or JSONL with a {field} field; export the "
                               "text column")
     if kind == "JSON document":
@@ -170,7 +170,7 @@ def _head_lines(handle: BinaryIO) -> Iterator[str]:
             return
 
 
-def _unlabelled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
+def _unlabeled_values(path: str, lines: Iterable[tuple[int, str]], task: str, is_jsonl: bool,
                        text_column: str, tokens_field: str) -> Iterator[tuple[int, object]]:
     """(line number, example) from numbered lines of plain text or JSONL. Blank lines are skipped, by the one
     rule for what shows nothing (`_invisible`): a line of spaces, of U+00A0 or U+3000, and one of U+200B or
@@ -232,36 +232,36 @@ def _decoded_lines(path: str, handle: BinaryIO) -> Iterator[tuple[int, str]]:
             raise DataError(path, "not UTF-8 text", number) from None
 
 
-def iter_unlabelled(path: str, task: str, text_column: str = "text",
+def iter_unlabeled(path: str, task: str, text_column: str = "text",
                     tokens_field: str = "tokens") -> Iterator[tuple[int, object]]:
     """Stream (line number, example) from one-example-per-line text or JSONL, in constant memory.
 
     Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped. A file
     not named .jsonl whose first lines look like CoNLL, CoNLL-U, CSV, TSV or JSON lines is refused
-    (`sniff_unlabelled`): read line by line, its tags, header or braces would become examples.
+    (`sniff_unlabeled`): read line by line, its tags, header or braces would become examples.
     """
     path_ = Path(path)
     if not path_.is_file():
         raise DataError(path, "file not found" if not path_.exists() else "not a regular file")
     fmt = _format(path)
     if fmt in ("csv", "tsv", "conll"):
-        raise DataError(path, f"is {'CoNLL' if fmt == 'conll' else fmt.upper()}, a labelled format: unlabelled text is "
+        raise DataError(path, f"is {'CoNLL' if fmt == 'conll' else fmt.upper()}, a labelled format: unlabeled text is "
                               "one example per line (.txt; tagging: space-separated tokens) or JSONL with a "
                               f"{'text' if task == 'classification' else 'tokens'} field")
     is_jsonl = fmt == "jsonl"
     if not is_jsonl:
         with open(path, "rb") as handle:
-            sniffed = sniff_unlabelled(_head_lines(handle), text_column, tokens_field)
+            sniffed = sniff_unlabeled(_head_lines(handle), text_column, tokens_field)
         if path_.suffix.lower() == ".conllu":  # whatever its first sentence shows
             sniffed = "CoNLL-U", ""
-        _refuse_unlabelled_format(path, sniffed, task, tokens_field, text_column)
+        _refuse_unlabeled_format(path, sniffed, task, tokens_field, text_column)
     seen = False
     with open(path, "rb") as handle:
         lines = _decoded_lines(path, handle)
         if is_jsonl and _holds_json_array(path, handle):  # read whole, as a labelled .json file is; N: item N
             lines = ((number, json.dumps(record, ensure_ascii=False))
                      for number, (_, record) in enumerate(_json_records(path), 1))
-        for number, value in _unlabelled_values(path, lines, task, is_jsonl, text_column, tokens_field):
+        for number, value in _unlabeled_values(path, lines, task, is_jsonl, text_column, tokens_field):
             seen = True
             yield number, value
     if not seen:
@@ -275,24 +275,24 @@ def _holds_json_array(path: str, handle: BinaryIO) -> bool:
     return Path(path).suffix.lower() == ".json" and start == b"["
 
 
-def unlabelled_text(text: str, task: str, source: str = "stdin", text_column: str = "text",
+def unlabeled_text(text: str, task: str, source: str = "stdin", text_column: str = "text",
                     tokens_field: str = "tokens") -> list:
-    """Unlabelled examples from text without a file name (stdin): one per line, or JSON lines, told apart
-    by their content (`sniff_unlabelled`); CoNLL or CSV content is refused, as in a file. Empty: []."""
+    """Unlabeled examples from text without a file name (stdin): one per line, or JSON lines, told apart
+    by their content (`sniff_unlabeled`); CoNLL or CSV content is refused, as in a file. Empty: []."""
     lines = _split_lines(text)
-    sniffed = sniff_unlabelled(lines, text_column, tokens_field)
+    sniffed = sniff_unlabeled(lines, text_column, tokens_field)
     is_jsonl = sniffed is not None and sniffed[0] == "JSON"
     if not is_jsonl:
-        _refuse_unlabelled_format(source, sniffed, task, tokens_field, text_column)
-    return [value for _, value in _unlabelled_values(source, enumerate(lines, 1), task, is_jsonl, text_column,
+        _refuse_unlabeled_format(source, sniffed, task, tokens_field, text_column)
+    return [value for _, value in _unlabeled_values(source, enumerate(lines, 1), task, is_jsonl, text_column,
                                                      tokens_field)]
 
 
-def read_unlabelled(path: str, task: str, text_column: str = "text",
+def read_unlabeled(path: str, task: str, text_column: str = "text",
                     tokens_field: str = "tokens") -> datasets.Dataset:
-    """Unlabelled text: one example per line (tagging: space-separated tokens) or JSONL."""
+    """Unlabeled text: one example per line (tagging: space-separated tokens) or JSONL."""
     import datasets
-    values = [value for _, value in iter_unlabelled(path, task, text_column, tokens_field)]
+    values = [value for _, value in iter_unlabeled(path, task, text_column, tokens_field)]
     return datasets.Dataset.from_dict({"text" if task == "classification" else "tokens": values})
 
 

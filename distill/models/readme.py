@@ -34,7 +34,7 @@ def about_run(summary: dict) -> dict:
     """What a finished run's summary (``train_summary.json``) tells a card: the data it read (by name and
     sha256), the teacher it learnt from, its best epoch's dev scores, its size."""
     sources, prints = summary.get("sources") or {}, summary.get("inputs") or {}
-    data = [{"role": role.replace("unlabeled", "unlabelled"), "name": str(name), "sha256": prints.get(role)}
+    data = [{"role": role, "name": str(name), "sha256": prints.get(role)}
             for role, name in sources.items() if role.split(":")[0] in DATA_ROLES and name]
     dev = (summary.get("best") or {}).get("dev") or {}
     # a multi-task run's dev scores are per head (a dict each), beside their mean

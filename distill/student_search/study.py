@@ -97,15 +97,15 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
 
 
 def _warm_cache(job: Job, task: str) -> None:
-    """The teacher's logits of the training and unlabelled text into the logit cache, once for the study: each
+    """The teacher's logits of the training and unlabeled text into the logit cache, once for the study: each
     trial then reads them (scored in the trial only for what the space adds, such as augmented text)."""
     from distill.cache import LogitStore, teacher_logits
-    from distill.data import labelled_examples, unlabelled_examples
+    from distill.data import labelled_examples, unlabeled_examples
     from distill.models import load_teacher
     teacher = load_teacher(job.teacher, device=job.device)
     examples = list(labelled_examples(job.train, task, job.data, "train").inputs)
     if job.unlabeled is not None:
-        examples += list(unlabelled_examples(job.unlabeled, task, job.data, "unlabeled").inputs)
+        examples += list(unlabeled_examples(job.unlabeled, task, job.data, "unlabeled").inputs)
     teacher_logits(teacher, examples, LogitStore(teacher, job.cache_dir), progress=job.progress)
 
 
@@ -252,7 +252,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     none; a default student's or a reseeded run is never pruned. `test`: labelled data the chosen model and the
     best default student alone are scored on. Returns trials.json's content.
     """
-    from distill.data import labelled_examples, unlabelled_examples
+    from distill.data import labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models import model_card
     from distill.models.kinds import require_kind
@@ -288,7 +288,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     if test is not None:  # nor stop the search once its trials are done
         labelled_examples(test, task, data, "test")
     if unlabeled is not None:
-        unlabelled_examples(unlabeled, task, data, "unlabeled")
+        unlabeled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
     if storage is not None:
         if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
