@@ -37,6 +37,11 @@ from distill.progress import progress_bar
 from distill.spill import SpilledLogits
 from distill.truncation import Truncation, truncation_by_source, warn_truncations
 
+CACHE_DIR_OPTION = {"path": "dir", "help": "Teacher-logit cache folder, keyed by content and shared by kd, pseudo-label "
+                    "and search (every trial): an example this teacher has scored before is not scored again, so kd "
+                    "--unlabeled of pseudo-label's output runs no second teacher pass (default: "
+                    "$DISTILL_CACHE/teacher-logits, where DISTILL_CACHE defaults to ~/.cache/distill)."}
+
 KEY_BYTES = 16
 SPILL_CHUNK = 4096  # examples scored, and held in memory, at a time by `spilled_teacher_logits`
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]

@@ -21,6 +21,7 @@ import torch
 
 from distill import distributed
 from distill.augment import check_methods, synthetic_examples
+from distill.cache import CACHE_DIR_OPTION
 from distill.callbacks import Callback
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabeled_examples
 from distill.deprecation import RenamedKeys, renamed_arguments
@@ -30,7 +31,7 @@ from distill.distillation import (CachedTeacherLogits, DistillObjective, Ensembl
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import write_json
-from distill.labels import LabelHierarchy, check_labels_known
+from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, check_labels_known
 from distill.metrics import class_f1, classes_beaten, task_metrics
 from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel
@@ -72,16 +73,27 @@ class DistillSettings:
     cache), `teacher_batch_size` examples a teacher pass; `head` names a multi-task teacher's head; `augment`
     synthetic examples per labelled one made by `augment_methods`; `teacher_weights` weigh an ensemble's teachers."""
 
-    class_weights: Any = None
-    teacher_embeddings: bool = setting(True, option="--embeddings-from-teacher")
-    unlabeled_ratio: float | None = None
-    online_teacher: bool = False
-    cache_dir: str | Path | None = None
+    class_weights: Any = setting(None, **CLASS_WEIGHTS_OPTION)
+    teacher_embeddings: bool = setting(True, option="--embeddings-from-teacher", off="--random-embeddings",
+                                       help="Start word embeddings from the teacher's sub-word embeddings (PCA-"
+                                            "reduced); measured +3 points dev accuracy for the RT BiLSTM.")
+    unlabeled_ratio: float | None = setting(None, low=0, low_open=True, help="Use at most this many unlabeled "
+                                            "examples per labelled one (seeded sample).")
+    online_teacher: bool = setting(False, help="Run the teacher every step instead of the logit cache.")
+    cache_dir: str | Path | None = setting(None, **CACHE_DIR_OPTION)
     teacher_batch_size: int = 64
-    head: str | None = None
-    augment: int = 0
-    augment_methods: Sequence[str] | None = None
-    teacher_weights: Sequence[float] | None = None
+    head: str | None = setting(None, help="The head of a multi-task teacher to distil (required for one; see "
+                                          "docs/multitask.md).")
+    augment: int = setting(0, low=0, help="Synthetic examples per labelled one, made from it by --augment-methods and "
+                           "labelled by the teacher like unlabeled text, kept on disk in $TMPDIR while kd runs (0: off; "
+                           "docs/augmentation.md).")
+    augment_methods: Sequence[str] | None = setting(
+        None, metavar="NAME,NAME,...", help="Augmenters applied in turn to make each synthetic example: mask, replace, "
+        "ngram, neighbour for classification; mention, token-replace, mask, neighbour for tagging; or one registered "
+        "with distill.augment.register_augmenter [default: mask,replace,ngram; tagging: mention,token-replace].")
+    teacher_weights: Sequence[float] | None = setting(
+        None, metavar="W,W,...", help="With --teacher repeated: one positive weight per teacher, in their order, "
+        "normalised to sum 1 [default: equal].")
 
     def __post_init__(self) -> None:
         require_flag("teacher_embeddings", self.teacher_embeddings)

@@ -6,6 +6,13 @@ option differs says so with `setting` (``warmup = setting(0.1, option="--warmup-
 is its negation says that too (``progress = setting(True, option="--quiet", negated=True)``). `config_value`
 finds a field's value in a run config under either spelling, and `option_of` is the name an error message
 gives the setting: the option on the command line, the field to a Python caller.
+
+The same metadata carries what the command line needs to declare the option (`procedures.settings_cli` builds
+every command's options from it): ``help``, ``choices``, bounds (``low``/``high``, ``low_open``/``high_open``),
+``aliases`` (other spellings of the option), ``off`` (the flag that turns a boolean off), ``metavar``, ``path``
+("file" or "dir": a local path), ``parse`` (text to value, for a value the command line writes as text) and
+``default_text`` (the help's default where the field's default, None, stands for a computed one) and
+``cli_default`` (the default as the command line writes it, where the field's is not text: ``none`` for None).
 """
 
 from __future__ import annotations
@@ -16,16 +23,22 @@ from typing import Any
 _UNSET = object()
 
 
+CLI_METADATA = ("help", "choices", "low", "high", "low_open", "high_open", "aliases", "off", "metavar", "path",
+                "parse", "default_text", "cli_default")
+
+
 def setting(default: Any = dataclasses.MISSING, *, option: str | None = None, negated: bool = False,
-            **field_arguments: Any) -> Any:
+            **arguments: Any) -> Any:
     """A dataclass field whose command-line option is `option` (``--warmup-ratio``), `negated` where the flag
-    means the opposite of the field (``--quiet`` for ``progress``)."""
-    metadata = dict(field_arguments.pop("metadata", {}))
+    means the opposite of the field (``--quiet`` for ``progress``); the `CLI_METADATA` keywords describe the
+    option (``help="..."``, ``low=0``); the others go to `dataclasses.field`."""
+    metadata = dict(arguments.pop("metadata", {}))
+    metadata.update({key: arguments.pop(key) for key in CLI_METADATA if key in arguments})
     if option is not None:
         metadata["option"] = option
     if negated:
         metadata["negated"] = True
-    return dataclasses.field(default=default, metadata=metadata, **field_arguments)
+    return dataclasses.field(default=default, metadata=metadata, **arguments)
 
 
 def option_key(spec: dataclasses.Field) -> str:
@@ -61,3 +74,11 @@ def values_from(cls: type, config: dict[str, Any]) -> dict[str, Any]:
             if value is not _UNSET:
                 values[spec.name] = value
     return values
+
+
+def named(cls: type, name: str, api: str | None = None) -> str:
+    """Field `name` of settings class `cls` as an error message names it to its reader: the option on the command
+    line (``--warmup-ratio``), else `api` or ``name=...`` (`distill.errors.option`)."""
+    from distill.errors import option
+    spec = next(spec for spec in dataclasses.fields(cls) if spec.name == name)
+    return option(option_of(spec), api or f"{name}=...")

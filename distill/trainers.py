@@ -28,8 +28,7 @@ from distill.data import HUB_PREFIX, DataOptions, Examples, check_held_out, labe
 from distill.deprecation import renamed_arguments
 from distill.distillation import TeacherStudentDistill
 from distill.config import RUN_CONFIG, write_run_config
-from distill.errors import DistillError, option, require_flag, require_type, require_whole
-from distill.settings import setting
+from distill.errors import DistillError, option, require_type
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
@@ -43,6 +42,7 @@ from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE, check_written_folder
 from distill.provenance import LEARNT_FROM_ROLES, RunState
+from distill.runtime import Output, Runtime
 from distill.training import (FitSettings, FitTask, Objective, SupervisedObjective, TrainSettings, fit_tasks,
                               make_optimizer, optimizer_steps, runtime, training_run)
 from distill.truncation import warn_if_truncated
@@ -65,51 +65,6 @@ class TrainResult:
     @property
     def history(self) -> list[dict]:
         return self.summary["history"]
-
-
-def _is_device_name(name: str) -> bool:
-    try:
-        torch.device(name)
-    except RuntimeError:
-        return False
-    return True
-
-
-@dataclass
-class Runtime:
-    """Where and how a run computes: device, precision (fp32, bf16, fp16 on CUDA, auto; None keeps the
-    process's setting), torch threads (None keeps it) and whether to show progress bars."""
-
-    device: str = "auto"
-    precision: str | None = None
-    threads: int | None = None
-    progress: bool = setting(True, option="--quiet", negated=True)
-
-    def __post_init__(self):
-        require_whole("threads", self.threads, optional=True)
-        if not isinstance(self.device, str) or (self.device != "auto" and not _is_device_name(self.device)):
-            raise DistillError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
-
-
-@dataclass
-class Output:
-    """Where a run writes: a model directory (None: nothing written), and the CLI's `--overwrite` /
-    `--resume` for it; `config`: the run's options as a config file gives them (`distill.config`), written
-    into the directory as run_config.yaml (the CLI's resolved options)."""
-
-    directory: str | Path | None = None
-    overwrite: bool = False
-    resume: bool = False
-    config: dict | None = None
-
-    def __post_init__(self) -> None:
-        require_flag("overwrite", self.overwrite)
-        require_flag("resume", self.resume)
-        if self.config is not None and not isinstance(self.config, dict):
-            raise DistillError(f"config must be a dict of option names and values, got {type(self.config).__name__}")
-        if self.overwrite and self.resume:
-            raise DistillError(f"{option('--resume', 'resume=True')} continues the interrupted run and "
-                               f"{option('--overwrite', 'overwrite=True')} starts over: give one of them")
 
 
 def _check_arguments(teacher: bool = False, **arguments: Any) -> None:

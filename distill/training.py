@@ -37,8 +37,10 @@ from distill.errors import DistillError, require_number, require_whole
 from distill.inference import evaluate, example_length
 from distill.io import appending, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
+from distill.metrics import SELECTABLE
 from distill.progress import bars_shown, progress_bar, progress_message
 from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_state, runtime_settings
+from distill.settings import setting
 
 logger = logging.getLogger("distill")
 
@@ -78,6 +80,30 @@ class SupervisedObjective(Objective):
 
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
+# What the settings every training run has take on the command line (`distill.settings`), shared by a student's
+# `TrainSettings` and a teacher's `TeacherTraining`: one help text and one set of bounds per setting.
+OPTIONS: dict[str, dict] = {
+    "lr": {"help": "AdamW learning rate (after the warm-up, before any decay).", "low": 0, "high": 1,
+           "low_open": True},
+    "batch_size": {"help": "Examples per batch.", "low": 1},
+    "epochs": {"help": "Training epochs at most.", "low": 1},
+    "patience": {"help": "Stop after this many epochs without dev improvement.", "low": 1},
+    "seed": {"help": "Random seed (0 to 2^32-1): same data, seed and machine give the same result.", "low": 0,
+             "high": 2**32 - 1},
+    "select_metric": {"choices": SELECTABLE, "help": "Dev metric that picks the best epoch and drives --patience "
+                      "[default: accuracy for classification, f1 (entity) for IOB/IOBES/BILOU tags, token_accuracy "
+                      "for plain tags such as POS]."},
+    "weight_decay": {"help": "AdamW's decoupled weight decay (0: none, which steps as Adam does).", "low": 0,
+                     "high": 1},
+    "lr_schedule": {"choices": LR_SCHEDULES, "help": "The learning rate after the warm-up: constant, or a linear or "
+                    "half-cosine decay to 0 at the last step of --epochs."},
+    "warmup": {"option": "--warmup-ratio", "low": 0, "high": 1,
+               "help": "Fraction of the steps (of --epochs) with a linear learning-rate warm-up from 0."},
+    "grad_accumulation": {"metavar": "N", "low": 1, "help": "Batches of --batch-size per optimizer step: the step of "
+                          "one batch N times larger (each loss term averaged over all N; each batch also runs "
+                          "forward once more without gradients for that) in the memory of one."},
+    "max_grad_norm": {"help": "Clip the gradients' norm to this (0: no clipping).", "low": 0},
+}
 
 
 def check_controls(weight_decay: float, lr_schedule: str, warmup: float, grad_accumulation: int,
@@ -104,17 +130,18 @@ class TrainSettings:
     controls (no decay, a constant rate, one batch a step, clipping at 1) are the benchmark's: AdamW without
     decay steps exactly as Adam does."""
 
-    lr: float | None = None
-    batch_size: int = 32
-    epochs: int | None = None
-    patience: int | None = None
-    seed: int = 42
-    select_metric: str | None = None
-    weight_decay: float = 0.0
-    lr_schedule: str = "constant"
-    warmup_ratio: float = 0.0
-    grad_accumulation: int = 1
-    max_grad_norm: float = 1.0
+    lr: float | None = setting(None, **OPTIONS["lr"])
+    batch_size: int = setting(32, **OPTIONS["batch_size"])
+    epochs: int | None = setting(None, help="At most this many epochs: a safety cap, --patience normally stops first.",
+                                 low=1)
+    patience: int | None = setting(None, **OPTIONS["patience"])
+    seed: int = setting(42, **OPTIONS["seed"])
+    select_metric: str | None = setting(None, **OPTIONS["select_metric"])
+    weight_decay: float = setting(0.0, **OPTIONS["weight_decay"])
+    lr_schedule: str = setting("constant", **OPTIONS["lr_schedule"])
+    warmup_ratio: float = setting(0.0, **OPTIONS["warmup"])
+    grad_accumulation: int = setting(1, **OPTIONS["grad_accumulation"])
+    max_grad_norm: float = setting(1.0, **OPTIONS["max_grad_norm"])
 
     def __post_init__(self):
         require_number("lr", self.lr, 0, 1, low_open=True, optional=True)

