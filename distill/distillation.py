@@ -64,6 +64,20 @@ class CachedTeacherLogits:
         return self.results.digest
 
 
+def parse_teacher_weights(text: str) -> list[float]:
+    """Ensemble weights written as text (``--teacher-weights 0.7,0.3``, a run config): comma-separated numbers, checked
+    against the teachers by `ensemble_weights`."""
+    try:
+        return [float(weight) for weight in text.split(",")]
+    except ValueError:
+        raise DistillError(f"use comma-separated numbers, one per --teacher, e.g. 0.7,0.3; not {text!r:.60}") from None
+
+
+TEACHER_WEIGHTS_OPTION = {"parse": parse_teacher_weights, "metavar": "W,W,...",  # `distill.settings`
+                          "help": "With --teacher repeated: one positive weight per teacher, in their order, "
+                                  "normalised to sum 1 [default: equal]."}
+
+
 def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[float] | None:
     """The weights of an ensemble of `teachers`, normalised to sum 1 (None: equal): one positive number per
     teacher, in the teachers' order. One teacher has none (None), and is given none."""

@@ -25,7 +25,7 @@ from distill.cache import CACHE_DIR_OPTION
 from distill.callbacks import Callback
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabeled_examples
 from distill.deprecation import RenamedKeys, renamed_arguments
-from distill.distillation import (CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
+from distill.distillation import (TEACHER_WEIGHTS_OPTION, CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
                                   OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_logits,
                                   ensemble_mixtures, ensemble_weights, refuse_unweighted_class_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
@@ -91,9 +91,7 @@ class DistillSettings:
         None, metavar="NAME,NAME,...", help="Augmenters applied in turn to make each synthetic example: mask, replace, "
         "ngram, neighbour for classification; mention, token-replace, mask, neighbour for tagging; or one registered "
         "with distill.augment.register_augmenter [default: mask,replace,ngram; tagging: mention,token-replace].")
-    teacher_weights: Sequence[float] | None = setting(
-        None, metavar="W,W,...", help="With --teacher repeated: one positive weight per teacher, in their order, "
-        "normalised to sum 1 [default: equal].")
+    teacher_weights: Sequence[float] | None = setting(None, **TEACHER_WEIGHTS_OPTION)
 
     def __post_init__(self) -> None:
         require_flag("teacher_embeddings", self.teacher_embeddings)

@@ -19,14 +19,15 @@ import json
 import os
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 
 from distill import distributed
 from distill.data import iter_unlabeled
 from distill.errors import DistillError, option
-from distill.cache import LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
-from distill.distillation import check_ensemble, ensemble_logits, ensemble_weights
+from distill.cache import CACHE_DIR_OPTION, LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
+from distill.distillation import TEACHER_WEIGHTS_OPTION, check_ensemble, ensemble_logits, ensemble_weights
 from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher
@@ -34,6 +35,7 @@ from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
 from distill.progress import progress_bar
+from distill.settings import setting
 from distill.provenance import changed_settings, input_fingerprints, runtime_settings, teacher_role
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
@@ -239,6 +241,30 @@ def merge_parts(parts: list[Path], output: Path) -> None:
             out.writelines(heapq.merge(*handles, key=lambda record: json.loads(record)["line"]))
     for part in parts:
         part.unlink()
+
+
+@dataclass
+class PseudoLabelSettings:
+    """How `pseudo_label` labels, as one settings group (`distill.settings`): ``nlp-train pseudo-label`` declares its
+    options from it and records them in OUTPUT.config.yaml, which `distill.config.settings_from` reads back for
+    ``pseudo_label(teacher, input, output, **dataclasses.asdict(settings))``."""
+
+    batch_size: int = setting(64, low=1, help="Examples a teacher pass.")
+    chunk_size: int = setting(1024, low=1, help="Examples read, labelled and written at a time (memory stays flat); "
+                              "under torchrun, the unit dealt out to the processes.")
+    min_confidence: float = setting(0.0, low=0, high=1, help="Drop examples whose teacher confidence (tagging: lowest "
+                                    "word) is below this.")
+    with_logits: bool = setting(False, option="--logits", help="Include the teacher's raw logits.")
+    cache_dir: str | None = setting(None, **CACHE_DIR_OPTION)
+    use_cache: bool = setting(True, option="--no-cache", negated=True, help="Run the teacher over every example, "
+                              "reading and storing no cached logits (e.g. to time it).")
+    head: str | None = setting(None, help="A multi-task teacher's head to label with (default: every head, from one "
+                               "encoder pass, each under `heads` in the record).")
+    use_export: str | None = setting(None, path="dir", help="An ONNX export of --teacher (made with --check-data): run "
+                                     "the teacher pass with it where its card's speed measurement, taken on this CPU "
+                                     "model with these threads, says it is faster than the PyTorch teacher, else with "
+                                     "the teacher; one line says which and why (docs/export.md).")
+    teacher_weights: Sequence[float] | None = setting(None, **TEACHER_WEIGHTS_OPTION)
 
 
 def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path: str, batch_size: int = 64,

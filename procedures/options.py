@@ -16,9 +16,6 @@ from procedures.settings_cli import FiniteFloatRange, field_of, field_option
 
 
 POSITIVE_INT = click.IntRange(min=1)
-NON_NEGATIVE = FiniteFloatRange(min=0.0)
-PROBABILITY = FiniteFloatRange(0, 1)
-DROPOUT = FiniteFloatRange(0, 1, max_open=True)
 # Adam steps larger than 1 diverge at once: refuse them here rather than as a NaN loss later.
 LEARNING_RATE = FiniteFloatRange(min=0, max=1, min_open=True)
 

@@ -19,10 +19,11 @@ from distill.metrics import SELECTABLE
 from distill.loss_settings import LossSettings
 from distill.models.multitask import TaskSampling
 from distill.models.teacher import TeacherConfig, TeacherTraining
+from distill.pseudo_label import PseudoLabelSettings
 from distill.runtime import Output, Runtime
 from procedures.config import config_option, recorded_beside, resolved_config
-from procedures.options import (LEARNING_RATE, POSITIVE_INT, PROBABILITY, FiniteFloatRange, command, data_options,
-                                device_option, given, llm_teacher_options, overwrite_option, report, resume_option)
+from procedures.options import (LEARNING_RATE, FiniteFloatRange, command, data_options, given, llm_teacher_options,
+                                overwrite_option, report, resume_option)
 from procedures.settings_cli import field_of, field_option, settings_options
 
 
@@ -331,17 +332,6 @@ def student(train_path, dev_path, output, teacher_embeddings, class_weights, res
     report_student(summary, output)
 
 
-def parse_teacher_weights(value: str | None) -> list[float] | None:
-    """--teacher-weights as written: comma-separated numbers, one per --teacher (checked by the library)."""
-    if value is None:
-        return None
-    try:
-        return [float(weight) for weight in value.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"use comma-separated numbers, one per --teacher, e.g. 0.7,0.3; not {value!r:.60}"
-                                 ) from None
-
-
 def teachers_option(ensemble: str, required: bool = True):
     """--teacher, repeatable: one teacher, or an ensemble doing `ensemble`."""
     return click.option(
@@ -353,16 +343,9 @@ def teachers_option(ensemble: str, required: bool = True):
              f"{ensemble} the weighted mean of their distributions (docs/distillation.md).")
 
 
-teacher_weights_option = click.option(
-    "--teacher-weights", callback=lambda c, p, v: parse_teacher_weights(v), metavar="W,W,...",
-    help="With --teacher repeated: one positive weight per teacher, in their order, normalised to sum 1 "
-         "[default: equal].")
-
-
 @command()
 @config_option
 @teachers_option("the student learning", required=False)
-@teacher_weights_option
 @click.option("--soft-labels", "soft_labels", type=click.Path(dir_okay=False),
               help="Instead of --teacher: a JSONL file of the teacher's distributions, {\"text\": ..., \"probs\": "
                    "{\"negative\": 0.2, \"positive\": 0.8}} or {\"text\": ..., \"label\": \"positive\", \"confidence\": "
@@ -374,7 +357,7 @@ teacher_weights_option = click.option(
 @click.option("--unlabeled", "unlabeled_path", help="Unlabeled text (one per line, or JSONL such as "
               "`pseudo-label` output): hard target = teacher argmax, plus the distill term.")
 @settings_options(LossSettings, "loss_settings")
-@settings_options(DistillSettings, "distill", exclude=("teacher_weights",))
+@settings_options(DistillSettings, "distill")
 @resume_option
 @overwrite_option
 @student_options
@@ -383,7 +366,7 @@ teacher_weights_option = click.option(
 @settings_options(Runtime, "env")
 @click.pass_context
 @llm_teacher_options(labels_from="train_path", shots_from="train_path", labels_to="label_names")
-def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_path, dev_path, output, unlabeled_path,
+def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, output, unlabeled_path,
        loss_settings, distill, resume, overwrite, student_config, train_settings, callbacks, data, env):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
     teacher)."""
@@ -399,7 +382,6 @@ def kd(context, teacher_dirs, teacher_weights, soft_labels, label_names, train_p
         raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
                                  "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
     teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
-    distill = dataclasses.replace(distill, teacher_weights=teacher_weights)
     distiller = Distiller(teacher, student_config, loss_settings.loss(), train_settings, distill=distill, env=env)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,
                             Output(output, overwrite, resume, resolved_config()), callbacks).summary
@@ -437,43 +419,23 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
 @command("pseudo-label")
 @config_option
 @teachers_option("labelling by")
-@teacher_weights_option
 @click.option("--input", "input_path", required=True,
               help="Unlabeled text: one example per line (tagging: space-separated tokens) or JSONL.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="JSONL output file.")
-@click.option("--min-confidence", default=0.0, show_default=True, type=PROBABILITY,
-              help="Drop examples whose teacher confidence (tagging: lowest word) is below this.")
-@click.option("--logits", "with_logits", is_flag=True, help="Include the teacher's raw logits.")
-@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
-@click.option("--chunk-size", default=1024, show_default=True, type=POSITIVE_INT,
-              help="Examples read, labelled and written at a time (memory stays flat); under torchrun, "
-                   "the unit dealt out to the processes.")
-@field_option(field_of(DistillSettings, "cache_dir"))
-@click.option("--no-cache", "no_cache", is_flag=True,
-              help="Run the teacher over every example, reading and storing no cached logits (e.g. to time it).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.part "
               "(under torchrun, each process from its own OUTPUT.rankR-of-W.part); refused if the teacher, "
               "the input's content or an option changed.")
 @overwrite_option
-@field_option(field_of(Runtime, "progress"))
-@click.option("--head", help="A multi-task teacher's head to label with (default: every head, from one encoder "
-                             "pass, each under `heads` in the record).")
-@click.option("--use-export", "use_export", type=click.Path(file_okay=False),
-              help="An ONNX export of --teacher (made with --check-data): run the teacher pass with it where its "
-                   "card's speed measurement, taken on this CPU model with these threads, says it is faster than "
-                   "the PyTorch teacher, else with the teacher; one line says which and why (docs/export.md).")
-@device_option
+@settings_options(PseudoLabelSettings, "settings")
+@settings_options(Runtime, "env")
 @llm_teacher_options()
-def pseudo_label_command(teacher_dirs, teacher_weights, input_path, output, min_confidence, with_logits, batch_size,
-                         chunk_size, cache_dir, no_cache, resume, overwrite, quiet, head, use_export, device):
+def pseudo_label_command(teacher_dirs, input_path, output, resume, overwrite, settings, env):
     """Label unlabeled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label
     with recorded_beside(output):  # its options, in OUTPUT.config.yaml
         teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
-        stats = pseudo_label(teacher, input_path, output, batch_size, chunk_size, min_confidence, with_logits,
-                             resume, progress=not quiet, device=device, overwrite=overwrite, cache_dir=cache_dir,
-                             use_cache=not no_cache, head=head, use_export=use_export,
-                             teacher_weights=teacher_weights)
+        stats = pseudo_label(teacher, input_path, output, resume=resume, progress=env.progress, device=env.device,
+                             overwrite=overwrite, **dataclasses.asdict(settings))
     resumed = f"{stats['resumed']:,} of them labelled before the resume; " if stats.get("resumed") else ""
     report(f"pseudo-label: {stats['written']:,} of {stats['read']:,} examples written to {output} "
                f"({resumed}{stats['examples_per_second']} ex/s)")

@@ -240,5 +240,23 @@ def test_every_student_and_kd_setting_replays_into_the_api_exactly(tiny_classifi
     _replays_exactly(seen, tmp_path / "student" / "run_config.yaml")
     seen = _captured(monkeypatch, "Distiller", "distill.distiller")
     cli("kd", "--teacher", tiny_classifier_teacher, *data, "--temperature", "3", "--distill-weight", "0.7",
-        "--output", tmp_path / "kd")
+        "--teacher-mistakes", "shift", "--random-embeddings", "--output", tmp_path / "kd")
     _replays_exactly(seen, tmp_path / "kd" / "run_config.yaml")
+    # the loss's settings (the Distiller is given the loss they build)
+    from distill.config import settings_from
+    from distill.loss_settings import LossSettings
+    assert settings_from(LossSettings, tmp_path / "kd" / "run_config.yaml") == LossSettings(
+        temperature=3.0, distill_weight=0.7, teacher_mistakes="shift")
+
+
+def test_every_pseudo_label_setting_replays_into_the_api_exactly(tiny_classifier_teacher, tmp_path):
+    """pseudo-label's options are spelled otherwise than two of its fields (--logits: with_logits, --no-cache: not
+    use_cache): OUTPUT.config.yaml reads back into the settings the command ran with."""
+    from distill.config import settings_from
+    from distill.pseudo_label import PseudoLabelSettings
+    output = tmp_path / "labels.jsonl"
+    cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+        "--output", output, "--batch-size", "8", "--chunk-size", "16", "--min-confidence", "0.2", "--logits",
+        "--no-cache", "--quiet")
+    expected = PseudoLabelSettings(batch_size=8, chunk_size=16, min_confidence=0.2, with_logits=True, use_cache=False)
+    assert settings_from(PseudoLabelSettings, Path(f"{output}.config.yaml")) == expected
