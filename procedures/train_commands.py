@@ -409,7 +409,7 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
                                      "--labels names the label set of --soft-labels; a teacher has its own",
                                      param_hint=f"'{named}'")
         return list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
-    if given(context, "teacher_embeddings") and context.params["teacher_embeddings"]:
+    if given(context, "embeddings_from_teacher") and context.params["embeddings_from_teacher"]:
         raise click.BadParameter("soft labels come with no teacher model whose embeddings a student could start "
                                  "from: drop --embeddings-from-teacher", param_hint="'--embeddings-from-teacher'")
     from distill.soft_labels import SoftLabels
