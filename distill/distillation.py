@@ -25,6 +25,8 @@ from torch import nn
 from distill import distributed, losses, precision
 from distill.errors import DistillError, option
 from distill.inference import ExampleLogits
+from distill.runtime import Output
+from distill.settings import named
 from distill.training import Objective
 
 if TYPE_CHECKING:
@@ -398,7 +400,7 @@ class DistillObjective(Objective):
             raise DistillError("cannot resume: the teacher's logits differ from those the interrupted run trained on "
                                "(its logit cache was cleared or moved, and they were computed again in other "
                                f"batches): resume with that {option('--cache-dir', 'cache_dir')}, or start over "
-                               f"with {option('--overwrite', 'overwrite=True')}")
+                               f"with {named(Output, 'overwrite', 'overwrite=True')}")
 
 
 def encoder_reader(model: torch.nn.Module):
