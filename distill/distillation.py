@@ -72,7 +72,8 @@ def parse_teacher_weights(text: str) -> list[float]:
     try:
         return [float(weight) for weight in text.split(",")]
     except ValueError:
-        raise DistillError(f"use comma-separated numbers, one per --teacher, e.g. 0.7,0.3; not {text!r:.60}") from None
+        raise DistillError(f"use comma-separated numbers, one per {option('--teacher', 'teacher')}, e.g. 0.7,0.3; "
+                          f"not {text!r:.60}") from None
 
 
 TEACHER_WEIGHTS_OPTION = {"parse": parse_teacher_weights, "metavar": "W,W,...",  # `distill.settings`
