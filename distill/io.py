@@ -25,7 +25,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as tensors_to_bytes
 
-from distill.errors import DistillError, option
+from distill.errors import DistillError
+from distill.runtime import Output
+from distill.settings import named
 
 
 _UMASK = os.umask(0)
@@ -346,7 +348,7 @@ def load_sealed(path: str | os.PathLike) -> dict[str, Any]:
     data = outer["state"].numpy().tobytes()
     if hashlib.sha256(data).hexdigest() != outer["sha256"]:
         raise DistillError(f"{path}: corrupted (its checksum does not match); start over with "
-                           f"{option('--overwrite', 'overwrite=True')}")
+                           f"{named(Output, 'overwrite', 'overwrite=True')}")
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as err:

@@ -30,6 +30,8 @@ from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, model_files,
                                  read_model_card)
 from distill.models.readme import README
+from distill.runtime import Output
+from distill.settings import named
 
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
@@ -225,11 +227,11 @@ def _foreign(directory: Path, names: list[str]) -> list[str]:
 
 def _overwrite() -> str:
     """The overwrite setting as the caller knows it: --overwrite, or save_pretrained's and Output's overwrite=True."""
-    return option("--overwrite", "overwrite=True")
+    return named(Output, "overwrite", "overwrite=True")
 
 
 def _resume() -> str:
-    return option("--resume", "resume=True")
+    return named(Output, "resume", "resume=True")
 
 
 def _replaceable(directory: Path, names: list[str]) -> bool:

@@ -17,8 +17,10 @@ import numpy as np
 import torch
 
 from distill import distributed, precision
-from distill.errors import DistillError, option
+from distill.errors import DistillError
 from distill.io import file_sha256, load_sealed, uninterrupted
+from distill.runtime import Output
+from distill.settings import named
 
 logger = logging.getLogger("distill")
 
@@ -209,7 +211,7 @@ def load_run_state(run: RunState) -> dict | None:
     if saved != current:
         changed = changed_settings(saved, current)
         raise DistillError(f"{run.directory}: cannot resume with different settings or data "
-                           f"({', '.join(changed)}); start over with {option('--overwrite', 'overwrite=True')}")
+                           f"({', '.join(changed)}); start over with {named(Output, 'overwrite', 'overwrite=True')}")
     best = json.loads(state["best"])
     if best is not None:  # the best epoch's model lives only in the folder: a resume that never beats it keeps it
         from distill.models.card import read_model_card, verify_model_files
@@ -218,5 +220,5 @@ def load_run_state(run: RunState) -> dict | None:
         except DistillError as err:
             raise DistillError(f"{run.directory}: the model of the interrupted run's best epoch ({best['epoch']}) "
                                f"is missing or damaged ({err}); start over with "
-                               f"{option('--overwrite', 'overwrite=True')}") from None
+                               f"{named(Output, 'overwrite', 'overwrite=True')}") from None
     return state

@@ -35,7 +35,8 @@ from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
 from distill.progress import progress_bar
-from distill.settings import setting
+from distill.runtime import Output
+from distill.settings import named, setting
 from distill.provenance import changed_settings, input_fingerprints, runtime_settings, teacher_role
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
@@ -302,22 +303,23 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
     in the result records it.
     """
     if not 0.0 <= min_confidence <= 1.0:
-        raise DistillError(f"{option('--min-confidence', 'min_confidence')} must be within [0, 1], got "
+        raise DistillError(f"{named(PseudoLabelSettings, 'min_confidence', 'min_confidence')} must be within [0, 1], got "
                            f"{min_confidence}")
     if resume and overwrite:
-        raise DistillError(f"{_resume()} continues the interrupted run and {option('--overwrite', 'overwrite=True')} "
+        raise DistillError(f"{_resume()} continues the interrupted run and {named(Output, 'overwrite', 'overwrite=True')} "
                            "starts over: give one of them")
     if not use_cache and cache_dir not in (None, ""):
-        raise DistillError(f"{option('--no-cache', 'use_cache=False')} reads and stores no cached logits: give it or "
-                           f"a cache folder ({option('--cache-dir', 'cache_dir')}), not both")
+        raise DistillError(f"{named(PseudoLabelSettings, 'use_cache', 'use_cache=False')} reads and stores no cached logits: give it or "
+                           f"a cache folder ({named(PseudoLabelSettings, 'cache_dir', 'cache_dir')}), not both")
     if input_path == "-":
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
     folders = teacher_dirs(teacher_dir)
     weights = ensemble_weights(teacher_weights, len(folders))
     if weights and (use_export is not None or head is not None):
-        named = option("--use-export", "use_export") if use_export is not None else option("--head", "head")
-        raise DistillError(f"an ensemble labels with each of its single-task teachers as they are: drop {named}, or "
+        dropped = named(PseudoLabelSettings, "use_export", "use_export") if use_export is not None else \
+            named(PseudoLabelSettings, "head", "head")
+        raise DistillError(f"an ensemble labels with each of its single-task teachers as they are: drop {dropped}, or "
                            "give one teacher")
     check_partials_are_ours(Path(output_path))
     if resume:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from distill.errors import DistillError, option, require_flag, require_whole
-from distill.settings import setting
+from distill.errors import DistillError, require_flag, require_whole
+from distill.settings import named, setting
 
 
 def _is_device_name(name: str) -> bool:
@@ -57,5 +57,5 @@ class Output:
         if self.config is not None and not isinstance(self.config, dict):
             raise DistillError(f"config must be a dict of option names and values, got {type(self.config).__name__}")
         if self.overwrite and self.resume:
-            raise DistillError(f"{option('--resume', 'resume=True')} continues the interrupted run and "
-                               f"{option('--overwrite', 'overwrite=True')} starts over: give one of them")
+            raise DistillError(f"{named(Output, 'resume', 'resume=True')} continues the interrupted run and "
+                               f"{named(Output, 'overwrite', 'overwrite=True')} starts over: give one of them")

@@ -43,6 +43,7 @@ from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
 from distill.outputs import SUMMARY_FILE, check_written_folder
 from distill.provenance import LEARNT_FROM_ROLES, RunState
 from distill.runtime import Output, Runtime
+from distill.settings import named
 from distill.training import (FitSettings, FitTask, Objective, SupervisedObjective, TrainSettings, fit_tasks,
                               make_optimizer, optimizer_steps, runtime, training_run)
 from distill.truncation import warn_if_truncated
@@ -259,7 +260,8 @@ def train_teacher(train: Any, dev: Any, config: TeacherConfig = TeacherConfig(),
     `callbacks` hear of its steps and epochs (`distill.callbacks`)."""
     _check_arguments(True, config=config, settings=settings, data=data, output=output, env=env)
     training = settings  # a TeacherTraining; `settings` below is the loop's FitSettings
-    check_pooling(config.task, config.pooling, option("--pooling", f"TeacherConfig(pooling={config.pooling!r})"))
+    check_pooling(config.task, config.pooling,
+                  named(TeacherConfig, "pooling", f"TeacherConfig(pooling={config.pooling!r})"))
     with runtime(env.precision, env.threads, env.progress):
         hierarchy, train_set, dev_set = _labelled(train, dev, config.task, data)
         config = config.resolved()

@@ -19,6 +19,7 @@ from distill import distributed
 from distill.errors import option
 from distill.features import content_ids, text_reach, window_frame
 from distill.models.card import MULTITASK_KIND
+from distill.settings import named
 
 if TYPE_CHECKING:
     from distill.models.teacher import Teacher
@@ -93,8 +94,9 @@ def truncation_message(teacher: Teacher, counted: Truncation, source: str, stude
     (`student`: `teacher` reads inside a transformer student)."""
     if not counted.cut:
         return None
+    from distill.models.teacher import TeacherConfig  # here: evaluating a word student reads no transformers
     config = teacher.config
-    length, windows = option("--max-length", "max_length"), option("--max-windows", "max_windows")
+    length, windows = option("--max-length", "max_length"), named(TeacherConfig, "max_windows", "max_windows")
     size = option(f"--max-length {config.max_length}", f"max_length={config.max_length}")
     if student:
         limit = size

@@ -25,6 +25,7 @@ from distill.models.base import pick_device
 from distill.models.zero_shot import (DEFAULT_TEMPERATURE, TEMPERATURE_RANGE, ZeroShotConfig, ZeroShotTeacher,
                                       fit_temperature)
 from distill.trainers import Output, Runtime, TrainResult, _check_arguments
+from distill.settings import named
 from distill.training import runtime
 from distill.truncation import warn_if_truncated
 
@@ -48,7 +49,7 @@ def zero_shot_teacher(labels: str | LabelNames | list[str], encoder: str = "mini
                            f"{option('--dev', 'dev')} would fit: give one of them")
     if output.resume:
         raise DistillError(f"a zero-shot teacher trains nothing, so there is no run to resume: drop "
-                           f"{option('--resume', 'resume=True')}")
+                           f"{named(Output, 'resume', 'resume=True')}")
     config = ZeroShotConfig(encoder=encoder, max_length=max_length, pooling=pooling, long_inputs=long_inputs,
                             window_overlap=window_overlap, max_windows=max_windows,
                             descriptions={name: list(texts) for name, texts in zip(names.names, names.descriptions)},

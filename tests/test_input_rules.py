@@ -334,23 +334,23 @@ def test_no_message_hard_codes_an_option():
     """A message that names a command-line option (--overwrite) gives a Python caller the argument instead,
     through `distill.errors.option`: every string in distill/ that reads as an option (outside docstrings, and
     other than pip's) is an argument of an `option(...)` call. The students' field helper, also named `option`,
-    holds the options' own spellings (flag="--crf"), as the settings spine's `setting(option="--warmup-ratio")` and a
-    metadata dict kept apart for several fields ({"help": ...}) do."""
+    holds the options' own spellings (flag="--crf"), as the settings spine's `setting(option="--warmup-ratio")` and
+    its metadata dicts (``{"option": ..., "help": ...}``) do."""
     import ast
     import re
     from pathlib import Path
 
-    from distill.settings import CLI_METADATA
-    METADATA_KEYS = {*CLI_METADATA, "option"}
     flag, others = re.compile(r"(?<![\w-])--[a-z][\w-]*"), {"--no-deps", "--experiment-id"}  # pip's, mlflow's
 
     def strings(node: ast.AST, docstrings: set[int]):
         if isinstance(node, ast.Call) and {"option", "setting"} & {getattr(node.func, "id", None),
                                                                  getattr(node.func, "attr", None)}:
             return
-        if isinstance(node, ast.Dict):  # a setting's metadata kept apart (help=..., option=...): the option's own
-            node = ast.Dict(*zip(*[(key, value) for key, value in zip(node.keys, node.values)
-                                   if getattr(key, "value", None) not in METADATA_KEYS]) or ([], []))
+        if isinstance(node, ast.Dict):  # a field's option metadata (`setting(**CACHE_DIR_OPTION)`): its help
+            for key, value in zip(node.keys, node.values):
+                if not (isinstance(key, ast.Constant) and key.value in ("help", "option")):
+                    yield from strings(value, docstrings)
+            return
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node
         for child in ast.iter_child_nodes(node):

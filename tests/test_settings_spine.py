@@ -3,7 +3,10 @@ group, declared from the field alone, with the field's bounds; and a value the o
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
+from pathlib import Path
 
 import click
 import pytest
@@ -14,6 +17,7 @@ from distill.errors import DistillError
 from distill.loss_settings import LossSettings
 from distill.models.multitask import TaskSampling
 from distill.models.teacher import TeacherConfig, TeacherTraining
+from distill.pseudo_label import PseudoLabelSettings
 from distill.runtime import Output, Runtime
 from distill.settings import option_of
 from distill.student_search.study import SearchSettings
@@ -73,3 +77,77 @@ def test_the_api_refuses_what_the_option_refuses(cls, name, value):
 def test_output_resume_and_overwrite_together_are_refused_as_one_line():
     with pytest.raises(DistillError, match="give one of them"):
         Output("x", overwrite=True, resume=True)
+
+
+SPELLING = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _imported_names(tree: ast.Module) -> dict[str, str]:
+    """Each name a module binds by an import (function-local ones too), to what it names: ``option`` ->
+    ``distill.errors.option``, ``errors`` -> ``distill.errors``."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+        elif isinstance(node, ast.Import):
+            names.update({alias.asname: alias.name for alias in node.names if alias.asname})
+    return names
+
+
+def _literal_text(node: ast.expr) -> str | None:
+    """The text a message argument spells literally (an f-string's fixed parts), None for a computed one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "{}".join(part.value for part in node.values if isinstance(part, ast.Constant))
+    return None
+
+
+def message_spellings() -> list[tuple[str, str]]:
+    """(where, option) for every command-line spelling the library's messages give: the literal ``--flag``
+    words of each `distill.errors.option` call's CLI half, and the option of each `distill.settings.named`
+    field."""
+    import distill
+    classes = {cls.__name__: cls for cls in (TrainSettings, TeacherConfig, TeacherTraining, TaskSampling,
+                                             DistillSettings, LossSettings, DataOptions, Runtime, Output,
+                                             PseudoLabelSettings, SearchSettings)}
+    root = Path(distill.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = _imported_names(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            target = imported.get(func.id) if isinstance(func, ast.Name) else \
+                f"{imported.get(func.value.id)}.{func.attr}" if isinstance(func, ast.Attribute) and \
+                isinstance(func.value, ast.Name) else None
+            where = f"{path.relative_to(root.parent)}:{node.lineno}"
+            if target == "distill.errors.option":
+                text = _literal_text(node.args[0])
+                found += [(where, spelling) for spelling in SPELLING.findall(text or "")]
+            elif target == "distill.settings.named":
+                cls, name = node.args[0], node.args[1]
+                assert isinstance(cls, ast.Name) and cls.id in classes, f"{where}: named() of an unknown class"
+                fields = {spec.name: spec for spec in dataclasses.fields(classes[cls.id])}
+                if isinstance(name, ast.Constant):  # else a field chosen at run time: `named` finds it or fails
+                    assert name.value in fields, f"{where}: {cls.id} has no field {name.value!r}"
+                    found.append((where, option_of(fields[name.value])))
+    return found
+
+
+def test_every_option_a_message_names_is_an_option_of_a_command():
+    """A message that tells a command-line user to give or drop an option names one that exists: a renamed or
+    removed option cannot live on in the library's error messages."""
+    from procedures.cli import cli
+    context = click.Context(cli)
+    params = list(cli.params)  # the group's own: --threads, --precision
+    for name in cli.list_commands(context):
+        params += cli.get_command(context, name).params
+    options = {spelling for param in params if isinstance(param, click.Option)
+               for spelling in param.opts + param.secondary_opts}
+    spellings = message_spellings()
+    assert len(spellings) > 100 and any(option == "--tag-column" for _, option in spellings)  # the scan finds them
+    unknown = [f"{where}: {option}" for where, option in spellings if option not in options]
+    assert not unknown, "messages name options no command has:\n" + "\n".join(unknown)

@@ -14,8 +14,8 @@ from distill.data.checks import TASKS, _check_labels, checked_examples
 from distill.data.classification import read_classification
 from distill.data.conll import check_tag_scheme, read_tagging
 from distill.data.unlabeled import read_unlabeled
-from distill.errors import DataError, DistillError, option
-from distill.settings import setting
+from distill.errors import DataError, DistillError
+from distill.settings import named, setting
 
 logger = logging.getLogger("distill")
 
@@ -49,17 +49,17 @@ def check_columns_read(task: str, options: DataOptions) -> None:
     """For a command that reads one task's labelled data (evaluate): refuse the column options that task's
     reader never reads, which would be accepted and do nothing. (A multi-task teacher's training shares one
     DataOptions between heads of both tasks, so its readers cannot refuse them.)"""
-    tag = option("--tag-column", "DataOptions(tag_column=...)")
+    tag = named(DataOptions, "tag_column", "DataOptions(tag_column=...)")
     if task == "classification" and options.tag_column != -1:
         raise DistillError(f"{tag} picks the CoNLL field of a tagging model's tags, and this model classifies texts "
-                           f"(read from the columns that {option('--text-column', 'text_column')} and "
-                           f"{option('--label-column', 'label_column')} name): drop {tag}")
-    named = [option(f"--{name.replace('_', '-')}", name) for name, default in
+                           f"(read from the columns that {named(DataOptions, 'text_column', 'text_column')} and "
+                           f"{named(DataOptions, 'label_column', 'label_column')} name): drop {tag}")
+    given = [named(DataOptions, name, name) for name, default in
              (("text_column", "text"), ("label_column", "label")) if getattr(options, name) != default]
-    if task == "tagging" and named:
-        raise DistillError(f"{' and '.join(named)} name{'s' if len(named) == 1 else ''} a classification model's "
+    if task == "tagging" and given:
+        raise DistillError(f"{' and '.join(given)} name{'s' if len(given) == 1 else ''} a classification model's "
                            "columns, and this model tags words (read from CoNLL, its tag field picked by "
-                           f"{tag}, or from JSONL 'tokens' and 'tags'): drop {'it' if len(named) == 1 else 'them'}")
+                           f"{tag}, or from JSONL 'tokens' and 'tags'): drop {'it' if len(given) == 1 else 'them'}")
 
 
 def read_split(path: str, task: str, options: DataOptions = DataOptions(),

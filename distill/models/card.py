@@ -13,6 +13,8 @@ from pathlib import Path
 
 from distill.errors import DistillError, option
 from distill.io import file_sha256, read_json, write_json
+from distill.runtime import Output
+from distill.settings import named
 
 MODEL_CARD = "distill.json"
 # An interrupted run's end-of-epoch state: a folder that holds it is a run to finish, not a model to use.
@@ -80,7 +82,7 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     if not unfinished and (directory / RESUME_FILE).exists():
         raise DistillError(f"{directory}: holds an interrupted run ({RESUME_FILE}), not a finished model: finish "
                            f"it with its {option('command and --resume', 'run and resume=True')}, or start over with "
-                           f"{option('--overwrite', 'overwrite=True')}")
+                           f"{named(Output, 'overwrite', 'overwrite=True')}")
     if not (directory / MODEL_CARD).exists():
         raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
     card = read_json(directory / MODEL_CARD)

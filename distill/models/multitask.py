@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerBase
 
 from distill.cache import LogitStore, example_key
 from distill.data import DataOptions
-from distill.settings import setting
+from distill.settings import named, setting
 from distill.errors import DistillError, option
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
@@ -78,7 +78,7 @@ def check_head_names(names: Sequence[str]) -> None:
     """Two or more distinct names fit for options, file names and metrics records."""
     if len(names) < 2:
         raise DistillError("a multi-task teacher needs at least two tasks; train a single task with "
-                           f"{option('--task', 'train_teacher')}")
+                           f"{named(TeacherConfig, 'task', 'train_teacher')}")
     duplicate = next((n for n in names if list(names).count(n) > 1), None)
     if duplicate is not None:
         raise DistillError(f"task name {duplicate!r} is given twice; each head needs its own name")

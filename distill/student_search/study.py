@@ -19,7 +19,7 @@ from distill.cache import CACHE_DIR_OPTION
 from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.io import check_folder, make_folder
-from distill.settings import setting
+from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
                                           TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module)
@@ -94,7 +94,7 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         differs = next(key for key in identity if recorded.get(key) != identity[key])
         raise DistillError(f"{url}: study {study_name!r} searched with another {differs.replace('_', ' ')}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
-                           f"(or {option('--storage', 'storage')})")
+                           f"(or {named(SearchSettings, 'storage', 'storage')})")
     return study, url
 
 
@@ -304,8 +304,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
     require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
     if as_fast_as is not None and max_latency_ms is not None:
-        raise DistillError(f"{option('--as-fast-as', 'as_fast_as')} sets the latency budget from a model's own "
-                           f"latency: give it or {option('--max-latency-ms', 'max_latency_ms')}, not both")
+        raise DistillError(f"{named(SearchSettings, 'as_fast_as', 'as_fast_as')} sets the latency budget from a model's own "
+                           f"latency: give it or {named(SearchSettings, 'max_latency_ms', 'max_latency_ms')}, not both")
     require_number("timeout", timeout, 0, math.inf, low_open=True, optional=True)
     require_number("time_budget", time_budget, 0, math.inf, low_open=True, optional=True)
     require_whole("reseed_top", reseed_top, 0)
@@ -315,7 +315,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
         timed = model_card(str(as_fast_as)).get("task")
         if timed != task:
-            raise DistillError(f"{as_fast_as}: {option('--as-fast-as', 'as_fast_as')} is timed on the search's dev "
+            raise DistillError(f"{as_fast_as}: {named(SearchSettings, 'as_fast_as', 'as_fast_as')} is timed on the search's dev "
                                f"data, and this model does {timed}, the teacher {task}: give a model of the "
                                f"teacher's task")
     output = Path(output)
