@@ -139,7 +139,7 @@ class Resources:
         """From the training inputs (texts, or token lists with their tag lists as `labels`)."""
         task = "classification" if inputs and isinstance(inputs[0], str) else "tagging"
         tags = labels if task == "tagging" and labels is not None else [None] * len(inputs)
-        tokenizer = teacher_tokenizer(teacher)
+        tokenizer = teacher.sub_word_tokenizer()
         mask = getattr(tokenizer, "mask_token", None) or getattr(tokenizer, "unk_token", None) or UNK
         if task == "tagging" and scheme is None:
             from distill.labels import detect_tag_scheme
@@ -282,7 +282,7 @@ def nearest_sub_words(teacher: Any, words: Sequence[str], k: int) -> dict[str, t
     """Of `words`, each that the teacher's tokenizer reads as one sub-token, mapped to the `k` whole-word
     sub-tokens nearest to it by cosine on the teacher's input embedding table."""
     import torch
-    tokenizer, table = teacher_tokenizer(teacher), _embedding_table(teacher)
+    tokenizer, table = teacher.sub_word_tokenizer(), teacher.input_embeddings()
     if tokenizer is None or table is None:
         methods = option("--augment-methods", "augment_methods")
         raise DistillError("neighbour replacement needs a teacher with sub-word embeddings (a transformer), and "
@@ -307,22 +307,6 @@ def nearest_sub_words(teacher: Any, words: Sequence[str], k: int) -> dict[str, t
             for (word, own), row in zip(block, top):
                 found[word] = tuple(texts[candidates[j]] for j in row if candidates[j] != own)[:k]
     return found
-
-
-def _embedding_table(teacher: Any) -> Any:
-    """The teacher's input (sub-word) embedding table as a tensor, or None."""
-    if callable(getattr(teacher, "embedding_table", None)):  # an ONNX export reads it from its graph
-        return teacher.embedding_table()
-    for holder in (getattr(teacher, "encoder", None), getattr(teacher, "model", None)):
-        embeddings = getattr(holder, "get_input_embeddings", lambda: None)()
-        if embeddings is not None:
-            return embeddings.weight.detach().cpu()
-    return None
-
-
-def teacher_tokenizer(teacher: Any) -> Any:
-    """The teacher's sub-word tokenizer (an ONNX export's: its source model's), or None (a word student)."""
-    return getattr(teacher, "tokenizer", None) or getattr(getattr(teacher, "source", None), "tokenizer", None)
 
 
 def _replaced_words(example: Example, rng: random.Random, p: float,

@@ -46,9 +46,10 @@ def pca_reduce(vectors: torch.Tensor, dim: int) -> torch.Tensor:
 @torch.no_grad()
 def init_from_teacher(student: torch.nn.Module, teacher) -> None:
     """Overwrite `student.embedding` rows (except padding) with reduced vectors of `teacher`."""
-    table = teacher.encoder.get_input_embeddings().weight.float().cpu()
+    table = teacher.input_embeddings().float()
     words = student.words.tokens
-    vectors = pca_reduce(teacher_word_vectors(teacher.tokenizer, table, words[2:]), student.config.embedding_dim)
+    vectors = pca_reduce(teacher_word_vectors(teacher.sub_word_tokenizer(), table, words[2:]),
+                         student.config.embedding_dim)
     target_std = student.embedding.weight[2:].std()
     vectors = vectors / vectors.std().clamp_min(1e-8) * target_std
     student.embedding.weight[2:] = vectors
@@ -108,7 +109,7 @@ def static_word_vectors(teacher, words: Vocabulary, examples: Sequence, config) 
     if config.word_vectors == "encoder":
         vectors = encoder_word_vectors(teacher, words.tokens[2:])
     else:
-        table = teacher.encoder.get_input_embeddings().weight.float().cpu()
-        vectors = teacher_word_vectors(teacher.tokenizer, table, words.tokens[2:])
+        vectors = teacher_word_vectors(teacher.sub_word_tokenizer(), teacher.input_embeddings().float(),
+                                       words.tokens[2:])
     vectors = pca_reduce(vectors, config.embedding_dim) * frequency_weights(words, examples, config.weighting)[:, None]
     return vectors / vectors.std().clamp_min(1e-8) if vectors.numel() > 1 else vectors

@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
 import torch
 from torch import nn
@@ -53,6 +53,16 @@ class LabelModel(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+    def sub_word_tokenizer(self) -> Any:
+        """The teacher interface: the sub-word tokenizer this model reads text with (augmentation masks and splits
+        with it, word vectors are read through it); None for a model of whole words, or of no weights here."""
+        return None
+
+    def input_embeddings(self) -> torch.Tensor | None:
+        """The teacher interface: this model's input (sub-word) embedding table, detached on the CPU; None where it
+        has none (students start their word embeddings from it, augmentation finds neighbours in it)."""
+        return None
 
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         raise NotImplementedError
@@ -153,3 +163,17 @@ class LabelModel(nn.Module):
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+class ReadsSubWords:
+    """The teacher interface of a model that reads sub-words through a transformers encoder: its ``tokenizer`` and
+    the input embeddings of its ``encoder``. Listed before `LabelModel` among a model's bases."""
+
+    tokenizer: Any
+    encoder: nn.Module
+
+    def sub_word_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    def input_embeddings(self) -> torch.Tensor | None:
+        return self.encoder.get_input_embeddings().weight.detach().cpu()

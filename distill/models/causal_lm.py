@@ -26,7 +26,7 @@ import torch
 from distill import distributed
 from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files
 from distill.models.hub_teacher import _failed
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
@@ -81,7 +81,7 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     return teacher
 
 
-class CausalLMTeacher(LabelModel):
+class CausalLMTeacher(ReadsSubWords, LabelModel):
     """A causal language model and its tokenizer, asked `prompt`: calibrated label log-likelihoods per text."""
 
     kind = "teacher"

@@ -26,7 +26,7 @@ import torch
 from distill import distributed
 from distill.errors import DistillError
 from distill.labels import LabelHierarchy, scheme_of_labels
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       VOCABULARY_FILES, files_fingerprint, folder_config, is_transformers_source,
                                       local_folder, model_files)
@@ -183,7 +183,7 @@ def max_length_of(model, tokenizer) -> int:
     return min(limits, default=512)
 
 
-class TransformersTeacher(LabelModel):
+class TransformersTeacher(ReadsSubWords, LabelModel):
     """A transformers sequence or token classifier and its tokenizer: logits per text, or per word (at each
     word's first sub-token). `model` is the transformers model, `encoder` too (its input embeddings start a
     word student's, as a teacher's encoder does)."""

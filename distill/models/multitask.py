@@ -28,7 +28,7 @@ from distill.errors import DistillError, option
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.card import MULTITASK_KIND, card_version, folder_files, write_model_card
 from distill.models.teacher import (CHECKPOINT, ENCODER_DIR, Teacher, TeacherConfig, TeacherTraining,
                                     load_encoder_folder, place_in_grid, pool, save_encoder_folder,
@@ -94,7 +94,7 @@ def check_head_names(names: Sequence[str]) -> None:
                            "some file systems do not tell apart")
 
 
-class MultiTaskTeacher(LabelModel):
+class MultiTaskTeacher(ReadsSubWords, LabelModel):
     """One encoder, one head per task. `head(name)` is that task's teacher (sharing the encoder);
     `forward` runs every head on one encoder pass and returns their logits by name."""
 

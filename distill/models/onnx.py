@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -160,6 +160,14 @@ class OnnxModel:
             return None
         from distill.models import load_model
         return load_model(source, device="cpu")
+
+    def sub_word_tokenizer(self) -> Any:
+        """The teacher interface (`distill.models.base.LabelModel`): the source model's tokenizer."""
+        return self.source.sub_word_tokenizer()
+
+    def input_embeddings(self) -> torch.Tensor | None:
+        """The teacher interface: the source model's sub-word embedding table, from the graph."""
+        return self.embedding_table()
 
     def embedding_table(self) -> torch.Tensor | None:
         """The source model's sub-word embedding table, read from the graph's initializers (int8 quantization

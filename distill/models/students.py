@@ -110,7 +110,7 @@ class StudentModel(StudentFiles, LabelModel):
     def build_from_teacher(cls, config: WordStudentConfig, hierarchy: LabelHierarchy, examples: Sequence,
                            teacher: LabelModel) -> "StudentModel":
         """`build`, its word embeddings started from the sub-word embeddings of `teacher` (a transformer)."""
-        if getattr(teacher, "tokenizer", None) is None:
+        if teacher.sub_word_tokenizer() is None:
             instead = errors.option("--random-embeddings", "random ones (teacher_embeddings=False for Distiller, "
                                     "None for train_student)")
             raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "

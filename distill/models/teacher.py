@@ -21,7 +21,7 @@ from distill.errors import DistillError, option, require_flag, require_number, r
 from distill.features import collate_windows, encode_texts, window_frame, window_means, word_grid_inputs
 from distill.io import atomic_directory, load_checkpoint, save_checkpoint, tensors_sha256
 from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, parse_class_weights
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.card import CHECKPOINT, card_version, folder_files, write_model_card
 from distill.models.slim import SLIM_WEIGHTS, load_slim_checkpoint
 from distill.models.layers import place_in_grid, pool
@@ -190,7 +190,7 @@ def load_encoder_folder(directory: Path) -> tuple[nn.Module, PreTrainedTokenizer
         raise DistillError(f"{directory / ENCODER_DIR}: cannot rebuild the encoder ({err})") from None
 
 
-class Teacher(LabelModel):
+class Teacher(ReadsSubWords, LabelModel):
     """Encoder + dropout + Linear; sequence labels from the first token (or the mean of all tokens),
     word tags from each word's first piece. `training_settings` records how it was fine-tuned."""
 

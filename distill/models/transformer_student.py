@@ -35,7 +35,7 @@ from distill import errors
 from distill.errors import DistillError
 from distill.io import atomic_directory, content_fingerprint, read_json
 from distill.labels import LabelHierarchy
-from distill.models.base import LabelModel
+from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.card import folder_files
 from distill.models.registry import register_student
 from distill.models.student_config import StudentConfig, option
@@ -191,7 +191,7 @@ def teacher_max_length(teacher: LabelModel) -> int:
 
 
 @register_student("transformer", task="classification")
-class TransformerStudent(StudentFiles, LabelModel):
+class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
     """A transformer encoder of a few layers + dropout + Linear, reading and scoring text as the teacher does."""
 
     config_class = TransformerStudentConfig
