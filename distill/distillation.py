@@ -45,6 +45,10 @@ class TeacherLogits(Protocol):
 
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
+    def target_logits(self, indices: Sequence[int]) -> torch.Tensor | None:
+        """The logits an unlabeled row's hard target and confidence come from, where they are not `logits`' (an
+        ensemble's mixture at T = 1, `distill.ensemble`); None: `logits`' own."""
+
 
 class CachedTeacherLogits:
     """Teacher logits computed once for the whole transfer set (see `distill.cache`), in memory
@@ -56,106 +60,15 @@ class CachedTeacherLogits:
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.results.batch(indices)
 
+    def target_logits(self, indices: Sequence[int]) -> torch.Tensor | None:
+        return None
+
     @functools.cached_property
     def digest(self) -> str:
         """The logits' checksum. A teacher's logits for an example depend slightly on the batch it was
         scored in (its padding), so a cache filled by another command, or scored again after it was
         cleared, holds other logits: a resume must train on the very ones it started with."""
         return self.results.digest
-
-
-def parse_teacher_weights(text: str) -> list[float]:
-    """Ensemble weights written as text (``--teacher-weights 0.7,0.3``, a run config): comma-separated numbers, checked
-    against the teachers by `ensemble_weights`."""
-    try:
-        return [float(weight) for weight in text.split(",")]
-    except ValueError:
-        raise DistillError(f"use comma-separated numbers, one per {option('--teacher', 'teacher')}, e.g. 0.7,0.3; not "
-                           f"{text!r:.60}") from None
-
-
-TEACHER_WEIGHTS_OPTION = {"parse": parse_teacher_weights, "metavar": "W,W,...",  # `distill.settings`
-                          "help": "With --teacher repeated: one positive weight per teacher, in their order, "
-                                  "normalised to sum 1 [default: equal]."}
-
-
-def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[float] | None:
-    """The weights of an ensemble of `teachers`, normalised to sum 1 (None: equal): one positive number per
-    teacher, in the teachers' order. One teacher has none (None), and is given none."""
-    named = option("--teacher-weights", "teacher_weights")
-    if teachers == 1:
-        if weights is not None:
-            raise DistillError(f"{named} weight the teachers of an ensemble, and one teacher was given: give several "
-                               f"{option('--teacher', 'teachers (teacher=[A, B])')}, or drop {named}")
-        return None
-    if weights is None:
-        return [1.0 / teachers] * teachers
-    numbers = isinstance(weights, (list, tuple)) and all(
-        isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0 for w in weights)
-    if not numbers:
-        raise DistillError(f"{named}: give one positive number per teacher, got {weights!r}")
-    if len(weights) != teachers:
-        raise DistillError(f"{named} gives {len(weights)} weights for {teachers} teachers: give one per teacher, in "
-                           "the teachers' order")
-    return [w / sum(weights) for w in weights]
-
-
-def check_ensemble(teachers: Sequence[torch.nn.Module], names: Sequence[str]) -> None:
-    """An ensemble's teachers (named by `names`) label alike: single-task teachers of one task with one
-    label set (in any order), whatever their tokenizers and architectures."""
-    from distill.models.multitask import MultiTaskTeacher
-    first = teachers[0]
-    for teacher, name in zip(teachers, names, strict=True):
-        if isinstance(teacher, MultiTaskTeacher):
-            raise DistillError(f"{name}: is a multi-task teacher, and an ensemble takes single-task teachers: give "
-                               f"one teacher with {option('--head', 'head=')}, or single-task teachers")
-        if teacher.task != first.task:
-            raise DistillError(f"teachers {names[0]} and {name} do different tasks, {first.task} and {teacher.task}: "
-                               "an ensemble's teachers label the same task")
-        if set(teacher.hierarchy.labels) != set(first.hierarchy.labels):
-            raise DistillError(f"teachers {names[0]} and {name} have different label sets, {first.hierarchy.labels} "
-                               f"and {teacher.hierarchy.labels}: an ensemble averages its teachers' distributions "
-                               "over one label set")
-
-
-def ensemble_logits(results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
-                    temperature: float | None) -> ExampleLogits:
-    """Several teachers' logits for the same examples as one teacher's, in the first teacher's label order
-    (`labels`: each teacher's own order; a one-logit teacher's z as [0, z]): their mixture at `temperature`
-    (`losses.mixture_logits`), or for None the weighted mean of their logits (`losses.mean_logits`, what
-    ``mse`` regresses). Tagging logits are per word whatever a teacher's tokenizer (`ExampleLogits`), so they
-    line up; a word is scored where every teacher scored it."""
-    aligned = []
-    for result, own in zip(results, labels, strict=True):
-        logits = losses.two_class_logits(result.logits) if result.logits.size(-1) == 1 else result.logits
-        aligned.append(logits[..., [list(own).index(label) for label in labels[0]]])
-    combined = losses.mean_logits(aligned, weights) if temperature is None else \
-        losses.mixture_logits(aligned, weights, temperature)
-    scored = None if results[0].scored is None else functools.reduce(torch.logical_and, (r.scored for r in results))
-    return ExampleLogits(combined, results[0].offsets, scored)
-
-
-def ensemble_mixtures(results: Sequence[ExampleLogits], labels: Sequence[Sequence[str]], weights: Sequence[float],
-                      loss: "TeacherStudentDistill") -> list[ExampleLogits]:
-    """What an ensemble teaches through `loss`: the teachers' mixture at its temperature (``mse``: the weighted
-    mean of their logits), and at T = 1, which an unlabeled row's hard target and confidence come from."""
-    return [ensemble_logits(results, labels, weights, None if loss.kd_loss == "mse" else loss.temperature),
-            ensemble_logits(results, labels, weights, 1.0)]
-
-
-class EnsembleTeacherLogits(CachedTeacherLogits):
-    """Several teachers' cached logits taught as one teacher's (`ensemble_logits`): the distillation term
-    reads their mixture at the loss's temperature (``mse``: the weighted mean of their logits), and an
-    unlabeled row's hard target and confidence come from their mixture at T = 1 (`target_logits`), as
-    ``pseudo-label`` labels by the ensemble."""
-
-    def __init__(self, mixture: "ExampleLogits | SpilledLogits", targets: "ExampleLogits | SpilledLogits"):
-        super().__init__(mixture)
-        self.targets = targets
-
-    def target_logits(self, indices: Sequence[int]) -> torch.Tensor:
-        """The logits whose softmax is the ensemble's distribution at T = 1, padded as `logits` pads."""
-        return self.targets.batch(indices)[0]
 
 
 class OnlineTeacherLogits:
@@ -172,6 +85,9 @@ class OnlineTeacherLogits:
         with precision.autocast(self.teacher.device):
             logits = self.teacher(**self.inputs)
         return logits.float(), scored
+
+    def target_logits(self, indices: Sequence[int]) -> torch.Tensor | None:
+        return None
 
 
 class LayerStates(NamedTuple):
@@ -379,8 +295,7 @@ class DistillObjective(Objective):
         teacher_logits, scored = self.teacher.logits(batch["indices"])
         mask = batch["mask"]
         both = None if mask is None else mask & scored.to(mask.device)  # the teacher may not score some words
-        guessing = self.teacher.target_logits(batch["indices"]) \
-            if isinstance(self.teacher, EnsembleTeacherLogits) else None
+        guessing = self.teacher.target_logits(batch["indices"])
         return self.loss.terms(logits, teacher_logits, batch["targets"], both, batch["labelled"],
                                student.supervised_loss, student_mask=mask, layers=self.layer_states(student, batch),
                                target_logits=guessing)

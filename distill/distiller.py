@@ -25,9 +25,10 @@ from distill.cache import CACHE_DIR_OPTION
 from distill.callbacks import Callback
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabeled_examples
 from distill.deprecation import RenamedKeys, renamed_arguments
-from distill.distillation import (TEACHER_WEIGHTS_OPTION, CachedTeacherLogits, DistillObjective, EnsembleTeacherLogits, LayerObjective,
-                                  OnlineTeacherLogits, TeacherStudentDistill, check_ensemble, ensemble_logits,
-                                  ensemble_mixtures, ensemble_weights, refuse_unweighted_class_weights)
+from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective, OnlineTeacherLogits,
+                                  TeacherStudentDistill, refuse_unweighted_class_weights)
+from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_ensemble, ensemble_logits,
+                              ensemble_mixtures, ensemble_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import write_json

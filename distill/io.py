@@ -48,14 +48,14 @@ def cache_root() -> Path:
 LINK_FIX = "distill never writes through a link (that changes the file it points to): remove the link"
 
 
-def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX, named: str | None = None) -> None:
+def refuse_link(path: str | os.PathLike, fix: str = LINK_FIX, shown_as: str | None = None) -> None:
     """A path distill writes, appends to, continues or creates must not be a symbolic link: written
     through, the link's target changes (another file grows); replaced, the target stays as it was.
-    `fix` says what to do (a user-given output: give the real path); `named`: how the error names it."""
+    `fix` says what to do (a user-given output: give the real path); `shown_as`: how the error names it."""
     path = Path(path)
     if path.is_symlink():
         state = "" if path.exists() else ", which does not exist"
-        raise DistillError(f"{named or path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
+        raise DistillError(f"{shown_as or path}: is a symbolic link (to {os.readlink(path)}{state}); {fix}")
 
 
 def check_target(path: str | os.PathLike, folder: bool = False, in_place: bool = False) -> None:
@@ -94,20 +94,20 @@ def what_is(path: Path) -> str:
         "not a folder"
 
 
-def check_folder(path: str | os.PathLike, named: str | None = None) -> None:
+def check_folder(path: str | os.PathLike, shown_as: str | None = None) -> None:
     """A folder distill makes (with the folders above it) or writes into, under a user-given path (a
-    cache): neither a link nor anything but a folder, nor under a file. `named`: how the error names it."""
+    cache): neither a link nor anything but a folder, nor under a file. `shown_as`: how the error names it."""
     path = Path(path).expanduser()
-    named = named or str(path)
-    refuse_link(path, "give the real path", named)
+    shown_as = shown_as or str(path)
+    refuse_link(path, "give the real path", shown_as)
     if path.exists() and not path.is_dir():
-        raise DistillError(f"{named}: is {what_is(path)}, not a folder; give a folder (or a path where one can "
+        raise DistillError(f"{shown_as}: is {what_is(path)}, not a folder; give a folder (or a path where one can "
                            "be made)")
     for above in path.absolute().parents:
         if above.is_dir():
             return
         if above.exists() or above.is_symlink():
-            raise DistillError(f"{named}: {above} is {what_is(above)}, not a folder; give a folder "
+            raise DistillError(f"{shown_as}: {above} is {what_is(above)}, not a folder; give a folder "
                                "(or a path where one can be made)")
 
 

@@ -27,7 +27,7 @@ from distill import distributed
 from distill.data import iter_unlabeled
 from distill.errors import DistillError, option
 from distill.cache import CACHE_DIR_OPTION, LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
-from distill.distillation import TEACHER_WEIGHTS_OPTION, check_ensemble, ensemble_logits, ensemble_weights
+from distill.ensemble import TEACHER_WEIGHTS_OPTION, check_ensemble, ensemble_logits, ensemble_weights
 from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from distill import DistillError, Distiller, Output, Runtime, TeacherStudentDistill, TrainSettings
-from distill.distillation import EnsembleTeacherLogits, ensemble_logits, ensemble_mixtures, ensemble_weights
+from distill.ensemble import EnsembleTeacherLogits, ensemble_logits, ensemble_mixtures, ensemble_weights
 from distill.inference import ExampleLogits, predict_logits
 from distill.labels import LabelHierarchy
 from distill.losses import kl_distill, mean_logits, mixture_logits

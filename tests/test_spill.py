@@ -122,7 +122,8 @@ def test_an_ensemble_with_augment_spills_both_of_its_mixtures(tiny_classifier_te
     """Two teachers (one given twice, weighted 3:1): the spilled mixture and the T = 1 targets are those of
     their logits for each example."""
     import distill.cache
-    from distill.distillation import TeacherStudentDistill, ensemble_mixtures
+    from distill.distillation import TeacherStudentDistill
+    from distill.ensemble import ensemble_mixtures
     from distill.models import load_teacher
     from distill.distiller import Distiller
     from distill.trainers import Runtime, TrainSettings
