@@ -139,7 +139,7 @@ class Resources:
         """From the training inputs (texts, or token lists with their tag lists as `labels`)."""
         task = "classification" if inputs and isinstance(inputs[0], str) else "tagging"
         tags = labels if task == "tagging" and labels is not None else [None] * len(inputs)
-        tokenizer = teacher.sub_word_tokenizer()
+        tokenizer = teacher.sub_word_tokenizer() if teacher is not None else None  # a word-level run has none
         mask = getattr(tokenizer, "mask_token", None) or getattr(tokenizer, "unk_token", None) or UNK
         if task == "tagging" and scheme is None:
             from distill.labels import detect_tag_scheme
@@ -282,7 +282,8 @@ def nearest_sub_words(teacher: Any, words: Sequence[str], k: int) -> dict[str, t
     """Of `words`, each that the teacher's tokenizer reads as one sub-token, mapped to the `k` whole-word
     sub-tokens nearest to it by cosine on the teacher's input embedding table."""
     import torch
-    tokenizer, table = teacher.sub_word_tokenizer(), teacher.input_embeddings()
+    tokenizer = teacher.sub_word_tokenizer() if teacher is not None else None
+    table = teacher.input_embeddings() if teacher is not None else None
     if tokenizer is None or table is None:
         methods = option("--augment-methods", "augment_methods")
         raise DistillError("neighbour replacement needs a teacher with sub-word embeddings (a transformer), and "
