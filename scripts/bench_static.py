@@ -18,7 +18,13 @@ called as a subprocess of this script (``--model2vec-python``; the ``model2vec-*
         --model2vec-python /work/m2v-venv/bin/python --out runs/static/bench --threads 1
 
 OUT/static-peers.json holds every number (model2vec is trained once per OUT: OUT/model2vec-train.json and
-OUT/model2vec/ are reused); `static_peers` is the stage the benchmark can call.
+OUT/model2vec/ are reused while the seed is the same); `static_peers` is the stage the benchmark can call.
+
+Over several seeds (`--seeds 42,43,44`, one static student per seed, each trained with it, in that order): the
+first seed's pair is timed as above; every seed's static student and model2vec classifier are scored on the
+same test set (model2vec distilled once, into OUT/model2vec-distilled/: its distillation has no seed; its
+classifier trained with the first seed into OUT/model2vec/, with each other into OUT/model2vec-seedS/), and
+OUT/static-seeds.json holds each score and each model's mean, min and max.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 M2V_MODEL = "model2vec"  # the trained model2vec pipeline's folder under OUT
+M2V_DISTILLED = "model2vec-distilled"  # its static model before the classifier, shared by every seed's
 
 
 def read_csv(path: str | Path) -> tuple[list[str], list[str]]:
@@ -57,20 +64,27 @@ def model2vec_train(args) -> dict:
     from model2vec.distill import distill
     from model2vec.train import StaticModelForClassification
     torch.set_num_threads(args.threads)
+    from model2vec import StaticModel
     train, dev, test = read_csv(args.train), read_csv(args.dev), read_csv(args.test)
     started = time.perf_counter()
-    static = distill(encoder_path(), pca_dims=256, device="cpu")
-    distilled = time.perf_counter() - started
+    kept = Path(args.out) / M2V_DISTILLED
+    if kept.is_dir():  # the distillation has no seed: one per OUT, whichever seed's classifier is trained
+        static, distilled = StaticModel.from_pretrained(str(kept)), None
+    else:
+        static = distill(encoder_path(), pca_dims=256, device="cpu")
+        distilled = time.perf_counter() - started
+        static.save_pretrained(str(kept))
+    started = time.perf_counter()
     classifier = StaticModelForClassification.from_static_model(model=static)
     classifier.fit(train[0], train[1], X_val=dev[0], y_val=dev[1], device="cpu", random_seed=args.seed)
-    trained = time.perf_counter() - started - distilled
+    trained = time.perf_counter() - started
     scores = {name: float((classifier.predict(texts) == labels).mean())
               for name, (texts, labels) in (("dev", dev), ("test", test))}
     classifier.predict(test[0][:32], batch_size=32)
     timed = time.perf_counter()
     classifier.predict(test[0], batch_size=32)  # the torch classifier as trained; the pipeline is timed apart
     torch_speed = len(test[0]) / (time.perf_counter() - timed)
-    out = Path(args.out) / M2V_MODEL
+    out = Path(args.out) / args.model_name
     pipeline = classifier.to_pipeline()
     pipeline.save_pretrained(str(out))
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -86,7 +100,7 @@ def model2vec_speed(args) -> dict:
     import torch
     from model2vec.inference import StaticModelPipeline
     torch.set_num_threads(args.threads)
-    pipeline = StaticModelPipeline.from_pretrained(str(Path(args.out) / M2V_MODEL))
+    pipeline = StaticModelPipeline.from_pretrained(str(Path(args.out) / args.model_name))
     texts = read_csv(args.test)[0]
     pipeline.predict(texts[:32], batch_size=32, use_multiprocessing=False)
     started = time.perf_counter()
@@ -97,13 +111,26 @@ def model2vec_speed(args) -> dict:
 def run_model2vec(python: str, stage: str, args) -> dict:
     """A model2vec stage in its own environment; its JSON record."""
     command = [python, __file__, "--stage", stage, "--train", args.train, "--dev", args.dev, "--test", args.test,
-               "--out", args.out, "--threads", str(args.threads), "--seed", str(args.seed)]
+               "--out", args.out, "--threads", str(args.threads), "--seed", str(args.seed),
+               "--model-name", getattr(args, "model_name", M2V_MODEL)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": str(args.threads)}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"model2vec stage {stage} failed ({python}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def trained_model2vec(python: str, args) -> dict:
+    """model2vec's pipeline trained with `args.seed` into OUT/`args.model_name` and its record beside it
+    (OUT/NAME-train.json), once: kept when there with that seed."""
+    name = getattr(args, "model_name", M2V_MODEL)
+    kept = Path(args.out) / f"{name}-train.json"
+    if kept.is_file() and (Path(args.out) / name).is_dir() and json.loads(kept.read_text()).get("seed") == args.seed:
+        return json.loads(kept.read_text())
+    record = run_model2vec(python, "model2vec-train", args)
+    kept.write_text(json.dumps(record, indent=2) + "\n")
+    return record
 
 
 def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, model2vec_python: str | None,
@@ -129,11 +156,8 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
               "static": {"model": str(student), **ours}, "tfidf": tfidf_baseline(train, test)}
     texts = list(data["test"]["text"])
     speeds: dict[str, list[float]] = {"static": [], "model2vec": []}
-    if model2vec_python:  # trained once per OUT: its record is kept beside its model
-        trained = out / "model2vec-train.json"
-        if not (trained.is_file() and (out / M2V_MODEL).is_dir()):
-            trained.write_text(json.dumps(run_model2vec(model2vec_python, "model2vec-train", args), indent=2) + "\n")
-        record["model2vec"] = json.loads(trained.read_text())
+    if model2vec_python:
+        record["model2vec"] = trained_model2vec(model2vec_python, args)
     for _ in range(rounds):
         speeds["static"].append(throughput(model, texts, 32))
         if model2vec_python:
@@ -146,9 +170,50 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
     return record
 
 
+def spread(scores: list[float]) -> dict:
+    """Mean, min and max of one model's scores over the seeds."""
+    return {"mean": sum(scores) / len(scores), "min": min(scores), "max": max(scores)}
+
+
+def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path, test: Path, out: Path,
+                  model2vec_python: str | None, threads: int = 1) -> dict:
+    """Dev and test accuracy of each seed's static student and model2vec classifier (trained with that seed,
+    once per OUT), and each model's mean, min and max test accuracy: the spread the comparison must beat."""
+    import torch
+
+    from distill.data import read_classification
+    from distill.inference import evaluate
+    from distill.models import load_model
+    torch.set_num_threads(threads)
+    data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
+    runs: dict[str, list[dict]] = {"static": [], "model2vec": []}
+    for student, seed in zip(students, seeds):
+        model = load_model(str(student))
+        runs["static"].append({"seed": seed, "model": str(student), **{
+            f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
+            for name, split in data.items()}})
+        if model2vec_python:  # the first seed's is the timed one, OUT/model2vec
+            name = M2V_MODEL if seed == seeds[0] else f"{M2V_MODEL}-seed{seed}"
+            runs["model2vec"].append(trained_model2vec(model2vec_python, argparse.Namespace(
+                train=str(train), dev=str(dev), test=str(test), out=str(out), threads=threads, seed=seed,
+                model_name=name)))
+    record = {"seeds": seeds, "test": str(test), "threads": threads,
+              **{name: {"runs": rows, "test_accuracy": spread([r["test_accuracy"] for r in rows]),
+                        "dev_accuracy": spread([r["dev_accuracy"] for r in rows])}
+                 for name, rows in runs.items() if rows}}
+    (out / "static-seeds.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def trained_seed(student: Path) -> int | None:
+    """The seed a model was trained with (its train_summary.json), None when it does not say."""
+    summary = student / "train_summary.json"
+    return json.loads(summary.read_text()).get("seed") if summary.is_file() else None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("student", nargs="?", help="A trained static student's directory.")
+    parser.add_argument("student", nargs="*", help="A trained static student's directory, or one per --seeds.")
     parser.add_argument("--train", required=True)
     parser.add_argument("--dev", required=True)
     parser.add_argument("--test", required=True)
@@ -157,9 +222,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="The Python of model2vec's own environment (none: no model2vec row).")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seeds", default="42",
+                        help="Comma-separated: model2vec's classifier is trained with each; one static student per "
+                             "seed, trained with it, in this order; the first seed's pair is timed [default: 42].")
+    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # model2vec's stages: the one seed they run
+    parser.add_argument("--model-name", default=M2V_MODEL, help=argparse.SUPPRESS)
     parser.add_argument("--stage", choices=["model2vec-train", "model2vec-speed"], help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: comma-separated whole numbers, not {args.seeds!r}")
+    if args.stage is None:
+        if len(args.student) != len(args.seeds):
+            parser.error(f"give one static student per seed: {len(args.student)} student(s), "
+                         f"{len(args.seeds)} seed(s) in --seeds")
+        for student, seed in zip(args.student, args.seeds):
+            if trained_seed(Path(student)) not in (None, seed):
+                parser.error(f"{student} was trained with seed {trained_seed(Path(student))}, not {seed}: give "
+                             "the students in --seeds' order")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,12 +249,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.stage:  # inside model2vec's environment: one JSON line
         print(json.dumps((model2vec_train if args.stage == "model2vec-train" else model2vec_speed)(args)))
         return
-    if not args.student:
-        raise SystemExit("give the static student's directory")
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
-    record = static_peers(Path(args.student), Path(args.train), Path(args.dev), Path(args.test), Path(args.out),
-                          args.model2vec_python, args.threads, args.rounds, args.seed)
+    paths = [Path(p) for p in (args.train, args.dev, args.test, args.out)]
+    record = static_peers(Path(args.student[0]), *paths, args.model2vec_python, args.threads, args.rounds,
+                          args.seeds[0])
+    if len(args.seeds) > 1:
+        record = seeded_scores([Path(s) for s in args.student], args.seeds, *paths, args.model2vec_python,
+                               args.threads)
     print(json.dumps(record, indent=2))
 
 

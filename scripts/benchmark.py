@@ -64,7 +64,8 @@ TASKS = {
     # so they are the students run here.
     "bbc": {"name": "BBC News topics (long texts)", "task": "classification", "metric": "accuracy",
             "train": "bbc_news/train.csv", "dev": "bbc_news/dev.csv", "test": "bbc_news/test.csv",
-            "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"]},
+            "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"],
+            "search": True},  # issue 42: the search measured on all three tasks
 }
 TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
@@ -579,7 +580,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Skip the second teacher (seed + 1) and the students distilled from it and from both.")
     parser.add_argument("--search-trials", type=int, default=12,
                         help="Trials of the student search (nlp-train search --as-fast-as the first student's "
-                             "+kd-kl run) on rt and conll; 0: no search [default: 12; 2 with --quick].")
+                             "+kd-kl run) on rt, bbc and conll; 0: no search [default: 12; 2 with --quick].")
     parser.add_argument("--model2vec-python",
                         help="The Python of an environment with model2vec (it pins transformers<5.4, so not ours; "
                              "scripts/bench_static.py says how to make one): its row beside the static student's. "
@@ -626,7 +627,8 @@ def main(argv: list[str] | None = None) -> Path:
     for key in tasks:
         bench.run_task(key)
     results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
-                                        "search": bool(TASKS[key].get("search") and args.search_trials)}
+                                        "search": bool(TASKS[key].get("search") and args.search_trials),
+                                        "seed": args.seed}
                                   for key in tasks})
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]

@@ -84,8 +84,9 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         # and the student of two teachers against each teacher's student
         # (the static student's bar against model2vec is unmeasured here: checked below)
         measured = [t for t in task["targets"] if not t["target"].startswith("static+kd-kl >=")]
-        # and the student search's two bars (its student against the hand-configured ones, its wall time)
-        assert [t["met"] is not None for t in measured] == [True] * (11 + extra_rows + (bf16 is not None))
+        # and the student search's three bars (its student against the best default on dev and on test, its wall
+        # time)
+        assert [t["met"] is not None for t in measured] == [True] * (12 + extra_rows + (bf16 is not None))
         search = task["search"]  # within the first student's latency, measured when the search started
         assert search["trials"] == 2 and sum(search["states"].values()) == 2 + search["reseeded"]
         assert Path(search["reference"]["model"]).name == task["students"][0] + "+kd-kl"
@@ -473,3 +474,76 @@ def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_
     static, lstm = record["models"]
     assert static["b1"] == {"best": 5.0, "median": 3.0, "rounds": [1.0, 5.0]} and lstm["b32"]["rounds"] == [4.0, 8.0]
     assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
+
+
+def search_stage(chosen: tuple, default: tuple) -> dict:
+    """A search stage as scripts/benchmark.py stores it: `chosen` and `default` are (trial, student, dev scores
+    over the seeds, test score)."""
+    def summary(trial: int, student: str, dev: list[float], test: float) -> dict:
+        return {"trial": trial, "student": student, "settings": {"student": student, "config": {"hidden": 64}},
+                "dev_score": dev[0], "mean_dev": sum(dev) / len(dev), "dev_scores": dev, "test": {"score": test},
+                "latency_ms": 1.5, "size_mb": 2.0}
+    return {"reference": {"model": "out/rt/cnn+kd-kl", "latency_ms": 2.0}, "budget": {"max_latency_ms": 2.0},
+            "latency": {"batch_size": 32, "threads": 1}, "states": {"complete": 5}, "trials": 3, "reseeded": 2,
+            "wall_seconds": 60.0, "output": "out/rt/search", "best": summary(*chosen), "default": summary(*default)}
+
+
+def test_search_targets_are_the_chosen_student_against_the_best_default_on_dev_and_test_with_the_seeds(tmp_path):
+    """Issue 42's bars from the search stages alone (every other stage missing): per task, the chosen student's
+    mean dev over its seeds never below the best default's, and on test ahead by >= 0.5 points, each row saying
+    the seeds; across tasks, ahead on at least two; a task not yet searched leaves that row open."""
+    import bench_report
+    stages = {"rt": ((4, "cnn", [0.80, 0.79, 0.81], 0.805), (0, "lstm", [0.79, 0.78, 0.79], 0.79)),
+              "bbc": ((1, "static", [0.97, 0.96, 0.97], 0.95), (1, "static", [0.97, 0.96, 0.97], 0.95))}
+    for key, (chosen, default) in stages.items():
+        write_json_file(tmp_path / key / "search.json", search_stage(chosen, default))
+        trials = [{"reseed_of": trial, "seed": seed, "state": "complete"} for trial in {chosen[0], default[0]}
+                  for seed in (43, 44)]
+        write_json_file(tmp_path / key / "search" / "trials.json", {"trials": trials})
+    assert benchmark.TASKS["bbc"]["search"]  # issue 42: measured on all three tasks
+    specs = {key: {**benchmark.TASKS[key], "ensemble": False, "search": True, "seed": 42}
+             for key in ("rt", "bbc", "conll")}
+    results = bench_report.collect(tmp_path, specs)
+    rows = {key: [t for t in task["targets"] if "default student" in t["target"]
+                  or t["target"].startswith("... and on test")] for key, task in results["tasks"].items()}
+    rt_dev, rt_test = rows["rt"]
+    assert rt_dev["met"] is True and "0.8000 against 0.7867, +1.33 points" in rt_dev["measured"]
+    assert "seeds 42, 43, 44" in rt_dev["measured"] and "(cnn) against the default lstm" in rt_dev["measured"]
+    assert rt_test["met"] is True and "+1.50 points (each one's seed-42 run)" in rt_test["measured"]
+    bbc_dev, bbc_test = rows["bbc"]  # the search chose the default itself: not below it, not ahead of it
+    assert bbc_dev["met"] is True and bbc_test["met"] is False and "+0.00 points" in bbc_test["measured"]
+    assert [t["met"] for t in rows["conll"]] == [None, None] and "search" in results["tasks"]["conll"]["missing"]
+    across = results["targets"]
+    assert len(across) == 1 and across[0]["met"] is None and "not yet measured: CoNLL-2003 NER" in across[0]["measured"]
+    text = bench_report.markdown(results, "python scripts/benchmark.py", [], {})
+    assert "Status: **PARTIAL**" in text and text.count("Student search (") == 2
+    assert "| best default (0) | lstm: kd's defaults | 0.7900 | 0.7867 (42, 43, 44) | 0.7900 |" in text
+    assert "| across tasks | the searched student ahead on test (>= 0.5 points) on at least 2 of the 3" in text
+    write_json_file(tmp_path / "conll" / "search.json", search_stage((2, "idcnn-tagger", [0.85], 0.84),
+                                                                      (0, "lstm-tagger", [0.84], 0.83)))
+    results = bench_report.collect(tmp_path, specs)  # no trials.json: the seeds are said to be unknown
+    conll_dev = next(t for t in results["tasks"]["conll"]["targets"] if "default student" in t["target"])
+    assert "seeds 1 (not recorded)" in conll_dev["measured"] and results["targets"][0]["met"] is True
+
+
+def write_json_file(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, capsys):
+    """`--seeds`: a static student for each seed, trained with it (its train_summary.json says), or one line."""
+    import bench_static
+    students = []
+    for seed in (42, 43):
+        (tmp_path / str(seed)).mkdir()
+        (tmp_path / str(seed) / "train_summary.json").write_text(json.dumps({"seed": seed}))
+        students.append(str(tmp_path / str(seed)))
+    common = ["--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", str(tmp_path / "out")]
+    assert bench_static.parse_args(students + common + ["--seeds", "42,43"]).seeds == [42, 43]
+    for argv, message in ((students[:1] + common + ["--seeds", "42,43"], "1 student(s), 2 seed(s)"),
+                          (students[::-1] + common + ["--seeds", "42,43"], "trained with seed 43, not 42"),
+                          (students + common + ["--seeds", "42,x"], "comma-separated whole numbers")):
+        with pytest.raises(SystemExit):
+            bench_static.parse_args(argv)
+        assert message in capsys.readouterr().err
