@@ -114,7 +114,7 @@ def test_a_run_never_replaces_the_directory_of_a_model_given_in_memory(tiny_clas
     """The CLI refuses an --output that is its --teacher even with --overwrite; the API, given the teacher
     (or the student to train on) loaded in memory, replaced that model's directory with the new student."""
     import shutil
-    from tests.test_reliability import snapshot
+    from tests.conftest import snapshot
     train, dev = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
     teacher_dir = shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher")
     train_student(student_config("lstm", **TINY), train, dev, TrainSettings(epochs=1), env=QUIET,
