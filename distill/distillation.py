@@ -64,6 +64,19 @@ class CachedTeacherLogits:
         return self.results.digest
 
 
+def parse_teacher_weights(value: str | Sequence[float] | None) -> Sequence[float] | None:
+    """Ensemble weights written as text (``--teacher-weights 0.7,0.3``, a run config, a ``DistillSettings``
+    field): comma-separated numbers, one per teacher; a sequence or None as given. `ensemble_weights` checks
+    them against the teachers."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return [float(weight) for weight in value.split(",")]
+    except ValueError:
+        raise DistillError(f"use comma-separated numbers, one per {option('--teacher', 'teacher')}, e.g. 0.7,0.3; "
+                           f"not {value!r:.60}") from None
+
+
 def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[float] | None:
     """The weights of an ensemble of `teachers`, normalised to sum 1 (None: equal): one positive number per
     teacher, in the teachers' order. One teacher has none (None), and is given none."""

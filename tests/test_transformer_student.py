@@ -119,11 +119,11 @@ def test_each_student_trains_by_its_own_defaults(name, given, expected):
     """Pretrained layers: the teacher's rate and patience (they peak within the first epochs); the word
     students' 50-epoch cap and patience 4 otherwise; a value the run gives is kept."""
     from distill.labels import LabelHierarchy
-    from distill.trainers import _student_settings
+    from distill.trainers import student_settings
     from distill.training import TrainSettings
     task = "tagging" if name.endswith("tagger") else "classification"
     labels = LabelHierarchy(["O", "B-PER"] if task == "tagging" else ["negative", "positive"])
-    settings = _student_settings(TrainSettings(**given), name, task, labels)
+    settings = student_settings(TrainSettings(**given), name, task, labels)
     assert (settings.lr, settings.epochs, settings.patience) == expected
 
 
