@@ -28,7 +28,7 @@ from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective, OnlineTeacherLogits,
                                   TeacherStudentDistill, refuse_unweighted_class_weights)
 from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_ensemble, ensemble_logits,
-                              ensemble_mixtures, ensemble_weights)
+                              ensemble_mixtures, ensemble_weights, parse_teacher_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import write_json
@@ -44,8 +44,8 @@ from distill.settings import setting
 from distill.soft_labels import SoftLabels
 from distill.spill import Concatenated
 from distill.trainers import (Output, Runtime, TrainResult, _check_arguments, _config_of, _labelled, _run,
-                              _refuse_ignored_weights, _student_run, _student_settings, _student_task, _teacher_source,
-                              new_student)
+                              _refuse_ignored_weights, _student_run, _student_task, _teacher_source, new_student,
+                              student_settings)
 from distill.provenance import RunState, teacher_role
 from distill.training import TrainSettings, runtime
 from distill.truncation import warn_if_truncated
@@ -53,16 +53,6 @@ from distill.truncation import warn_if_truncated
 # The DistillSettings fields in the order the Distiller took them as positional arguments before it took the group.
 _LEGACY_ORDER = ("class_weights", "teacher_embeddings", "unlabeled_ratio", "online_teacher", "cache_dir",
                  "teacher_batch_size", "env", "head", "augment", "augment_methods", "teacher_weights")
-
-
-def _comma_list(value: Any, convert: type) -> Any:
-    """A list as the command line or a run config writes it (``"a,b"``), as a list of `convert`ed items."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return [convert(item.strip()) for item in value.split(",")]
-    except ValueError:
-        raise DistillError(f"{value!r:.60}: use comma-separated values") from None
 
 
 @dataclass
@@ -103,8 +93,16 @@ class DistillSettings:
         if isinstance(self.class_weights, str):  # as a run config or the command line writes them
             from distill.labels import parse_class_weights
             self.class_weights = parse_class_weights(self.class_weights)
-        self.augment_methods = _comma_list(self.augment_methods, str)
-        self.teacher_weights = _comma_list(self.teacher_weights, float)
+        if isinstance(self.augment_methods, str):  # as a run config or the command line writes them
+            self.augment_methods = [name.strip() for name in self.augment_methods.split(",")]
+        self.teacher_weights = parse_teacher_weights(self.teacher_weights)
+        if self.augment_methods is not None and not self.augment:
+            raise DistillError(f"{option('--augment-methods', 'augment_methods')} choose how synthetic examples are "
+                               f"made, and {option('--augment', 'augment')} is 0: give "
+                               f"{option('--augment N', 'augment=N')}")
+        if self.cache_dir is not None and self.online_teacher:
+            raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
+                               "teacher or a cache folder, not both")
 
 
 def _distill_settings(distill: DistillSettings | None, env: Runtime, legacy: tuple, legacy_names: dict
@@ -129,6 +127,12 @@ def _distill_settings(distill: DistillSettings | None, env: Runtime, legacy: tup
                   f"distill=DistillSettings({', '.join(f'{name}=...' for name in given)}) (the old way goes in the "
                   "next release)", DeprecationWarning, stacklevel=3)
     return DistillSettings(**given), env
+
+
+def _distill_field(name: str) -> property:
+    """`DistillSettings` field `name` read on the Distiller, where it was an attribute before the Distiller took
+    the group: read-only, the group (`Distiller.distill`) is what a run uses."""
+    return property(lambda self: getattr(self.distill, name), doc=f"``distill.{name}``, read-only.")
 
 
 def teacher_dev_scores(teachers: Sequence[LabelModel], dev: Examples, weights: Sequence[float] | None = None,
@@ -196,16 +200,22 @@ class Distiller:
     runs, the student's embeddings start random, and `fit` takes `train=None` to learn from the file alone.
     """
 
+    # attributes of the Distiller before it took `DistillSettings`: read-only views of `distill` now
+    class_weights = _distill_field("class_weights")
+    teacher_embeddings = _distill_field("teacher_embeddings")
+    unlabeled_ratio = _distill_field("unlabeled_ratio")
+    online_teacher = _distill_field("online_teacher")
+    cache_dir = _distill_field("cache_dir")
+    teacher_batch_size = _distill_field("teacher_batch_size")
+    head = _distill_field("head")
+    augment = _distill_field("augment")
+
     def __init__(self, teacher: LabelModel | str | Path | Sequence[LabelModel | str | Path] | SoftLabels,
                  student: LabelModel | StudentConfig | str, loss: TeacherStudentDistill | None = None,
                  settings: TrainSettings = TrainSettings(), *legacy: Any, distill: DistillSettings | None = None,
                  env: Runtime = Runtime(), **legacy_names: Any):
         distill, env = _distill_settings(distill, env, legacy, legacy_names)
-        class_weights, teacher_embeddings = distill.class_weights, distill.teacher_embeddings
-        unlabeled_ratio, online_teacher, cache_dir = distill.unlabeled_ratio, distill.online_teacher, distill.cache_dir
-        teacher_batch_size, head, augment = distill.teacher_batch_size, distill.head, distill.augment
-        augment_methods, teacher_weights = distill.augment_methods, distill.teacher_weights
-        self.distill = distill
+        self.distill = copy.copy(distill)  # what the run uses, whatever becomes of the caller's settings later
         teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
         if not teachers:
             raise DistillError("teacher: give a model or its directory, or a list of them, not an empty list")
@@ -224,47 +234,37 @@ class Distiller:
         self.teacher_source = self.teacher_sources[0]
         self.given = (*teachers, student) if self.soft_labels is None else (student,)  # models in memory: the
         # output must not replace their directories
-        self.head = head
-        self._check_ensemble(teachers, loss, online_teacher)
-        self.teacher_weights = ensemble_weights(teacher_weights, len(teachers))
+        self._check_ensemble(teachers, loss)
+        self.teacher_weights = ensemble_weights(distill.teacher_weights, len(teachers))  # normalised to sum 1
         self.teachers = [one if source else self._single(one, "teacher")
                          for one, source in zip(teachers, self.teacher_sources)]
         self.teacher = self.teachers[0]
         self.student, self.loss, self.settings = student, loss or TeacherStudentDistill(), settings
-        if class_weights is not None and self.loss.class_weights is not None:
+        if distill.class_weights is not None and self.loss.class_weights is not None:
             raise DistillError("class weights given twice: to the Distiller and to its loss")
-        refuse_unweighted_class_weights(self.loss.student_weight, class_weights)
-        self.class_weights = class_weights
-        self.teacher_embeddings, self.unlabeled_ratio = teacher_embeddings, unlabeled_ratio
-        self.online_teacher, self.cache_dir, self.teacher_batch_size = online_teacher, cache_dir, teacher_batch_size
+        refuse_unweighted_class_weights(self.loss.student_weight, distill.class_weights)
         self.env = env
-        if augment_methods is not None and not augment:
-            raise DistillError(f"{option('--augment-methods', 'augment_methods')} choose how synthetic examples are "
-                               f"made, and {option('--augment', 'augment')} is 0: give "
-                               f"{option('--augment N', 'augment=N')}")
-        self.augment = augment
-        self.augment_methods = check_methods(augment_methods, _student_task(student)) if augment else None
-        self._check_soft_labels(online_teacher, cache_dir, teacher_weights, augment)
-        if cache_dir is not None and online_teacher:
-            raise DistillError("an online teacher scores every batch and keeps no logit cache: give the online "
-                               "teacher or a cache folder, not both")
-        if cache_dir is not None:
+        # the task's default methods where none are given
+        self.augment_methods = check_methods(distill.augment_methods, _student_task(student)) if distill.augment \
+            else None
+        self._check_soft_labels()
+        if distill.cache_dir is not None:
             from distill.cache import check_cache_dir
-            check_cache_dir(cache_dir)
+            check_cache_dir(distill.cache_dir)
 
-    def _check_soft_labels(self, online_teacher: bool, cache_dir: str | Path | None,
-                           teacher_weights: Sequence[float] | None, augment: int) -> None:
+    def _check_soft_labels(self) -> None:
         """What soft labels cannot do: they are distributions for the texts of a file, not a model that runs (on
         every batch, on synthetic text, on the layers), keeps a cache, or has heads, weights or tags."""
         if self.soft_labels is None:
             return
-        refused = [option("--online-teacher", "online_teacher=True") if online_teacher else None,
+        distill = self.distill
+        refused = [option("--online-teacher", "online_teacher=True") if distill.online_teacher else None,
                    option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
                           "attention_weight, cosine_weight)") if self.loss.uses_layers else None,
-                   option("--head", "head") if self.head is not None else None,
-                   option("--cache-dir", "cache_dir") if cache_dir is not None else None,
-                   option("--teacher-weights", "teacher_weights") if teacher_weights is not None else None,
-                   option("--augment", "augment") if augment else None]
+                   option("--head", "head") if distill.head is not None else None,
+                   option("--cache-dir", "cache_dir") if distill.cache_dir is not None else None,
+                   option("--teacher-weights", "teacher_weights") if distill.teacher_weights is not None else None,
+                   option("--augment", "augment") if distill.augment else None]
         if any(refused):
             raise DistillError(f"soft labels give the teacher's distributions for the texts of "
                                f"{self.soft_labels.path}, and no teacher model runs: drop {next(filter(None, refused))}")
@@ -272,14 +272,14 @@ class Distiller:
             raise DistillError(f"soft labels give one distribution per text: a tagging student cannot learn from "
                                f"{self.soft_labels.path}")
 
-    def _check_ensemble(self, teachers: list, loss: TeacherStudentDistill | None, online_teacher: bool) -> None:
+    def _check_ensemble(self, teachers: list, loss: TeacherStudentDistill | None) -> None:
         """What an ensemble of teachers cannot do: it teaches through each teacher's cached logits alone."""
         if len(teachers) == 1:
             return
-        refused = [option("--online-teacher", "online_teacher=True") if online_teacher else None,
+        refused = [option("--online-teacher", "online_teacher=True") if self.distill.online_teacher else None,
                    option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
                           "attention_weight, cosine_weight)") if loss is not None and loss.uses_layers else None,
-                   option("--head", "head") if self.head is not None else None]
+                   option("--head", "head") if self.distill.head is not None else None]
         if any(refused):
             raise DistillError(f"an ensemble of teachers teaches through each teacher's cached logits only, with "
                                f"single-task teachers: drop {next(filter(None, refused))}, or give one teacher")
@@ -287,7 +287,7 @@ class Distiller:
     def _single(self, model: LabelModel, where: str) -> LabelModel:
         """The teacher `model` as the student learns from it: a multi-task teacher's head `head`; an
         ensemble's teachers as they are (`check_ensemble` takes single-task ones only)."""
-        return model if len(self.teacher_sources) > 1 else single_teacher(model, self.head, where)
+        return model if len(self.teacher_sources) > 1 else single_teacher(model, self.distill.head, where)
 
     def _teacher_name(self, number: int) -> str:
         """Teacher `number` (from 0) as messages name it: its directory, or which one in memory."""
@@ -296,10 +296,13 @@ class Distiller:
 
     def options(self) -> dict:
         """The distillation settings as a run's signature and summary record them."""
-        return {**self.loss.settings(), "class_weights": self.class_weights, "unlabeled_ratio": self.unlabeled_ratio,
-                "online_teacher": self.online_teacher, "embeddings_from_teacher": self.teacher_embeddings,
-                **({"head": self.head} if self.head is not None else {}),
-                **({"augment": self.augment, "augment_methods": list(self.augment_methods)} if self.augment else {}),
+        distill = self.distill
+        return {**self.loss.settings(), "class_weights": distill.class_weights,
+                "unlabeled_ratio": distill.unlabeled_ratio, "online_teacher": distill.online_teacher,
+                "embeddings_from_teacher": distill.teacher_embeddings,
+                **({"head": distill.head} if distill.head is not None else {}),
+                **({"augment": distill.augment, "augment_methods": list(self.augment_methods)} if distill.augment
+                   else {}),
                 **({"teacher_weights": self.teacher_weights} if self.teacher_weights else {})}
 
     @renamed_arguments(unlabelled="unlabeled")
@@ -320,7 +323,7 @@ class Distiller:
             else:
                 hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
                 extra = unlabeled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
-            settings = _student_settings(self.settings, self.student, task, hierarchy)
+            settings = student_settings(self.settings, self.student, task, hierarchy)
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabeled data" if self.soft_labels is None
                                else f"the soft-labelled texts of {self.soft_labels.path}")
@@ -328,9 +331,10 @@ class Distiller:
             teachers = {teacher_role(number): source or _teacher_source(model)
                         for number, (model, source) in enumerate(zip(self.teachers, self.teacher_sources))}
             inputs = {**teachers, "train": train_set if train is not None else None, "dev": dev_set, "unlabeled": extra}
-            if not self.online_teacher and self.soft_labels is None and output.directory is not None:  # the default
+            online, cache_dir = self.distill.online_teacher, self.distill.cache_dir
+            if not online and self.soft_labels is None and output.directory is not None:  # the default cache too
                 from distill.cache import check_cache_dir
-                check_cache_dir(self.cache_dir, output.directory)
+                check_cache_dir(cache_dir, output.directory)
             with _run(output, inputs, getattr(self.student, "encoder", None), self.given, callbacks, command="kd",
                       config=_config_of(self.student), settings=settings, data=data, kd=self.options()) as run:
                 result = self._fit(task, hierarchy, train_set, dev_set, extra, settings, run, callbacks)
@@ -368,9 +372,9 @@ class Distiller:
         unlabeled text either would be accepted and change nothing."""
         if unlabeled is not None:
             return
-        named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.unlabeled_ratio is not None else None,
+        named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.distill.unlabeled_ratio is not None else None,
                  option("--min-confidence", "TeacherStudentDistill(min_confidence=...)")
-                 if self.loss.min_confidence > 0 and not self.augment else None]
+                 if self.loss.min_confidence > 0 and not self.distill.augment else None]
         if any(named):
             name = next(filter(None, named))
             raise DistillError(f"{name} applies to unlabeled text, and none was given: give "
@@ -385,10 +389,10 @@ class Distiller:
             card = model_card(self.teacher_source)
         except DistillError:
             return  # loading it says what is wrong
-        if card.get("format") != "onnx" or not (self.online_teacher or self.loss.uses_layers):
+        if card.get("format") != "onnx" or not (self.distill.online_teacher or self.loss.uses_layers):
             return
         source = card.get("export", {}).get("source")
-        what = option("--online-teacher", "online_teacher=True") if self.online_teacher else \
+        what = option("--online-teacher", "online_teacher=True") if self.distill.online_teacher else \
             option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
                    "attention_weight, cosine_weight)")
         raise DistillError(f"{self.teacher_source}: is an ONNX export, which teaches kd through the logit cache "
@@ -408,22 +412,23 @@ class Distiller:
         teacher.hierarchy.check_same(hierarchy, f"teacher vs training data {train.where}")
         as_given, hierarchy = hierarchy, hierarchy.in_order_of(teacher.hierarchy)  # logits line up with the teacher's
         crf = next((number for number, other in enumerate(teachers) if model_crf(other) is not None), None)
-        if (extra or self.augment) and crf is not None:
+        if (extra or self.distill.augment) and crf is not None:
             raise DistillError(f"teacher {self._teacher_name(crf)} is a CRF tagger: its labels are "
                                "Viterbi paths, which kd's per-word pseudo-labels of unlabeled text would not "
                                "reproduce: distil it on labelled data only, or distil a teacher without "
                                f"{option('--crf', 'crf=True')}")
         unlabeled = list(extra.inputs) if extra else []
-        if extra and self.unlabeled_ratio is not None:
-            keep = int(self.unlabeled_ratio * len(train))
+        ratio = self.distill.unlabeled_ratio
+        if extra and ratio is not None:
+            keep = int(ratio * len(train))
             if keep == 0:
-                raise DistillError(f"unlabeled ratio {self.unlabeled_ratio} keeps none of the {len(unlabeled)} "
-                                   f"unlabeled examples ({self.unlabeled_ratio} per each of {len(train)} labelled "
-                                   "ones): raise it, or give no unlabeled text")
+                raise DistillError(f"unlabeled ratio {ratio} keeps none of the {len(unlabeled)} unlabeled examples "
+                                   f"({ratio} per each of {len(train)} labelled ones): raise it, or give no "
+                                   "unlabeled text")
             unlabeled = random.Random(settings.seed).sample(unlabeled, min(keep, len(unlabeled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabeled text are not <unk>
-        synthetic = synthetic_examples(train, dev, self.augment, self.augment_methods, settings.seed, teacher,
-                                       hierarchy.scheme) if self.augment else []
+        synthetic = synthetic_examples(train, dev, self.distill.augment, self.augment_methods, settings.seed, teacher,
+                                       hierarchy.scheme) if self.distill.augment else []
         examples = list(train.inputs) + unlabeled
         if synthetic:  # kept on disk, as their logits will be: memory stays flat as --augment grows
             examples = Concatenated([examples, synthetic])
@@ -434,31 +439,31 @@ class Distiller:
         # the labels of the training data (the teacher's, in its order: checked above) with their counts there,
         # which `inverse` class weights come from, and its --label-separator
         model = new_student(self.student, hierarchy, examples, settings.seed,  # soft labels have no embeddings
-                            teacher if self.teacher_embeddings and self.soft_labels is None else None)
+                            teacher if self.distill.teacher_embeddings and self.soft_labels is None else None)
         if model.hierarchy.labels != teacher.hierarchy.labels:  # a student given in memory: its own order
             raise DistillError(f"the student's labels {model.hierarchy.labels} are in another order than the "
                                f"teacher's {teacher.hierarchy.labels}: its logits would be compared with the "
                                "wrong labels; start from a new student")
         unlabeled_count = len(unlabeled) + len(synthetic)
         transfer = Examples(examples, list(train.labels) + [None] * unlabeled_count, sources)  # named, not keyed
-        loss = self._loss(model, as_given)
+        loss = self.loss_for(model, as_given)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabeled),
                    **({"teachers": [{"teacher": source, "weight": weight} for source, weight
                                     in zip(self.teacher_sources, self.teacher_weights)]}
                       if self.teacher_weights else {}),
-                   **({"synthetic_examples": len(synthetic)} if self.augment else {}),
+                   **({"synthetic_examples": len(synthetic)} if self.distill.augment else {}),
                    **({"teacher_export": teacher.teacher_record()}
                       if is_onnx_export(teacher) and not self.teacher_weights else {})}  # an ensemble's: per teacher
         summary["teacher_dev"] = soft_dev_scores(self.soft_labels, dev) if self.soft_labels is not None else \
-            teacher_dev_scores(teachers, dev, self.teacher_weights, self.teacher_batch_size, env.progress,
-                               not (self.online_teacher or loss.uses_layers), self.cache_dir)
+            teacher_dev_scores(teachers, dev, self.teacher_weights, self.distill.teacher_batch_size, env.progress,
+                               not (self.distill.online_teacher or loss.uses_layers), self.distill.cache_dir)
         if loss.uses_layers:  # the teacher's states as well as its logits: it runs on every batch
             warn_if_truncated(teacher, examples, read_from)
             with LayerObjective(loss, teacher, model, examples, settings.seed) as objective:
                 return _student_run(model, objective, transfer, dev, settings, run, env, summary, callbacks)
         started = time.perf_counter()
         cache_info: dict = {}
-        if self.online_teacher:
+        if self.distill.online_teacher:
             warn_if_truncated(teacher, examples, read_from)
             source = OnlineTeacherLogits(teacher, examples)
         elif self.soft_labels is not None:
@@ -476,18 +481,18 @@ class Distiller:
         """The teachers' logits of the transfer set `examples` through their logit caches, as the student learns
         from them, and what the summary says of the caches (an ensemble's: in each teacher's record)."""
         from distill.cache import LogitStore, spilled_teacher_logits, teacher_logits
-        stores = [LogitStore(model, self.cache_dir) for model in teachers]  # each teacher's own cache
+        stores = [LogitStore(model, self.distill.cache_dir) for model in teachers]  # each teacher's own cache
         labels = [model.hierarchy.labels for model in teachers]
 
         def combine(results: list[ExampleLogits]) -> list:
             """What the student learns from the teachers' logits: one's as they are, an ensemble's mixtures."""
             return results if len(teachers) == 1 else \
                 ensemble_mixtures(results, labels, self.teacher_weights, loss)
-        if self.augment:  # N times the labelled data: scored a part at a time and kept on disk
-            kept, hits = spilled_teacher_logits(teachers, stores, examples, combine, self.teacher_batch_size,
+        if self.distill.augment:  # N times the labelled data: scored a part at a time and kept on disk
+            kept, hits = spilled_teacher_logits(teachers, stores, examples, combine, self.distill.teacher_batch_size,
                                                 self.env.progress, read_from)
         else:  # each teacher warns of what it cuts among those it reads
-            scored = [teacher_logits(model, examples, store, self.teacher_batch_size, self.env.progress,
+            scored = [teacher_logits(model, examples, store, self.distill.teacher_batch_size, self.env.progress,
                                      source=read_from) for model, store in zip(teachers, stores)]
             kept, hits = combine([results for results, _ in scored]), [found for _, found in scored]
         if len(teachers) == 1:
@@ -515,15 +520,16 @@ class Distiller:
         if run is not None and distributed.is_main():
             write_json(run.directory / SUMMARY_FILE, result.summary)
 
-    def _loss(self, model: LabelModel, as_given: LabelHierarchy | None = None) -> TeacherStudentDistill:
-        """The loss, with the Distiller's class weights in it: numbers are in the order of the training data's
-        labels (`as_given`: sorted, the outside tag first), which a teacher saved before that order, and so
-        the student, may not follow; they are put in the student's order by label."""
+    def loss_for(self, model: LabelModel, labels_given: LabelHierarchy | None = None) -> TeacherStudentDistill:
+        """The loss a run trains the student `model` with: `loss`, or a copy of it holding the class weights of
+        `distill`, made for `labels_given` (the training data's labels and counts, in their order: sorted, the
+        outside tag first; None: `model`'s) and put in the student's label order by label, which a teacher saved
+        before that order, and so the student, may not follow."""
         loss = self.loss
-        if self.class_weights is not None:
+        if self.distill.class_weights is not None:
             loss = copy.deepcopy(self.loss)  # a shallow copy of a Module shares its buffers
-            given = as_given or model.hierarchy
-            weights = given.class_weights(self.class_weights)
+            given = labels_given or model.hierarchy
+            weights = given.class_weights(self.distill.class_weights)
             if weights is not None:
                 weights = [weights[given.index[label]] for label in model.hierarchy.labels]
             loss.class_weights = None if weights is None else torch.tensor(weights, dtype=torch.float)

@@ -23,14 +23,17 @@ if TYPE_CHECKING:
     from distill.spill import SpilledLogits
 
 
-def parse_teacher_weights(text: str) -> list[float]:
-    """Ensemble weights written as text (``--teacher-weights 0.7,0.3``, a run config): comma-separated numbers, checked
-    against the teachers by `ensemble_weights`."""
+def parse_teacher_weights(value: str | Sequence[float] | None) -> Sequence[float] | None:
+    """Ensemble weights written as text (``--teacher-weights 0.7,0.3``, a run config, a ``DistillSettings``
+    field): comma-separated numbers, one per teacher; a sequence or None as given. `ensemble_weights` checks
+    them against the teachers."""
+    if not isinstance(value, str):
+        return value
     try:
-        return [float(weight) for weight in text.split(",")]
+        return [float(weight) for weight in value.split(",")]
     except ValueError:
-        raise DistillError(f"use comma-separated numbers, one per {option('--teacher', 'teacher')}, e.g. 0.7,0.3; not "
-                           f"{text!r:.60}") from None
+        raise DistillError(f"use comma-separated numbers, one per {option('--teacher', 'teacher')}, e.g. 0.7,0.3; "
+                           f"not {value!r:.60}") from None
 
 
 TEACHER_WEIGHTS_OPTION = {"parse": parse_teacher_weights, "metavar": "W,W,...",  # `distill.settings`

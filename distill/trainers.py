@@ -212,9 +212,10 @@ def _selecting(settings: Any, task: str, hierarchy: LabelHierarchy) -> Any:
     return replace(settings, select_metric=select_metric(settings.select_metric, task, hierarchy.scheme))
 
 
-def _student_settings(settings: TrainSettings, student: LabelModel | StudentConfig | str, task: str,
-                      hierarchy: LabelHierarchy) -> TrainSettings:
-    """`_selecting`, and the student's own defaults where `settings` leaves the learning rate, the
+def student_settings(settings: TrainSettings, student: LabelModel | StudentConfig | str, task: str,
+                     hierarchy: LabelHierarchy) -> TrainSettings:
+    """The settings a run of `student` trains by: `settings` with the dev metric that selects the best epoch
+    (`_selecting`), and the student's own defaults where `settings` leaves the learning rate, the
     epoch cap or the patience None (2e-3, 50 and 4 for the LSTMs and CNNs; a lower rate and shorter runs
     for pretrained transformer layers), so the run records the values."""
     settings = _selecting(settings, task, hierarchy)
@@ -475,7 +476,7 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
     with runtime(env.precision, env.threads, env.progress):
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
-        settings = _student_settings(settings, student, task, hierarchy)
+        settings = student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
         inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), callbacks,

@@ -1,9 +1,14 @@
-"""Shared fixtures: tiny random encoders (no download) and tiny trained teachers on the samples."""
+"""Shared fixtures and helpers: tiny random encoders (no download), tiny trained teachers and a student on the
+samples, and nlp-train run in-process or in a child process."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,8 @@ torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
+TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
+SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
 
 
 @pytest.fixture(autouse=True)
@@ -178,3 +185,92 @@ def tiny_tagging_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
         "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", out, "--quiet",
         "--max-length", "16")
     return str(out)
+
+
+# --- the command line in-process and in a child process, and the inputs its tests share ----------------------
+
+def run_main(capsys, *args) -> tuple[int, str]:
+    """Run nlp-train in-process; return its exit status and stderr."""
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def nlp_train(*args, **kwargs) -> subprocess.Popen:
+    """nlp-train in a child process (one thread, so runs are bit-for-bit comparable)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen([sys.executable, "-m", "procedures.cli", "--threads", "1", *map(str, args)],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def tiny_student(tmp_path_factory) -> str:
+    """A small LSTM sentiment student trained for one epoch (one per test module)."""
+    out = tmp_path_factory.mktemp("student") / "lstm"
+    cli("student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", out)
+    return str(out)
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def student_on(train: Path, out: Path) -> list:
+    return ["student", *SMALL_LSTM, "--train", train, "--dev", DEV, "--output", out]
+
+
+def with_option(args: list, option: str, value) -> list:
+    """`args` with `option` set to `value`: replaced where given (an option may be given once), else added."""
+    args = list(args)
+    names = list(map(str, args))
+    if option in names:
+        args[names.index(option) + 1] = value
+        return args
+    return args + [option, value]
+
+
+def tagger_on(train: Path, out: Path) -> list:
+    return ["student", "--model", "lstm-tagger", "--quiet", "--train", train, "--dev", SAMPLES / "ner_dev.conll",
+            "--output", out]
+
+
+def kd_with(teacher: str, out: Path, *extra) -> list:
+    return ["kd", "--teacher", teacher, *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--output", out, *extra]
+
+
+def dev_metrics(out: Path) -> list:
+    return [record["dev"] for record in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())]
+
+
+def interrupted_in_epoch_2(capsys, monkeypatch, *args) -> list:
+    """Run nlp-train ARGS and press Ctrl-C during epoch 2's evaluation, so the output holds resume
+    state after epoch 1; returns ARGS."""
+    import distill.training
+    real_evaluate = distill.training.evaluate
+    interrupt_evaluation(monkeypatch)
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
+    output = Path(args[list(map(str, args)).index("--output") + 1])
+    assert (output / "resume.pt").exists()
+    return list(args)
+
+
+def snapshot(path: Path) -> dict:
+    """Every file under `path` (or the file itself) with its bytes: to prove nothing changed."""
+    path = Path(path)
+    if path.exists() and not path.is_dir() and not path.is_file():
+        return {str(path): "not a regular file"}  # a pipe: reading it would block
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(f): f.read_bytes() for f in files}
+
+
+def copy_of(source: str | Path, tmp: Path, name: str) -> Path:
+    source = Path(source)
+    target = tmp / name
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copyfile(source, target)
+    return target

@@ -18,8 +18,7 @@ from distill.models import load_model
 from distill.models.card import CONFIG, WEIGHTS
 from distill.models.students import StudentConfig, StudentFiles, write_student_config
 from distill.models.transformer_student import cut_layers
-from tests.conftest import SAMPLES
-from tests.test_reliability import run_main
+from tests.conftest import SAMPLES, run_main
 
 SENTIMENT = ("--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv")
 NER = ("--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll")

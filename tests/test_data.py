@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +10,8 @@ from distill.data import (Examples, check_held_out, checked_examples, iter_unlab
                           read_classification, read_tagging, read_unlabeled, sniff_unlabeled, unlabeled_text)
 from distill.errors import DataError, DistillError
 from distill.labels import LabelHierarchy
-from tests.conftest import SAMPLES
+from tests.conftest import (DEV, SAMPLES, SMALL_LSTM, TRAIN, cli, kd_with, run_main, student_on, tagger_on,
+                            write)
 
 
 def test_csv_tsv_jsonl_read_the_same(tmp_path):
@@ -578,3 +580,147 @@ def test_tags_are_read_without_surrounding_spaces(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"tokens": ["Mina", "spoke"], "tags": [" B-PER", "O "]}) + "\n", encoding="utf-8")
     assert read_tagging(str(path))["tags"] == [["B-PER", "O"]]
+
+
+def test_kd_refuses_the_dev_set_as_its_unlabeled_text(tiny_classifier_teacher, tmp_path, capsys):
+    """Taught the dev texts with the teacher's labels, the student would be picked on what it learnt."""
+    import csv
+    texts = [row["text"] for row in csv.DictReader(open(DEV, encoding="utf-8"))]
+    dev_texts = write(tmp_path / "dev.txt", "\n".join(texts) + "\n")
+    status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", "--unlabeled", dev_texts))
+    assert status == 2 and "100% of its examples are also in the unlabeled data" in err, err
+    assert not (tmp_path / "kd").exists()
+
+
+def classification_file(t: Path, name: str, content: str | bytes) -> list:
+    return student_on(write(t / name, content), t / "out")
+
+
+def tagging_file(t: Path, name: str, content: str) -> list:
+    return tagger_on(write(t / name, content), t / "out")
+
+
+STRICT_DATA = [
+    ("duplicate-column", lambda t: classification_file(t, "d.csv", "text,label,text\na,pos,b\nc,neg,d\n"),
+     "column 'text' appears twice"),
+    ("semicolon-separated", lambda t: classification_file(t, "s.csv", "text;label\ngood;pos\nbad;neg\n"),
+     "seems to be separated by ';'"),
+    ("labels-differ-in-case", lambda t: classification_file(t, "c.csv", "text,label\ngood,Positive\nfine,positive\n"
+                                                            "bad,negative\n"), "differ only in case"),
+    ("labels-differ-in-unicode-form", lambda t: classification_file(
+        t, "u.csv", "text,label\ngood,caf\u00e9\nfine,cafe\u0301\nbad,th\u00e9\n"), "differ only in case"),
+    ("single-label", lambda t: classification_file(t, "one.csv", "text,label\ngood,pos\nfine,pos\n"),
+     "a classifier needs at least two labels"),
+    ("jsonl-label-is-a-list", lambda t: classification_file(t, "l.jsonl", '{"text": "a", "label": ["pos"]}\n'),
+     "must be a string or a finite number"),
+    ("jsonl-field-named-twice", lambda t: classification_file(
+        t, "k.jsonl", '{"text": "a", "label": "pos"}\n{"text": "b", "label": "pos", "label": "neg"}\n'),
+     "k.jsonl:2: the record names the field 'label' twice"),
+    ("json-array-field-named-twice", lambda t: classification_file(
+        t, "k.json", '[{"text": "a", "label": "pos", "label": "neg"}]'), "names the field 'label' twice"),
+    ("jsonl-label-is-nan", lambda t: classification_file(t, "n.jsonl", '{"text": "a", "label": NaN}\n'),
+     "must be a string or a finite number"),
+    ("tagging-tokens-a-string", lambda t: tagging_file(t, "s.jsonl", '{"tokens": "EU rejects", "tags": "B-ORG O"}\n'),
+     "must be lists"),
+    ("tags-all-O", lambda t: tagging_file(t, "o.conll", "EU O\nrejects O\n\nGerman O\n"), "every tag is 'O'"),
+    ("tags-differ-in-case", lambda t: tagging_file(t, "t.conll", "EU B-ORG\nrejects O\n\nEU B-Org\n"),
+     "differ only in case"),
+    ("labels-differ-in-number-format", lambda t: classification_file(t, "n.csv", "text,label\na,1\nb,1.0\nc,0\n"),
+     "differ only in case, spacing, Unicode form, invisible characters or number format"),
+    ("labels-differ-by-a-zero-width-space", lambda t: classification_file(
+        t, "z.csv", "text,label\ngood,positive\nfine,positive\u200b\nbad,negative\n"), "invisible characters"),
+    ("lower-case-tags-all-o", lambda t: tagging_file(t, "o.conll", "EU o\nrejects o\n\nGerman o\n"),
+     "every tag is 'o'"),
+    ("one-plain-tag", lambda t: tagging_file(t, "nn.conll", "EU NN\nrejects NN\n\nGerman NN\n"), "every tag is 'NN'"),
+    ("header-repeated-mid-file", lambda t: classification_file(
+        t, "h.csv", "text,label\ngood,pos\nbad,neg\ntext,label\nfine,pos\n"), "h.csv:4: repeats the header row"),
+    ("lines-quoted-whole", lambda t: classification_file(t, "q.csv", '"text,label"\n"good,pos"\n"bad,neg"\n'),
+     "each line seems to be quoted whole"),
+    ("conll-without-tags", lambda t: tagging_file(t, "w.conll", "EU\nrejects\n\nGerman\n"), "is the word itself"),
+    ("jsonl-tags-null", lambda t: tagging_file(t, "n.jsonl", '{"tokens": ["EU", "x"], "tags": [null, "O"]}\n'),
+     "must hold strings"),
+    ("csv-to-a-tagging-command", lambda t: tagging_file(t, "x.csv", "text,label\ngood,pos\n"),
+     "is CSV (classification data), but this command or model tags words"),
+    ("conll-to-a-classification-command", lambda t: classification_file(t, "x.conll", "EU B-ORG\n"),
+     "is CoNLL (tagging data), but this command or model classifies texts"),
+    ("tagging-jsonl-to-a-classifier", lambda t: classification_file(
+        t, "x.jsonl", '{"tokens": ["EU"], "tags": ["B-ORG"]}\n'), "holds tagging data (tokens and tags)"),
+    ("classification-jsonl-to-a-tagger", lambda t: tagging_file(t, "x.jsonl", '{"text": "good", "label": "pos"}\n'),
+     "holds classification data (text and label)"),
+]
+
+
+@pytest.mark.parametrize("build, fragment", [c[1:] for c in STRICT_DATA], ids=[c[0] for c in STRICT_DATA])
+def test_ambiguous_data_is_refused_with_the_file(build, fragment, tmp_path, capsys):
+    argv = build(tmp_path)
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and fragment in err and str(tmp_path) in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_tagging_model_given_a_csv_says_which_task_fits(tiny_tagging_teacher, capsys):
+    status, err = run_main(capsys, "evaluate", tiny_tagging_teacher, SAMPLES / "sentiment_test.csv")
+    assert status == 2 and "this command or model tags words" in err, err
+
+
+def test_spreadsheet_and_script_exports_are_read_as_meant(tmp_path):
+    """Quotes in TSV are text; blank padding rows are skipped; 1.0 is the label 1; JSON arrays and BILOU tags."""
+    from distill.data import read_classification, read_tagging
+    tsv = read_classification(str(write(tmp_path / "a.tsv", 'text\tlabel\n"Great" fun\t1\n"so bad\t0\nok\t1\n\t\n')))
+    assert tsv["text"] == ['"Great" fun', '"so bad', "ok"] and tsv["label"] == ["1", "0", "1"]
+    spaced = read_classification(str(write(tmp_path / "s.csv", " text , label\ngood,1\nbad,0\n")))
+    assert spaced["text"] == ["good", "bad"]
+    padded = read_classification(str(write(tmp_path / "p.csv", "text,label,\ngood,1,\nbad,0,\n,,\n,,\n")))
+    assert padded["text"] == ["good", "bad"] and padded["label"] == ["1", "0"]
+    array = read_classification(str(write(tmp_path / "r.json", '[{"text": "good", "label": 1.0},\n'
+                                                               ' {"text": "bad", "label": 0}]')))
+    assert array["label"] == ["1", "0"]
+    bilou = read_tagging(str(write(tmp_path / "b.conll", "EU U-ORG\nNew B-LOC\nYork L-LOC\nrejects O\n")))
+    assert bilou["tags"] == [["U-ORG", "B-LOC", "L-LOC", "O"]]
+
+
+@pytest.mark.parametrize("content, name, fragment", [
+    ("text,label\ngood,positive\n", "texts.csv", "is CSV, a labelled format"),
+    ('{"text": 5}\n', "texts.jsonl", "'text' must be a text (a string), got a number"),
+    ('{"text": "   "}\n', "blank.jsonl", "empty 'text'"),
+])
+def test_unlabeled_input_that_would_be_misread_is_refused(content, name, fragment, tiny_classifier_teacher,
+                                                           tmp_path, capsys):
+    source = write(tmp_path / name, content)
+    status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input", source,
+                           "--output", tmp_path / "p.jsonl")
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_predict_tags_every_token_of_jsonl_numbers_too(tiny_tagging_teacher, tmp_path, capsys):
+    source = write(tmp_path / "in.jsonl", '{"tokens": ["Paid", 2000, "euros", 3.5]}\n')
+    cli("predict", tiny_tagging_teacher, source)
+    record = json.loads(capsys.readouterr().out)
+    assert record["tokens"] == ["Paid", "2000", "euros", "3.5"] and len(record["tags"]) == 4
+
+
+@pytest.mark.parametrize("dev", ["train", "copy", "rows"])
+def test_a_dev_set_made_of_training_examples_is_refused(tmp_path, capsys, dev):
+    """The same file, a copy of it, or a dev set most of whose rows are training rows: the best epoch
+    would be picked on what the model learns from. Nothing is written."""
+    rows = TRAIN.read_text().splitlines()
+    paths = {"train": TRAIN, "copy": tmp_path / "copy.csv", "rows": tmp_path / "rows.csv"}
+    paths["copy"].write_text(TRAIN.read_text())
+    held_out = DEV.read_text().splitlines()[1:]
+    paths["rows"].write_text("\n".join([rows[0], *rows[1:7], *held_out[:4]]) + "\n")  # 6 of 10 from train
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", paths[dev],
+                           "--output", tmp_path / "out")
+    assert status == 2 and "of its examples are also in the training data" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dev_set_sharing_some_training_examples_is_warned_of_or_accepted(caplog):
+    from distill.data import Examples, check_held_out
+    train = Examples([f"text {i}" for i in range(100)], ["a"] * 100, "memory:train")
+    for shared, warned in [(0, False), (1, False), (3, True)]:  # of 10 dev examples
+        dev = Examples([f"text {i}" for i in range(shared)] + [f"new {i}" for i in range(10 - shared)], ["a"] * 10,
+                       "memory:dev")
+        caplog.clear()
+        check_held_out(train, dev)
+        assert ("30% of its examples are also in the training data" in caplog.text) == warned

@@ -14,7 +14,7 @@ from distill.models import load_model
 from distill.models.students import build_student
 from distill.training import make_batch
 from distill.pseudo_label import pseudo_label, run_signature, signature_path
-from tests.conftest import SAMPLES, cli, config_for
+from tests.conftest import SAMPLES, cli, config_for, dev_metrics, kd_with
 
 SENTENCES = [["Karl", "Weber", "visited", "\u200b", "Port", "Halden", "yesterday"], ["Unbelievably", "good"]]
 
@@ -362,3 +362,18 @@ def test_an_ensembles_dev_score_is_its_mixtures(tiny_classifier_teacher, tmp_pat
     assert {name: result.summary["teacher_dev"][name] for name in expected} == pytest.approx(expected)
     assert set(result.summary["teacher_dev"]["class_f1"]) == set(result.summary["dev_class_f1"]) == \
         {"negative", "positive"}
+
+
+def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher, tmp_path):
+    args = kd_with(tiny_classifier_teacher, tmp_path / "a", "--epochs", "1", "--cache-dir", tmp_path / "cache")
+    cli(*args)
+    shards = list((tmp_path / "cache").rglob("*.safetensors"))
+    assert len(shards) == 2  # the transfer set's and the dev set's (the teacher's dev score kd reports)
+    for cache_file in shards:
+        data = bytearray(cache_file.read_bytes())
+        data[-3] ^= 0x40  # one logit's value changes; the file still loads
+        cache_file.write_bytes(bytes(data))
+    cli(*kd_with(tiny_classifier_teacher, tmp_path / "b", "--epochs", "1", "--cache-dir", tmp_path / "cache"))
+    summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
+    assert summary["cached_examples"] == 0
+    assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")

@@ -24,8 +24,7 @@ from distill.models.base import LabelModel  # noqa: E402
 from distill.models import MODEL_CARD, load_model  # noqa: E402
 from distill.models.onnx import OnnxModel  # noqa: E402
 from distill.models.students import build_student  # noqa: E402
-from tests.conftest import SAMPLES, cli, config_for  # noqa: E402
-from tests.test_reliability import run_main  # noqa: E402
+from tests.conftest import SAMPLES, cli, config_for, run_main  # noqa: E402
 
 SENTIMENT_TEST, NER_TEST = SAMPLES / "sentiment_test.csv", SAMPLES / "ner_test.conll"
 # name -> (student config options or None for a teacher, task)

@@ -14,8 +14,7 @@ from distill.errors import DataError
 from distill.labels import LabelHierarchy, build_hierarchy, detect_tag_scheme, scheme_of_labels
 from distill.metrics import METRICS, headline, select_metric, tagging_metrics
 from distill.models import load_model
-from tests.conftest import SAMPLES, cli
-from tests.test_reliability import DEV, SMALL_LSTM, TRAIN, interrupted_in_epoch_2, run_main, write
+from tests.conftest import DEV, SAMPLES, SMALL_LSTM, TRAIN, cli, interrupted_in_epoch_2, run_main, write
 
 NER_TRAIN, NER_DEV = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
 SMALL_TAGGER = ["--model", "lstm-tagger", "--embedding-dim", "16", "--hidden-dim", "16", "--char-embedding-dim", "8",

@@ -9,6 +9,7 @@ import torch
 from distill import losses
 from distill.distillation import TeacherStudentDistill
 from distill.errors import DistillError, on_command_line
+from tests.conftest import DEV, SAMPLES, TRAIN, kd_with, run_main, student_on, tagger_on, with_option
 
 
 def run_cli(*args) -> tuple[int, str]:
@@ -601,3 +602,103 @@ def test_evaluate_refuses_a_column_option_its_models_data_never_reads(tiny_taggi
     status, stderr = run_cli("evaluate", tiny_tagging_teacher, SAMPLES / "ner_test.conll", "--tag-column", "-1",
                              "--output", tmp_path / "m.json")
     assert status == 0, stderr
+
+
+@pytest.mark.parametrize("command", ["student", "kd"])
+def test_class_weights_on_a_crf_tagger_are_refused(command, tiny_tagging_teacher, tmp_path, capsys):
+    """A CRF's loss scores whole tag sequences: --class-weights trained the very model it trained without."""
+    argv = ["student", "--model", "lstm-tagger"] if command == "student" else \
+        ["kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger", "--random-embeddings"]
+    argv += ["--crf", "--epochs", "1", "--embedding-dim", "8", "--hidden-dim", "8", "--quiet", "--train",
+             SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "out"]
+    status, err = run_main(capsys, *argv, "--class-weights", "inverse")
+    assert status == 2 and "class weights do not apply to this model's loss (a CRF" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert run_main(capsys, *argv, "--class-weights", "none")[0] == 0
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--resume", "--overwrite"], "--resume continues the interrupted run and --overwrite starts over"),
+    (["--online-teacher", "--cache-dir", "cache"], "an online teacher scores every batch and keeps no logit cache"),
+    (["--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0.001"],
+     "unlabeled ratio 0.001 keeps none of the 300 unlabeled examples"),
+], ids=["resume-and-overwrite", "online-teacher-and-cache", "ratio-keeps-nothing"])
+def test_kd_options_that_would_be_ignored_are_refused(extra, fragment, tiny_classifier_teacher, tmp_path, capsys):
+    status, err = run_main(capsys, *kd_with(tiny_classifier_teacher, tmp_path / "kd", *extra))
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "kd").exists()
+
+
+NUMBERS = [
+    ("lr-nan", ["--lr", "nan"], "'--lr'"),
+    ("lr-inf", ["--lr", "inf"], "'--lr'"),
+    ("lr-above-one", ["--lr", "5"], "'--lr'"),
+    ("dropout-one", ["--dropout", "1"], "'--dropout'"),
+    ("seed-negative", ["--seed", "-1"], "'--seed'"),
+    ("seed-too-big", ["--seed", str(2**40)], "'--seed'"),
+    ("class-weights-nan", ["--class-weights", "1,nan"], "'--class-weights'"),
+    ("class-weights-all-zero", ["--class-weights", "0,0"], "'--class-weights'"),
+    ("max-vocab-one", ["--max-vocab", "1"], "'--max-vocab'"),
+    ("crf-on-a-classifier", ["--crf"], "'--crf'"),
+    ("both-loss-weights-zero", ["KD", "--student-weight", "0", "--distill-weight", "0"], "nothing to train on"),
+    ("ratio-without-unlabeled", ["KD", "--unlabeled-ratio", "2"], "--unlabeled-ratio applies to unlabeled text"),
+    ("min-confidence-without-unlabeled", ["KD", "--min-confidence", "0.5"], "--min-confidence applies to unlabeled"),
+    ("temperature-with-mse", ["KD", "--kd-loss", "mse", "--temperature", "4"], "'--temperature'"),
+    ("temperature-inf", ["KD", "--temperature", "inf"], "'--temperature'"),
+    ("unlabeled-ratio-zero", ["KD", "--unlabeled", SAMPLES / "unlabeled_movies.txt", "--unlabeled-ratio", "0"],
+     "'--unlabeled-ratio'"),
+    ("model-too-large-for-memory", ["--hidden-dim", str(10**9)], "error: out of memory"),
+]
+
+
+@pytest.mark.parametrize("extra, fragment", [c[1:] for c in NUMBERS], ids=[c[0] for c in NUMBERS])
+def test_nonsensical_numbers_are_refused_at_the_option(extra, fragment, tiny_classifier_teacher, tmp_path, capsys):
+    out = tmp_path / "out"
+    if extra[0] == "KD":
+        argv = kd_with(tiny_classifier_teacher, out, *extra[1:])
+    else:
+        argv = with_option(student_on(TRAIN, out), *extra) if len(extra) == 2 else student_on(TRAIN, out) + extra
+    status, err = run_main(capsys, *argv)
+    assert status == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("repeated, message", [
+    (["--head", "a", "--head", "b"], "--head is given twice: give it once"),
+    (["--batch-size", "8", "--batch-size=16"], "--batch-size is given twice: give it once"),
+])
+def test_an_option_given_twice_is_refused_not_overridden(repeated, message, tiny_classifier_teacher, capsys):
+    """click keeps the last value silently: `--head sent --head ner` scored `ner`."""
+    status, err = run_main(capsys, "evaluate", tiny_classifier_teacher, DEV, *repeated)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    status, err = run_main(capsys, *student_on(TRAIN, "unused"), "--lowercase", "--cased")
+    assert status == 2 and "--lowercase is given twice (as --lowercase and --cased)" in err, err
+    status, err = run_main(capsys, "--threads", "1", "evaluate", tiny_classifier_teacher, DEV, "--threads", "2")
+    assert status == 2 and "--threads is given twice: give it once" in err, err  # a global option, after the command
+
+
+def test_binary_tagger_and_long_teacher_inputs_are_refused(tiny_encoder_dir, tmp_path, capsys):
+    status, err = run_main(capsys, *tagger_on(SAMPLES / "ner_train.conll", tmp_path / "t"), "--binary")
+    assert status == 2 and "'--binary'" in err
+    status, err = run_main(capsys, "teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--train",
+                           TRAIN, "--dev", DEV, "--output", tmp_path / "te", "--max-length", "512")
+    assert status == 2 and "--max-length 512 is more than the 128 positions" in err, err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "te").exists()
+
+
+def test_commands_that_score_a_trained_model_offer_no_label_separator(tiny_classifier_teacher, tmp_path, capsys):
+    """The model's own label hierarchy reads the labels there: the option would be silently ignored."""
+    for command in (["evaluate", tiny_classifier_teacher, DEV], ["compare", tiny_classifier_teacher, "--data", DEV]):
+        status, err = run_main(capsys, *command, "--label-separator", ":")
+        assert status == 2 and "No such option '--label-separator'" in err, err
+
+
+@pytest.mark.parametrize("args", [
+    ["--task", "tagging", "--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--pooling", "mean"],
+    ["--task-spec", f"sentiment:classification:{TRAIN}:{DEV}",
+     "--task-spec", f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}:pooling=first"]])
+def test_a_pooling_choice_for_a_tagger_is_refused(tmp_path, capsys, args):
+    """A tagger scores each word from its first sub-token: a pooling choice would be stored and never used."""
+    status, err = run_main(capsys, "teacher", *args, "--output", tmp_path / "out", "--quiet")
+    assert status == 2 and "is for classification: a tagger scores each word" in err
+    assert not (tmp_path / "out").exists()

@@ -17,8 +17,7 @@ pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip ins
 from distill.errors import DistillError  # noqa: E402
 from distill.models import load_model, load_teacher  # noqa: E402
 from distill.pseudo_label import pseudo_label  # noqa: E402
-from tests.conftest import SAMPLES, cli  # noqa: E402
-from tests.test_reliability import run_main  # noqa: E402
+from tests.conftest import SAMPLES, cli, run_main  # noqa: E402
 
 DATA = {"classification": (SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv",
                            SAMPLES / "unlabeled_movies.txt", "lstm"),

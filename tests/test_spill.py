@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from distill.inference import ExampleLogits, predict_logits
+from distill.inference import ExampleLogits
 from distill.spill import Concatenated, SpilledExamples, SpilledLogits
 from tests.conftest import SAMPLES, config_for
 
@@ -72,74 +74,61 @@ def test_spilled_tagging_logits_batch_as_in_memory_and_their_digest_follows_ever
         spilled.extend(tagging_logits([2], labels=4))
 
 
-def captured_transfer(monkeypatch) -> dict:
-    """What kd hands its student run: the objective (its teacher logits) and the transfer set."""
-    import distill.distiller
-    seen: dict = {}
-    real = distill.distiller._student_run
+def spilled_and_in_memory(teachers: list[str], student, train: Path, dev: Path, task: str, tmp_path: Path,
+                          loss=None, **distill) -> tuple:
+    """kd with --augment 1 (its synthetic examples and their teacher logits kept on disk), then kd with the same
+    synthetic examples given in memory as unlabeled text, whose logits are those the first run stored in the
+    logit cache: the two results."""
+    from distill.augment import synthetic_examples
+    from distill.data import DataOptions, labelled_examples
+    from distill.distiller import Distiller, DistillSettings
+    from distill.models import load_teacher
+    from distill.trainers import Runtime, TrainSettings
+    common = {"settings": TrainSettings(epochs=1), "env": Runtime(progress=False)}
+    teacher = teachers if len(teachers) > 1 else teachers[0]
+    spilled = Distiller(teacher, student, loss, distill=DistillSettings(augment=1, cache_dir=tmp_path / "cache",
+                                                                        **distill), **common).fit(str(train), str(dev))
+    first = load_teacher(teachers[0])
+    made = list(synthetic_examples(labelled_examples(str(train), task, DataOptions(), "train"),
+                                   labelled_examples(str(dev), task, DataOptions(), "dev"), 1,
+                                   spilled.summary["kd"]["augment_methods"], spilled.summary["settings"]["seed"],
+                                   first, first.hierarchy.scheme))
+    assert len(made) == spilled.summary["synthetic_examples"] > 14
+    in_memory = Distiller(teacher, student, loss, distill=DistillSettings(cache_dir=tmp_path / "cache", **distill),
+                          **common).fit(str(train), str(dev), made)
+    assert in_memory.summary["unlabeled_examples"] == len(made)
+    return spilled, in_memory
 
-    def keep(model, objective, train, *args, **kwargs):
-        seen.update(objective=objective, train=train)
-        return real(model, objective, train, *args, **kwargs)
-    monkeypatch.setattr(distill.distiller, "_student_run", keep)
-    return seen
 
-
-def assert_same_logits(got: tuple, expected: tuple) -> None:
-    """Logits equal (to the float noise of another batch's padding) where the teacher scored the word."""
-    got_logits, got_scored = got
-    expected_logits, expected_scored = expected
-    assert got_logits.shape == expected_logits.shape
-    if expected_scored is None:
-        assert torch.allclose(got_logits, expected_logits, atol=1e-4)
-        return
-    assert torch.equal(got_scored, expected_scored)
-    assert torch.allclose(got_logits[expected_scored], expected_logits[expected_scored], atol=1e-4)
+def assert_same_weights(first: torch.nn.Module, second: torch.nn.Module) -> None:
+    one, other = first.state_dict(), second.state_dict()
+    assert one.keys() == other.keys() and all(torch.equal(one[name], other[name]) for name in one)
 
 
 def test_kd_augment_learns_each_spilled_example_from_its_own_logits(tiny_tagging_teacher, monkeypatch, tmp_path):
-    """A tagger's transfer set scored in chunks of 7 (several chunks, the last one short): every position's
+    """A tagger's transfer set scored in chunks of 7 (several chunks, the last one short) and kept on disk trains
+    the student as the same examples held in memory do, with the teacher's logits for each: every position's
     spilled logits are the teacher's for the spilled example at that position."""
     import distill.cache
-    from distill.models import load_teacher
-    from distill.distiller import Distiller
-    from distill.trainers import Runtime, TrainSettings
     monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 7)
-    seen = captured_transfer(monkeypatch)
-    result = Distiller(tiny_tagging_teacher, config_for("lstm-tagger", embedding_dim=8, hidden_dim=8),
-                       settings=TrainSettings(epochs=1), env=Runtime(progress=False), augment=2,
-                       cache_dir=tmp_path / "cache").fit(str(NER_TRAIN), str(NER_DEV))
-    examples, source = seen["train"].inputs, seen["objective"].teacher
-    assert isinstance(examples, Concatenated) and isinstance(source.results, SpilledLogits)
-    assert len(examples) == len(source.results) == result.summary["train_examples"] > 14
-    teacher = load_teacher(tiny_tagging_teacher)
-    indices = sorted({0, 6, 7, 13, 14, len(examples) // 2, len(examples) - 1})
-    assert_same_logits(source.logits(indices), predict_logits(teacher, [examples[i] for i in indices]).batch(
-        range(len(indices))))
+    student = config_for("lstm-tagger", embedding_dim=8, hidden_dim=8)
+    spilled, in_memory = spilled_and_in_memory([tiny_tagging_teacher], student, NER_TRAIN, NER_DEV, "tagging",
+                                               tmp_path)
+    assert in_memory.summary["cached_examples"] == spilled.summary["train_examples"]  # the logits the first stored
+    assert_same_weights(spilled.model, in_memory.model)
 
 
 def test_an_ensemble_with_augment_spills_both_of_its_mixtures(tiny_classifier_teacher, monkeypatch, tmp_path):
     """Two teachers (one given twice, weighted 3:1): the spilled mixture and the T = 1 targets are those of
-    their logits for each example."""
+    their logits for each example, as the same examples held in memory get."""
     import distill.cache
     from distill.distillation import TeacherStudentDistill
-    from distill.ensemble import ensemble_mixtures
-    from distill.models import load_teacher
-    from distill.distiller import Distiller
-    from distill.trainers import Runtime, TrainSettings
     monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 16)
-    seen = captured_transfer(monkeypatch)
-    loss = TeacherStudentDistill(temperature=3.0)
-    Distiller([tiny_classifier_teacher, tiny_classifier_teacher], config_for("lstm", embedding_dim=8, hidden_dim=8),
-              loss, settings=TrainSettings(epochs=1), env=Runtime(progress=False), augment=1,
-              teacher_weights=[3, 1], cache_dir=tmp_path / "cache").fit(str(TRAIN), str(DEV))
-    examples, source = seen["train"].inputs, seen["objective"].teacher
-    teacher = load_teacher(tiny_classifier_teacher)
-    indices = [0, 15, 16, len(examples) - 1]
-    logits = predict_logits(teacher, [examples[i] for i in indices])
-    mixture, targets = ensemble_mixtures([logits, logits], [teacher.hierarchy.labels] * 2, [0.75, 0.25], loss)
-    assert_same_logits(source.logits(indices), mixture.batch(range(len(indices))))
-    assert torch.allclose(source.target_logits(indices), targets.batch(range(len(indices)))[0], atol=1e-4)
+    spilled, in_memory = spilled_and_in_memory(
+        [tiny_classifier_teacher, tiny_classifier_teacher], config_for("lstm", embedding_dim=8, hidden_dim=8), TRAIN,
+        DEV, "classification", tmp_path, TeacherStudentDistill(temperature=3.0), teacher_weights=[3, 1])
+    assert in_memory.summary["cached_examples"] == 2 * spilled.summary["train_examples"]  # each teacher's, stored
+    assert_same_weights(spilled.model, in_memory.model)
 
 
 def test_records_are_read_back_without_pread(monkeypatch):

@@ -233,7 +233,7 @@ def test_pseudo_label_refuses_a_cache_folder_named_as_a_file_it_writes(tiny_clas
     failed to write there and left files behind. Now it is refused before any work."""
     from distill.errors import DistillError
     from distill.pseudo_label import pseudo_label
-    from tests.test_reliability import run_main
+    from tests.conftest import run_main
     source = tmp_path / "in" / "lines.txt"
     source.parent.mkdir()
     source.write_text("a fine film\na dull one\n")
@@ -259,7 +259,7 @@ def test_pseudo_label_replaces_only_partial_outputs_it_wrote(name, content, ours
                                                             capsys):
     """A run without --resume deleted OUTPUT.part (and other ranks' parts) and replaced OUTPUT.part.json
     whatever they held; a killed run's own part (empty, or cut inside its first record) still goes."""
-    from tests.test_reliability import run_main
+    from tests.conftest import run_main
     (tmp_path / name).write_text(content)
     status, err = run_main(capsys, "pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
                            SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "out.jsonl", "--no-cache", "--quiet")
@@ -289,3 +289,10 @@ def test_pseudo_label_min_confidence_compares_the_exact_confidence(tiny_classifi
                  use_cache=False, overwrite=True)
     record, = [json.loads(line) for line in output.read_text().splitlines()]
     assert record["confidence"] == round(confidence, 6)
+
+
+def test_a_tagging_teacher_records_no_pooling(tiny_tagging_teacher, tiny_classifier_teacher):
+    """A tagger pools nothing, so its stored config keeps "auto" (a classifier's is made concrete)."""
+    from distill.models import load_model
+    assert load_model(tiny_tagging_teacher).config.pooling == "auto"
+    assert load_model(tiny_classifier_teacher).config.pooling in ("first", "mean")

@@ -19,8 +19,7 @@ from distill.io import file_sha256
 from distill.labels import LabelHierarchy
 from distill.models import MODEL_CARD, load_model
 from distill.models.teacher import Teacher, TeacherConfig
-from tests.conftest import SAMPLES, cli
-from tests.test_reliability import run_main
+from tests.conftest import SAMPLES, cli, run_main
 
 SHORT = ["a gripping, beautifully acted film", "dull and far too long"]
 WINDOWED = ["--long-inputs", "windows", "--window-overlap", "2", "--max-windows", "4"]

@@ -12,8 +12,7 @@ from distill.models import MODEL_CARD, load_model
 from distill.models.registry import student_config
 from distill.models.transformer_student import TransformerStudent, kept_layers
 from distill.trainers import new_student
-from tests.conftest import SAMPLES
-from tests.test_reliability import run_main
+from tests.conftest import SAMPLES, run_main
 
 SENTIMENT = ("--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv")
 NER = ("--train", SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll")
@@ -120,11 +119,11 @@ def test_each_student_trains_by_its_own_defaults(name, given, expected):
     """Pretrained layers: the teacher's rate and patience (they peak within the first epochs); the word
     students' 50-epoch cap and patience 4 otherwise; a value the run gives is kept."""
     from distill.labels import LabelHierarchy
-    from distill.trainers import _student_settings
+    from distill.trainers import student_settings
     from distill.training import TrainSettings
     task = "tagging" if name.endswith("tagger") else "classification"
     labels = LabelHierarchy(["O", "B-PER"] if task == "tagging" else ["negative", "positive"])
-    settings = _student_settings(TrainSettings(**given), name, task, labels)
+    settings = student_settings(TrainSettings(**given), name, task, labels)
     assert (settings.lr, settings.epochs, settings.patience) == expected
 
 
@@ -417,7 +416,7 @@ def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_
 def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
                                                         capsys, monkeypatch):
     """The width maps are part of the resume state: a resumed run ends where an uninterrupted one does."""
-    from tests.test_reliability import interrupted_in_epoch_2
+    from tests.conftest import interrupted_in_epoch_2
     args = ("kd", "--teacher", tiny_tagging_teacher, "--model", "transformer-tagger", "--encoder",
             tiny_other_encoder_dir, "--layers", "1", "--hidden-weight", "2", *NER, "--epochs", "2", "--patience", "2",
             "--quiet", "--batch-size", "16", "--dropout", "0")

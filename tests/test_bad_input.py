@@ -1,0 +1,110 @@
+"""Bad input to any command: one line on stderr, exit status 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DEV, SAMPLES, SMALL_LSTM, TRAIN, kd_with, run_main, student_on, tagger_on, write
+
+
+def teacher_without_checkpoint(teacher: str, tmp: Path) -> str:
+    copy = Path(shutil.copytree(teacher, tmp / "broken-teacher"))
+    (copy / "checkpoint.pt").unlink()
+    return str(copy)
+
+
+def truncated_weights(student: str, tmp: Path) -> str:
+    copy = Path(shutil.copytree(student, tmp / "truncated-student"))
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return str(copy)
+
+
+def flipped_byte(teacher: str, tmp: Path) -> str:
+    copy = Path(shutil.copytree(teacher, tmp / "corrupt-teacher"))
+    data = bytearray((copy / "checkpoint.pt").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / "checkpoint.pt").write_bytes(bytes(data))
+    return str(copy)
+
+
+# Each case: (id, argv builder (tmp, classifier teacher, student) -> argv, expected fragment of the message).
+BAD_INPUT = [
+    ("missing-file", lambda t, te, st: student_on(t / "nope.csv", t / "out"), "file not found"),
+    ("empty-file", lambda t, te, st: student_on(write(t / "e.csv", ""), t / "out"), "file is empty"),
+    ("binary-file", lambda t, te, st: student_on(write(t / "b.csv", b"text,label\n\x00\x01,pos\n"), t / "out"),
+     "binary data"),
+    ("not-utf8", lambda t, te, st: student_on(write(t / "l.csv", b"text,label\ncaf\xe9,pos\n"), t / "out"),
+     "not UTF-8"),
+    ("wrong-columns", lambda t, te, st: student_on(write(t / "c.csv", "review,label\ngood,pos\n"), t / "out"),
+     "missing column 'text'"),
+    ("wrong-field-count", lambda t, te, st: student_on(write(t / "f.csv", "text,label\ngood,pos,x\n"), t / "out"),
+     ":2: wrong number of fields"),
+    ("malformed-conll", lambda t, te, st: tagger_on(write(t / "m.conll", "EU NNP B-ORG\nrejects\n"), t / "out"),
+     ":2: expected 3 fields"),
+    ("mixed-tag-schemes", lambda t, te, st: tagger_on(write(t / "x.conll", "EU B-ORG\nrejects PER\n"), t / "out"),
+     "mixed tagging schemes"),
+    ("unseen-label-at-evaluation", lambda t, te, st: ["evaluate", te, write(t / "u.csv", "text,label\nok,meh\n")],
+     "label 'meh' was not seen in training"),
+    ("unlabeled-only-empty-lines", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
+                                                       write(t / "blank.txt", "\n  \n\n"), "--output", t / "p.jsonl"],
+     "no examples"),
+    ("extremely-long-line", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
+                                               write(t / "long.txt", "ok\n" + "word " * 40_000 + "\n"),
+                                               "--output", t / "p.jsonl"],
+     ":2: example is 199,999 characters long, over the 100,000 limit"),
+    ("conll-sentence-over-limit", lambda t, te, st: tagger_on(write(t / "run-on.conll", "word O\n" * 30_000),
+                                                               t / "out"),
+     "run-on.conll:1: example is 149,999 characters long, over the 100,000 limit"),
+    ("csv-field-over-csv-limit", lambda t, te, st: student_on(write(t / "h.csv", "text,label\n" + "x" * 200_000
+                                                                  + ",pos\n"), t / "out"), "h.csv:2:"),
+    ("teacher-dir-missing-files", lambda t, te, st: ["pseudo-label", "--teacher", teacher_without_checkpoint(te, t),
+                                                     "--input", SAMPLES / "unlabeled_movies.txt",
+                                                     "--output", t / "p.jsonl"], "missing checkpoint.pt"),
+    ("teacher-student-label-sets-differ", lambda t, te, st: ["kd", "--teacher", te, *SMALL_LSTM, "--train",
+                                                             SAMPLES / "topics_train.csv", "--dev",
+                                                             SAMPLES / "topics_dev.csv", "--output", t / "out"],
+     "label sets differ"),
+    ("word-student-as-teacher-of-word-embeddings", lambda t, te, st: kd_with(st, t / "out"),
+     "has no sub-word embeddings to start word embeddings from: use --random-embeddings"),
+    ("tagger-student-classification-teacher", lambda t, te, st: ["kd", "--teacher", te, "--model", "lstm-tagger",
+                                                                 "--train", SAMPLES / "ner_train.conll", "--dev",
+                                                                 SAMPLES / "ner_dev.conll", "--output", t / "out"],
+     "does tagging but teacher"),
+    ("unknown-offline-encoder", lambda t, te, st: ["teacher", "--task", "classification", "--encoder",
+                                                   "no-such-org/no-such-encoder", "--train", TRAIN, "--dev", DEV,
+                                                   "--output", t / "out"], "minilm-l6"),
+    ("temperature-zero", lambda t, te, st: kd_with(te, t / "out", "--temperature", "0"), "'--temperature'"),
+    ("negative-weight", lambda t, te, st: kd_with(te, t / "out", "--distill-weight", "-1"), "'--distill-weight'"),
+    ("batch-size-zero", lambda t, te, st: student_on(TRAIN, t / "out") + ["--batch-size", "0"], "'--batch-size'"),
+    ("min-confidence-above-one", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
+                                                    SAMPLES / "unlabeled_movies.txt", "--output", t / "p.jsonl",
+                                                    "--min-confidence", "1.5"], "'--min-confidence'"),
+    ("class-weights-wrong-length", lambda t, te, st: student_on(TRAIN, t / "out") + ["--class-weights", "1,2,3"],
+     "3 class weights given for 2 labels"),
+    ("output-under-a-file", lambda t, te, st: student_on(TRAIN, write(t / "afile", "x") / "out"),
+     "is a file, not a directory"),
+    ("truncated-safetensors", lambda t, te, st: ["evaluate", truncated_weights(st, t), SAMPLES / "sentiment_test.csv",
+                                                 "--output", t / "m.json"], "corrupted or truncated"),
+    ("corrupted-checkpoint", lambda t, te, st: ["evaluate", flipped_byte(te, t), SAMPLES / "sentiment_test.csv",
+                                                "--output", t / "m.json"], "corrupted or truncated"),
+    ("model-dir-not-found", lambda t, te, st: ["predict", t / "no-model"], "model directory not found"),
+    ("malformed-hub-spec", lambda t, te, st: student_on("hub:rotten_tomatoes", t / "out"),
+     "hub datasets are written hub:NAME[:CONFIG]:SPLIT"),
+]
+
+
+@pytest.mark.parametrize("build, fragment", [case[1:] for case in BAD_INPUT], ids=[case[0] for case in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_nothing_written(build, fragment, tmp_path, tiny_classifier_teacher,
+                                                      tiny_student, capsys):
+    before = set(tmp_path.rglob("*"))
+    argv = build(tmp_path, tiny_classifier_teacher, tiny_student)
+    inputs = set(tmp_path.rglob("*")) - before
+    status, err = run_main(capsys, *argv)
+    assert status == 2, err
+    assert fragment in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert set(tmp_path.rglob("*")) - before == inputs, "bad input left output behind"
