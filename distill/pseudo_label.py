@@ -277,7 +277,7 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
 
     A list of teacher folders is an ensemble: an example's label(s) and confidence are those of the weighted
     mean of the teachers' distributions (`teacher_weights`, normalised; None: equal), and ``logits`` its log
-    (`distill.distillation.ensemble_logits` at T = 1), as `kd` with the same teachers takes its pseudo-labels;
+    (`distill.ensemble.ensemble_logits` at T = 1), as `kd` with the same teachers takes its pseudo-labels;
     each teacher's logits are cached on its own, and ``cached`` counts (teacher, example) pairs.
 
     A multi-task teacher labels with head `head`, or without it with every head from one encoder
