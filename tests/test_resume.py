@@ -31,17 +31,24 @@ def kill_after(process: subprocess.Popen, ready, delay: float, timeout: float = 
     assert process.wait() == -signal.SIGKILL, "the run ended before the kill landed"
 
 
+def killed_and_resumed(args: list, tmp_path, epochs_before: int, too_late: str):
+    """`args` run whole in-process, and as a CLI process killed 0.3 s after its first resume state (fewer than
+    `epochs_before` epochs done, else `too_late`), then resumed: the two runs' folders, their dev metrics equal."""
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    cli(*args, "--output", whole)  # uninterrupted, in-process: also one thread
+    kill_after(nlp_train(*args, "--output", resumed), lambda: (resumed / "resume.pt").exists(), 0.3)
+    assert len(dev_metrics(resumed)) < epochs_before, too_late
+    finish = nlp_train(*args, "--output", resumed, "--resume")
+    assert finish.wait() == 0, finish.stderr.read().decode()
+    assert dev_metrics(resumed) == dev_metrics(whole)
+    return whole, resumed
+
+
 def test_kd_killed_mid_epoch_resumes_to_the_same_result(tiny_classifier_teacher, tmp_path):
     args = ["kd", "--teacher", tiny_classifier_teacher, "--model", "lstm", "--hidden-dim", "128", "--batch-size",
             "2", "--epochs", "3", "--patience", "3", "--quiet", "--train", TRAIN, "--dev", DEV,
             "--cache-dir", tmp_path / "cache"]
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    cli(*args, "--output", whole)  # uninterrupted, in-process: also one thread
-    kill_after(nlp_train(*args, "--output", resumed), lambda: (resumed / "resume.pt").exists(), 0.3)
-    assert len(dev_metrics(resumed)) < 3, "killed too late to test resuming"
-    finish = nlp_train(*args, "--output", resumed, "--resume")
-    assert finish.wait() == 0, finish.stderr.read().decode()
-    assert dev_metrics(resumed) == dev_metrics(whole)
+    whole, resumed = killed_and_resumed(args, tmp_path, 3, "killed too late to test resuming")
     assert (resumed / "model.safetensors").read_bytes() == (whole / "model.safetensors").read_bytes()
     assert not (resumed / "resume.pt").exists()
 
@@ -53,13 +60,7 @@ def test_teacher_killed_mid_epoch_resumes_to_the_same_result(tiny_encoder_dir, t
     args = ["teacher", "--task", "classification", "--encoder", tiny_encoder_dir, "--epochs", "3", "--patience",
             "3", "--batch-size", "2", "--encoder-lr", "1e-3", "--max-length", "32", "--quiet", "--train", TRAIN,
             "--dev", DEV]
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    cli(*args, "--output", whole)  # uninterrupted, in-process: also one thread
-    kill_after(nlp_train(*args, "--output", resumed), lambda: (resumed / "resume.pt").exists(), 0.3)
-    assert len(dev_metrics(resumed)) < 2, "killed after epoch 2 had ended: not mid-epoch"
-    finish = nlp_train(*args, "--output", resumed, "--resume")
-    assert finish.wait() == 0, finish.stderr.read().decode()
-    assert dev_metrics(resumed) == dev_metrics(whole)
+    whole, resumed = killed_and_resumed(args, tmp_path, 2, "killed after epoch 2 had ended: not mid-epoch")
     trained = [load_model(d).state_dict() for d in (whole, resumed)]
     assert all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
 
