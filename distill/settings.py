@@ -80,5 +80,9 @@ def named(cls: type, name: str, api: str | None = None) -> str:
     """Field `name` of settings class `cls` as an error message names it to its reader: the option on the command
     line (``--warmup-ratio``), else `api` or ``name=...`` (`distill.errors.option`)."""
     from distill.errors import option
-    spec = next(spec for spec in dataclasses.fields(cls) if spec.name == name)
-    return option(option_of(spec), api or f"{name}=...")
+    return option(option_of(field_of(cls, name)), api or f"{name}=...")
+
+
+def field_of(cls: type, name: str) -> dataclasses.Field:
+    """Settings class `cls`'s field `name` (its metadata: the option, help and bounds)."""
+    return next(spec for spec in dataclasses.fields(cls) if spec.name == name)

@@ -12,7 +12,8 @@ import click
 
 from distill.data import DataOptions
 from distill.runtime import Output, Runtime
-from procedures.settings_cli import FiniteFloatRange, field_of, field_option
+from distill.settings import field_of
+from procedures.settings_cli import FiniteFloatRange, field_option
 
 
 POSITIVE_INT = click.IntRange(min=1)

@@ -128,8 +128,3 @@ def settings_options(cls: type, into: str, exclude: Iterable[str] = (), defaults
                                    default_texts.get(spec.name))(wrapper)
         return wrapper
     return decorate
-
-
-def field_of(cls: type, name: str) -> dataclasses.Field:
-    """Settings class `cls`'s field `name`, for a command that declares one field's option alone."""
-    return next(spec for spec in dataclasses.fields(cls) if spec.name == name)

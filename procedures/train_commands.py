@@ -15,16 +15,17 @@ import click
 
 from distill.distiller import DistillSettings
 from distill.errors import DistillError
-from distill.metrics import SELECTABLE
 from distill.loss_settings import LossSettings
+from distill.metrics import SELECTABLE
 from distill.models.multitask import TaskSampling
 from distill.models.teacher import TeacherConfig, TeacherTraining
 from distill.pseudo_label import PseudoLabelSettings
 from distill.runtime import Output, Runtime
+from distill.settings import field_of
 from procedures.config import config_option, recorded_beside, resolved_config
 from procedures.options import (LEARNING_RATE, FiniteFloatRange, command, data_options, given, llm_teacher_options,
                                 overwrite_option, report, resume_option)
-from procedures.settings_cli import field_of, field_option, settings_options
+from procedures.settings_cli import field_option, settings_options
 
 
 class StudentModelType(click.ParamType):

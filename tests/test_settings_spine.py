@@ -64,7 +64,8 @@ def bound_cases():
 def test_the_api_refuses_what_the_option_refuses(cls, name, value):
     """The option's bounds come from the field's metadata; the dataclass checks the same bounds for an API caller
     (so the two cannot drift apart)."""
-    spec = next(spec for spec in dataclasses.fields(cls) if spec.name == name)
+    from distill.settings import field_of
+    spec = field_of(cls, name)
     option = click.Context(click.Command("x"))
     from procedures.settings_cli import field_option
     param = field_option(spec)(lambda **kw: None).__click_params__[0]
