@@ -41,20 +41,18 @@ def sample_texts() -> list[str]:
 
 
 def tiny_encoder(folder: Path, vocab_size: int, lowercase: bool, seed: int, model_for) -> str:
-    """A WordPiece vocabulary trained on the samples and a random encoder, `model_for(vocab_size)`, in `folder`.
+    """A WordPiece vocabulary of the samples and a random encoder, `model_for(vocab_size)`, in `folder`.
 
-    The trainer finds the same set of sub-words in every process but numbers them in a per-process random
-    order (it breaks ties through a randomly seeded hash map), so each test session had other token ids, an
-    other tiny encoder, and other numbers; the vocabulary is written in a fixed order instead: the special
-    tokens, then the rest sorted."""
-    from tokenizers import BertWordPieceTokenizer
+    The vocabularies are files (tests/data/wordpiece-SIZE-CASING.txt), not trained here: the `tokenizers` trainer
+    breaks ties through a randomly seeded hash map, so about one process in eight found another set of sub-words
+    (`##ey` or `##eye`), an other tiny encoder and other numbers (the digest test failed so). Each file is that
+    trainer's most frequent answer, `BertWordPieceTokenizer(lowercase=...).train_from_iterator(sample_texts(),
+    vocab_size=SIZE, min_frequency=1)`, written as the special tokens, then the rest sorted."""
     from transformers import BertTokenizerFast
 
-    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
-    wordpiece.train_from_iterator(sample_texts(), vocab_size=vocab_size, min_frequency=1)
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    pieces = sorted(set(wordpiece.get_vocab()) - set(special))
-    (folder / "vocab.txt").write_text("".join(f"{piece}\n" for piece in special + pieces), encoding="utf-8")
+    casing = "uncased" if lowercase else "cased"
+    vocabulary = Path(__file__).parent / "data" / f"wordpiece-{vocab_size}-{casing}.txt"
+    (folder / "vocab.txt").write_text(vocabulary.read_text(encoding="utf-8"), encoding="utf-8")
     tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=lowercase)
     tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
