@@ -37,6 +37,10 @@ class FiniteFloatRange(click.FloatRange):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
 
+    def _describe_range(self) -> str:
+        """No range in the help of an unbounded number (click would print `x<=None`)."""
+        return super()._describe_range() if self.min is not None or self.max is not None else ""
+
 
 def _kind(spec: dataclasses.Field) -> str:
     """The field's value type, from its annotation (a string under ``from __future__ import annotations``): the
@@ -96,7 +100,7 @@ def field_option(spec: dataclasses.Field, default: Any = KEEP, help: str | None 
     elif "path" in meta:
         settings["type"] = click.Path(file_okay=meta["path"] != "dir", dir_okay=meta["path"] != "file")
     elif kind == "int":
-        settings["type"] = click.IntRange(**bounds)
+        settings["type"] = click.IntRange(**bounds) if bounds != {"min": None, "max": None} else click.INT
     elif kind == "float":
         settings["type"] = FiniteFloatRange(**bounds, min_open=meta.get("low_open", False),
                                             max_open=meta.get("high_open", False))

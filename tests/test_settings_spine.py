@@ -152,3 +152,13 @@ def test_every_option_a_message_names_is_an_option_of_a_command():
     assert len(spellings) > 100 and any(option == "--tag-column" for _, option in spellings)  # the scan finds them
     unknown = [f"{where}: {option}" for where, option in spellings if option not in options]
     assert not unknown, "messages name options no command has:\n" + "\n".join(unknown)
+
+
+def test_no_commands_help_shows_a_range_it_does_not_have():
+    """An unbounded number has no range in --help (click printed `[default: -1; x<=None]` for --tag-column)."""
+    from click.testing import CliRunner
+
+    from procedures.cli import cli
+    for name in sorted(cli.commands):
+        shown = CliRunner().invoke(cli, [name, "--help"], terminal_width=200).output
+        assert "None" not in shown, f"nlp-train {name} --help: {[line for line in shown.splitlines() if 'None' in line]}"
