@@ -233,43 +233,54 @@ class Bench:
                 if suffix in variant_suffixes(student)}
 
     def run_task(self, key: str) -> None:
+        """The task's stages. The first student (the search's latency budget, the ensemble's student) and the
+        static student (beside model2vec) train first, then the search, the ensemble and the int8 teacher's bulk
+        pass, then the other students: a run spread over several sessions measures the comparisons of the
+        latest features first. The order decides no number."""
         spec, args = TASKS[key], self.args
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
         teacher = base / "teacher"
         self.teacher_stage(spec, train, dev, teacher, args.seed)
-        runs = {"teacher": teacher}
-        for student in self.students(key):
-            common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
-                      **({"epochs": args.student_epochs} if args.student_epochs else {}),
-                      **({"crf": True} if student == "lstm-tagger" and args.crf else {}),
-                      **({"layers": args.transformer_layers} if student in TRANSFORMER_STUDENTS else {})}
-            for name, (command, head) in self.variants(key, student, teacher).items():
-                output = base / name
-                self.model_stage(Stage(command, {**head, **common, "output": output}))
-                runs[name] = output
-        ensemble = self.ensemble_runs(spec, teacher, train, dev, self.students(key)[0]) \
-            if args.ensemble and self.students(key) else {}
+        students = self.students(key)
+        first = [s for s in students if s == students[0] or s == "static"]
+        runs = {"teacher": teacher, **self.student_runs(key, first, teacher, train, dev)}
+        if "static" in students:  # model2vec, side by side with the static student (scripts/bench_static.py)
+            from bench_static import static_peers
+            self.stage(base / "static_peers.json", lambda: static_peers(
+                base / "static+kd-kl", train, dev, test, base / "peers", args.model2vec_python, args.threads))
+        if spec.get("search") and args.search_trials and students:
+            reference = runs[students[0] + "+kd-kl"]
+            self.stage(base / "search.json", lambda: self.search(teacher, train, dev, test, reference, base / "search"))
+        ensemble = self.ensemble_runs(spec, teacher, train, dev, students[0]) if args.ensemble and students else {}
+        self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
+        runs.update(self.student_runs(key, [s for s in students if s not in first], teacher, train, dev))
         for output in [*runs.values(), *ensemble.values()]:  # the ensemble's runs are scored, not timed
             metrics_file = output / "test_metrics.json"
             self.model_stage(Stage("evaluate", {"output": metrics_file}, (output, test)))
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
-        if "static" in self.students(key):  # model2vec, side by side with the static student (scripts/bench_static.py)
-            from bench_static import static_peers
-            self.stage(base / "static_peers.json", lambda: static_peers(
-                base / "static+kd-kl", train, dev, test, base / "peers", args.model2vec_python, args.threads))
         self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]),
                    covers=lambda stored: set(runs) <= set(stored["models"]))
-        exported = [teacher, *(runs[student + "+kd-kl"] for student in self.students(key))]
+        exported = [teacher, *(runs[student + "+kd-kl"] for student in students)]
         self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"),
                    covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name for m in stored["models"]})
-        if spec.get("search") and args.search_trials and self.students(key):
-            reference = runs[self.students(key)[0] + "+kd-kl"]
-            self.stage(base / "search.json", lambda: self.search(teacher, train, dev, test, reference, base / "search"))
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
-        self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
+
+    def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path) -> dict[str, Path]:
+        """Every variant of each of `students` (`variants`), trained unless done: each run's folder by name."""
+        args, runs = self.args, {}
+        for student in students:
+            common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
+                      **({"epochs": args.student_epochs} if args.student_epochs else {}),
+                      **({"crf": True} if student == "lstm-tagger" and args.crf else {}),
+                      **({"layers": args.transformer_layers} if student in TRANSFORMER_STUDENTS else {})}
+            for name, (command, head) in self.variants(key, student, teacher).items():
+                output = self.out / key / name
+                self.model_stage(Stage(command, {**head, **common, "output": output}))
+                runs[name] = output
+        return runs
 
     def teacher_stage(self, spec: dict, train: Path, dev: Path, output: Path, seed: int) -> None:
         """A teacher of the task; `nlp-train teacher`'s defaults are the benchmark's recipe: only what the user
