@@ -189,10 +189,17 @@ def tiny_tagging_teacher(tiny_encoder_dir, tmp_path_factory) -> str:
 
 def run_main(capsys, *args) -> tuple[int, str]:
     """Run nlp-train in-process; return its exit status and stderr."""
+    status, _, err = run_main_printed(capsys, *args)
+    return status, err
+
+
+def run_main_printed(capsys, *args) -> tuple[int, str, str]:
+    """Run nlp-train in-process; return its exit status, stdout and stderr."""
     from procedures.cli import main
     with pytest.raises(SystemExit) as exit_info:
         main([str(a) for a in args])
-    return exit_info.value.code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
 
 
 def nlp_train(*args, **kwargs) -> subprocess.Popen:

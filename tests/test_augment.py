@@ -13,11 +13,10 @@ from distill.augment import (DEFAULT_METHODS, Example, Resources, augmented, aug
 from distill.data import DataOptions, labelled_examples
 from distill.errors import DistillError
 from distill.labels import split_tag
-from tests.conftest import SAMPLES, cli, config_for, interrupted_cli_run
+from tests.conftest import SAMPLES, SMALL_LSTM, cli, config_for, interrupted_cli_run
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 NER_TRAIN, NER_DEV = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
-SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
 
 
 @pytest.fixture(scope="module")

@@ -18,20 +18,10 @@ from distill.errors import DistillError
 from distill.metrics import size_text
 from distill.models.card import MODEL_CARD, read_model_card
 from distill.pseudo_label import pseudo_label, run_signature, signature_path
-from tests.conftest import SAMPLES, cli, interrupt_evaluation
+from tests.conftest import SAMPLES, SMALL_LSTM, cli, interrupt_evaluation, run_main_printed
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 MOVIES = SAMPLES / "unlabeled_movies.txt"  # 300 lines
-SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--quiet"]
-
-
-def run_main(capsys, *args) -> tuple[int, str, str]:
-    """nlp-train in-process: its exit status, stdout and stderr."""
-    from procedures.cli import main
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def tree(folder: Path) -> dict:
@@ -46,7 +36,7 @@ def tree(folder: Path) -> dict:
 def assert_refused(capsys, argv: list, root: Path, *fragments: str) -> str:
     """The command fails with one line naming what is wrong, and changes nothing under `root`."""
     before = tree(root)
-    status, _, err = run_main(capsys, *argv)
+    status, _, err = run_main_printed(capsys, *argv)
     assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert all(fragment in err for fragment in fragments), err
     assert tree(root) == before, "the refused command wrote something"
@@ -170,7 +160,7 @@ def interrupted_student(tmp: Path, capsys, monkeypatch) -> list:
     real = distill.training.evaluate
     args = ["student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "3", "--output", tmp / "student"]
     interrupt_evaluation(monkeypatch)
-    assert run_main(capsys, *args)[0] == 130
+    assert run_main_printed(capsys, *args)[0] == 130
     monkeypatch.setattr(distill.training, "evaluate", real)
     assert (tmp / "student" / "resume.pt").exists()
     return args
@@ -269,7 +259,7 @@ def test_a_resumed_pseudo_label_run_counts_the_whole_output(tiny_classifier_teac
     """After --resume the report counted only this run's lines ('170 of 170 examples written' for a
     300-line input): it counts the whole output, and says how many the interrupted run had labelled."""
     output, rows = interrupted_pseudo_label(tiny_classifier_teacher, tmp_path)
-    status, out, err = run_main(capsys, *pseudo_label_args(tiny_classifier_teacher, output, "--resume"))
+    status, out, err = run_main_printed(capsys, *pseudo_label_args(tiny_classifier_teacher, output, "--resume"))
     assert status == 0, err
     assert "300 of 300 examples written" in out and "130 of them labelled before the resume" in out, out
     assert output.read_text() == "".join(rows)
@@ -298,7 +288,7 @@ def model_bytes(directory: Path) -> int:
 def test_a_models_size_is_its_files_alone(tmp_path, capsys):
     """The size counted resume.pt, deleted at the run's end (53.5 MB reported for a 13.8 MB model)."""
     out = tmp_path / "student"
-    status, printed, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "1",
+    status, printed, err = run_main_printed(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", DEV, "--epochs", "1",
                                     "--output", out)
     assert status == 0, err
     summary = json.loads((out / "train_summary.json").read_text())

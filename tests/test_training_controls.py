@@ -19,7 +19,7 @@ from distill.models.students import build_student
 from distill.trainers import Runtime, train_student
 from distill.training import (FitTask, SupervisedObjective, TrainSettings, accumulate_gradients, lr_factor,
                               make_optimizer)
-from tests.conftest import SAMPLES, cli, config_for
+from tests.conftest import SAMPLES, cli, config_for, run_main
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 SMALL_LSTM = ["--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--dropout", "0", "--quiet"]
@@ -33,13 +33,6 @@ class Rates(Callback):
 
     def on_step(self, step) -> None:
         self.rates.append(step.learning_rates["lr"])
-
-
-def run_main(capsys, *args) -> tuple[int, str]:
-    from procedures.cli import main
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    return exit_info.value.code, capsys.readouterr().err
 
 
 def test_adamw_without_weight_decay_steps_exactly_as_adam():
