@@ -63,6 +63,7 @@ def read(path: Path) -> dict | None:
 def collect(out: Path, specs: dict) -> dict:
     """Every finished stage of every task under `out`, plus derived ratios and target checks."""
     machine = read(out / "machine.json")
+    segments = (read(out / "segments.json") or {}).get("segments", [])
     tasks = {}
     for key, spec in specs.items():
         base = out / key
@@ -100,7 +101,7 @@ def collect(out: Path, specs: dict) -> dict:
         task["models_complete"] = not missing
         derive(task)
         tasks[key] = task
-    return {"machine": machine, "tasks": tasks, "targets": search_across_tasks(tasks),
+    return {"machine": machine, "segments": segments, "tasks": tasks, "targets": search_across_tasks(tasks),
             "complete": machine is not None and not any(t["missing"] for t in tasks.values())}
 
 
@@ -382,6 +383,17 @@ def number(value, spec: str = ".4f", missing: str = "–") -> str:
     return missing if value is None else format(value, spec)
 
 
+def code_lines(segments: list[dict]) -> list[str]:
+    """The code that measured: its commit, or each commit of a run resumed with newer code, from when (a stage
+    ran at the commit of the last start before its line in the run's log)."""
+    if not segments:
+        return ["Code: commit not recorded (the run began before the benchmark recorded it).", ""]
+    if len(segments) == 1:
+        return [f"Code: commit {segments[0]['commit']} (run started {segments[0]['started']}).", ""]
+    starts = "; ".join(f"{s['commit']} from {s['started']} ({', '.join(s['tasks'])})" for s in segments)
+    return [f"Code: the run was resumed with newer code (finished stages were kept): {starts}.", ""]
+
+
 def markdown(results: dict, command: str, commands: list[str], plots: dict) -> str:
     machine, lines = results["machine"], ["# Benchmarks", ""]
     if results["complete"]:
@@ -401,6 +413,7 @@ def markdown(results: dict, command: str, commands: list[str], plots: dict) -> s
                   f"{machine['matmul_gflops_fp32']:.0f} GFLOP/s, bf16 {machine['matmul_gflops_bf16']:.0f} GFLOP/s; "
                   "it moves with other jobs' load, so the teacher-inference sections measure it again just before "
                   "their runs.", ""]
+    lines += code_lines(results.get("segments", []))
     lines += [f"Report rendered {datetime.date.today()}. Command:", "", "```{code-block} bash", command, "```", "",
               "The machine is shared with other jobs: speed figures are the best of two rounds, and every ratio",
               "compares models measured one after another in one process.", ""] + LEGEND + ["## Targets", "",

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
-from bench_measure import best_speeds, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
+from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, TRANSFORMER_STUDENTS,  # noqa: E402
                           VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
 from distill.io import read_json, write_json  # noqa: E402
@@ -67,6 +67,7 @@ TASKS = {
             "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"],
             "search": True},  # issue 42: the search measured on all three tasks
 }
+SEGMENTS = "segments.json"  # the code of a run spread over starts: each commit, when and for which tasks it began
 TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 SEARCH_BATCH, SEARCH_THREADS = 32, 1  # the search's latency budget: the first student's at batch 32, one thread
@@ -512,6 +513,18 @@ class Bench:
                 "labels_changed": sum(a != b for a, b in pairs)}
 
 
+def record_segment(path: Path, tasks: list[str]) -> None:
+    """Note the code of this start of the benchmark (the commit, the date, the tasks) where it differs from the
+    last start's: a run resumed with the same code adds nothing, so its report stays the same."""
+    import datetime
+    segments = read_json(path)["segments"] if path.exists() else []
+    commit = code_commit()
+    if not segments or segments[-1]["commit"] != commit:
+        segments.append({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit,
+                         "tasks": tasks})
+        write_json(path, {"segments": segments})
+
+
 def stage_content(stage: Stage) -> str:
     """A digest of what decides a stage's model: its command and options (the output folder aside) and the
     bytes of every file an option names (the data), so a teacher is found again wherever it was trained."""
@@ -635,6 +648,8 @@ def main(argv: list[str] | None = None) -> Path:
     bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
+    if bench.execute:  # a run spread over sessions: each start's date and code, for the report's header
+        record_segment(bench.out / SEGMENTS, tasks)
     for key in tasks:
         bench.run_task(key)
     results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,

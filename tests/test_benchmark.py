@@ -125,6 +125,23 @@ def test_quick_benchmark_measures_every_stage(quick_run):
         assert (report.parent / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_report_names_the_code_of_each_start_that_brought_newer_code(quick_run, tmp_path, monkeypatch):
+    """A run spread over sessions says which commit measured: one line for one commit; a start with other code
+    (a session that updated the checkout) is added with its date and tasks, a start with the same code is not."""
+    import bench_report
+    _, out, report = quick_run
+    commit = read_json(out / benchmark.SEGMENTS)["segments"][0]["commit"]
+    assert commit != "unknown" and f"Code: commit {commit} (run started " in report.read_text()
+    path = tmp_path / benchmark.SEGMENTS
+    for code in ("abc1234", "abc1234", "def5678+changes"):
+        monkeypatch.setattr(benchmark, "code_commit", lambda code=code: code)
+        benchmark.record_segment(path, ["rt", "bbc"])
+    segments = read_json(path)["segments"]
+    assert [s["commit"] for s in segments] == ["abc1234", "def5678+changes"]
+    line = bench_report.code_lines(segments)[0]
+    assert "abc1234 from " in line and "def5678+changes from " in line and "(rt, bbc)" in line
+
+
 def test_export_benchmark_section_is_replaced_by_the_runs_own_and_kept_otherwise(quick_run, tmp_path):
     """bench_export.py writes its section into a report; a benchmark re-render replaces it with the
     section of the benchmark's own export stages, and one from a run without them keeps it."""
