@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -235,9 +235,9 @@ class Bench:
 
     def run_task(self, key: str) -> None:
         """The task's stages. The first student (the search's latency budget, the ensemble's student) and the
-        static student (beside model2vec) train first, then the search, the ensemble and the int8 teacher's bulk
-        pass, then the other students: a run spread over several sessions measures the comparisons of the
-        latest features first. The order decides no number."""
+        static student (beside model2vec) train first, then the search, the ensemble (each model scored on test
+        as soon as these are done) and the int8 teacher's bulk pass, then the other students: a run spread over
+        several sessions measures the comparisons of the latest features first. The order decides no number."""
         spec, args = TASKS[key], self.args
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
@@ -254,11 +254,11 @@ class Bench:
             reference = runs[students[0] + "+kd-kl"]
             self.stage(base / "search.json", lambda: self.search(teacher, train, dev, test, reference, base / "search"))
         ensemble = self.ensemble_runs(spec, teacher, train, dev, students[0]) if args.ensemble and students else {}
+        self.evaluate([*runs.values(), *ensemble.values()], test)  # the ensemble's runs are scored, not timed
         self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
-        runs.update(self.student_runs(key, [s for s in students if s not in first], teacher, train, dev))
-        for output in [*runs.values(), *ensemble.values()]:  # the ensemble's runs are scored, not timed
-            metrics_file = output / "test_metrics.json"
-            self.model_stage(Stage("evaluate", {"output": metrics_file}, (output, test)))
+        rest = self.student_runs(key, [s for s in students if s not in first], teacher, train, dev)
+        self.evaluate(rest.values(), test)
+        runs.update(rest)
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
         self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]),
@@ -268,6 +268,11 @@ class Bench:
                    covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name for m in stored["models"]})
         self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
         self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
+
+    def evaluate(self, models: Iterable[Path], test: Path) -> None:
+        """Each model's test scores (`nlp-train evaluate`), unless done: the report's rows as soon as a model is."""
+        for output in models:
+            self.model_stage(Stage("evaluate", {"output": output / "test_metrics.json"}, (output, test)))
 
     def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path) -> dict[str, Path]:
         """Every variant of each of `students` (`variants`), trained unless done: each run's folder by name."""
