@@ -520,14 +520,20 @@ class Bench:
 
 def record_segment(path: Path, tasks: list[str]) -> None:
     """Note the code of this start of the benchmark (the commit, the date, the tasks) where it differs from the
-    last start's: a run resumed with the same code adds nothing, so its report stays the same."""
+    last start's, and a task the last start's code did not run yet: a run resumed with the same code and tasks adds
+    nothing, so its report stays the same."""
     import datetime
     segments = read_json(path)["segments"] if path.exists() else []
     commit = code_commit()
-    if not segments or segments[-1]["commit"] != commit:
+    if segments and segments[-1]["commit"] == commit:
+        added = [task for task in tasks if task not in segments[-1]["tasks"]]
+        if not added:
+            return
+        segments[-1]["tasks"] += added  # the same code started for another task (a second process, say)
+    else:
         segments.append({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit,
                          "tasks": tasks})
-        write_json(path, {"segments": segments})
+    write_json(path, {"segments": segments})
 
 
 def stage_content(stage: Stage) -> str:

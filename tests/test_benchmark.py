@@ -133,13 +133,15 @@ def test_the_report_names_the_code_of_each_start_that_brought_newer_code(quick_r
     commit = read_json(out / benchmark.SEGMENTS)["segments"][0]["commit"]
     assert commit != "unknown" and f"Code: commit {commit} (run started " in report.read_text()
     path = tmp_path / benchmark.SEGMENTS
-    for code in ("abc1234", "abc1234", "def5678+changes"):
+    for code, tasks in (("abc1234", ["rt", "bbc"]), ("abc1234", ["rt"]), ("abc1234", ["conll"]),
+                        ("def5678+changes", ["rt", "bbc"])):
         monkeypatch.setattr(benchmark, "code_commit", lambda code=code: code)
-        benchmark.record_segment(path, ["rt", "bbc"])
+        benchmark.record_segment(path, tasks)
     segments = read_json(path)["segments"]
-    assert [s["commit"] for s in segments] == ["abc1234", "def5678+changes"]
+    assert [(s["commit"], s["tasks"]) for s in segments] == [("abc1234", ["rt", "bbc", "conll"]),
+                                                             ("def5678+changes", ["rt", "bbc"])]
     line = bench_report.code_lines(segments)[0]
-    assert "abc1234 from " in line and "def5678+changes from " in line and "(rt, bbc)" in line
+    assert "abc1234 from " in line and "def5678+changes from " in line and "(rt, bbc, conll)" in line
 
 
 def test_export_benchmark_section_is_replaced_by_the_runs_own_and_kept_otherwise(quick_run, tmp_path):
