@@ -9,7 +9,8 @@ stored results lack. Teachers, the longest stages, are recorded by content (comm
 store (`--teachers`, default OUT/teachers): a run under another --out that needs the same teacher copies
 it instead of training it again, and a finished teacher of other data at a run's output is refused.
 The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
-are marked as such.
+are marked as such. A run spread over sessions may be resumed with newer code: OUT/segments.json keeps each
+commit it was started with (when, for which tasks), and the report's header names them.
 
     python scripts/benchmark.py                      # full run on data/ (make data first)
     python scripts/benchmark.py --quick              # minutes: subsets, fewer epochs
