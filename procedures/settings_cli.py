@@ -100,7 +100,7 @@ def field_option(spec: dataclasses.Field, default: Any = KEEP, help: str | None 
     elif "path" in meta:
         settings["type"] = click.Path(file_okay=meta["path"] != "dir", dir_okay=meta["path"] != "file")
     elif kind == "int":
-        settings["type"] = click.IntRange(**bounds) if bounds != {"min": None, "max": None} else click.INT
+        settings["type"] = click.IntRange(**bounds) if any(v is not None for v in bounds.values()) else click.INT
     elif kind == "float":
         settings["type"] = FiniteFloatRange(**bounds, min_open=meta.get("low_open", False),
                                             max_open=meta.get("high_open", False))

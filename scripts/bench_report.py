@@ -16,6 +16,7 @@ from distill.student_search.space import TRIALS_JSON
 
 VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled", "+kd-kl+augment")
 KD_SUFFIXES = VARIANT_SUFFIXES[2:]
+SEGMENTS = "segments.json"  # the code of a run spread over starts: each commit, when and for which tasks it began
 UNLABELED_SUFFIX = VARIANT_SUFFIXES[4]  # its own transfer set: a logit cache of its own, not the shared one
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
@@ -63,7 +64,7 @@ def read(path: Path) -> dict | None:
 def collect(out: Path, specs: dict) -> dict:
     """Every finished stage of every task under `out`, plus derived ratios and target checks."""
     machine = read(out / "machine.json")
-    segments = (read(out / "segments.json") or {}).get("segments", [])
+    segments = (read(out / SEGMENTS) or {}).get("segments", [])
     tasks = {}
     for key, spec in specs.items():
         base = out / key

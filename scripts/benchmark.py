@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
-from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, TRANSFORMER_STUDENTS,  # noqa: E402
-                          VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
+from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
+                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
 from distill.io import read_json, write_json  # noqa: E402
 
 if TYPE_CHECKING:
@@ -68,7 +68,6 @@ TASKS = {
             "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"],
             "search": True},  # issue 42: the search measured on all three tasks
 }
-SEGMENTS = "segments.json"  # the code of a run spread over starts: each commit, when and for which tasks it began
 TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 SEARCH_BATCH, SEARCH_THREADS = 32, 1  # the search's latency budget: the first student's at batch 32, one thread
