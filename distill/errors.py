@@ -6,7 +6,9 @@ caller, from one check for both.
 """
 
 import contextlib
-from typing import Iterator
+import errno
+import sys
+from typing import Callable, Iterator, NoReturn
 
 _command_line = False  # a module flag, not a context variable: threads the CLI starts see it too
 
@@ -38,6 +40,29 @@ class DataError(DistillError):
     def __init__(self, path: str, message: str, line: int | None = None):
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
+
+
+def os_error_message(err: OSError) -> str:
+    """A failed read or write as one line: the file and what the system said of it (a full disk, where the
+    system names no file, is said to be the output's)."""
+    where = f"{err.filename}: " if err.filename else "writing the output: " if err.errno == errno.ENOSPC else ""
+    return f"{where}{err.strerror or err}"
+
+
+def run_script(main: Callable[[], object]) -> NoReturn:
+    """The entry point of a script in ``scripts/``: as with `nlp-train`, a user's mistake (a `DistillError`, a
+    file that cannot be read or written) is one line on stderr and exit status 2, Ctrl-C is exit status 130,
+    never a traceback. `main`'s return value is the exit status when it is an int (else 0). Standard library
+    alone, so a script's side run in another environment (model2vec's) can use it too."""
+    try:
+        status = main()
+    except (DistillError, OSError) as err:
+        print(f"error: {os_error_message(err) if isinstance(err, OSError) else err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) and not isinstance(status, bool) else 0)
 
 
 def require_whole(name: str, value, low: int = 1, high: int | None = None, optional: bool = False) -> None:

@@ -11,7 +11,6 @@ student never imports transformers.
 from __future__ import annotations
 
 import _thread
-import errno
 import importlib
 import itertools
 import os
@@ -21,7 +20,7 @@ import threading
 
 import click
 
-from distill.errors import DistillError, on_command_line
+from distill.errors import DistillError, on_command_line, os_error_message
 from distill.precision import PRECISIONS, set_precision
 from procedures.options import POSITIVE_INT, OnceCommand, refuse_repeated_options
 
@@ -292,8 +291,7 @@ def _run(argv: list[str] | None) -> None:
             raise
         sys.exit(2)
     except OSError as err:
-        where = f"{err.filename}: " if err.filename else "writing the output: " if err.errno == errno.ENOSPC else ""
-        click.echo(f"error: {where}{err.strerror or err}", err=True)
+        click.echo(f"error: {os_error_message(err)}", err=True)
         sys.exit(2)
     finally:
         sys.unraisablehook = previous_hook

@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="Where data, caches and students go (default: a temporary "
                                                      "folder).")
     args = parser.parse_args()
+    if args.workdir is not None and not args.workdir.is_dir():
+        parser.error(f"--workdir {args.workdir}: no such folder")
     with tempfile.TemporaryDirectory(dir=args.workdir) as name:
         folder = Path(name)
         train, dev = folder / f"train{args.train.suffix}", folder / f"dev{args.dev.suffix}"
@@ -76,4 +78,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from distill.errors import run_script
+    run_script(main)

@@ -198,4 +198,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from distill.errors import run_script
+    run_script(main)

@@ -129,7 +129,8 @@ def trained_model2vec(python: str, args) -> dict:
     if kept.is_file() and (Path(args.out) / name).is_dir() and json.loads(kept.read_text()).get("seed") == args.seed:
         return json.loads(kept.read_text())
     record = run_model2vec(python, "model2vec-train", args)
-    kept.write_text(json.dumps(record, indent=2) + "\n")
+    from distill.io import write_json
+    write_json(kept, record)
     return record
 
 
@@ -142,11 +143,12 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
     from distill.inference import evaluate, throughput
     from distill.models import load_model
     from distill.data import read_classification
+    from distill.io import write_json
     torch.set_num_threads(threads)
-    out.mkdir(parents=True, exist_ok=True)
     args = argparse.Namespace(train=str(train), dev=str(dev), test=str(test), out=str(out), threads=threads, seed=seed)
     model = load_model(student)
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
+    out.mkdir(parents=True, exist_ok=True)  # once the inputs are read: a wrong one leaves no folder behind
     ours = {f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
             for name, split in data.items()}
     ours.update(parameters=model.parameter_count(),
@@ -166,7 +168,7 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
     for name, measured in speeds.items():
         if measured:
             record[name].update(examples_per_second_b32=max(measured), rounds_examples_per_second=measured)
-    (out / "static-peers.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_json(out / "static-peers.json", record)
     return record
 
 
@@ -183,6 +185,7 @@ def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path
 
     from distill.data import read_classification
     from distill.inference import evaluate
+    from distill.io import write_json
     from distill.models import load_model
     torch.set_num_threads(threads)
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
@@ -201,7 +204,7 @@ def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path
               **{name: {"runs": rows, "test_accuracy": spread([r["test_accuracy"] for r in rows]),
                         "dev_accuracy": spread([r["dev_accuracy"] for r in rows])}
                  for name, rows in runs.items() if rows}}
-    (out / "static-seeds.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_json(out / "static-seeds.json", record)
     return record
 
 
@@ -233,6 +236,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds: comma-separated whole numbers, not {args.seeds!r}")
+    for name in ("threads", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.stage is None:
         if len(args.student) != len(args.seeds):
             parser.error(f"give one static student per seed: {len(args.student)} student(s), "
@@ -261,4 +267,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(ROOT))  # model2vec's environment runs this file too, with no distill installed
+    from distill.errors import run_script
+    run_script(main)

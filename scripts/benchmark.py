@@ -643,6 +643,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.tasks.split(",")) - set(TASKS)
     if unknown:
         parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        parser.error(f"--out {args.out} is a file, not a folder")
+    if not args.report_only:  # fail now, not hours in at the first stage that reads a missing file
+        needed = [Path(args.data) / TASKS[key][split] for key in args.tasks.split(",")
+                  for split in ("train", "dev", "test", "unlabeled")]
+        missing = [str(path) for path in needed if not path.is_file()]
+        if missing:
+            parser.error(f"{missing[0]} not found{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: "
+                         "python scripts/get_data.py fetches the data into --data")
     if args.quick:
         args.teacher_epochs, args.student_epochs = 1, min(args.student_epochs or 3, 3)
         args.speed_examples = min(args.speed_examples, 256)
@@ -684,4 +693,5 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    from distill.errors import run_script
+    run_script(main)

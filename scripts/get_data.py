@@ -507,4 +507,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distill.errors import run_script
+    run_script(main)

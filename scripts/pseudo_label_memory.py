@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"])
     parser.add_argument("--workdir", type=Path, help="Where corpora and outputs go (default: a temporary folder).")
     args = parser.parse_args()
+    if args.workdir is not None and not args.workdir.is_dir():
+        parser.error(f"--workdir {args.workdir}: no such folder")
     with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
         for lines in args.lines:
             corpus, output = Path(folder) / f"corpus-{lines}.txt", Path(folder) / f"labels-{lines}.jsonl"
@@ -67,4 +69,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from distill.errors import run_script
+    run_script(main)

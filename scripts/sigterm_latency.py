@@ -48,4 +48,5 @@ def main(busy_count: int, rounds: int, trees: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])
+    from distill.errors import run_script
+    run_script(lambda: main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))

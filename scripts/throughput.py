@@ -110,6 +110,7 @@ def thread_env(threads: int) -> dict[str, str]:
 def train_model2vec(args: argparse.Namespace) -> None:
     """model2vec's pipeline trained as scripts/bench_static.py trains it, into PEERS, unless already there."""
     from bench_static import run_model2vec
+    from distill.io import write_json
     peers = Path(args.peers)
     if (peers / M2V_MODEL).is_dir():
         return
@@ -119,7 +120,7 @@ def train_model2vec(args: argparse.Namespace) -> None:
     stage = argparse.Namespace(train=args.train, dev=args.dev, test=args.data, out=str(peers), threads=args.threads,
                                seed=args.seed)
     record = run_model2vec(args.model2vec_python, "model2vec-train", stage)
-    (peers / "model2vec-train.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_json(peers / "model2vec-train.json", record)
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -196,7 +197,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", help="Also write the record as JSON here.")
     parser.add_argument("--serve-model2vec", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name in ("threads", "rounds", "single"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -208,11 +213,14 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("give model directories, --model2vec-python, or both")
     os.environ.update(thread_env(args.threads))  # before numpy's pool starts (distill imports it)
     sys.path.insert(0, str(ROOT))
+    from distill.io import write_json
     record = measure(args)
     if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+        write_json(args.out, record)
     print(table(record))
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(ROOT))  # model2vec's environment runs this file too, with no distill installed
+    from distill.errors import run_script
+    run_script(main)

@@ -566,3 +566,43 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
         with pytest.raises(SystemExit):
             bench_static.parse_args(argv)
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv"], "missing: model directory not found"),
+    ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--rounds", "0"], "--rounds must be at least 1"),
+    ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out"],
+     "not a model directory"),
+    ("benchmark.py", ["--tasks", "rt,conll,bbc", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "rotten_tomatoes/train.csv not found (and 11 more)"),
+    ("benchmark.py", ["--out", "{samples}/sentiment_test.csv", "--report-only"], "is a file, not a folder"),
+])
+def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
+    """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
+    number is one line on stderr and exit status 2, never a traceback, and nothing is written."""
+    argv = [arg.format(tmp=tmp_path, samples=SAMPLES) for arg in argv]
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *argv], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr  # (after argparse's usage)
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(capsys):
+    from distill.errors import DistillError, run_script
+
+    def fails(error: BaseException):
+        def main():
+            raise error
+        return main
+    for main, status, line in ((fails(DistillError("bad --x")), 2, "error: bad --x"),
+                               (fails(FileNotFoundError(2, "No such file or directory", "a.csv")), 2,
+                                "error: a.csv: No such file or directory"),
+                               (fails(KeyboardInterrupt()), 130, "interrupted"),
+                               (lambda: 3, 3, ""), (lambda: {"a": 1}, 0, "")):
+        with pytest.raises(SystemExit) as done:
+            run_script(main)
+        assert done.value.code == status
+        assert capsys.readouterr().err.strip() == line
+    with pytest.raises(ValueError):  # a bug is not a user's mistake: its traceback is kept
+        run_script(fails(ValueError("bug")))
