@@ -75,7 +75,9 @@ class Callback:
 
     def on_train_begin(self, run: dict) -> None:
         """The run starts (or resumes): ``epochs``, ``first_epoch``, ``step`` (steps already taken),
-        ``steps_per_epoch``, ``tasks``, ``settings`` (the loop's) and ``directory`` (None in memory)."""
+        ``steps_per_epoch``, ``tasks``, ``settings`` (the loop's), ``directory`` (None in memory) and
+        ``model``, the model being trained (as transformers' callbacks get it: to read, e.g. to keep each
+        epoch's weights, never to change)."""
 
     def on_step(self, step: Step) -> None:
         """An optimizer step was taken."""

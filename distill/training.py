@@ -450,7 +450,7 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                             "steps_per_epoch": optimizer_steps([len(t.train_examples) for t in tasks.values()],
                                                                settings.batch_size, settings.grad_accumulation, 1),
                             "settings": {k: v for k, v in asdict(settings).items() if k != "progress"},
-                            "directory": None if run is None else str(run.directory)})
+                            "directory": None if run is None else str(run.directory), "model": model})
     try:  # a run stopped by an error, Ctrl-C or SIGTERM is closed in every tracker that opened it
         for epoch in range(first_epoch, settings.epochs + 1):
             if stale >= settings.patience:

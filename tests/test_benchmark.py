@@ -606,3 +606,31 @@ def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(ca
         assert capsys.readouterr().err.strip() == line
     with pytest.raises(ValueError):  # a bug is not a user's mistake: its traceback is kept
         run_script(fails(ValueError("bug")))
+
+
+def test_epoch_study_scores_every_epoch_kds_pick_and_averaged_weights(tiny_classifier_teacher, tmp_path):
+    """scripts/epoch_study.py: kd trains its epochs with the weights of each kept; the pick is kd's own best epoch
+    (its train_summary.json), and the mean of one epoch's weights is that epoch."""
+    import epoch_study
+    from tests.conftest import DEV, SMALL_LSTM, TRAIN
+    record = epoch_study.main(["--dev", str(DEV), "--test", str(SAMPLES / "sentiment_test.csv"), "--epochs", "3",
+                               "--average", "1-3", "--average", "2-2", "--json", str(tmp_path / "epochs.json"), "--",
+                               "--teacher", tiny_classifier_teacher, "--train", str(TRAIN), "--output",
+                               str(tmp_path / "kd"), *SMALL_LSTM])
+    assert sorted(record["epochs"]) == [1, 2, 3]
+    summary = read_json(tmp_path / "kd" / "train_summary.json")
+    assert record["kd_pick"]["epoch"] == summary["best"]["epoch"]
+    assert record["kd_pick"]["dev"] == pytest.approx(summary["best"]["dev"]["accuracy"])
+    assert record["averages"]["2-2"] == pytest.approx(record["epochs"][2])
+    assert set(record["averages"]["1-3"]) == {"dev", "test", "dev_loss"}
+    assert read_json(tmp_path / "epochs.json")["lowest_dev_loss"]["epoch"] == record["lowest_dev_loss"]["epoch"]
+
+
+@pytest.mark.parametrize("argv, message", [(["--epochs", "0"], "--epochs must be at least 1"),
+                                           (["--average", "3-12"], "--average 3-12"),
+                                           (["--", "--patience", "2"], "--patience is this script's to set")])
+def test_epoch_study_refuses_what_it_sets_itself_or_cannot_score(argv, message, capsys):
+    import epoch_study
+    with pytest.raises(SystemExit):
+        epoch_study.parse_args(["--dev", "d.csv", "--test", "t.csv", *argv])
+    assert message in capsys.readouterr().err

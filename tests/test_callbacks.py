@@ -75,6 +75,7 @@ def test_a_kd_run_reports_every_event_in_order_with_every_loss_term(tiny_classif
     check_order(recorder, 2)
     begin = recorder.of("begin")[0]
     assert begin["epochs"] == 2 and begin["first_epoch"] == 1 and begin["settings"]["grad_accumulation"] == 1
+    assert begin["model"] is result.model  # the model trained, to read (e.g. each epoch's weights)
     for step in recorder.of("step"):
         assert set(step.losses) == {"student", "distillation", "total"} and step.task == ""
         assert step.losses["total"] == pytest.approx(step.losses["student"] + step.losses["distillation"])
