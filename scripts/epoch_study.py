@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def train_keeping_epochs(args: argparse.Namespace) -> tuple[object, dict[int, dict], dict[int, float]]:
     """kd's run, in this process: the model, each epoch's weights and each epoch's dev score as kd saw it."""
-    from distill.callbacks import Callback, register_reporter
+    from distill.callbacks import REPORTERS, Callback, register_reporter
     from distill.errors import DistillError
     from procedures.cli import main as nlp_train
 
@@ -74,6 +74,8 @@ def train_keeping_epochs(args: argparse.Namespace) -> tuple[object, dict[int, di
     except SystemExit as done:
         if done.code:
             raise DistillError(f"nlp-train kd stopped (exit status {done.code}); nothing was scored") from None
+    finally:  # the reporter is this run's alone: a process that goes on (a test) sees only its own reporters
+        REPORTERS.pop(REPORTER, None)
     if kept.model is None or len(kept.weights) < args.epochs:
         raise DistillError("nlp-train kd trained no epochs here (an earlier run's output? give a new --output)")
     return kept.model, kept.weights, kept.scores

@@ -624,6 +624,8 @@ def test_epoch_study_scores_every_epoch_kds_pick_and_averaged_weights(tiny_class
     assert record["averages"]["2-2"] == pytest.approx(record["epochs"][2])
     assert set(record["averages"]["1-3"]) == {"dev", "test", "dev_loss"}
     assert read_json(tmp_path / "epochs.json")["lowest_dev_loss"]["epoch"] == record["lowest_dev_loss"]["epoch"]
+    from distill.callbacks import REPORTERS
+    assert epoch_study.REPORTER not in REPORTERS  # the script's reporter leaves with its run
 
 
 @pytest.mark.parametrize("argv, message", [(["--epochs", "0"], "--epochs must be at least 1"),
