@@ -383,7 +383,7 @@ def test_teachers_are_reused_by_content_across_runs_and_refused_when_the_data_ch
     spec, data = benchmark.TASKS["rt"], bench_data / "rotten_tomatoes"
 
     def teacher(out: str, dev: Path = data / "dev.csv", seed: int = 42) -> Path:
-        arguments = ["--out", str(tmp_path / out), "--teachers", str(tmp_path / "store")]
+        arguments = ["--data", str(bench_data), "--out", str(tmp_path / out), "--teachers", str(tmp_path / "store")]
         bench = benchmark.Bench(benchmark.parse_args(arguments))
         bench.teacher_stage(spec, data / "train.csv", dev, bench.out / "rt" / "teacher", seed)
         return bench.out / "rt" / "teacher"
