@@ -86,21 +86,26 @@ def study(args: argparse.Namespace) -> dict:
 
     from distill.data import read_classification
     from distill.errors import DistillError
-    from distill.inference import evaluate, predict_logits
+    from distill.inference import decode_labels, evaluate, predict_logits
+    from distill.losses import two_class_logits
+    from distill.metrics import task_metrics
     model, weights, kd_scores = train_keeping_epochs(args)
     if model.task != "classification":
         raise DistillError("epoch_study.py scores classification students only")
-    data = {name: read_classification(path) for name, path in (("dev", args.dev), ("test", args.test))}
-    labels = model.hierarchy.labels
+    dev, test = read_classification(args.dev), read_classification(args.test)
+    dev_texts, dev_labels = list(dev["text"]), list(dev["label"])
+    dev_gold = torch.tensor([model.hierarchy.labels.index(label) for label in dev_labels])
 
     def scored(state: dict) -> dict:
+        """Dev accuracy and loss from one pass over dev (accuracy as `evaluate` computes it), test accuracy."""
         model.load_state_dict(state)
         model.eval()
-        row = {name: evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
-               for name, split in data.items()}
-        logits = predict_logits(model, list(data["dev"]["text"])).logits.float()
-        gold = torch.tensor([labels.index(label) for label in data["dev"]["label"]])
-        return {**row, "dev_loss": float(torch.nn.functional.cross_entropy(logits, gold))}
+        results = predict_logits(model, dev_texts)
+        logits = results.logits.float()
+        logits = two_class_logits(logits) if logits.size(-1) == 1 else logits  # a --binary student's one logit
+        return {"dev": task_metrics(model.task, model.hierarchy, dev_labels, decode_labels(model, results))["accuracy"],
+                "dev_loss": float(torch.nn.functional.cross_entropy(logits, dev_gold)),
+                "test": evaluate(model, list(test["text"]), list(test["label"]))["accuracy"]}
 
     epochs = {epoch: scored(state) for epoch, state in sorted(weights.items())}
     kept = max(kd_scores, key=lambda epoch: (kd_scores[epoch], -epoch))  # kd's pick: the first best
@@ -132,6 +137,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     from distill.errors import run_script
     run_script(main)

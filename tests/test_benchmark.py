@@ -608,15 +608,16 @@ def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(ca
         run_script(fails(ValueError("bug")))
 
 
-def test_epoch_study_scores_every_epoch_kds_pick_and_averaged_weights(tiny_classifier_teacher, tmp_path):
+@pytest.mark.parametrize("binary", [[], ["--binary"]])
+def test_epoch_study_scores_every_epoch_kds_pick_and_averaged_weights(binary, tiny_classifier_teacher, tmp_path):
     """scripts/epoch_study.py: kd trains its epochs with the weights of each kept; the pick is kd's own best epoch
-    (its train_summary.json), and the mean of one epoch's weights is that epoch."""
+    (its train_summary.json), and the mean of one epoch's weights is that epoch; a one-logit student too."""
     import epoch_study
     from tests.conftest import DEV, SMALL_LSTM, TRAIN
     record = epoch_study.main(["--dev", str(DEV), "--test", str(SAMPLES / "sentiment_test.csv"), "--epochs", "3",
                                "--average", "1-3", "--average", "2-2", "--json", str(tmp_path / "epochs.json"), "--",
                                "--teacher", tiny_classifier_teacher, "--train", str(TRAIN), "--output",
-                               str(tmp_path / "kd"), *SMALL_LSTM])
+                               str(tmp_path / "kd"), *SMALL_LSTM, *binary])
     assert sorted(record["epochs"]) == [1, 2, 3]
     summary = read_json(tmp_path / "kd" / "train_summary.json")
     assert record["kd_pick"]["epoch"] == summary["best"]["epoch"]
