@@ -315,8 +315,10 @@ def record_api_calls(monkeypatch) -> list[tuple[str, dict]]:
     fakes = {"train_teacher": recorder(distill.trainers.train_teacher),
              "train_student": recorder(distill.trainers.train_student), "Distiller": RecordedDistiller}
     for name, fake in fakes.items():
-        monkeypatch.setattr(distill.distiller if name == "Distiller" else distill.trainers, name, fake)
+        # the package first: its lazy attribute, loaded by monkeypatch's lookup of the value to restore, must be
+        # the real function, not the submodule's fake (that fake would be "restored" and outlive the test)
         monkeypatch.setattr(distill, name, fake, raising=False)
+        monkeypatch.setattr(distill.distiller if name == "Distiller" else distill.trainers, name, fake)
     monkeypatch.setattr(distill.evaluation, "evaluate_model", recorder(distill.evaluation.evaluate_model, threads=True))
     return calls
 
