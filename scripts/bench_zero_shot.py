@@ -35,10 +35,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from distill.errors import DistillError  # noqa: E402
+from distill.io import check_folder, write_json  # noqa: E402
+
 DATASETS = {
-    "rt": {"folder": "data/rotten_tomatoes", "unlabeled": "data/unlabeled/movies.txt",
+    "rt": {"folder": "rotten_tomatoes", "unlabeled": "unlabeled/movies.txt",
            "labels": "negative=a negative review|a bad movie,positive=a positive review|a good movie"},
-    "bbc": {"folder": "data/bbc_news", "unlabeled": "data/unlabeled/news_articles.txt",
+    "bbc": {"folder": "bbc_news", "unlabeled": "unlabeled/news_articles.txt",
             "labels": "business=business news|the economy and companies|markets and trade,"
                       "entertainment=entertainment news|film and music|television and celebrities,"
                       "politics=political news|the government and parliament|elections and parties,"
@@ -49,10 +55,11 @@ GOLD_SIZES = (50, 200, 1000)
 SEED = 42
 
 
-def read_csv(path: Path) -> tuple[list[str], list[str]]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [row["text"] for row in rows], [row["label"] for row in rows]
+def read_labelled(path: Path) -> tuple[list[str], list[str]]:
+    """A labelled split, read and checked as every command reads one."""
+    from distill.data.classification import read_classification
+    rows = read_classification(str(path))
+    return rows["text"], [str(label) for label in rows["label"]]
 
 
 def cut(text: str, words: int | None) -> str:
@@ -66,16 +73,26 @@ def write_csv(path: Path, texts: list[str], labels: list[str]) -> None:
         writer.writerows(zip(texts, labels))
 
 
-def prepare(dataset: str, out: Path, train_texts: int | None, unlabeled_texts: int | None,
-            words: int | None, sizes: dict[str, int | None]) -> dict[str, Path]:
+def read_sources(dataset: str, data: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """Every split and the unlabeled text of `dataset` under `data`, read whole before anything is written: a
+    missing or malformed file is one error line and leaves no output behind."""
+    from distill.data.unlabeled import read_unlabeled
+    spec = DATASETS[dataset]
+    sources = {name: read_labelled(data / spec["folder"] / f"{name}.csv") for name in ("train", "dev", "test")}
+    sources["unlabeled"] = (read_unlabeled(str(data / spec["unlabeled"]), "classification")["text"], [])
+    return sources
+
+
+def prepare(sources: dict[str, tuple[list[str], list[str]]], out: Path, train_texts: int | None,
+            unlabeled_texts: int | None, words: int | None, sizes: dict[str, int | None]) -> dict[str, Path]:
     """The splits as this benchmark reads them: texts cut to `words`, train texts without labels, subsets."""
-    spec, data = DATASETS[dataset], out / "data"
+    data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     paths = {name: data / f"{name}.csv" for name in ("dev", "test")}
     for name in paths:
-        texts, labels = read_csv(ROOT / spec["folder"] / f"{name}.csv")  # the splits are seeded shuffles already
+        texts, labels = sources[name]  # the splits are seeded shuffles already
         write_csv(paths[name], [cut(t, words) for t in texts][:sizes[name]], labels[:sizes[name]])
-    texts, labels = read_csv(ROOT / spec["folder"] / "train.csv")
+    texts, labels = sources["train"]
     order = list(range(len(texts)))
     random.Random(SEED).shuffle(order)
     texts, labels = [cut(texts[i], words) for i in order], [labels[i] for i in order]
@@ -85,9 +102,9 @@ def prepare(dataset: str, out: Path, train_texts: int | None, unlabeled_texts: i
     for size in GOLD_SIZES:
         paths[f"gold{size}"] = data / f"gold{size}.csv"
         write_csv(paths[f"gold{size}"], texts[:size], labels[:size])
-    lines = [line for line in (ROOT / spec["unlabeled"]).read_text(encoding="utf-8").splitlines() if line.strip()]
     paths["unlabeled"] = data / "unlabeled.txt"
-    paths["unlabeled"].write_text("".join(f"{cut(t, words)}\n" for t in lines[:unlabeled_texts]), encoding="utf-8")
+    lines = sources["unlabeled"][0][:unlabeled_texts]
+    paths["unlabeled"].write_text("".join(f"{cut(t.replace(chr(10), ' '), words)}\n" for t in lines), encoding="utf-8")
     return paths
 
 
@@ -95,7 +112,8 @@ def nlp_train(out: Path, *args: str) -> None:
     command = [sys.executable, "-m", "procedures.cli", "--threads", "1", *map(str, args)]
     with open(out / "commands.txt", "a", encoding="utf-8") as log:
         log.write(shlex.join(["nlp-train", *command[3:]]) + "\n")
-    subprocess.run(["nice", "-n", "10", *command], check=True, cwd=ROOT)
+    if subprocess.run(["nice", "-n", "10", *command], cwd=ROOT).returncode:
+        raise DistillError(f"this step failed (its error is above): {shlex.join(['nlp-train', *command[3:]])}")
 
 
 def test_score(out: Path, model: Path, test: Path) -> float:
@@ -108,8 +126,8 @@ def test_score(out: Path, model: Path, test: Path) -> float:
 def tfidf_score(train: Path, test: Path) -> float:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
-    texts, labels = read_csv(train)
-    test_texts, test_labels = read_csv(test)
+    texts, labels = read_labelled(train)
+    test_texts, test_labels = read_labelled(test)
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
     classifier = LogisticRegression(max_iter=2000, C=10.0).fit(vectorizer.fit_transform(texts), labels)
     predicted = classifier.predict(vectorizer.transform(test_texts))
@@ -119,6 +137,7 @@ def tfidf_score(train: Path, test: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=sorted(DATASETS), required=True)
+    parser.add_argument("--data", default="data", help="The folder scripts/get_data.py fills (default: data).")
     parser.add_argument("--out", default="runs/zero-shot")
     parser.add_argument("--encoder", default="minilm-l6")
     parser.add_argument("--train-texts", type=int, help="Use the first N train texts (seeded shuffle).")
@@ -130,10 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=4, help="kd's epochs (patience 2).")
     parser.add_argument("--gold-epochs", type=int, default=10, help="The gold-label BiLSTMs' epochs (patience 3).")
     args = parser.parse_args(argv)
+    for name in ("train_texts", "unlabeled_texts", "words", "dev_size", "test_size", "max_length", "epochs",
+                 "gold_epochs"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    sources = read_sources(args.dataset, ROOT / args.data)
     out = (ROOT / args.out / args.dataset).resolve()
+    check_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    paths = prepare(args.dataset, out, args.train_texts, args.unlabeled_texts, args.words,
+    paths = prepare(sources, out, args.train_texts, args.unlabeled_texts, args.words,
                     {"dev": args.dev_size, "test": args.test_size})
     cache = out / "cache"
     results: dict = {"dataset": args.dataset, "encoder": args.encoder, "settings": vars(args)}
@@ -164,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             nlp_train(out, "student", "--model", "lstm", "--train", paths[f"gold{size}"], "--dev", paths["dev"],
                       "--epochs", args.gold_epochs, "--patience", "3", "--output", student, "--quiet")
         results[f"lstm_{size}"] = test_score(out, student, paths["test"])
-    (out / "zero-shot.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "zero-shot.json", results)
     print(f"| {args.dataset} | teacher {results['teacher']['test']:.4f} (T={results['teacher']['temperature']:.3g}) | "
           f"kd BiLSTM {results['kd_lstm']:.4f} | kd static {results['kd_static']:.4f} | "
           + " | ".join(f"{size}: TF-IDF {results[f'tfidf_{size}']:.4f}, BiLSTM {results[f'lstm_{size}']:.4f}"

@@ -578,6 +578,9 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("benchmark.py", ["--tasks", "rt,conll,bbc", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv not found (and 11 more)"),
     ("benchmark.py", ["--out", "{samples}/sentiment_test.csv", "--report-only"], "is a file, not a folder"),
+    ("bench_zero_shot.py", ["--dataset", "rt", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "rotten_tomatoes/train.csv: file not found"),
+    ("bench_zero_shot.py", ["--dataset", "bbc", "--epochs", "0", "--out", "{tmp}/out"], "--epochs must be at least 1"),
 ])
 def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
     """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
