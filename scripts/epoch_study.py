@@ -17,6 +17,10 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import datasets
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTER = "epoch-weights"
@@ -81,10 +85,9 @@ def train_keeping_epochs(args: argparse.Namespace) -> tuple[object, dict[int, di
     return kept.model, kept.weights, kept.scores
 
 
-def study(args: argparse.Namespace) -> dict:
+def study(args: argparse.Namespace, dev: datasets.Dataset, test: datasets.Dataset) -> dict:
     import torch
 
-    from distill.data import read_classification
     from distill.errors import DistillError
     from distill.inference import decode_labels, evaluate, predict_logits
     from distill.losses import two_class_logits
@@ -92,7 +95,6 @@ def study(args: argparse.Namespace) -> dict:
     model, weights, kd_scores = train_keeping_epochs(args)
     if model.task != "classification":
         raise DistillError("epoch_study.py scores classification students only")
-    dev, test = read_classification(args.dev), read_classification(args.test)
     dev_texts, dev_labels = list(dev["text"]), list(dev["label"])
     dev_gold = torch.tensor([model.hierarchy.labels.index(label) for label in dev_labels])
 
@@ -128,8 +130,14 @@ def table(record: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from distill.io import write_json
-    record = study(args)
+    from distill.data import read_classification
+    from distill.io import check_target, write_json
+    from distill.outputs import check_file_output
+    dev, test = read_classification(args.dev), read_classification(args.test)  # checked before hours of training
+    if args.json:
+        check_target(args.json)
+        check_file_output(args.json, [args.dev, args.test, *args.kd])
+    record = study(args, dev, test)
     if args.json:
         write_json(args.json, record)
     print(table(record))

@@ -581,6 +581,11 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("bench_zero_shot.py", ["--dataset", "rt", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv: file not found"),
     ("bench_zero_shot.py", ["--dataset", "bbc", "--epochs", "0", "--out", "{tmp}/out"], "--epochs must be at least 1"),
+    ("epoch_study.py", ["--dev", "{samples}/sentiment_test.csv", "--test", "{tmp}/missing.csv", "--", "--teacher",
+                        "{tmp}", "--train", "{samples}/sentiment_test.csv", "--output", "{tmp}/out"],
+     "missing.csv: file not found"),  # before kd trains
+    ("epoch_study.py", ["--dev", "{samples}/sentiment_test.csv", "--test", "{samples}/sentiment_test.csv", "--json",
+                        "{samples}/sentiment_test.csv", "--", "--output", "{tmp}/out"], "is an input of this command"),
 ])
 def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
     """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
