@@ -34,6 +34,11 @@ class DistillError(Exception):
     """An error caused by the user's input or options, not by a bug."""
 
 
+class ResumeRefused(DistillError):
+    """An interrupted run's saved state that this run cannot continue exactly (other settings or data, or its best
+    epoch's model damaged): the user's run stops; a run the library owns (a search trial) may start over."""
+
+
 class DataError(DistillError):
     """Bad input data; the message names the file and, where known, the line."""
 

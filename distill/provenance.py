@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from distill import distributed, precision
-from distill.errors import DistillError
+from distill.errors import DistillError, ResumeRefused
 from distill.io import file_sha256, load_sealed, uninterrupted
 from distill.runtime import Output
 from distill.settings import named
@@ -210,7 +210,7 @@ def load_run_state(run: RunState) -> dict | None:
     saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
     if saved != current:
         changed = changed_settings(saved, current)
-        raise DistillError(f"{run.directory}: cannot resume with different settings or data "
+        raise ResumeRefused(f"{run.directory}: cannot resume with different settings or data "
                            f"({', '.join(changed)}); start over with {named(Output, 'overwrite', 'overwrite=True')}")
     best = json.loads(state["best"])
     if best is not None:  # the best epoch's model lives only in the folder: a resume that never beats it keeps it
@@ -218,7 +218,7 @@ def load_run_state(run: RunState) -> dict | None:
         try:
             verify_model_files(run.directory, read_model_card(run.directory, unfinished=True))
         except DistillError as err:
-            raise DistillError(f"{run.directory}: the model of the interrupted run's best epoch ({best['epoch']}) "
+            raise ResumeRefused(f"{run.directory}: the model of the interrupted run's best epoch ({best['epoch']}) "
                                f"is missing or damaged ({err}); start over with "
                                f"{named(Output, 'overwrite', 'overwrite=True')}") from None
     return state

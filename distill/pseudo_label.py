@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 
 from distill import distributed
 from distill.data import iter_unlabeled
-from distill.errors import DistillError, option
+from distill.errors import DistillError, ResumeRefused, option
 from distill.cache import CACHE_DIR_OPTION, LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.ensemble import TEACHER_WEIGHTS_OPTION, check_ensemble, ensemble_logits, ensemble_weights
 from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
@@ -102,12 +102,12 @@ def _resume() -> str:
 def check_resumable(output: Path, signature: dict) -> None:
     path = signature_path(output)
     if not path.exists():
-        raise DistillError(f"{output}: cannot resume: no record of the interrupted run's settings "
+        raise ResumeRefused(f"{output}: cannot resume: no record of the interrupted run's settings "
                            f"({path.name}); run without {_resume()}")
     saved = read_json(path)
     current = json.loads(json.dumps(signature))
     if saved != current:
-        raise DistillError(f"{output}: cannot resume with different settings or data "
+        raise ResumeRefused(f"{output}: cannot resume with different settings or data "
                            f"({', '.join(changed_settings(saved, current))}); run without {_resume()}")
 
 

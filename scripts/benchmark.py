@@ -361,9 +361,11 @@ class Bench:
         space = copy.deepcopy(DEFAULT_SPACES[model_card(str(teacher))["task"]])
         if self.args.student_epochs:  # the cap the hand-configured students train under
             space["training"]["epochs"] = self.args.student_epochs
-        result = search(str(teacher), str(train), str(dev), str(out), trials=self.args.search_trials, space=space,
-                        as_fast_as=str(reference), batch_size=SEARCH_BATCH, threads=SEARCH_THREADS, test=str(test),
-                        seed=self.args.seed, cache_dir=self.cache)
+        from distill.training import runtime
+        with runtime(None, self.args.train_threads):  # its trials train as every other stage does, run after run
+            result = search(str(teacher), str(train), str(dev), str(out), trials=self.args.search_trials, space=space,
+                            as_fast_as=str(reference), batch_size=SEARCH_BATCH, threads=SEARCH_THREADS,
+                            test=str(test), seed=self.args.seed, cache_dir=self.cache)
         report = result.report
         return {"reference": {**report["search"]["budget"]["as_fast_as"], "model": shown(reference)}, "budget": report["search"]["budget"],
                 "latency": report["search"]["latency"], "states": report["states"],

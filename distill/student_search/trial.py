@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from distill.data import DataOptions
-from distill.errors import DistillError
+from distill.errors import DistillError, ResumeRefused
 from distill.student_search.space import TIMING_EXAMPLES, TRIALS_FOLDER, SearchSpace, optuna_module
+
+logger = logging.getLogger("distill")
 
 
 class FamilyPruner:
@@ -158,15 +161,32 @@ def _folder(trial, job: Job) -> Path:
     return job.output / trial.user_attrs.get("folder", f"{TRIALS_FOLDER}/{trial.number:04d}")
 
 
+def _train(distiller, trial, job: Job, folder: Path) -> None:
+    """The trial's kd run, continued where an interrupted one stopped; started over where this process cannot
+    continue it exactly (retried by a process of other torch threads, say): the folder is the study's own."""
+    from distill.models.card import RESUME_FILE
+    from distill.trainers import Output
+
+    def fit(output: Output) -> None:
+        distiller.fit(job.train, job.dev, job.unlabeled, job.data, output, callbacks=[_pruning_callback(trial)])
+    if not (folder / RESUME_FILE).is_file():
+        return fit(Output(folder))
+    try:
+        fit(Output(folder, resume=True))
+    except ResumeRefused as refused:
+        logger.warning(f"warning: trial {trial.number}: its interrupted run cannot be continued exactly here "
+                       f"({refused}); it starts over")
+        fit(Output(folder, overwrite=True))
+
+
 def run_trial(trial, job: Job) -> float:
     """Train (or continue, or find finished) the trial's student, measure it, record it on the trial; returns
     its best dev score."""
     from distill.distillation import TeacherStudentDistill
-    from distill.models.card import RESUME_FILE
     from distill.models.registry import student_config
     from distill.outputs import SUMMARY_FILE
     from distill.distiller import Distiller, DistillSettings
-    from distill.trainers import Output, Runtime
+    from distill.trainers import Runtime
     from distill.training import TrainSettings
     optuna = optuna_module()
     started = time.perf_counter()
@@ -183,10 +203,8 @@ def run_trial(trial, job: Job) -> float:
                               TeacherStudentDistill(**settings.loss), TrainSettings(**training),
                               distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
                               env=Runtime(job.device, progress=job.progress))
-        resume = (folder / RESUME_FILE).is_file()
         try:
-            distiller.fit(job.train, job.dev, job.unlabeled, job.data, Output(folder, resume=resume),
-                          callbacks=[_pruning_callback(trial)])
+            _train(distiller, trial, job, folder)
         except optuna.TrialPruned:
             shutil.rmtree(folder, ignore_errors=True)  # its resume state: a pruned trial is not continued
             trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
