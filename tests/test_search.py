@@ -394,6 +394,33 @@ def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial
     assert not (output / "trials" / "0000" / "resume.pt").exists()
 
 
+def test_a_default_student_whose_trial_failed_runs_again_when_the_search_is_run_again(tiny_classifier_teacher, tmp_path,
+                                                                                       monkeypatch):
+    """An error in the first default student's trial (here its measuring, after training) stops the search with it,
+    the trial recorded as failed; the same search run again runs that default student again from the failed
+    trial's folder (its finished run measured, not trained again): no default student is left out of the study."""
+    import distill.student_search.trial as trial_module
+    measure = trial_module.measure
+
+    def fails(*args, **kwargs):
+        raise DistillError("the disk is full")
+    monkeypatch.setattr(trial_module, "measure", fails)
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(SPACE))
+    output = tmp_path / "out"
+    arguments = dict(trials=2, space=space, prune=False, reseed_top=0, seeds=1, cache_dir=tmp_path / "cache")
+    with pytest.raises(DistillError, match="the disk is full"):
+        search(tiny_classifier_teacher, TRAIN, DEV, output, **arguments)
+    log = output / "trials" / "0000" / "metrics.jsonl"
+    trained = log.read_text()
+    monkeypatch.setattr(trial_module, "measure", measure)
+    trials = search(tiny_classifier_teacher, TRAIN, DEV, output, **arguments).trials
+    first, second = trials[0]["default"], ({"lstm", "cnn"} - {trials[0]["default"]}).pop()
+    assert [(t["state"], t["default"], t["folder"]) for t in trials] == \
+        [("fail", first, "trials/0000"), ("complete", first, "trials/0000"), ("complete", second, "trials/0002")]
+    assert "the disk is full" in trials[0]["error"] and log.read_text() == trained
+
+
 def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
     """Two processes (another and this one) on one folder, so one SQLite storage: two trials in all, one each, the
     second joining while the first runs (the two default students), then the best one's reseeded run, by the

@@ -129,10 +129,14 @@ def _next_trial(study, job: Job, trials: int, records: list[dict]) -> tuple[str,
     if finished + running < trials:
         # the budget's last part is kept for reseeding the best trials so far
         if job.time_budget is None or spent + _reseed_estimate(records, job) < job.time_budget:
-            tried = {t.user_attrs["default"] for t in searched if "default" in t.user_attrs}
+            tried = {t.user_attrs["default"] for t in searched if "default" in t.user_attrs and t.state.name != "FAIL"}
             student = next((name for name in job.space.students if name not in tried), None)
             if student is not None:  # the defaults first, one at a time: the search can only add to them
-                study.enqueue_trial(job.space.default_params(student), user_attrs={"default": student})
+                # one that failed (an error stopped the search) runs again, continuing its run where it can
+                failed = [t.user_attrs["folder"] for t in searched if t.user_attrs.get("default") == student
+                          and "folder" in t.user_attrs]
+                study.enqueue_trial(job.space.default_params(student),
+                                    user_attrs={"default": student, **({"folder": failed[-1]} if failed else {})})
             return "ask", None
     if not job.reseed_top or not job.seeds:
         return "stop", "trials"
