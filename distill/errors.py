@@ -7,6 +7,7 @@ caller, from one check for both.
 
 import contextlib
 import errno
+import signal
 import sys
 from typing import Callable, Iterator, NoReturn
 
@@ -54,11 +55,27 @@ def os_error_message(err: OSError) -> str:
     return f"{where}{err.strerror or err}"
 
 
+class Terminated(BaseException):
+    """SIGTERM (`kill`, `timeout`, a job scheduler, torchrun stopping its workers), raised where the
+    process is, so a run cleans up as after Ctrl-C: what it made is removed, or kept with its resume
+    state, and a model that --overwrite moved aside is put back."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """The SIGTERM handler of `nlp-train` and the scripts. The first SIGTERM stops the run; a repeated one (a
+    scheduler's, `timeout`'s) is ignored, so it cannot cut into the clean-up that the first one started (putting
+    an overwritten model back)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
 def run_script(main: Callable[[], object]) -> NoReturn:
     """The entry point of a script in ``scripts/``: as with `nlp-train`, a user's mistake (a `DistillError`, a
-    file that cannot be read or written) is one line on stderr and exit status 2, Ctrl-C is exit status 130,
-    never a traceback. `main`'s return value is the exit status when it is an int (else 0). Standard library
-    alone, so a script's side run in another environment (model2vec's) can use it too."""
+    file that cannot be read or written) is one line on stderr and exit status 2, Ctrl-C is exit status 130 and
+    SIGTERM 143, each after the clean-up an interrupted run does, never a traceback. `main`'s return value is the
+    exit status when it is an int (else 0). Standard library alone, so a script's side run in another environment
+    (model2vec's) can use it too."""
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         status = main()
     except (DistillError, OSError) as err:
@@ -67,6 +84,9 @@ def run_script(main: Callable[[], object]) -> NoReturn:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        sys.exit(128 + signal.SIGTERM)
     sys.exit(status if isinstance(status, int) and not isinstance(status, bool) else 0)
 
 

@@ -20,7 +20,7 @@ import threading
 
 import click
 
-from distill.errors import DistillError, on_command_line, os_error_message
+from distill.errors import DistillError, Terminated, on_command_line, os_error_message, raise_terminated
 from distill.precision import PRECISIONS, set_precision
 from procedures.options import POSITIVE_INT, OnceCommand, refuse_repeated_options
 
@@ -204,19 +204,6 @@ def out_of_memory(err: BaseException) -> bool:
         "can't allocate memory" in text or "CUDA out of memory" in text
 
 
-class Terminated(BaseException):
-    """SIGTERM (`kill`, `timeout`, a job scheduler, torchrun stopping its workers), raised where the
-    process is, so a run cleans up as after Ctrl-C: what it made is removed, or kept with its resume
-    state, and a model that --overwrite moved aside is put back."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    """The first SIGTERM stops the run; a repeated one (a scheduler's, `timeout`'s) is ignored, so it cannot
-    cut into the clean-up that the first one started (putting an overwritten model back)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated()
-
-
 INTERRUPTED = (130, 128 + signal.SIGTERM)  # the exit statuses of Ctrl-C and SIGTERM
 
 
@@ -227,7 +214,7 @@ def _redeliver_interrupt(unraisable) -> None:
     signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else \
         signal.SIGINT if isinstance(unraisable.exc_value, KeyboardInterrupt) else None
     if signum is not None:
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.signal(signal.SIGTERM, raise_terminated)
         # from another thread, a moment later: delivered now, it would be raised in this hook, and dropped again
         threading.Timer(0.1, _thread.interrupt_main, (signum,)).start()
     else:
@@ -256,7 +243,7 @@ def _run(argv: list[str] | None) -> None:
     global _left_process_group
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a signal handler
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if main_thread else None
     previous_hook, sys.unraisablehook = sys.unraisablehook, _redeliver_interrupt
     try:
         with on_command_line():  # messages name the settings as options (--overwrite), not arguments

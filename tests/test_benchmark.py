@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import shlex
+import signal
 import shutil
 import subprocess
 import sys
@@ -599,7 +600,7 @@ def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp
 
 
 def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(capsys):
-    from distill.errors import DistillError, run_script
+    from distill.errors import DistillError, Terminated, run_script
 
     def fails(error: BaseException):
         def main():
@@ -609,6 +610,7 @@ def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(ca
                                (fails(FileNotFoundError(2, "No such file or directory", "a.csv")), 2,
                                 "error: a.csv: No such file or directory"),
                                (fails(KeyboardInterrupt()), 130, "interrupted"),
+                               (fails(Terminated()), 143, "terminated"),
                                (lambda: 3, 3, ""), (lambda: {"a": 1}, 0, "")):
         with pytest.raises(SystemExit) as done:
             run_script(main)
@@ -616,6 +618,21 @@ def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(ca
         assert capsys.readouterr().err.strip() == line
     with pytest.raises(ValueError):  # a bug is not a user's mistake: its traceback is kept
         run_script(fails(ValueError("bug")))
+
+
+def test_a_script_sent_sigterm_cleans_up_as_after_ctrl_c(tmp_path):
+    """`kill` or `timeout` stopping a script (the benchmark, hours long) raises where it is, so what it holds open
+    is closed and a search's trial queued again, as after Ctrl-C: here a `finally` runs, and the exit is 143."""
+    script = tmp_path / "script.py"
+    script.write_text("import sys, time\nfrom distill.errors import run_script\n\ndef main():\n    try:\n"
+                      "        print('ready', flush=True)\n        time.sleep(120)\n    finally:\n"
+                      f"        open({str(tmp_path / 'cleaned')!r}, 'w').close()\n\nrun_script(main)\n")
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT)
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143 and err.strip() == "terminated" and (tmp_path / "cleaned").exists()
 
 
 @pytest.mark.parametrize("binary", [[], ["--binary"]])

@@ -55,13 +55,13 @@ def test_sigterm_cleans_up_as_ctrl_c_does_and_puts_an_overwritten_model_back(tmp
 def test_a_sigterm_dropped_inside_a_finalizer_still_stops_the_run(tmp_path, monkeypatch, capsys):
     """A signal's exception raised while a `__del__` runs is printed and dropped by Python; the command line
     delivers it again, so the run stops (143) instead of training on with SIGTERM ignored."""
+    import distill.errors
     import distill.training
-    import procedures.cli
     real_evaluate = distill.training.evaluate
 
     class Finalized:
         def __del__(self):
-            procedures.cli._raise_terminated(signal.SIGTERM, None)  # as if SIGTERM came while it ran
+            distill.errors.raise_terminated(signal.SIGTERM, None)  # as if SIGTERM came while it ran
 
     def evaluate(*args, **kwargs):
         Finalized()
