@@ -27,6 +27,13 @@ class LabelNames:
             raise DistillError(f"{option('--labels', 'labels')} names a label twice: {list(self.names)}")
         if len(self.descriptions) != len(self.names):
             raise DistillError("each label needs its descriptions")
+        owner: dict[str, str] = {}
+        for name, described in zip(self.names, self.descriptions):
+            for words in described:  # two labels asked or embedded alike would score alike for every text
+                other = owner.setdefault(" ".join(words.lower().split()), name)
+                if other != name:
+                    raise DistillError(f"{option('--labels', 'labels')} describes {other} and {name} alike "
+                                       f"({words!r}): each label needs words of its own")
 
     def description(self, name: str) -> str:
         """The first description of `name`: the words a prompt uses for it."""

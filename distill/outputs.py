@@ -62,8 +62,11 @@ def _resolved(path: str | os.PathLike) -> Path:
 
 
 def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
-    """The inputs that are paths on this machine (not hub:... specs or data in memory, not unset options)."""
-    return [str(item) for item in inputs if item and not str(item).startswith(("hub:", "memory:"))]
+    """The inputs that are paths on this machine (not hub:... specs or data in memory, not unset options), and the
+    files a language-model teacher's prompt is read from (`prompt_settings`: --prompt, --shots-from), which every
+    command that asks one reads as well."""
+    from distill.models.prompt import prompt_files
+    return [str(item) for item in (*inputs, *prompt_files()) if item and not str(item).startswith(("hub:", "memory:"))]
 
 
 def enclosing_model(path: Path) -> Path | None:

@@ -96,13 +96,27 @@ def report(message: str) -> None:
         click.echo(message)
 
 
-def llm_teacher_options(labels_from: str | None = None, shots_from: str | None = None, labels_to: str | None = None):
+def refuse_unasked(options: list[str], models) -> None:
+    """A language-model teacher's options given where no model of the command is one (a fine-tuned teacher, a
+    student, --soft-labels) would be ignored in silence: refused in one line, by every command alike."""
+    from distill.models.kinds import is_prompted
+    sources = [models] if isinstance(models, str) else list(models or ())
+    if options and not any(is_prompted(str(source)) for source in sources):
+        named = ", ".join(options)
+        raise click.UsageError(f"{named} {'is an option' if len(options) == 1 else 'are options'} of a language-model "
+                               "teacher (a causal LM folder, openai:MODEL, systemone:MODEL), and "
+                               f"{'no model of this command is one' if sources else '--soft-labels are not one'}")
+
+
+def llm_teacher_options(models: str, labels_from: str | None = None, shots_from: str | None = None,
+                        labels_to: str | None = None):
     """The options of a language-model teacher (`distill.models.prompt`): --labels, --prompt, --shots,
     --shots-from, --base-url, --max-requests, set around the command as `prompt_settings`. `labels_from`: the
     command's parameter naming labelled data whose labels are the label set without --labels (kd's train_path,
     evaluate's data_file); `shots_from`: the one that --shots-from defaults to (kd's train_path; never data
     that a command scores); `labels_to`: the command's parameter that --labels is given to as well (kd's
-    label_names, the label set of --soft-labels)."""
+    label_names, the label set of --soft-labels). `models`: the parameter holding the command's model or models;
+    one of them must be a language-model teacher for any of these options to be given (`refuse_unasked`)."""
     def decorate(func):
         @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...",
                       help="A language-model teacher's labels (a causal LM folder, openai:MODEL): NAME, or "
@@ -120,12 +134,18 @@ def llm_teacher_options(labels_from: str | None = None, shots_from: str | None =
         @click.option("--base-url", "llm_base_url", metavar="URL",
                       help="A served teacher's endpoint (openai:MODEL, systemone:MODEL), e.g. http://127.0.0.1:8000/v1 "
                            "[default: $OPENAI_BASE_URL]; the key is read from $DISTILL_API_KEY or $OPENAI_API_KEY.")
-        @click.option("--max-requests", "llm_max_requests", default=8, show_default=True, type=POSITIVE_INT,
-                      help="Requests a served teacher has in flight at once.")
+        @click.option("--max-requests", "llm_max_requests", type=POSITIVE_INT,
+                      help="Requests a served teacher has in flight at once [default: 8].")
         @functools.wraps(func)
         def wrapper(*args, llm_labels, llm_prompt, llm_shots, llm_shots_from, llm_base_url, llm_max_requests,
                     **kwargs):
             from distill.models.prompt import prompt_settings
+            given = {"--labels": llm_labels, "--prompt": llm_prompt, "--shots": llm_shots or None,
+                     "--shots-from": llm_shots_from, "--base-url": llm_base_url,
+                     "--max-requests": llm_max_requests}
+            if labels_to and kwargs.get("soft_labels"):  # --labels: the label set of --soft-labels then
+                given.pop("--labels")
+            refuse_unasked([name for name, value in given.items() if value is not None], kwargs.get(models))
             if labels_to:
                 kwargs[labels_to] = llm_labels
             shots = llm_shots_from or (kwargs.get(shots_from) if shots_from else None)
@@ -133,7 +153,7 @@ def llm_teacher_options(labels_from: str | None = None, shots_from: str | None =
                                  labels_from=kwargs.get(labels_from) if labels_from else None,
                                  data=kwargs.get("data") or DataOptions(),
                                  template=llm_prompt, shots=llm_shots, base_url=llm_base_url,
-                                 max_requests=llm_max_requests):
+                                 **({"max_requests": llm_max_requests} if llm_max_requests else {})):
                 return func(*args, **kwargs)
         return wrapper
     return decorate

@@ -366,7 +366,7 @@ def teachers_option(ensemble: str, required: bool = True):
 @data_options
 @settings_options(Runtime, "env")
 @click.pass_context
-@llm_teacher_options(labels_from="train_path", shots_from="train_path", labels_to="label_names")
+@llm_teacher_options("teacher_dirs", labels_from="train_path", shots_from="train_path", labels_to="label_names")
 def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, output, unlabeled_path,
        loss_settings, distill, resume, overwrite, student_config, train_settings, callbacks, data, env):
     """Distill a teacher (or an ensemble: --teacher repeated) into a student: loss = w_s * NLL + w_d * distill(student,
@@ -391,7 +391,6 @@ def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, ou
         report_teacher(summary)
 
 
-PROMPTED = ("causal-lm", "served")  # teachers asked a prompt (distill.models.prompt): --labels are their labels
 
 
 def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_labels: str | None,
@@ -402,13 +401,8 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
                                  "of the teacher's distributions)" + (", not both" if soft_labels else ""),
                                  param_hint="'--teacher'")
     if teacher_dirs:
-        from distill.models import model_card
-        prompted = label_names and any(model_card(directory).get("model") in PROMPTED for directory in teacher_dirs)
-        named = "--train" if not train_path else "--labels" if label_names and not prompted else None
-        if named is not None:
-            raise click.BadParameter("--train is required with --teacher" if named == "--train" else
-                                     "--labels names the label set of --soft-labels; a teacher has its own",
-                                     param_hint=f"'{named}'")
+        if not train_path:
+            raise click.BadParameter("--train is required with --teacher", param_hint="'--train'")
         return list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]
     if given(context, "embeddings_from_teacher") and context.params["embeddings_from_teacher"]:
         raise click.BadParameter("soft labels come with no teacher model whose embeddings a student could start "
@@ -429,7 +423,7 @@ def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_label
 @overwrite_option
 @settings_options(PseudoLabelSettings, "settings")
 @settings_options(Runtime, "env")
-@llm_teacher_options()
+@llm_teacher_options("teacher_dirs")
 def pseudo_label_command(teacher_dirs, input_path, output, resume, overwrite, settings, env):
     """Label unlabeled text with the teacher's argmax (JSONL: line, text/tokens, label(s), confidence)."""
     from distill.pseudo_label import pseudo_label

@@ -28,7 +28,7 @@ from procedures.options import (POSITIVE_INT, column_options, command, device_op
 @click.option("--head", help="The head of a multi-task teacher to score (required for one).")
 @column_options
 @device_option
-@llm_teacher_options(labels_from="data_file")
+@llm_teacher_options("model_dir", labels_from="data_file")
 def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, head, data, device):
     """Score a teacher or student directory on labelled DATA_FILE; prints and writes metrics JSON."""
     from distill.evaluation import evaluate_model
@@ -45,7 +45,7 @@ def evaluate(model_dir, data_file, output, batch_size, overwrite, quiet, head, d
 @click.option("--head", help="A multi-task teacher's head to predict with (default: every head, from one encoder "
                              "pass, each under `heads` in the record).")
 @device_option
-@llm_teacher_options()
+@llm_teacher_options("model_dir")
 def predict(model_dir, input_file, batch_size, with_logits, head, device):
     """Predict labels for INPUT_FILE (or stdin): one example per line, or JSONL; writes JSONL to stdout.
 
@@ -63,7 +63,7 @@ def predict(model_dir, input_file, batch_size, with_logits, head, device):
 @click.option("--rounds", default=3, show_default=True, type=POSITIVE_INT,
               help="Timing rounds, the models timed one after another in each; the best round is shown.")
 @column_options
-@llm_teacher_options(labels_from="data_file")
+@llm_teacher_options("model_dirs", labels_from="data_file")
 def compare(model_dirs, data_file, batch_size, limit, rounds, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
     from distill.compare import compare_models, format_table

@@ -14,7 +14,8 @@ def test_names_and_descriptions_are_read_in_order_and_written_back():
     assert parse_labels(labels.as_text()) == labels
 
 
-@pytest.mark.parametrize("text", ["positive", "a,a", "a=,b", "=x,b", "a,b=x|"])
+@pytest.mark.parametrize("text", ["positive", "a,a", "a=,b", "=x,b", "a,b=x|", "negative=bad,positive=bad",
+                                  "negative=awful|a Bad  film,positive=great|a bad film", "a,b=A"])
 def test_bad_label_lists_are_refused(text):
     with pytest.raises(DistillError):
         parse_labels(text)

@@ -88,6 +88,39 @@ def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsy
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
 
 
+def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
+    """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
+    with --overwrite, in every command that writes a file."""
+    shots, prompt = tmp_path / "shots.csv", tmp_path / "prompt.txt"
+    shutil.copy(SAMPLES / "sentiment_train.csv", shots)
+    prompt.write_text("Classify: {labels}\n\n{examples}Text: {text}\nLabel:")
+    before = {path: path.read_bytes() for path in (shots, prompt)}
+    llm = ["--shots-from", shots, "--shots", "2", "--prompt", prompt, "--overwrite"]
+    for output in (shots, prompt):
+        assert "is an input of this command" in refused(
+            ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output", output, *llm], capsys)
+        assert "is an input of this command" in refused(
+            ["evaluate", tiny_causal_lm, SAMPLES / "sentiment_dev.csv", "--output", output, *llm], capsys)
+    assert {path: path.read_bytes() for path in (shots, prompt)} == before
+
+
+def test_a_language_model_teachers_options_without_one_are_refused_by_every_command(tiny_classifier_teacher,
+                                                                                    tmp_path, capsys):
+    """--labels, --prompt, --shots... are a prompted teacher's: given to a command whose models include none, they
+    would be ignored in silence; every command refuses them with the same line, before it reads anything."""
+    teacher, data = tiny_classifier_teacher, SAMPLES / "sentiment_dev.csv"
+    commands = [["kd", "--teacher", teacher, "--model", "lstm", "--train", data, "--dev", data, "--output",
+                 tmp_path / "kd"],
+                ["pseudo-label", "--teacher", teacher, "--input", UNLABELED, "--output", tmp_path / "pl.jsonl"],
+                ["evaluate", teacher, data, "--output", tmp_path / "eval.json"],
+                ["predict", teacher, UNLABELED], ["compare", teacher, teacher, "--data", data]]
+    for command in commands:
+        for options, named in ((["--labels", "negative,positive"], "--labels is an option"),
+                               (["--max-requests", "2", "--shots", "1"], "--shots, --max-requests are options")):
+            assert f"{named} of a language-model teacher" in refused([*command, *options], capsys)
+    assert not any(tmp_path.iterdir())
+
+
 def test_the_cache_key_holds_the_prompt_and_the_labels(tiny_causal_lm, tmp_path):
     from distill.models import load_teacher
     from distill.models.prompt import prompt_settings

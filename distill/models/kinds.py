@@ -53,6 +53,7 @@ class TeacherKind:
     takes: frozenset[str]
     instead: Mapping[str, Callable[[dict], str]] = field(default_factory=dict)
     detail: Callable[[dict], str] = lambda card: ""  # said after `what` (a multi-task teacher's heads)
+    prompted: bool = False  # asked a prompt (`distill.models.prompt`): the prompt options are its
 
 
 def _heads(card: dict) -> str:
@@ -90,9 +91,11 @@ KINDS: tuple[TeacherKind, ...] = (
                                                        "export check-data")},
                 _heads),
     TeacherKind("causal-lm", "a causal language model", lambda card: card.get("model") == "causal-lm",
-                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT}),
+                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT},
+                prompted=True),
     TeacherKind("served", "a served language model", lambda card: card.get("model") == "served",
-                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT}),
+                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT},
+                prompted=True),
     TeacherKind("transformers", "a transformers classifier",
                 lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
                 _EVERYWHERE - {"export safetensors", "export transformers"},
@@ -125,3 +128,9 @@ def require_kind(source: str | Path, command: str) -> dict:
     if command not in kind.takes:
         raise refusal(source, command, kind, card)
     return card
+
+
+def is_prompted(source: str | Path) -> bool:
+    """Whether `source` is a teacher asked a prompt (a causal language model, a served one)."""
+    from distill.models import model_card
+    return kind_of(model_card(source)).prompted

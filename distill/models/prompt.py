@@ -33,6 +33,7 @@ DEFAULT_TEMPLATE = "Classify the text as one of: {labels}.\n\n{examples}Text: {t
 CONTENT_FREE = "N/A"  # the content-free input of contextual calibration (Zhao et al. 2021)
 SERVED_PREFIXES = ("openai:", "systemone:")  # `distill.models.served`: a model behind an HTTP endpoint
 PLACEHOLDERS = ("{text}", "{labels}", "{examples}")
+MAX_REQUESTS = 8  # a served teacher's requests in flight at once, by default
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class PromptSettings:
     template: str | None = None
     shots: int = 0
     base_url: str | None = None
-    max_requests: int = 8
+    max_requests: int = MAX_REQUESTS
 
 
 _settings: contextvars.ContextVar[PromptSettings] = contextvars.ContextVar("prompt_settings", default=PromptSettings())
@@ -71,6 +72,13 @@ def prompt_settings(**settings) -> Iterator[PromptSettings]:
 
 def current_settings() -> PromptSettings:
     return _settings.get()
+
+
+def prompt_files() -> list[str]:
+    """The files the current settings read (a template, labelled data for examples or the label set): inputs of
+    the command as much as its data, which no output may overwrite."""
+    settings = current_settings()
+    return [str(path) for path in (settings.template, settings.shots_from, settings.labels_from) if path]
 
 
 def is_served(source: str | Path) -> bool:
