@@ -24,7 +24,7 @@ from distill import search
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.student_search import DEFAULT_SPACES, load_space, parse_space
-from tests.conftest import ROOT, SAMPLES, cli, free_port
+from tests.conftest import ROOT, SAMPLES, cli, copy_of, free_port
 
 TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
 # Two students of distinct sizes, two epochs a trial: seconds a trial here
@@ -121,6 +121,13 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
                 {"storage": f"sqlite:///{model}/study.db"}, {"storage": f"sqlite:///{student}/study.db"}):
         with pytest.raises(DistillError):
             search(model, **{"train": TRAIN, "dev": DEV, **bad}, output=tmp_path / "out", trials=1, space=SPACE)
+        assert not (tmp_path / "out").exists()
+    broken = copy_of(model, tmp_path, "broken")
+    (broken / "checkpoint.pt").unlink()
+    for teacher, train, message in ((model, SAMPLES / "topics_train.csv", "label sets differ"),
+                                    (broken, TRAIN, "checkpoint.pt")):  # known once the teacher is loaded
+        with pytest.raises(DistillError, match=message):
+            search(teacher, train, DEV, tmp_path / "out", trials=1, space=SPACE)
         assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in model.iterdir()) == before  # no study written among the teacher's files
     with pytest.raises(DistillError, match=f"{tiny_tagging_teacher}: as_fast_as is timed on the search's dev data, "

@@ -92,19 +92,19 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         study.set_user_attr("search", identity)
     elif recorded != identity:
         differs = next(key for key in identity if recorded.get(key) != identity[key])
-        raise DistillError(f"{url}: study {study_name!r} searched with another {differs.replace('_', ' ')}; "
+        said = {"inputs": "other data or another teacher", "space": "another space",
+                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads"}
+        raise DistillError(f"{url}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
     return study, url
 
 
-def _warm_cache(job: Job, task: str) -> None:
+def _warm_cache(job: Job, task: str, teacher) -> None:
     """The teacher's logits of the training and unlabeled text into the logit cache, once for the study: each
     trial then reads them (scored in the trial only for what the space adds, such as augmented text)."""
     from distill.cache import LogitStore, teacher_logits
     from distill.data import labelled_examples, unlabeled_examples
-    from distill.models import load_teacher
-    teacher = load_teacher(job.teacher, device=job.device)
     examples = list(labelled_examples(job.train, task, job.data, "train").inputs)
     if job.unlabeled is not None:
         examples += list(unlabeled_examples(job.unlabeled, task, job.data, "unlabeled").inputs)
@@ -327,7 +327,12 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
-    labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
+    from distill.labels import build_hierarchy
+    from distill.models import load_teacher
+    train_set = labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
+    teacher_model = load_teacher(str(teacher), device=device)  # nor a broken teacher or one of other labels,
+    teacher_model.hierarchy.check_same(build_hierarchy(task, train_set.labels, data.separator, train_set.where),
+                                       f"teacher vs training data {train_set.where}")
     if test is not None:  # nor stop the search once its trials are done
         labelled_examples(test, task, data, "test")
     if unlabeled is not None:
@@ -351,7 +356,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     with _locked(output):
         study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled, job_space,
                                                                   batch_size, threads), pruner)
-        _warm_cache(job, task)
+        _warm_cache(job, task, teacher_model)
     stopped = _run_trials(study, job, trials, timeout, started)
     with _locked(output):
         report = write_reports(study, job, test, time.monotonic() - started, stopped)
