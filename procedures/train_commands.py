@@ -327,9 +327,12 @@ def zero_shot_command(context: click.Context, data) -> None:
 def student(train_path, dev_path, output, teacher_embeddings, class_weights, resume, overwrite, student_config,
             train_settings, callbacks, data, env):
     """Train a small student on gold labels alone (the baseline for `kd`)."""
+    from distill.models.prompt import prompt_settings
     from distill.trainers import train_student
-    summary = train_student(student_config, train_path, dev_path, train_settings, class_weights, teacher_embeddings,
-                            data, Output(output, overwrite, resume, resolved_config()), env, callbacks).summary
+    with prompt_settings(labels_from=train_path, data=data):  # a language model's labels, as kd takes them: --train's
+        summary = train_student(student_config, train_path, dev_path, train_settings, class_weights,
+                                teacher_embeddings, data, Output(output, overwrite, resume, resolved_config()), env,
+                                callbacks).summary
     report_student(summary, output)
 
 

@@ -121,6 +121,15 @@ def test_a_language_model_teachers_options_without_one_are_refused_by_every_comm
     assert not any(tmp_path.iterdir())
 
 
+def test_a_student_starts_from_a_language_models_embeddings_as_kd_does(tiny_causal_lm, tmp_path):
+    """`student --embeddings-from-teacher LLM` takes the label set from --train, as `kd --teacher LLM` does (it
+    asked for --labels, which `student` has not)."""
+    cli("--threads", "1", "student", "--model", "lstm", "--hidden-dim", "8", "--embeddings-from-teacher",
+        tiny_causal_lm, "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+        "--epochs", "1", "--output", tmp_path / "student", "--quiet")
+    assert (tmp_path / "student" / "train_summary.json").is_file()
+
+
 def test_the_cache_key_holds_the_prompt_and_the_labels(tiny_causal_lm, tmp_path):
     from distill.models import load_teacher
     from distill.models.prompt import prompt_settings
