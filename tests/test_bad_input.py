@@ -92,6 +92,10 @@ BAD_INPUT = [
     ("corrupted-checkpoint", lambda t, te, st: ["evaluate", flipped_byte(te, t), SAMPLES / "sentiment_test.csv",
                                                 "--output", t / "m.json"], "corrupted or truncated"),
     ("model-dir-not-found", lambda t, te, st: ["predict", t / "no-model"], "model directory not found"),
+    ("model-dir-is-a-file", lambda t, te, st: ["evaluate", SAMPLES / "sentiment_test.csv", SAMPLES / "sentiment_test.csv",
+                                               "--output", t / "m.json"], "is a file, not a model directory"),
+    ("model-dir-without-card", lambda t, te, st: ["predict", (t / "plain").mkdir() or t / "plain"],
+     "not a model directory (no distill.json, the card of a model distill wrote, nor config.json"),
     ("malformed-hub-spec", lambda t, te, st: student_on("hub:rotten_tomatoes", t / "out"),
      "hub datasets are written hub:NAME[:CONFIG]:SPLIT"),
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distill.errors import DistillError, option
-from distill.io import file_sha256, read_json, write_json
+from distill.io import file_sha256, read_json, what_is, write_json
 from distill.runtime import Output
 from distill.settings import named
 
@@ -78,13 +78,16 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     (its resume checks the model is whole), which every other reader refuses."""
     directory = Path(directory)
     if not directory.is_dir():
+        if directory.exists() or directory.is_symlink():
+            raise DistillError(f"{directory}: is {what_is(directory)}, not a model directory")
         raise DistillError(f"{directory}: model directory not found")
     if not unfinished and (directory / RESUME_FILE).exists():
         raise DistillError(f"{directory}: holds an interrupted run ({RESUME_FILE}), not a finished model: finish "
                            f"it with its {option('command and --resume', 'run and resume=True')}, or start over with "
                            f"{named(Output, 'overwrite', 'overwrite=True')}")
     if not (directory / MODEL_CARD).exists():
-        raise DistillError(f"{directory}: not a model directory (missing {MODEL_CARD})")
+        raise DistillError(f"{directory}: not a model directory (no {MODEL_CARD}, the card of a model distill wrote, "
+                           "nor config.json, a transformers model's)")
     card = read_json(directory / MODEL_CARD)
     if not isinstance(card, dict) or card.get("kind") not in KINDS \
             or not isinstance(card.get("sha256", {}), dict):
