@@ -121,6 +121,17 @@ def test_a_language_model_teachers_options_without_one_are_refused_by_every_comm
     assert not any(tmp_path.iterdir())
 
 
+def test_a_language_model_without_its_tokenizer_is_one_line(tiny_causal_lm, tmp_path, capsys):
+    """As a transformers classifier's: the vocabulary files are checked before transformers is asked."""
+    from distill.models.hub_files import VOCABULARY_FILES
+    copy = tmp_path / "llm"
+    shutil.copytree(tiny_causal_lm, copy)
+    for name in VOCABULARY_FILES:
+        (copy / name).unlink(missing_ok=True)
+    assert "cannot load its tokenizer (none of tokenizer.json" in refused(
+        ["evaluate", copy, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json"], capsys)
+
+
 def test_a_student_starts_from_a_language_models_embeddings_as_kd_does(tiny_causal_lm, tmp_path):
     """`student --embeddings-from-teacher LLM` takes the label set from --train, as `kd --teacher LLM` does (it
     asked for --labels, which `student` has not)."""

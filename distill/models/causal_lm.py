@@ -27,7 +27,8 @@ from distill import distributed
 from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
-from distill.models.hub_files import CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files
+from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files,
+                                      require_vocabulary)
 from distill.models.hub_teacher import _failed
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
@@ -67,6 +68,7 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     if missing:
         raise DistillError(f"{source}: missing {missing}: a causal language model is read from safetensors weights "
                            f"beside its {CONFIG_FILE} and tokenizer (never a pickle)")
+    require_vocabulary(source, folder)
     prompt = build_prompt(source)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)

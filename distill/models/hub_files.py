@@ -27,6 +27,14 @@ VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
                     "tokenizer.model")
 
 
+def require_vocabulary(source: str | Path, folder: Path) -> None:
+    """A transformers folder's tokenizer vocabulary is there, else one line saying so (not transformers' error)."""
+    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise DistillError(f"{source}: cannot load its tokenizer (none of {', '.join(VOCABULARY_FILES)} is there, so "
+                           "every word would read as [UNK]); save the tokenizer beside the model: "
+                           "tokenizer.save_pretrained(DIR)")
+
+
 def folder_config(folder: Path) -> dict | None:
     """The folder's config.json as a dict, or None where there is none that reads as one."""
     try:

@@ -28,8 +28,8 @@ from distill.errors import DistillError
 from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
-                                      VOCABULARY_FILES, files_fingerprint, folder_config, is_transformers_source,
-                                      local_folder, model_files)
+                                      files_fingerprint, folder_config, is_transformers_source, local_folder,
+                                      model_files, require_vocabulary)
 
 logger = logging.getLogger("distill")
 
@@ -116,10 +116,7 @@ def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, t
     missing = next((name for name in names if not (folder / name).is_file()), None)
     if missing:
         raise DistillError(f"{source}: missing {missing}, which its weights index lists")
-    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
-        raise DistillError(f"{source}: cannot load its tokenizer (none of {', '.join(VOCABULARY_FILES)} is there, so "
-                           "every word would read as [UNK]); save the tokenizer beside the model: "
-                           "tokenizer.save_pretrained(DIR)")
+    require_vocabulary(source, folder)
     return task, model_class, names
 
 
