@@ -79,13 +79,21 @@ def _json_words(path: str, tokens: list, line: int | None) -> list[str]:
     return words
 
 
+def require_file(path: str | Path) -> None:
+    """A data file is there and is a regular file: a folder, a pipe or a device is said to be one, alike for every
+    reader (labelled, unlabeled)."""
+    from distill.io import what_is
+    found = Path(path)
+    if not found.exists():
+        raise DataError(str(path), "file not found")
+    if not found.is_file():
+        raise DataError(str(path), f"is {'a directory' if found.is_dir() else what_is(found)}, expected a file")
+
+
 def _read_text(path: str | Path) -> str:
     """Read UTF-8 text; undecodable bytes become an error naming the line."""
+    require_file(path)
     path = Path(path)
-    if not path.exists():
-        raise DataError(str(path), "file not found")
-    if path.is_dir():
-        raise DataError(str(path), "is a directory, expected a file")
     raw = path.read_bytes()
     if not raw.strip():
         raise DataError(str(path), "file is empty")

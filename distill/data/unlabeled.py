@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator
 
 from distill.data.checks import (MAX_EXAMPLE_CHARS, _check_length, _check_visible, _format, _json_kind, _json_records,
-                                 _json_words, _parsed, _require_columns, _split_lines, _surrogate_free, _wrong_task)
+                                 _json_words, _parsed, _require_columns, _split_lines, _surrogate_free, _wrong_task,
+                                 require_file)
 from distill.data.conll import _is_conllu
 from distill.errors import DataError
 from distill.labels import shows_nothing as _invisible
@@ -240,9 +241,7 @@ def iter_unlabeled(path: str, task: str, text_column: str = "text",
     not named .jsonl whose first lines look like CoNLL, CoNLL-U, CSV, TSV or JSON lines is refused
     (`sniff_unlabeled`): read line by line, its tags, header or braces would become examples.
     """
-    path_ = Path(path)
-    if not path_.is_file():
-        raise DataError(path, "file not found" if not path_.exists() else "not a regular file")
+    require_file(path)
     fmt = _format(path)
     if fmt in ("csv", "tsv", "conll"):
         raise DataError(path, f"is {'CoNLL' if fmt == 'conll' else fmt.upper()}, a labelled format: unlabeled text is "
@@ -252,7 +251,7 @@ def iter_unlabeled(path: str, task: str, text_column: str = "text",
     if not is_jsonl:
         with open(path, "rb") as handle:
             sniffed = sniff_unlabeled(_head_lines(handle), text_column, tokens_field)
-        if path_.suffix.lower() == ".conllu":  # whatever its first sentence shows
+        if Path(path).suffix.lower() == ".conllu":  # whatever its first sentence shows
             sniffed = "CoNLL-U", ""
         _refuse_unlabeled_format(path, sniffed, task, tokens_field, text_column)
     seen = False
