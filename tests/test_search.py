@@ -303,6 +303,8 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
                                            r"b\); use evaluate_model\(head=...\) and predict_file instead, or "
                                            r"distil a head with DistillSettings\(head=...\)"):
         search(multitask, TRAIN, DEV, tmp_path / "t", trials=1, space=space)
+    with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher"):  # nor times one
+        search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "t", trials=1, space=space, as_fast_as=multitask)
     assert not (tmp_path / "t").exists()
 
 

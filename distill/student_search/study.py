@@ -297,7 +297,6 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     """
     from distill.data import labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
-    from distill.models import model_card
     from distill.models.kinds import require_kind
     optuna = optuna_module()
     require_whole("trials", trials)
@@ -317,7 +316,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
-        timed = model_card(str(as_fast_as)).get("task")
+        timed = require_kind(str(as_fast_as), "search").get("task")  # a model the search could time as its trials
         if timed != task:
             raise DistillError(f"{as_fast_as}: {named(SearchSettings, 'as_fast_as', 'as_fast_as')} is timed on the search's dev "
                                f"data, and this model does {timed}, the teacher {task}: give a model of the "
