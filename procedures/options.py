@@ -105,7 +105,7 @@ def refuse_unasked(options: list[str], models) -> None:
         named = ", ".join(options)
         raise click.UsageError(f"{named} {'is an option' if len(options) == 1 else 'are options'} of a language-model "
                                "teacher (a causal LM folder, openai:MODEL, systemone:MODEL), and "
-                               f"{'no model of this command is one' if sources else '--soft-labels are not one'}")
+                               f"{'no model of this command is one' if sources else 'this command is given none'}")
 
 
 def llm_teacher_options(models: str, labels_from: str | None = None, shots_from: str | None = None,

@@ -33,7 +33,6 @@ DEFAULT_TEMPLATE = "Classify the text as one of: {labels}.\n\n{examples}Text: {t
 CONTENT_FREE = "N/A"  # the content-free input of contextual calibration (Zhao et al. 2021)
 SERVED_PREFIXES = ("openai:", "systemone:")  # `distill.models.served`: a model behind an HTTP endpoint
 PLACEHOLDERS = ("{text}", "{labels}", "{examples}")
-MAX_REQUESTS = 8  # a served teacher's requests in flight at once, by default
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class PromptSettings:
     template: str | None = None
     shots: int = 0
     base_url: str | None = None
-    max_requests: int = MAX_REQUESTS
+    max_requests: int = 8
 
 
 _settings: contextvars.ContextVar[PromptSettings] = contextvars.ContextVar("prompt_settings", default=PromptSettings())
