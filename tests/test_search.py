@@ -135,6 +135,23 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
         search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
 
 
+def test_a_student_teacher_is_searched_from_random_word_embeddings_or_refused_before_any_trial(tmp_path):
+    """A student has no sub-word embeddings to start word embeddings from: a space that would start them from
+    it is refused before the teacher is scored or a folder made, in the space's own words; one fixing
+    teacher_embeddings off searches."""
+    teacher = tmp_path / "student"
+    cli("--threads", "1", "student", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "8", "--train",
+        TRAIN, "--dev", DEV, "--epochs", "1", "--output", teacher, "--quiet")
+    with pytest.raises(DistillError, match=r"the teacher \(lstm\) has no sub-word embeddings to start the "
+                                           r"students' word embeddings from: fix distiller: "
+                                           r"\{teacher_embeddings: false\} in the search space \(space=\)"):
+        search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE)
+    assert not (tmp_path / "out").exists()
+    random_start = {**SPACE, "distiller": {"teacher_embeddings": False}}
+    result = search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=random_start, reseed_top=0)
+    assert [t["state"] for t in search_trials(result.report)] == ["complete"]
+
+
 # -- a search end to end --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

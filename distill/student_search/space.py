@@ -217,6 +217,12 @@ class SearchSpace:
                     values[group][name] = student_default(entry.cls, name)  # what the run records
         return values
 
+    def starts_from_teacher(self) -> bool:
+        """Whether a trial may start its student's word embeddings from the teacher's (the Distiller's
+        `teacher_embeddings`, on unless the space fixes it off)."""
+        given = self.distiller.get("teacher_embeddings")
+        return given is None or True in given.candidates()
+
     def default_params(self, student: str) -> dict:
         """`defaults` as the study's parameters, for `study.enqueue_trial`: the searched fields whose default
         the space holds."""
