@@ -242,9 +242,9 @@ def _replaceable(directory: Path, names: list[str]) -> bool:
     would go with it."""
     foreign = _foreign(directory, names)
     if foreign:
-        raise DistillError(f"{directory}: holds {foreign[0]}, which distill did not write, beside a run's files; "
-                           f"{_overwrite()} replaces the whole folder: move it out, or choose another output "
-                           "directory")
+        raise DistillError(f"{directory}: holds {foreign[0]}, which is none of the model's files (yours, or another "
+                           f"command's output); {_overwrite()} replaces the whole folder: move it out, or choose "
+                           "another output directory")
     return True
 
 

@@ -219,7 +219,7 @@ def _data_loss_cases():
         ("student-overwrite-of-a-folder-of-models-and-a-log", student_overwrite_of_a_folder_of_models_and_a_log,
          "is not empty and holds no distill model"),
         ("student-overwrite-of-a-model-beside-notes", student_overwrite_of_a_model_beside_notes,
-         "holds labels.json, which distill did not write"),
+         "holds labels.json, which is none of the model's files"),
         ("evaluate-output-named-as-a-loaded-file", evaluate_into_a_name_the_loader_reads,
          "is a name the model's loader reads"),
         ("pseudo-label-output-named-as-a-loaded-file", pseudo_label_into_a_name_the_loader_reads,

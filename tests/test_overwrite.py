@@ -57,7 +57,7 @@ def test_overwrite_replaces_a_model_beside_its_evaluate_results_only(tiny_classi
                           ("mine.json", '{"model": "elsewhere", "data": "x.csv", "examples": 3}')):
         write(model / name, content)
         status, err = run_main(capsys, *args, "--overwrite")
-        assert status == 2 and f"holds {name}, which distill did not write" in err, err
+        assert status == 2 and f"holds {name}, which is none of the model's files" in err, err
         assert (model / name).read_text() == content
         (model / name).unlink()
 
