@@ -53,6 +53,20 @@ def measure(args: argparse.Namespace, train: Path, dev: Path, n: int, folder: Pa
             "dev": summary.get("best")}
 
 
+def check_inputs(args: argparse.Namespace) -> None:
+    """The teacher, the student and the data before any run: kd's errors would name the cut copies."""
+    from distill.data import DataOptions, labelled_examples
+    from distill.errors import DistillError
+    from distill.models.kinds import require_kind
+    from distill.models.registry import student_entry
+    task = require_kind(args.teacher, "kd").get("task")
+    does = student_entry(args.model).task
+    if does != task:
+        raise DistillError(f"--model {args.model} does {does}, and the teacher {task}: give a student of its task")
+    for role, path in (("train", args.train), ("dev", args.dev)):
+        labelled_examples(str(path), task, DataOptions(), role)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teacher", required=True)
@@ -67,6 +81,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.workdir is not None and not args.workdir.is_dir():
         parser.error(f"--workdir {args.workdir}: no such folder")
+    if args.sentences < 1 or args.epochs < 1 or min(args.augment) < 0:
+        parser.error("--sentences and --epochs must be at least 1, --augment values 0 or more")
+    check_inputs(args)
     with tempfile.TemporaryDirectory(dir=args.workdir) as name:
         folder = Path(name)
         train, dev = folder / f"train{args.train.suffix}", folder / f"dev{args.dev.suffix}"

@@ -198,18 +198,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-examples", type=int, default=100, help="Test examples for batch-1 latency.")
     parser.add_argument("--note", default="", help="A sentence on how the models were trained, for the report.")
     parser.add_argument("--report", help="Markdown file whose export section to replace (or append to).")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if min(args.threads) < 1 or args.speed_examples < 1 or args.latency_examples < 1:
+        parser.error("--threads, --speed-examples and --latency-examples must be at least 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict:
     import onnxruntime
     args = parse_args(argv)
     options = argv if argv is not None else sys.argv[1:]
+    from distill.data.checks import require_file
+    tests = [test_set(Path(model), args.data) for model in args.models]  # every input before the first export
+    for path in tests:
+        require_file(path)
     results = {"machine": machine(1, 1.0), "onnxruntime": onnxruntime.__version__,
                "command": "python scripts/bench_export.py " + shlex.join(options), "note": args.note,
                "speed_examples": args.speed_examples, "latency_examples": args.latency_examples,
-               "models": [bench_model(Path(model), test_set(Path(model), args.data), Path(args.out), args.threads,
-                                      args.speed_examples, args.latency_examples) for model in args.models]}
+               "models": [bench_model(Path(model), test, Path(args.out), args.threads, args.speed_examples,
+                                      args.latency_examples) for model, test in zip(args.models, tests)]}
     out = Path(args.out)
     write_json(out / "export.json", results)
     section = markdown(results)

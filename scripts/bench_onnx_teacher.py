@@ -206,7 +206,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.kd and not (args.train and args.dev and args.test):
         parser.error("--kd needs --train, --dev and --test")
+    for name in ("threads", "rounds", "batch_size", "epochs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.lines < 0:
+        parser.error("--lines must be 0 (all) or more")
     return args
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file."""
+    from distill.data.checks import require_file
+    from distill.models.kinds import require_kind
+    require_kind(str(args.teacher), "pseudo-label")
+    for path in (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ())):
+        require_file(path)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -214,6 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
     import onnxruntime
     import torch
     torch.set_num_threads(args.threads)  # before any session: ONNX Runtime takes torch's thread count
+    check_inputs(args)
     args.out.mkdir(parents=True, exist_ok=True)
     models = exports(args.teacher, args.out, args.check_data)
     corpus = subset(args.input, args.lines, args.out)

@@ -47,6 +47,22 @@ def main(busy_count: int, rounds: int, trees: list[str]) -> None:
         print(tree, " ".join(f"{s:.2f}" for s in seconds))
 
 
+def parse_args(argv: list[str] | None = None):
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("busy", type=int, metavar="BUSY", help="busy processes loading the machine throughout")
+    parser.add_argument("rounds", type=int, metavar="ROUNDS", help="rounds; each times one run per TREE")
+    parser.add_argument("trees", nargs="+", metavar="TREE", help="a source checkout (before and after a change)")
+    args = parser.parse_args(argv)
+    if args.busy < 0 or args.rounds < 1:
+        parser.error("BUSY must be 0 or more, ROUNDS 1 or more")
+    for tree in args.trees:
+        if not (Path(tree) / "procedures" / "cli.py").is_file():
+            parser.error(f"{tree}: not a distill checkout (no procedures/cli.py)")
+    return args
+
+
 if __name__ == "__main__":
     from distill.errors import run_script
-    run_script(lambda: main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))
+    arguments = parse_args()
+    run_script(lambda: main(arguments.busy, arguments.rounds, arguments.trees))

@@ -587,6 +587,14 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
      "missing.csv: file not found"),  # before kd trains
     ("epoch_study.py", ["--dev", "{samples}/sentiment_test.csv", "--test", "{samples}/sentiment_test.csv", "--json",
                         "{samples}/sentiment_test.csv", "--", "--output", "{tmp}/out"], "is an input of this command"),
+    ("bench_onnx_teacher.py", ["{tmp}/missing", "--input", "{samples}/unlabeled_movies.txt", "--check-data",
+                               "{samples}/sentiment_dev.csv", "--out", "{tmp}/out"], "missing: model directory not found"),
+    ("bench_onnx_teacher.py", ["{tmp}", "--input", "x.txt", "--check-data", "d.csv", "--rounds", "0"],
+     "--rounds must be at least 1"),
+    ("bench_export.py", ["{tmp}/missing", "--out", "{tmp}/out"], "missing: model directory not found"),
+    ("augment_memory.py", ["--teacher", "{tmp}/missing", "--train", "{samples}/ner_train.conll", "--dev",
+                           "{samples}/ner_dev.conll", "--workdir", "{tmp}"], "missing: model directory not found"),
+    ("sigterm_latency.py", ["1", "x", "{tmp}"], "argument ROUNDS: invalid int value: 'x'"),
 ])
 def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
     """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
