@@ -143,7 +143,7 @@ def _weight(value: object) -> float | None:
         return None
 
 
-CLASS_WEIGHTS_OPTION = {"parse": parse_class_weights, "cli_default": "none",  # `distill.settings`
+CLASS_WEIGHTS_OPTION = {"parse": parse_class_weights, "cli_default": "none", "metavar": "none|inverse|W,W,...",
                         "help": "NLL class weights: none, inverse (frequency), or comma-separated values."}
 
 TAG_SCHEMES = ("IOB1", "IOB2", "IOBES", "BILOU", "plain")

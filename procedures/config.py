@@ -31,6 +31,8 @@ GROUP_OPTIONS = ("threads", "precision")
 PATH_OPTIONS = ("train", "dev", "input", "unlabeled", "encoder")
 NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
 CONFIG_SUFFIX = ".config.yaml"  # beside a one-file output: OUTPUT.config.yaml
+NATIVE_TYPES = (click.types.IntParamType, click.types.FloatParamType, click.types.BoolParamType, click.Choice,
+                click.Path, click.types.StringParamType)  # casting their value again gives it back
 
 
 class ConfigOption(click.Option):
@@ -52,22 +54,62 @@ def _options(command: click.Command) -> dict[str, click.Option]:
             if isinstance(param, click.Option) and param.expose_value}
 
 
+def _takes_list(param: click.Parameter) -> bool:
+    """Whether an option takes comma-separated values (its metavar says so: N,N,...), which a file may give as
+    a list."""
+    return "," in (param.metavar or "")
+
+
+def _takes(ctx: click.Context, param: click.Parameter) -> str:
+    """What an option takes, in words."""
+    kind = param.type
+    if isinstance(kind, click.types.IntParamType):
+        return "a whole number"
+    if isinstance(kind, click.types.FloatParamType):
+        return "a number"
+    if isinstance(kind, click.Path):
+        return "a path"
+    if isinstance(kind, click.Choice):
+        return "one of " + ", ".join(map(str, kind.choices))
+    return param.make_metavar(ctx)
+
+
+def _typed(ctx: click.Context, param: click.Parameter, key: str, value: Any, path: str) -> str:
+    """A file's scalar as it would be typed on the command line, so the option's type judges it as it judges a
+    flag's: a number is its text (``epochs: 1.5`` is refused as ``--epochs 1.5`` is, not cut to 1), and true or
+    false is for an on/off option alone (``lr: true`` is no learning rate)."""
+    if isinstance(value, bool):
+        if not isinstance(param.type, click.types.BoolParamType):
+            raise click.UsageError(f"{path}: {key}: takes {_takes(ctx, param)}, not {str(value).lower()}", ctx)
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
 def _checked(ctx: click.Context, param: click.Parameter, key: str, value: Any, path: str) -> Any:
     """A file's value for `param`, as the command line would give it, after the option's own type and
     callback accepted it: a list for an option given several times, a list joined with commas for one
-    that takes comma-separated values (--class-weights 1,2 as [1, 2])."""
-    if param.multiple:
-        value = list(value) if isinstance(value, list) else [value]
-    elif isinstance(value, list) and not any(isinstance(item, (list, dict)) for item in value):
-        value = ",".join(map(str, value))
-    if isinstance(value, dict) or (param.multiple and any(isinstance(item, (list, dict)) for item in value)):
-        takes = "a list of values" if param.multiple else "one value, or a list joined with commas"
+    that takes comma-separated values (--class-weights 1,2 as [1, 2]); each scalar as its text (`_typed`)."""
+    if isinstance(value, list) and not param.multiple and not _takes_list(param):
+        raise click.UsageError(f"{path}: {key} takes one value; got the list {value!r}", ctx)
+    if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(item, (list, dict)) for item in value)):
+        takes = "a list of values" if param.multiple else \
+            "one value, or a list joined with commas" if _takes_list(param) else "one value"
         raise click.UsageError(f"{path}: {key} takes {takes}; got {value!r}", ctx)
+    if param.multiple:
+        value = [_typed(ctx, param, key, item, path) for item in (value if isinstance(value, list) else [value])]
+    elif isinstance(value, list):
+        value = ",".join(_typed(ctx, param, key, item, path) for item in value)
+    else:
+        value = _typed(ctx, param, key, value, path)
     try:
         param.process_value(ctx, value)
     except click.BadParameter as err:
         raise click.UsageError(f"{path}: {key}: {err.message}", ctx) from None
-    return value
+    if isinstance(param.type, NATIVE_TYPES):  # as a number, a flag's true: what a default is compared with
+        return param.type_cast_value(ctx, value)
+    return value  # the text that gives an object (a student class): what a run records
 
 
 def load_config(ctx: click.Context, param: click.Parameter, path: str | None) -> None:

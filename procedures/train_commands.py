@@ -87,7 +87,8 @@ def architecture_option(spec: dataclasses.Field, defaults: dict[str, object]):
         return click.option(declaration, spec.name, callback=lambda c, p, v: parse_int_list(v, minimum),
                             metavar="N,N,...", help=text)
     elif isinstance(sample, str):
-        kind = click.STRING
+        return click.option(declaration, spec.name, type=click.STRING, default=None, metavar=meta.get("metavar"),
+                            help=text)
     elif isinstance(sample, int):
         kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
     else:

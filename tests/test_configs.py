@@ -131,7 +131,14 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
     ("bad.json", '{"epochs": 3,}', "bad.json: not valid JSON (line 1, column 14: Expecting property name"),
     ("twice.yaml", "kd-loss: kl\nkd_loss: mse\n", "twice.yaml: kd-loss is given twice; give it once"),
     ("list.yaml", "- epochs\n", "list.yaml: holds a list, not option names with their values"),
-    ("nested.yaml", "epochs: {a: 1}\n", "nested.yaml: epochs takes one value, or a list joined with commas"),
+    ("nested.yaml", "epochs: {a: 1}\n", "nested.yaml: epochs takes one value; got {'a': 1}"),
+    # a YAML number or true/false is judged as the flag's text would be: never cut, cast or crashed on
+    ("float.yaml", "epochs: 1.5\n", "float.yaml: epochs: '1.5' is not a valid integer range"),
+    ("true.yaml", "lr: true\n", "true.yaml: lr: takes a number, not true"),
+    ("path.yaml", "teacher: true\n", "path.yaml: teacher: takes a path, not true"),
+    ("flag.yaml", "quiet: 5\n", "flag.yaml: quiet: '5' is not a valid boolean"),
+    ("one.yaml", "lr: [0.1]\n", "one.yaml: lr takes one value; got the list [0.1]"),
+    ("comma.yaml", "teacher-weights: [1, true]\n", "comma.yaml: teacher-weights: takes W,W,..., not true"),
     ("given.yaml", "kd-loss: mse\ntemperature: 3\n", "--kd-loss mse compares raw logits; a temperature has no effect"),
 ])
 def test_a_bad_config_is_one_line_naming_the_problem(tmp_path, tiny_classifier_teacher, name, text, expected):

@@ -59,7 +59,8 @@ class TransformerStudentConfig(StudentConfig):
                                         "a folder.")
     layers: int = option(3, "Layers: of the LSTM; of the encoder, for a transformer student.", min=1)
     layer_map: str = option("uniform", "Which encoder layers a transformer student keeps: uniform (layer i*n/k of n, "
-                                       "DistilBERT's 0,2,4 of 6), first, last, or numbers such as 0,2,5.")
+                                       "DistilBERT's 0,2,4 of 6), first, last, or numbers such as 0,2,5.",
+                            metavar="uniform|first|last|N,N,...")
     dropout: float = option(0.1, "Dropout before the Linear layer (the encoder keeps its own).", min=0.0, max=1.0,
                             max_open=True)
     max_length: int = option(0, "Sub-word tokens a transformer student reads (tagging: per window of words); 0: "
