@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from distill.errors import DistillError
 
 RUN_CONFIG = "run_config.yaml"  # in a training run's folder, beside the model: not part of the model's card
+CONFIG_SUFFIX = ".config.yaml"  # beside a one-file output: OUTPUT.config.yaml
 HEADER = "# nlp-train {command}: the options of a run"  # the first line of a written config
 
 Settings = TypeVar("Settings")

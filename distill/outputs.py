@@ -14,6 +14,7 @@ and a model it was replacing is put back; an interrupted run that can be resumed
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import json
 import logging
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from distill import distributed
-from distill.config import RUN_CONFIG
+from distill.config import CONFIG_SUFFIX, RUN_CONFIG
 from distill.errors import DistillError, option
 from distill.io import STAGING_PREFIX, check_target, file_sha256, writing
 from distill.io import refuse_link as refuse_any_link
@@ -61,12 +62,29 @@ def _resolved(path: str | os.PathLike) -> Path:
     return Path(path).expanduser().resolve()
 
 
-def _local(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
-    """The inputs that are paths on this machine (not hub:... specs or data in memory, not unset options), and the
+_read_too: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("read_too", default=())
+
+
+@contextlib.contextmanager
+def reading(*paths: str | os.PathLike | None) -> Iterator[None]:
+    """Within it, `paths` are inputs of every output check, beside those the command names: files the command
+    read to know what to do (its --config file)."""
+    token = _read_too.set((*_read_too.get(), *(str(path) for path in paths if path)))
+    try:
+        yield
+    finally:
+        _read_too.reset(token)
+
+
+def _local(inputs: Iterable[str | os.PathLike | None], own_record: Path | None = None) -> list[str]:
+    """The inputs that are paths on this machine (not hub:... specs or data in memory, not unset options), the
     files a language-model teacher's prompt is read from (`prompt_settings`: --prompt, --shots-from), which every
-    command that asks one reads as well."""
+    command that asks one reads as well, and those `reading` names but `own_record`: the output's record of its
+    options (a run replayed into its own folder reads it, and writes it again)."""
     from distill.models.prompt import prompt_files
-    return [str(item) for item in (*inputs, *prompt_files()) if item and not str(item).startswith(("hub:", "memory:"))]
+    read_too = [path for path in _read_too.get() if own_record is None or _resolved(path) != own_record]
+    return [str(item) for item in (*inputs, *prompt_files(), *read_too)
+            if item and not str(item).startswith(("hub:", "memory:"))]
 
 
 def enclosing_model(path: Path) -> Path | None:
@@ -94,7 +112,7 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
     """A model directory must neither be, hold, nor lie inside any input of its command, nor lie
     inside another model's directory."""
     out = _resolved(output)
-    for item in _local(inputs):
+    for item in _local(inputs, own_record=out / RUN_CONFIG):
         source = _resolved(item)
         if out == source:
             raise DistillError(f"{output}: is an input of this command; choose another output directory")
@@ -136,7 +154,7 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     a model's loader would read, nor lie in a model's subfolder (the teacher's encoder folder is read
     whole)."""
     out = _resolved(output)
-    for item in _local(inputs):
+    for item in _local(inputs, own_record=out.with_name(out.name + CONFIG_SUFFIX)):
         source = _resolved(item)
         if out == source or (out.exists() and source.exists() and os.path.samefile(out, source)):
             raise DistillError(f"{output}: is an input of this command; choose another output file")

@@ -24,13 +24,13 @@ from click.core import ParameterSource
 
 RAW = "distill.config.raw"  # ctx.meta: the values as typed on the command line
 GLOBALS = "distill.config.globals"  # ctx.meta: the group's options that the file set
+CONFIG_FILE = "distill.config.file"  # ctx.meta: the --config file, an input of the command
 NOT_REPLAYED = ("output", "resume", "overwrite")  # a replay names its own output
 GROUP_OPTIONS = ("threads", "precision")
 # Options that may name a local file or folder, or something else (a hub dataset or model): written absolute
 # where they name one that exists. Options of type click.Path always are; --task-spec's TRAIN and DEV too.
 PATH_OPTIONS = ("train", "dev", "input", "unlabeled", "encoder")
 NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
-CONFIG_SUFFIX = ".config.yaml"  # beside a one-file output: OUTPUT.config.yaml
 NATIVE_TYPES = (click.types.IntParamType, click.types.FloatParamType, click.types.BoolParamType, click.Choice,
                 click.Path, click.types.StringParamType)  # casting their value again gives it back
 
@@ -118,6 +118,7 @@ def load_config(ctx: click.Context, param: click.Parameter, path: str | None) ->
         return
     from distill.config import read_config
     options, root = _options(ctx.command), ctx.find_root()
+    ctx.meta[CONFIG_FILE] = path
     defaults, group = {}, {}
     for key, value in read_config(path).items():
         if key in GROUP_OPTIONS and root is not ctx:
@@ -245,7 +246,7 @@ def recorded_beside(output: str) -> Iterator[None]:
     OUTPUT.config.yaml: checked first (never a link, nor a file this command did not write), written by
     rank 0 once the command has succeeded."""
     from distill import distributed
-    from distill.config import is_run_config, write_run_config
+    from distill.config import CONFIG_SUFFIX, is_run_config, write_run_config
     from distill.errors import DistillError
     from distill.io import check_target
     ctx = click.get_current_context()

@@ -7,6 +7,7 @@ import torch or transformers. The library is imported inside the functions that 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import click
 
@@ -82,6 +83,13 @@ class OnceCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         refuse_repeated_options(self, ctx, args)
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, its --config file an input that no output may replace (`distill.outputs.reading`)."""
+        from distill.outputs import reading
+        from procedures.config import CONFIG_FILE
+        with reading(ctx.meta.get(CONFIG_FILE)):
+            return super().invoke(ctx)
 
 
 def command(name: str | None = None, **settings):

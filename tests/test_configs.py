@@ -109,6 +109,26 @@ def test_json_and_yaml_configs_give_the_same_run(tmp_path):
     assert recorded(tmp_path / "from-json")["class-weights"] == "1,2"  # a list for comma-separated values
 
 
+def test_the_config_file_is_an_input_no_output_replaces(tiny_classifier_teacher, tmp_path):
+    """--config names a file the command reads, as its data: no output may be it (not even with --overwrite)
+    or hold it; only a run's own record, replayed into its own output, is written again."""
+    config = tmp_path / "labels.yaml"
+    config.write_text(f"teacher: {tiny_classifier_teacher}\ninput: {SAMPLES / 'unlabeled_movies.txt'}\n"
+                      "quiet: true\n", encoding="utf-8")
+    before = config.read_bytes()
+    status, error = run_cli("pseudo-label", "--config", config, "--output", config, "--overwrite")
+    assert status == 2 and f"{config}: is an input of this command" in error
+    assert config.read_bytes() == before
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "student.yaml").write_text(f"train: {TRAIN}\ndev: {DEV}\n", encoding="utf-8")
+    status, error = run_cli("student", "--config", folder / "student.yaml", "--output", folder, *TINY_STUDENT)
+    assert status == 2 and "an input of this command" in error and (folder / "student.yaml").read_bytes()
+    cli("pseudo-label", "--config", config, "--output", tmp_path / "labels.jsonl")
+    cli("pseudo-label", "--config", tmp_path / "labels.jsonl.config.yaml", "--output", tmp_path / "labels.jsonl",
+        "--overwrite")  # its own record, read and written again
+
+
 def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teacher, tmp_path):
     first = tmp_path / "labels.jsonl"
     cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
