@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distill.data import DataOptions, read_split
+from distill.data.checks import HUB_PREFIX, require_file
 from distill.errors import DistillError, require_whole
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
@@ -28,6 +29,8 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     `rounds` alternating rounds (`alternating_speeds`), so a burst of load on a shared machine slows one
     round of every model, not every round of one."""
     require_whole("rounds", rounds)
+    if not str(data_path).startswith(HUB_PREFIX):  # the data's own fault, said of the data, not of a model
+        require_file(data_path)
     models, splits = [], {}
     for directory in model_dirs:
         require_kind(directory, "compare")

@@ -283,6 +283,12 @@ def export_settings(format: str, quantize: str | None) -> dict:
     return settings
 
 
+def _where(model_dir: str | os.PathLike) -> str:
+    """The source as the card records it: a local folder by its absolute path, so an export used from another
+    working directory still finds it (the online teacher, a transformer student's layers); hub:NAME as given."""
+    return str(model_dir) if str(model_dir).startswith("hub:") else os.path.abspath(model_dir)
+
+
 def export_model(model_dir: str, output: str, format: str = "onnx", quantize: str | None = None,
                  check_data: str | None = None, data: DataOptions = DataOptions(), overwrite: bool = False,
                  batch_size: int = 64) -> dict:
@@ -319,7 +325,7 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
         recorded = {"source_card_sha256": file_sha256(source / MODEL_CARD)} if carded else \
             {"source_card_sha256": None, "source_fingerprint": model.fingerprint()}
         exported = {**description, "format": format,
-                    "export": {"source": str(model_dir), **recorded,
+                    "export": {"source": _where(model_dir), **recorded,
                                "parameters": model.parameter_count(), **export_settings(format, quantize),
                                **({"learnt_from": record} if (record := learnt_record(model_dir)) else {})},
                     "agreement": None}

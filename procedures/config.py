@@ -170,9 +170,10 @@ def _own_default(ctx: click.Context, param: click.Parameter) -> Any:
 def config_option(func: Callable) -> Callable:
     """Add --config to a training command."""
     return click.option("--config", cls=ConfigOption, is_eager=True, expose_value=False, callback=load_config,
-                        metavar="FILE", help="Read the options from a YAML or JSON file (keys: the option names "
-                        "without dashes, e.g. kd-loss: mse); options given here override it. Every run writes its "
-                        "own as run_config.yaml (docs/configs.md).")(func)
+                        metavar="FILE", help="Read the options from a YAML or JSON file (keys: the long option "
+                        "names below without their dashes); options given here override it. Every run records its "
+                        "own: run_config.yaml in a model's folder, OUTPUT.config.yaml beside pseudo-label's output "
+                        "(docs/configs.md).")(func)
 
 
 def _absolute(path: str, always: bool = False) -> str:

@@ -226,6 +226,14 @@ def test_json_lines_with_a_note_or_a_cut_last_line_are_still_json_lines():
     with pytest.raises(DataError, match=re.escape("stdin:4: invalid JSON (")):
         unlabeled_text("".join(PSEUDO_LABELS[:3]) + PSEUDO_LABELS[3][:30], "classification")
 
+@pytest.mark.parametrize("content, message", [(b"", "no examples (file is empty)"),
+                                              (b"\n  \n\t\n", "no examples (every line is blank)")])
+def test_unlabeled_text_without_examples_says_whether_it_is_empty(tmp_path, content, message):
+    (tmp_path / "u.txt").write_bytes(content)
+    with pytest.raises(DataError, match=re.escape(message)):
+        list(iter_unlabeled(str(tmp_path / "u.txt"), "classification"))
+
+
 @pytest.mark.parametrize("content, message", [
     (b"", "file is empty"),
     (b"text,label\nok,pos\n\xff\xfe,neg\n", ":3: not UTF-8"),

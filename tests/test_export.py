@@ -297,6 +297,9 @@ def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch
     with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
                                                      "data), but this command or model tags words")):
         compare_models([sentiment, tagger], str(SENTIMENT_TEST))
+    for data, message in ((tmp_path, "is a directory, expected a file"), (tmp_path / "no.csv", "file not found")):
+        with pytest.raises(DistillError, match=f"^{re.escape(str(data))}: {message}"):  # the data's fault alone
+            compare_models([sentiment, topics], str(data))
 
 
 @pytest.fixture

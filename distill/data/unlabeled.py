@@ -264,7 +264,16 @@ def iter_unlabeled(path: str, task: str, text_column: str = "text",
             seen = True
             yield number, value
     if not seen:
-        raise DataError(path, "no examples (file is empty)")
+        raise DataError(path, "no examples (file is empty)" if _is_empty(path) else
+                        "no examples (every line is blank)")
+
+
+def _is_empty(path: str) -> bool:
+    """Whether `path` holds no bytes (what is no regular file counts as empty)."""
+    try:
+        return Path(path).stat().st_size == 0 if Path(path).is_file() else True
+    except OSError:
+        return True
 
 
 def _holds_json_array(path: str, handle: BinaryIO) -> bool:
