@@ -17,7 +17,7 @@ from distill.data import DataOptions, read_labelled, read_split  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
 from distill.inference import decode_labels, predict_logits  # noqa: E402
 from distill.io import file_sha256  # noqa: E402
-from distill.export import agreement  # noqa: E402
+from distill.export import agreement, export_model  # noqa: E402
 from distill.inference import evaluate  # noqa: E402
 from distill.labels import LabelHierarchy  # noqa: E402
 from distill.models.base import LabelModel  # noqa: E402
@@ -247,6 +247,18 @@ def test_the_agreement_records_the_metric_it_scores(tmp_path):
         measured = agreement(model, model, examples, gold)
         assert measured["metric"] == metric, name
         assert measured["score"] == measured["reference_score"] == evaluate(model, examples, gold)[metric]
+
+
+def test_an_exports_source_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    """The card records the source folder's absolute path: a relative one, as typed, named another folder (or
+    none) for a command run elsewhere, which then took the source as gone."""
+    tiny_student(tmp_path / "work" / "m", {"model": "lstm"}, "classification", SAMPLES / "sentiment_train.csv")
+    monkeypatch.chdir(tmp_path / "work")
+    export_model("m", "e", "onnx")
+    card = json.loads((tmp_path / "work" / "e" / MODEL_CARD).read_text())
+    assert card["export"]["source"] == str(tmp_path / "work" / "m")
+    monkeypatch.chdir(tmp_path)
+    assert load_model("work/e").source_model() is not None
 
 
 def test_compare_names_models_apart():
