@@ -125,7 +125,7 @@ def quantize_int8(source: Path, target: Path) -> None:
     scaled per batch at run time, after its recommended pre-processing (shape inference and graph
     optimisation) into a file beside `source`. Embedding tables stay fp32 (see `INT8_OPS`)."""
     from distill.models.onnx import onnxruntime_module
-    onnxruntime_module()
+    onnxruntime_module().set_default_logger_severity(3)  # its graph optimiser's warnings are noise to a user
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
     prepared = source.with_name(f"prepared-{source.name}")

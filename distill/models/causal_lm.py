@@ -28,7 +28,7 @@ from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files,
-                                      require_vocabulary)
+                                      quiet_transformers, require_vocabulary)
 from distill.models.hub_teacher import _failed
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
@@ -61,7 +61,7 @@ def causal_lm_fingerprint(source: str | Path, dtype: str = "fp32") -> str:
 
 def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     """The teacher of a causal language model folder (or ``hub:NAME``), asked the current prompt settings."""
-    import transformers
+    transformers = quiet_transformers()
     folder = local_folder(source)
     names = model_files(folder)
     missing = next((name for name in names if not (folder / name).is_file()), None)

@@ -27,6 +27,15 @@ VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
                     "tokenizer.model")
 
 
+def quiet_transformers():
+    """transformers, its progress bar for loading weights off: a local model loads in a second, and the bar is
+    noise on stderr (between a command's own progress and its one-line errors, or `predict`'s JSONL)."""
+    import transformers
+    from transformers.utils import logging as transformers_logging
+    transformers_logging.disable_progress_bar()
+    return transformers
+
+
 def require_vocabulary(source: str | Path, folder: Path) -> None:
     """A transformers folder's tokenizer vocabulary is there, else one line saying so (not transformers' error)."""
     if not any((folder / name).is_file() for name in VOCABULARY_FILES):

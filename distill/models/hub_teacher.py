@@ -29,7 +29,7 @@ from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       files_fingerprint, folder_config, is_transformers_source, local_folder,
-                                      model_files, require_vocabulary)
+                                      model_files, quiet_transformers, require_vocabulary)
 
 logger = logging.getLogger("distill")
 
@@ -124,8 +124,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     """The teacher of a transformers classifier folder (or ``hub:NAME``), checked whole
     (`verify_transformers_folder`) and loaded: a fast tokenizer for tagging (it needs each sub-token's word)
     that knows more than its special tokens."""
-    import transformers
-
+    transformers = quiet_transformers()
     folder = local_folder(source)
     task, model_class, names = verify_transformers_folder(source, folder)
     fingerprint = files_fingerprint(folder, names)
