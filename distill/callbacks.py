@@ -254,6 +254,15 @@ class MLflowCallback(Callback):
         given = self.tracking_uri if api == "tracking_uri" else self.experiment
         return f"MLflowCallback({api}=...)" if given is not None else variable
 
+    def _uri(self) -> str:
+        """The store asked: the client's, else the one given, else MLflow's own choice (MLFLOW_TRACKING_URI)."""
+        if self.client is not None:
+            return self.client.tracking_uri
+        if self.tracking_uri is not None:
+            return self.tracking_uri
+        import mlflow
+        return mlflow.get_tracking_uri()
+
     @contextlib.contextmanager
     def _store(self, doing: str) -> Iterator[None]:
         """Any failure of the store while `doing` something: one line naming the store and the setting."""
@@ -264,7 +273,7 @@ class MLflowCallback(Callback):
         except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy, a database driver, the OS: all the store's
             gist = " ".join(str(err).split()) or type(err).__name__
             gist = gist.split(". ")[0].split(" [SQL: ")[0][:200]
-            uri = self.client.tracking_uri if self.client is not None else self.tracking_uri
+            uri = self._uri()
             self.client = None  # a store that failed is not asked again to close the run
             raise DistillError(f"MLflow cannot {doing} in the tracking store {uri} ({gist}): set "
                                f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "

@@ -435,11 +435,13 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 @contextlib.contextmanager
 def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                 overwrite: bool = False, ours: Callable[[Path], bool] = lambda path: False,
-                what: str = "an output of this command") -> Iterator[Path]:
+                what: str = "an output of this command", replace_earlier: bool = True) -> Iterator[Path]:
     """A checked, locked output file: the command writes it atomically inside the block.
 
-    An existing file is replaced only when `ours` recognises it as this command's earlier
-    output, or with `overwrite`. The lock is a hidden ``.NAME.lock`` file beside the output.
+    An existing file is replaced with `overwrite`, or when `ours` recognises it as this command's earlier
+    output and `replace_earlier` (evaluate's metrics, computed again as they were; not pseudo-labels, which may
+    have been corrected by hand or have cost hours of a served model's time). The lock is a hidden
+    ``.NAME.lock`` file beside the output.
     """
     if str(output) == "-":  # `--output -` is not stdout here: it would be a file named "-"
         dash = option("--output -", "output '-'")
@@ -458,6 +460,9 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "
                                "or choose another output file")
+        if path.exists() and not overwrite and not replace_earlier:
+            raise DistillError(f"{output}: holds an earlier {what}; pass {_overwrite()} to replace it, or choose "
+                               "another output file")
 
     _agreed(check)
     missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]

@@ -67,7 +67,7 @@ def recover_partial(part: Path) -> tuple[int, int]:
 
 
 def is_pseudo_label_output(path: Path) -> bool:
-    """Whether `path` looks like this command's JSONL (so a rerun may replace it without --overwrite)."""
+    """Whether `path` looks like this command's JSONL (said so when a rerun without --overwrite would replace it)."""
     try:
         with open(path, encoding="utf-8") as handle:
             first = handle.readline(1 << 20)  # a record is one line; a huge first line is no record
@@ -194,6 +194,25 @@ def check_something_to_resume(output: Path) -> None:
                            f"or {signature_path(output).name} beside it); run without {_resume()} to label again")
     raise DistillError(f"{output}: nothing to resume (neither it nor {part_path(output, 0, 1).name} and "
                        f"{signature_path(output).name} exist); check the path, or run without {_resume()}")
+
+
+def check_nothing_interrupted(output: Path) -> None:
+    """A fresh run would start the partial output over: records an interrupted run labelled (hours of a served
+    teacher's time, perhaps) are dropped only when asked, as a model's interrupted run is."""
+    world = distributed.world_size()
+    parts = [part for part in {*(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)}
+             if _holds_a_record(part)]
+    if parts:
+        raise DistillError(f"{output}: an interrupted run left its labelled records in {parts[0].name}; continue it "
+                           f"with {_resume()}, or start over with {named(Output, 'overwrite', 'overwrite=True')}")
+
+
+def _holds_a_record(part: Path) -> bool:
+    """Whether a partial output holds a complete record (one killed inside its first holds none to keep)."""
+    if not part.is_file():
+        return False
+    with open(part, "rb") as handle:
+        return any(b"\n" in block for block in iter(lambda: handle.read(1 << 16), b""))
 
 
 def _is_signature(path: Path) -> bool:
@@ -324,11 +343,13 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
     check_partials_are_ours(Path(output_path))
     if resume:
         check_something_to_resume(Path(output_path))
+    elif not overwrite:
+        check_nothing_interrupted(Path(output_path))
     if use_cache:  # the default cache too
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
     with file_output(output_path, [*folders, input_path, *([use_export] if use_export else [])], overwrite,
-                     is_pseudo_label_output, "pseudo-label output") as output:
+                     is_pseudo_label_output, "pseudo-label output", replace_earlier=False) as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
                           resume, progress, device, cache_dir, use_cache, head, use_export, weights)
 

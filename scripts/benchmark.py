@@ -464,7 +464,7 @@ class Bench:
         ours_seconds, pipeline_seconds = [], []
         for _ in range(2):
             ours = pseudo_label(str(teacher), str(corpus), str(labelled), INFERENCE_BATCH, progress=False,
-                                device="cpu", use_cache=False)  # timing the teacher: no cached logits
+                                device="cpu", use_cache=False, overwrite=True)  # timing the teacher: no cache
             ours_seconds.append(ours["seconds"])
             started = time.perf_counter()
             outputs = hf_pipeline(texts, batch_size=INFERENCE_BATCH, **options)
@@ -509,7 +509,7 @@ class Bench:
         set_precision("bf16")
         try:
             seconds = [pseudo_label(str(teacher), str(corpus), str(labelled), INFERENCE_BATCH, progress=False,
-                                    device="cpu", use_cache=False)["seconds"] for _ in range(2)]
+                                    device="cpu", use_cache=False, overwrite=True)["seconds"] for _ in range(2)]
         finally:
             set_precision("fp32")
         records = [json.loads(line) for line in labelled.read_text(encoding="utf-8").splitlines()]

@@ -260,11 +260,13 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
 @pytest.mark.parametrize("store", list(MISCONFIGURED))
 def test_an_mlflow_store_that_cannot_be_used_is_one_line_naming_the_setting(store, tmp_path, capsys, monkeypatch):
     make_uri, setting = MISCONFIGURED[store]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", make_uri(tmp_path, monkeypatch))
+    uri = make_uri(tmp_path, monkeypatch)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     capsys.readouterr()  # what MLflow said while the test made its store
     status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
     assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert f"set {setting} to " in err and "Traceback" not in err
+    assert "tracking store None" not in err and ("tracking store" not in err or uri in err), err  # the store asked
     assert not (tmp_path / "out").exists()
 
 

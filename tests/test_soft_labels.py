@@ -76,6 +76,7 @@ def test_a_record_that_does_not_sum_to_one_is_refused_with_file_and_line(tmp_pat
     ({"text": "x", "probs": {"negative": -0.1, "positive": 1.1}}, "must be a number from 0 to 1, got -0.1"),
     ({"text": "x", "probs": {"negative": True, "positive": 0.0}}, "must be a number from 0 to 1, got True"),
     ({"text": "x", "probs": ["negative"]}, '"probs" must be a JSON object'),
+    ({"text": "x", "probs": {}}, '"probs" names no label'),
     ({"text": "x", "label": "positive"}, 'needs its "confidence"'),
     ({"text": "x", "label": "positive", "confidence": 0.3}, "below an even split"),
     ({"text": "x", "label": "positive", "confidence": 0.9, "probs": {"positive": 1}}, "not both"),

@@ -296,3 +296,26 @@ def test_a_tagging_teacher_records_no_pooling(tiny_tagging_teacher, tiny_classif
     from distill.models import load_model
     assert load_model(tiny_tagging_teacher).config.pooling == "auto"
     assert load_model(tiny_classifier_teacher).config.pooling in ("first", "mean")
+
+
+def test_pseudo_label_keeps_what_an_earlier_or_interrupted_run_labelled_unless_told(tiny_classifier_teacher, tmp_path,
+                                                                                  capsys):
+    """A fresh run dropped an interrupted run's labelled records in silence, and replaced an earlier output (which
+    may have been corrected by hand) without --overwrite; both are kept now unless --resume or --overwrite says."""
+    from tests.conftest import run_main
+    output, part = tmp_path / "out.jsonl", tmp_path / "out.jsonl.part"
+    command = ["pseudo-label", "--teacher", tiny_classifier_teacher, "--input", SAMPLES / "unlabeled_movies.txt",
+               "--output", output, "--no-cache", "--quiet"]
+    assert run_main(capsys, *command)[0] == 0
+    earlier = output.read_bytes()
+    status, err = run_main(capsys, *command)
+    assert status == 2 and f"{output}: holds an earlier pseudo-label output; pass --overwrite" in err, err
+    assert output.read_bytes() == earlier
+    assert run_main(capsys, *command, "--overwrite")[0] == 0
+    output.unlink()
+    part.write_bytes(earlier.splitlines(keepends=True)[0])  # a run stopped after its first chunk
+    status, err = run_main(capsys, *command)
+    assert status == 2 and "an interrupted run left its labelled records in out.jsonl.part; continue it with " \
+                           "--resume, or start over with --overwrite" in err, err
+    assert part.read_bytes() == earlier.splitlines(keepends=True)[0] and not output.exists()
+    assert run_main(capsys, *command, "--overwrite")[0] == 0 and output.read_bytes() == earlier and not part.exists()

@@ -49,8 +49,10 @@ def _soft_record_labels(path: str, record: dict, line: int) -> list[str]:
     if "confidence" in record:
         raise DataError(path, '"confidence" goes with "label"; a record with "probs" gives every probability', line)
     probs = record["probs"]
-    if not isinstance(probs, dict) or not probs:
+    if not isinstance(probs, dict):
         raise DataError(path, f'"probs" must be a JSON object of label: probability, got {_json_kind(probs)}', line)
+    if not probs:
+        raise DataError(path, '"probs" names no label: give each label\'s probability ({"positive": 0.9, ...})', line)
     return [_label_text(path, name, "probs", line) for name in probs]
 
 
