@@ -40,7 +40,7 @@ from distill.models.student_config import StudentConfig
 from distill.models.students import student_default
 from distill.models.multitask import MultiTaskTeacher, TaskSampling, check_head_names
 from distill.models.teacher import Teacher, TeacherConfig, TeacherTraining
-from distill.outputs import SUMMARY_FILE, check_written_folder
+from distill.outputs import SUMMARY_FILE, TRACKING_FOLDER, check_written_folder
 from distill.provenance import LEARNT_FROM_ROLES, RunState
 from distill.runtime import Output, Runtime
 from distill.settings import named
@@ -97,7 +97,7 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
     sources = [*(_input_of(value) if isinstance(value, Examples) else value for value in inputs.values()), *protected]
     for folder in (folder for callback in CallbackList(callbacks).callbacks for folder in callback.folders()):
-        check_written_folder(folder, sources, output.directory)
+        check_written_folder(folder, sources, output.directory, within=TRACKING_FOLDER)
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")

@@ -411,7 +411,10 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
                           (teacher / "runs", f"{teacher / 'runs'}: lies in {teacher}, an input of this command"),
                           (other, f"{other}: lies in the model directory {other} (a file there changes the model)"),
                           (other / "runs", f"{other / 'runs'}: lies in the model directory {other}"),
-                          (run, f"{run}: is the output {run} itself; choose a folder inside it")):
+                          (run, f"{run}: is the output {run} itself; choose a folder inside it"),
+                          # --overwrite would take it for the user's folder, and refuse to replace the run
+                          (run / "tb", f"{run / 'tb'}: lies in the output {run}, where a run's logs go in "
+                                       f"{run / 'runs'}")):
         assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
                        message)
     from distill.callbacks import TensorBoardCallback
