@@ -441,13 +441,15 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 @contextlib.contextmanager
 def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                 overwrite: bool = False, ours: Callable[[Path], bool] = lambda path: False,
-                what: str = "an output of this command", replace_earlier: bool = True) -> Iterator[Path]:
+                what: str = "an output of this command", replace_earlier: bool = True,
+                beside_model: bool = True) -> Iterator[Path]:
     """A checked, locked output file: the command writes it atomically inside the block.
 
     An existing file is replaced with `overwrite`, or when `ours` recognises it as this command's earlier
     output and `replace_earlier` (evaluate's metrics, computed again as they were; not pseudo-labels, which may
-    have been corrected by hand or have cost hours of a served model's time). The lock is a hidden
-    ``.NAME.lock`` file beside the output.
+    have been corrected by hand or have cost hours of a served model's time). `beside_model`: whether the file
+    may lie among a model's files (evaluate's result of it), which --overwrite of that model keeps only if it
+    knows it as the model's. The lock is a hidden ``.NAME.lock`` file beside the output.
     """
     if str(output) == "-":  # `--output -` is not stdout here: it would be a file named "-"
         dash = option("--output -", "output '-'")
@@ -463,6 +465,11 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
         if path.exists() and not path.is_file():
             raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
         check_file_output(path, inputs)
+        model = None if beside_model else enclosing_model(_resolved(path))
+        if model is not None:
+            raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
+                               f"evaluate results (--overwrite of it would refuse to remove {what}): write it "
+                               "elsewhere")
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "
                                "or choose another output file")

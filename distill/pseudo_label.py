@@ -41,9 +41,9 @@ from distill.provenance import changed_settings, input_fingerprints, runtime_set
 from distill.truncation import Truncation, classification_reader, count_truncation, warn_truncation
 
 
-def recover_partial(part: Path) -> tuple[int, int]:
-    """Truncate `part` after its last complete record; return that record's input line (0 if none)
-    and how many complete records it holds.
+def recover_partial(part: Path, through: int | None = None) -> tuple[int, int]:
+    """Truncate `part` after its last complete record (of input line `through` or before, where given); return
+    that record's input line (0 if none) and how many records it keeps.
 
     Every complete record is checked (JSON, input lines rising), so a damaged or foreign file is
     refused rather than merged into the output.
@@ -52,18 +52,32 @@ def recover_partial(part: Path) -> tuple[int, int]:
         return 0, 0
     data = part.read_bytes()
     end = data.rfind(b"\n") + 1
-    last_line, records = 0, data[:end].splitlines()
-    for record in records:
+    last_line, kept, offset = 0, 0, 0
+    for record in data[:end].splitlines(keepends=True):
         try:
             line = json.loads(record)["line"]
         except (ValueError, KeyError, TypeError):
             raise DistillError(f"{part}: cannot resume: the partial output is not pseudo-label JSONL") from None
         if not isinstance(line, int) or line <= last_line:
             raise DistillError(f"{part}: cannot resume: the partial output is damaged (input lines out of order)")
-        last_line = line
+        if through is not None and line > through:
+            break
+        last_line, kept, offset = line, kept + 1, offset + len(record)
     with writing(part, in_place=True), open(part, "r+b") as handle:
-        handle.truncate(end)
-    return last_line, len(records)
+        handle.truncate(offset)
+    return last_line, kept
+
+
+def last_whole_chunk(input_path: str, task: str, chunk_size: int, done: int) -> int:
+    """The input line that ends this rank's last chunk labelled whole by input line `done` (0 if none): a run
+    resumes there, so that its chunks, and the batches made of them, are the uninterrupted run's (records of a
+    chunk cut short by a kill are labelled again, to the same bits)."""
+    boundary = 0
+    for chunk in chunks(rank_examples(input_path, task, chunk_size), chunk_size):
+        if chunk[-1][0] > done:
+            break
+        boundary = chunk[-1][0]
+    return boundary
 
 
 def is_pseudo_label_output(path: Path) -> bool:
@@ -349,7 +363,8 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
         check_cache_beside(cache_dir, output_path, written_beside(Path(output_path)))
         check_cache_dir(cache_dir)
     with file_output(output_path, [*folders, input_path, *([use_export] if use_export else [])], overwrite,
-                     is_pseudo_label_output, "pseudo-label output", replace_earlier=False) as output:
+                     is_pseudo_label_output, "pseudo-label output", replace_earlier=False,
+                     beside_model=False) as output:
         return label_into(output, teacher_dir, input_path, batch_size, chunk_size, min_confidence, with_logits,
                           resume, progress, device, cache_dir, use_cache, head, use_export, weights)
 
@@ -463,6 +478,9 @@ def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, 
     if resume:
         check_resumable(output, signature)
     done, kept = recover_partial(part) if resume else (0, 0)
+    boundary = last_whole_chunk(input_path, teacher.task, chunk_size, done) if done else 0
+    if boundary < done:
+        done, kept = recover_partial(part, through=boundary)
     total = already = 0
     readers = [classification_reader(model) for model in teachers]
     counted, read = [Truncation() for _ in teachers], [set() for _ in teachers]

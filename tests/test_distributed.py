@@ -244,8 +244,9 @@ def test_pseudo_label_on_two_processes_resumes_each_shard_and_matches_one_proces
     signature["runtime"] = {"precision": "fp32", "threads": 1, "processes": 2}  # as the interrupted run left it
     signature_path(tmp_path / "two.jsonl").write_text(json.dumps(signature))
     stdout = torchrun(*args, "--output", tmp_path / "two.jsonl", "--resume")
-    # the whole output is counted: 40 + 70 labelled before the resume, 190 by this run
-    assert "300 of 300 examples written" in stdout and "110 of them labelled before the resume" in stdout, stdout
+    # the whole output is counted: the whole chunks labelled before the resume (32 + 64 of the 40 + 70 records;
+    # a chunk cut short is labelled again, in the same batches), 204 by this run
+    assert "300 of 300 examples written" in stdout and "96 of them labelled before the resume" in stdout, stdout
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "one.jsonl.config.yaml", "two.jsonl",
                                                           "two.jsonl.config.yaml"]  # each run's options beside it
