@@ -18,8 +18,8 @@ import itertools
 import json
 import os
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 
@@ -121,8 +121,11 @@ def check_resumable(output: Path, signature: dict) -> None:
     saved = read_json(path)
     current = json.loads(json.dumps(signature))
     if saved != current:
-        raise ResumeRefused(f"{output}: cannot resume with different settings or data "
-                           f"({', '.join(changed_settings(saved, current))}); run without {_resume()}")
+        settings = {spec.name for spec in fields(PseudoLabelSettings)}
+        changed = [named(PseudoLabelSettings, name, name) if name in settings else name
+                   for name in changed_settings(saved, current)]  # --logits, as the user gave it
+        raise ResumeRefused(f"{output}: cannot resume with different settings or data ({', '.join(changed)}); "
+                           f"run without {_resume()}")
 
 
 @functools.cache

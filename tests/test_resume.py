@@ -234,8 +234,8 @@ def test_kd_resume_refuses_a_retrained_teacher(tiny_classifier_teacher, tmp_path
 
 @pytest.mark.parametrize("change, fragment", [
     ("input", "inputs.input"),
-    ("min-confidence", "min_confidence"),
-    ("logits", "with_logits"),
+    ("min-confidence", "(--min-confidence)"),  # as the user gave it, not the field's name
+    ("logits", "(--logits)"),
     ("damaged-part", "the partial output is damaged"),
     ("records-removed", "the partial output holds 90 records for the 100 input lines it covers"),
     ("no-settings-record", "no record of the interrupted run's settings"),
