@@ -420,6 +420,30 @@ def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial
     assert not (output / "trials" / "0000" / "resume.pt").exists()
 
 
+def test_a_reseeded_run_stopped_by_ctrl_c_leaves_no_other_run_behind_when_the_search_resumes(tiny_classifier_teacher,
+                                                                                              tmp_path, monkeypatch):
+    """Ctrl-C in the first reseeded run queues it again; the resumed search queued the next reseeded run beside
+    it, `study.ask` took the older one, and the search stopped with the newer one still waiting: the chosen
+    trial's mean was over fewer seeds than asked. Every queued run now runs."""
+    import distill.student_search.study as study_module
+    run_trial = study_module.run_trial
+    stopped = []
+
+    def interrupted(trial, job):
+        if "reseed_of" in trial.user_attrs and not stopped:
+            stopped.append(trial.number)
+            raise KeyboardInterrupt
+        return run_trial(trial, job)
+    monkeypatch.setattr(study_module, "run_trial", interrupted)
+    arguments = dict(trials=1, space=SPACE, prune=False, reseed_top=1, seeds=2, cache_dir=tmp_path / "cache")
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "out", **arguments)
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "out", **arguments)
+    assert "waiting" not in result.report["states"], result.report["states"]
+    reseeded = [t for t in result.report["trials"] if t["reseed_of"] is not None and t["state"] == "complete"]
+    assert sorted(t["seed"] for t in reseeded) == [43, 44]
+
+
 def test_a_default_student_whose_trial_failed_runs_again_when_the_search_is_run_again(tiny_classifier_teacher, tmp_path,
                                                                                        monkeypatch):
     """An error in the first default student's trial (here its measuring, after training) stops the search with it,

@@ -126,6 +126,8 @@ def _next_trial(study, job: Job, trials: int, records: list[dict]) -> tuple[str,
     spent = spent_seconds(held)
     if job.time_budget is not None and spent >= job.time_budget:
         return "stop", "time budget"
+    if any(t.state.name == "WAITING" for t in held):  # a killed trial queued again: it runs first (`study.ask`
+        return "ask", None                            # takes the oldest), so nothing queued now is left behind
     if finished + running < trials:
         # the budget's last part is kept for reseeding the best trials so far
         if job.time_budget is None or spent + _reseed_estimate(records, job) < job.time_budget:
