@@ -139,7 +139,7 @@ def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.Pa
         own = _resolved(output) / within if within is not None else None
         if own is not None and path != own and own not in path.parents:
             raise DistillError(f"{folder}: lies in the output {output}, where a run's logs go in "
-                               f"{Path(output) / within} (--overwrite takes any other folder there for yours): "
+                               f"{Path(output) / within} ({_overwrite()} takes any other folder there for yours): "
                                "choose that, or a folder outside the output")
         return
     if output is not None and path == _resolved(output):  # its files would sit among the model's
@@ -468,7 +468,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
         model = None if beside_model else enclosing_model(_resolved(path))
         if model is not None:
             raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
-                               f"evaluate results (--overwrite of it would refuse to remove {what}): write it "
+                               f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
                                "elsewhere")
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "

@@ -408,7 +408,7 @@ def test_pseudo_label_warns_of_truncation_only_for_the_texts_its_teacher_reads(t
     corpus.write_text("\n".join([*texts[:6], long, texts[0], long]) + "\n", encoding="utf-8")
     pseudo_label(tiny_classifier_teacher, str(corpus), str(full), chunk_size=4, use_cache=False, progress=False)
     rows = full.read_text(encoding="utf-8").splitlines(keepends=True)
-    (tmp_path / "resumed.jsonl.part").write_text("".join(rows[:7]), encoding="utf-8")  # killed after line 7
+    (tmp_path / "resumed.jsonl.part").write_text("".join(rows[:7]), encoding="utf-8")  # killed inside line 5-8's chunk
     signature_path(output).write_text(json.dumps(run_signature(
         tiny_classifier_teacher, str(corpus), min_confidence=0.0, with_logits=False, batch_size=64, chunk_size=4)))
     caplog.clear()
@@ -416,7 +416,8 @@ def test_pseudo_label_warns_of_truncation_only_for_the_texts_its_teacher_reads(t
         pseudo_label(tiny_classifier_teacher, str(corpus), str(output), chunk_size=4, use_cache=False,
                      resume=True, progress=False)
     resumed, = [r.getMessage() for r in caplog.records if "sub-tokens the teacher reads" in r.getMessage()]
-    assert f"{corpus}: 1 of 2 texts (50.0%) are longer" in resumed and "(max_length=64)" in resumed
+    # from the last whole chunk (line 4): lines 5 to 9, with both copies of the long text
+    assert f"{corpus}: 2 of 5 texts (40.0%) are longer" in resumed and "(max_length=64)" in resumed
     assert output.read_text(encoding="utf-8") == "".join(rows)
 
 
