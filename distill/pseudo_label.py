@@ -217,8 +217,8 @@ def check_nothing_interrupted(output: Path) -> None:
     """A fresh run would start the partial output over: records an interrupted run labelled (hours of a served
     teacher's time, perhaps) are dropped only when asked, as a model's interrupted run is."""
     world = distributed.world_size()
-    parts = [part for part in {*(part_path(output, rank, world) for rank in range(world)), *foreign_parts(output)}
-             if _holds_a_record(part)]
+    parts = [part for part in sorted({*(part_path(output, rank, world) for rank in range(world)),
+                                      *foreign_parts(output)}) if _holds_a_record(part)]
     if parts:
         raise DistillError(f"{output}: an interrupted run left its labelled records in {parts[0].name}; continue it "
                            f"with {_resume()}, or start over with {named(Output, 'overwrite', 'overwrite=True')}")

@@ -86,9 +86,11 @@ class OnceCommand(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         """The command, its --config file an input that no output may replace (`distill.outputs.reading`)."""
-        from distill.outputs import reading
         from procedures.config import CONFIG_FILE
-        with reading(ctx.meta.get(CONFIG_FILE)):
+        if ctx.meta.get(CONFIG_FILE) is None:  # the library loads with the command's own work, not before
+            return super().invoke(ctx)
+        from distill.outputs import reading
+        with reading(ctx.meta[CONFIG_FILE]):
             return super().invoke(ctx)
 
 
