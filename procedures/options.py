@@ -7,9 +7,11 @@ import torch or transformers. The library is imported inside the functions that 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from distill.data import DataOptions
 from distill.runtime import Output, Runtime
@@ -90,8 +92,27 @@ class OnceCommand(click.Command):
         if ctx.meta.get(CONFIG_FILE) is None:  # the library loads with the command's own work, not before
             return super().invoke(ctx)
         from distill.outputs import reading
-        with reading(ctx.meta[CONFIG_FILE]):
-            return super().invoke(ctx)
+        try:
+            with reading(ctx.meta[CONFIG_FILE]):
+                return super().invoke(ctx)
+        except click.UsageError as err:
+            raise _from_file(ctx, err) from None
+
+
+def _from_file(ctx: click.Context, err: click.UsageError) -> click.UsageError:
+    """A refusal that names options the --config file set (`--temperature` judged beside `--kd-loss`) says so, as
+    the user wrote no such flag: the keys and the file are added."""
+    from procedures.config import CONFIG_FILE, option_name
+    named = set(re.findall(r"--[a-z][a-z0-9-]*", err.format_message()))
+    keys = [option_name(param) for param in ctx.command.params if isinstance(param, click.Option)
+            and set(param.opts) & named and ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT_MAP]
+    if not keys:
+        return err
+    where = f"{', '.join(keys)}: set in {ctx.meta[CONFIG_FILE]}"
+    if isinstance(err, click.BadParameter):
+        err.message = f"{err.message} ({where})"
+        return err
+    return click.UsageError(f"{err.message} ({where})", ctx)
 
 
 def command(name: str | None = None, **settings):

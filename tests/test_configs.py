@@ -159,7 +159,13 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
     ("flag.yaml", "quiet: 5\n", "flag.yaml: quiet: '5' is not a valid boolean"),
     ("one.yaml", "lr: [0.1]\n", "one.yaml: lr takes one value; got the list [0.1]"),
     ("comma.yaml", "teacher-weights: [1, true]\n", "comma.yaml: teacher-weights: takes W,W,..., not true"),
-    ("given.yaml", "kd-loss: mse\ntemperature: 3\n", "--kd-loss mse compares raw logits; a temperature has no effect"),
+    # a refusal of options judged together names the keys the file set, and the file
+    ("given.yaml", "kd-loss: mse\ntemperature: 3\n", "--kd-loss mse compares raw logits; a temperature has no effect "
+     "there (kd-loss, temperature: set in "),
+    ("weights.yaml", "student-weight: 0\ndistill-weight: 0\n", "both 0: nothing to train on (student-weight, "
+     "distill-weight: set in "),
+    ("llm.yaml", "labels: a,b\n", "--labels is an option of a language-model teacher (a causal LM folder, openai:MODEL, "
+     "systemone:MODEL), and no model of this command is one (labels: set in "),
 ])
 def test_a_bad_config_is_one_line_naming_the_problem(tmp_path, tiny_classifier_teacher, name, text, expected):
     (tmp_path / name).write_text(text, encoding="utf-8")
