@@ -21,6 +21,7 @@ import fnmatch
 import glob
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -80,6 +81,10 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     if folder.exists() and not folder.is_dir():
         raise DistillError(f"{cache_dir}: is {what_is(folder)}; the logit cache is a folder")
     check_folder(given, cache_dir)
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):  # found before the teacher's pass, not at its first shard
+        raise DistillError(f"{cache_dir}: {existing} is not writable by this user, and the logit cache writes there; "
+                           "give a cache folder you may write (--cache-dir, or $DISTILL_CACHE)")
 
 
 def check_cache_beside(cache_dir: str | Path | None, output: str | Path, written: Sequence[str]) -> None:

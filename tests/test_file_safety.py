@@ -377,6 +377,22 @@ def test_a_cache_under_a_pipe_or_a_broken_link_says_what_is_there(make, kind, tm
             check_cache_dir(tmp_path / "cache")
 
 
+@pytest.mark.parametrize("command", ["kd", "pseudo-label"])
+def test_a_cache_folder_this_user_may_not_write_is_refused_before_the_teachers_pass(command, tiny_classifier_teacher,
+                                                                                    tmp_path, capsys, monkeypatch):
+    """A read-only --cache-dir failed at the first shard, after the teacher's pass, naming a shard's path. Judged
+    by os.access, faked here: as root every folder is writable."""
+    (tmp_path / "locked").mkdir()
+    real_access = os.access
+    monkeypatch.setattr("distill.cache.os.access", lambda path, mode: Path(path) != tmp_path / "locked"
+                        and real_access(path, mode))
+    extra = ["--cache-dir", tmp_path / "locked" / "cache"]
+    argv = kd_args(tiny_classifier_teacher, tmp_path / "kd", *extra) if command == "kd" else \
+        pseudo_label_args(tiny_classifier_teacher, tmp_path / "p.jsonl", *extra)
+    assert_refused(capsys, argv, tmp_path, f"cache: {tmp_path / 'locked'} is not writable by this user, and the "
+                   "logit cache writes there; give a cache folder you may write (--cache-dir")
+
+
 @pytest.mark.parametrize("inner", ["config.json", "sub"])
 def test_a_resumed_run_refuses_a_link_inside_its_encoder_folder(inner, tmp_path):
     """A resumed teacher checked its own files but not encoder/: a finished model kept encoder/config.json as a
