@@ -232,12 +232,17 @@ class TensorBoardCallback(Callback):
             self.writer.close()  # the events logged so far reach the disk before the process ends
 
 
+MLFLOW_BATCH = 1000  # the most metrics MLflow takes in one log_batch
+FLUSH_SECONDS = 10.0  # how stale a tracked run's step metrics may be while an epoch runs
+
+
 class MLflowCallback(Callback):
-    """Logs the run to MLflow: its settings as parameters, every step's loss terms and learning rates and
-    every epoch's dev metrics as metrics, and the best epoch's number and score at the end. `tracking_uri`
-    None is MLflow's own choice (MLFLOW_TRACKING_URI, else its default store); `experiment` is created if
-    new (None: MLFLOW_EXPERIMENT_NAME, else ``distill``); `run_name` names the run (the output folder's
-    name, from the command line).
+    """Logs the run to MLflow: its settings as parameters, every step's loss terms and learning rates (sent in
+    batches, at least every `FLUSH_SECONDS` and at each epoch's end) and every epoch's dev metrics as metrics,
+    and the best epoch's number and score at the end. `tracking_uri` None is MLflow's own choice
+    (MLFLOW_TRACKING_URI, else its default store); `experiment` is created if new (None:
+    MLFLOW_EXPERIMENT_NAME, else ``distill``); `run_name` names the run (the output folder's name, from the
+    command line).
 
     The tracked run ends FINISHED, FAILED (an error) or KILLED (Ctrl-C, SIGTERM); a resumed run continues
     the tracked run of the run it resumes (its id is in the resume state). A store that cannot be used
@@ -248,6 +253,8 @@ class MLflowCallback(Callback):
         require_package("mlflow", "mlflow", "mlflow", "MLflowCallback")
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
         self.client, self.run_id, self.resumed_run_id = None, None, None
+        self._pending: list = []  # metrics not yet sent (`_log`)
+        self._sent = time.monotonic()
 
     def _setting(self, api: str, variable: str) -> str:
         """The setting a fix changes: the Python argument given, else the environment variable."""
@@ -332,26 +339,38 @@ class MLflowCallback(Callback):
         return True
 
     def _log(self, values: dict[str, float], step: int) -> None:
+        """Queue metrics; they are sent once `FLUSH_SECONDS` have passed since the last send, or a batch is full:
+        a store call per step (an SQLite commit, an HTTP request) made small models' epochs several times slower."""
         from mlflow.entities import Metric
         now = int(time.time() * 1000)
+        self._pending.extend(Metric(name, value, now, step) for name, value in values.items())
+        if len(self._pending) >= MLFLOW_BATCH or time.monotonic() - self._sent >= FLUSH_SECONDS:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._store("log metrics"):
-            self.client.log_batch(self.run_id, metrics=[Metric(name, value, now, step)
-                                                        for name, value in values.items()])
+            while self._pending:
+                batch, self._pending = self._pending[:MLFLOW_BATCH], self._pending[MLFLOW_BATCH:]
+                self.client.log_batch(self.run_id, metrics=batch)
+        self._sent = time.monotonic()
 
     def on_step(self, step: Step) -> None:
         self._log(step_scalars(step), step.step)
 
     def on_epoch_end(self, epoch: EpochEnd) -> None:
         self._log(epoch_scalars(epoch), epoch.step)
+        self._flush()  # an epoch's record is whole in the store once its dev score is
 
     def on_train_end(self, result: dict) -> None:
         best = result["best"]
         self._log({"best/epoch": best["epoch"]}, result["steps"])
+        self._flush()
         with self._store("close the run"):
             self.client.set_terminated(self.run_id)
 
     def on_train_stop(self, error: BaseException) -> None:
         if self.client is not None and self.run_id is not None:
+            self._flush()  # the steps up to the stop, as a resumed run logs on from them
             with self._store("close the run"):
                 self.client.set_terminated(self.run_id, "FAILED" if isinstance(error, Exception) else "KILLED")
 

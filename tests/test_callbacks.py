@@ -159,6 +159,10 @@ def test_mlflow_file_store_holds_the_run(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps a file store for those who ask
     uri = f"file:{tmp_path / 'mlruns'}"
+    batches = []
+    real_log_batch = MlflowClient.log_batch
+    monkeypatch.setattr(MlflowClient, "log_batch", lambda self, *args, **kwargs: batches.append(1) or
+                        real_log_batch(self, *args, **kwargs))
     result = train_student(config_for("lstm", embedding_dim=8, hidden_dim=6), str(TRAIN), str(DEV),
                            TrainSettings(epochs=2, patience=5), env=QUIET,
                            callbacks=[MLflowCallback(tracking_uri=uri, experiment="tests", run_name="lstm")])
@@ -168,6 +172,7 @@ def test_mlflow_file_store_holds_the_run(tmp_path, monkeypatch):
     assert run.data.params["grad_accumulation"] == "1" and run.data.params["select_metric"] == "accuracy"
     nll = client.get_metric_history(run.info.run_id, "train/nll")
     assert [m.step for m in nll] == list(range(1, len(nll) + 1))
+    assert len(nll) > 6 and len(batches) <= 4  # the parameters, each epoch, the end: not a store call per step
     accuracy = client.get_metric_history(run.info.run_id, "dev/accuracy")
     assert [m.value for m in accuracy] == pytest.approx([r["dev"]["accuracy"] for r in result.history])
     assert {"lr", "epoch/train_loss", "select/accuracy", "best/epoch"} <= set(run.data.metrics)
@@ -319,6 +324,10 @@ def stopped_and_resumed(uri: str, stop, status: str, code: int | None, tmp_path,
         assert run_cli(capsys, *args)[0] == code
     [run] = mlflow_runs(uri)
     assert run.info.status == status
+    client = MlflowClient(uri)
+    [first_epoch] = client.get_metric_history(run.info.run_id, "epoch/train_loss")
+    steps = [metric.step for metric in client.get_metric_history(run.info.run_id, "train/nll")]
+    assert steps == list(range(1, 2 * first_epoch.step + 1))  # the queued steps of epoch 2 were sent at the stop
     if code is None:
         return
     monkeypatch.setattr(distill.training, "evaluate", real_evaluate)
