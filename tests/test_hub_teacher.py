@@ -233,6 +233,40 @@ def test_pickled_weights_are_refused_unread(hf_classifier, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_weights_that_lack_a_tensor_or_do_not_fit_the_config_are_refused_in_one_line(fixture, request, tmp_path,
+                                                                                      capsys):
+    """transformers filled a missing tensor with random values, printed its load report and went on: evaluate
+    scored, and pseudo-label labelled, with a partly random model."""
+    from safetensors.torch import load_file, save_file
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "lacking")
+    tensors = load_file(folder / "model.safetensors")
+    dropped = sorted(name for name in tensors if "layer" in name and name.endswith("weight"))[-1]
+    save_file({name: value for name, value in tensors.items() if name != dropped}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    args = ["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json", "--labels",
+            "negative,positive"][:None if fixture == "tiny_causal_lm" else 5]
+    err = refused(capsys, *args)
+    assert f"{folder}: its weights lack 1 of the model's tensors (e.g. " in err and "LOAD REPORT" not in err
+    config = json.loads((folder / "config.json").read_text())
+    shutil.copy(request.getfixturevalue(fixture) + "/model.safetensors", folder / "model.safetensors")
+    size_key = "dim" if "dim" in config else "hidden_size"
+    (folder / "config.json").write_text(json.dumps({**config, size_key: config[size_key] * 2}))
+    err = refused(capsys, *args)
+    assert "cannot load its weights: they do not fit its config.json" in err and "LOAD REPORT" not in err
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("text, said", [("{\"architectures\": [", "is not valid JSON (Expecting"),
+                                        ("[1]", "is not a JSON object"),
+                                        ("{\"dim\": 8}", "names neither architectures nor model_type")])
+def test_a_config_json_that_is_no_transformers_config_is_named(text, said, hf_classifier, tmp_path, capsys):
+    folder = copy_of(hf_classifier, tmp_path, "config")
+    (folder / "config.json").write_text(text)
+    err = refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt")
+    assert f"{folder}: its config.json {said}" in err and "so it is no transformers model" in err
+
+
 def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, capsys, hf_classifier):
     from transformers import BertConfig, BertModel, GPT2Config
     encoder = tmp_path / "encoder"

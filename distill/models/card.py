@@ -9,6 +9,7 @@ corrupted file is reported before the model is used, never half-loaded.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from distill.errors import DistillError, option
@@ -73,6 +74,21 @@ def folder_files(directory: str | Path, folder: str) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in (directory / folder).rglob("*") if p.is_file())
 
 
+def _not_a_config(path: Path) -> str:
+    """What is wrong with a config.json that `distill.models.hub_files.is_transformers_source` did not take."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return "is not UTF-8 text"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    except ValueError as err:
+        return f"is not valid JSON ({err})"
+    if not isinstance(config, dict):
+        return "is not a JSON object"
+    return "names neither architectures nor model_type"
+
+
 def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     """The card of a finished model; `unfinished`: also that of an interrupted run's best epoch so far
     (its resume checks the model is whole), which every other reader refuses."""
@@ -86,6 +102,9 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
                            f"it with its {option('command and --resume', 'run and resume=True')}, or start over with "
                            f"{named(Output, 'overwrite', 'overwrite=True')}")
     if not (directory / MODEL_CARD).exists():
+        if (directory / "config.json").is_file():  # a transformers folder whose config.json did not read as one
+            raise DistillError(f"{directory}: its config.json {_not_a_config(directory / 'config.json')}, so it is no "
+                               f"transformers model (and there is no {MODEL_CARD}, the card of a model distill wrote)")
         raise DistillError(f"{directory}: not a model directory (no {MODEL_CARD}, the card of a model distill wrote, "
                            "nor config.json, a transformers model's)")
     card = read_json(directory / MODEL_CARD)

@@ -27,9 +27,8 @@ from distill import distributed
 from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
-from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, local_folder, model_files,
-                                      quiet_transformers, require_vocabulary)
-from distill.models.hub_teacher import _failed
+from distill.models.hub_files import (CONFIG_FILE, HUB, cannot_load, files_fingerprint, folder_config, load_whole_model,
+                                      local_folder, model_files, quiet_transformers, require_vocabulary)
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
 logger = logging.getLogger("distill")
@@ -73,11 +72,8 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as error:  # no tokenizer files, or files it cannot read
-        raise _failed(source, "tokenizer", error) from None
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
-    except Exception as error:  # weights that do not fit the config, a damaged file
-        raise _failed(source, "weights", error) from None
+        raise cannot_load(source, "tokenizer", error) from None
+    model = load_whole_model(transformers.AutoModelForCausalLM, source, folder)
     teacher = CausalLMTeacher(model.eval(), tokenizer, prompt, str(source), files_fingerprint(folder, names))
     teacher.loaded_from = str(folder.resolve())
     return teacher

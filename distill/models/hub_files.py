@@ -36,6 +36,37 @@ def quiet_transformers():
     return transformers
 
 
+def cannot_load(source: str | Path, what: str, error: Exception) -> DistillError:
+    """transformers' error while reading a folder's `what` (its tokenizer, its weights), in one line."""
+    detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return DistillError(f"{source}: cannot load its {what} ({detail})")
+
+
+def load_whole_model(model_class, source: str | Path, folder: Path):
+    """`model_class.from_pretrained(folder)` from safetensors, refused unless every tensor of the model is in
+    the weights: transformers fills a missing one with random values, prints a report and goes on, so a
+    damaged folder would teach (or label) at random."""
+    from transformers.utils import logging as transformers_logging
+    quiet_transformers()
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its load report: what is wrong is said below, in one line
+    try:
+        model, loading = model_class.from_pretrained(folder, use_safetensors=True, output_loading_info=True)
+    except Exception as error:  # weights that do not fit the config, a damaged file
+        if "mismatched_sizes" in str(error) or "size mismatch" in str(error):
+            raise DistillError(f"{source}: cannot load its weights: they do not fit its {CONFIG_FILE} (a tensor's "
+                               "shape differs from the one the config gives); give the folder the model was saved "
+                               "to, whole") from None
+        raise cannot_load(source, "weights", error) from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    missing = sorted(loading["missing_keys"])
+    if missing:
+        raise DistillError(f"{source}: its weights lack {len(missing)} of the model's tensors (e.g. {missing[0]}), "
+                           "which would start from random values; give the folder the model was saved to, whole")
+    return model
+
+
 def require_vocabulary(source: str | Path, folder: Path) -> None:
     """A transformers folder's tokenizer vocabulary is there, else one line saying so (not transformers' error)."""
     if not any((folder / name).is_file() for name in VOCABULARY_FILES):

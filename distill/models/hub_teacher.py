@@ -28,8 +28,9 @@ from distill.errors import DistillError
 from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
-                                      files_fingerprint, folder_config, is_transformers_source, local_folder,
-                                      model_files, quiet_transformers, require_vocabulary)
+                                      cannot_load, files_fingerprint, folder_config, is_transformers_source,
+                                      load_whole_model, local_folder, model_files, quiet_transformers,
+                                      require_vocabulary)
 
 logger = logging.getLogger("distill")
 
@@ -92,10 +93,6 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
         else transformers.AutoModelForTokenClassification
 
 
-def _failed(source: str | Path, what: str, error: Exception) -> DistillError:
-    detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-    return DistillError(f"{source}: cannot load its {what} ({detail})")
-
 
 def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, type, list[str]]:
     """(task, loading class, the files it is loaded from) of a transformers classifier folder that is whole: a
@@ -131,7 +128,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as error:  # files it cannot read
-        raise _failed(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
+        raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
     if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
         raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
                            "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
@@ -139,10 +136,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
-    try:
-        model = model_class.from_pretrained(folder, use_safetensors=True)
-    except Exception as error:  # weights that do not fit the config, a damaged file
-        raise _failed(source, "weights", error) from None
+    model = load_whole_model(model_class, source, folder)
     teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
     teacher.loaded_from = str(folder.resolve())
     labels = teacher.hierarchy.labels
