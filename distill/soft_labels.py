@@ -21,7 +21,7 @@ from typing import Sequence
 import torch
 
 from distill.data import SoftLabelRecords, read_soft_labels
-from distill.errors import DataError, DistillError
+from distill.errors import DataError, DistillError, option
 from distill.inference import ExampleLogits
 from distill.label_names import LabelNames, parse_labels
 from distill.labels import LabelHierarchy
@@ -43,8 +43,11 @@ class SoftLabels:
         if not isinstance(path, (str, Path)):
             raise DistillError(f"SoftLabels: give the path of a JSONL file, not {type(path).__name__}")
         self.path = str(path)
-        self.labels = None if labels is None else list((labels if isinstance(labels, LabelNames)
-                                                        else parse_labels(labels)).names)
+        names = None if labels is None else labels if isinstance(labels, LabelNames) else parse_labels(labels)
+        if names is not None and any(described != (name,) for name, described in zip(names.names, names.descriptions)):
+            raise DistillError(f"{option('--labels', 'SoftLabels(labels=...)')}: soft labels take label names alone "
+                               f"({','.join(names.names)}); words for a label are for a teacher that reads them")
+        self.labels = None if names is None else list(names.names)
         self.records: SoftLabelRecords | None = None
         self.hierarchy: LabelHierarchy | None = None
         self._rows: dict[str, int] = {}

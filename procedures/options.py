@@ -127,16 +127,24 @@ def report(message: str) -> None:
         click.echo(message)
 
 
+SERVED_OPTIONS = ("--base-url", "--max-requests")  # a served teacher's alone: a causal LM folder runs here
+
+
 def refuse_unasked(options: list[str], models) -> None:
     """A language-model teacher's options given where no model of the command is one (a fine-tuned teacher, a
-    student, --soft-labels) would be ignored in silence: refused in one line, by every command alike."""
+    student, --soft-labels), or a served teacher's where none is served, would be ignored in silence: refused in
+    one line, by every command alike."""
     from distill.models.kinds import is_prompted
+    from distill.models.prompt import is_served
     sources = [models] if isinstance(models, str) else list(models or ())
-    if options and not any(is_prompted(str(source)) for source in sources):
-        named = ", ".join(options)
-        raise click.UsageError(f"{named} {'is an option' if len(options) == 1 else 'are options'} of a language-model "
-                               "teacher (a causal LM folder, openai:MODEL, systemone:MODEL), and "
-                               f"{'no model of this command is one' if sources else 'this command is given none'}")
+    for takes, kind, some in ((is_prompted, "a language-model teacher (a causal LM folder, openai:MODEL, "
+                               "systemone:MODEL)", options),
+                              (is_served, "a served teacher (openai:MODEL, systemone:MODEL)",
+                               [name for name in options if name in SERVED_OPTIONS])):
+        if some and not any(takes(str(source)) for source in sources):
+            named = ", ".join(some)
+            raise click.UsageError(f"{named} {'is an option' if len(some) == 1 else 'are options'} of {kind}, and "
+                                   f"{'no model of this command is one' if sources else 'this command is given none'}")
 
 
 def llm_teacher_options(models: str, labels_from: str | None = None, shots_from: str | None = None,
@@ -177,6 +185,12 @@ def llm_teacher_options(models: str, labels_from: str | None = None, shots_from:
             if labels_to and kwargs.get("soft_labels"):  # --labels: the label set of --soft-labels then
                 given.pop("--labels")
             refuse_unasked([name for name, value in given.items() if value is not None], kwargs.get(models))
+            labels_elsewhere = llm_labels or (labels_from and kwargs.get(labels_from))
+            if llm_shots_from and not llm_shots and labels_elsewhere:  # neither examples nor labels come from it
+                raise click.UsageError("--shots-from gives the prompt's --shots examples (and, without --labels or "
+                                       "labelled data, its labels): with --shots 0 and the labels "
+                                       f"{'of --labels' if llm_labels else 'of the labelled data'} it is unused; "
+                                       "give --shots N, or drop it")
             if labels_to:
                 kwargs[labels_to] = llm_labels
             shots = llm_shots_from or (kwargs.get(shots_from) if shots_from else None)

@@ -84,7 +84,17 @@ def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsy
                                                   capsys)
     assert "--shots takes its examples from labelled data" in refused([*base, "--labels", "a,b", "--shots", "2"],
                                                                        capsys)
-    assert "does not tag words" in refused([*base, "--shots-from", SAMPLES / "ner_train.conll"], capsys)
+    assert "is CoNLL (tagging data), but this command or model classifies texts" in refused(
+        [*base, "--shots-from", SAMPLES / "ner_train.conll"], capsys)
+    (tmp_path / "columns.csv").write_text("sentence,sentiment\nA fine film.,positive\n")
+    assert refused([*base, "--shots", "1", "--shots-from", tmp_path / "columns.csv"], capsys) == \
+        f"error: {tmp_path / 'columns.csv'}:1: missing column 'text' (columns: sentence, sentiment)"
+    (tmp_path / "words.txt").write_text("Is {text} {labels}?")  # a label's words hold "{text}": words, not a slot
+    cli(*base, "--labels", "negative={text},positive=good", "--prompt", tmp_path / "words.txt", "--quiet")
+    assert (tmp_path / "out.jsonl").exists()
+    (tmp_path / "out.jsonl").unlink()
+    assert "a language-model teacher's prompt gives each label one set of words, and negative has 2 (bad|awful): " \
+           "give one" in refused([*base, "--labels", "negative=bad|awful,positive=good"], capsys)
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
 
 
@@ -118,6 +128,21 @@ def test_a_language_model_teachers_options_without_one_are_refused_by_every_comm
         for options, named in ((["--labels", "negative,positive"], "--labels is an option"),
                                (["--max-requests", "2", "--shots", "1"], "--shots, --max-requests are options")):
             assert f"{named} of a language-model teacher" in refused([*command, *options], capsys)
+    assert not any(tmp_path.iterdir())
+
+
+def test_options_a_language_model_teacher_would_ignore_are_refused(tiny_causal_lm, tmp_path, capsys):
+    """A served teacher's options beside a causal LM folder, and --shots-from where neither examples nor labels
+    come from it, were accepted and unused."""
+    data, labels = SAMPLES / "sentiment_dev.csv", ["--labels", "negative,positive"]
+    pseudo = ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output", tmp_path / "pl.jsonl"]
+    assert "--base-url, --max-requests are options of a served teacher (openai:MODEL, systemone:MODEL), and no " \
+           "model of this command is one" in refused([*pseudo, *labels, "--base-url", "http://127.0.0.1:1/v1",
+                                                     "--max-requests", "2"], capsys)
+    unused = "--shots-from gives the prompt's --shots examples"
+    assert unused in refused([*pseudo, *labels, "--shots-from", data], capsys)
+    assert unused in refused(["evaluate", tiny_causal_lm, data, "--shots-from", data], capsys)
+    assert unused in refused(["predict", tiny_causal_lm, UNLABELED, *labels, "--shots-from", data], capsys)
     assert not any(tmp_path.iterdir())
 
 
@@ -182,7 +207,7 @@ def test_causal_lm_teaches_pseudo_label_kd_evaluate_compare_and_ensembles(tiny_c
 def test_a_causal_lm_does_not_tag(tiny_causal_lm, tmp_path, capsys):
     line = refused(["kd", "--teacher", tiny_causal_lm, "--model", "lstm-tagger", "--train", SAMPLES / "ner_train.conll",
                     "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "run", "--epochs", "1"], capsys)
-    assert "does not tag words" in line
+    assert "ner_train.conll: is CoNLL (tagging data), but this command or model classifies texts" in line
 
 
 # --- a served teacher -------------------------------------------------------------------------------------------
@@ -338,6 +363,69 @@ def test_a_refusing_server_stops_the_run_in_one_line_without_the_key(status, sai
     assert handler.seen[0] == (1 if status == 401 else 3)  # 429 and 5xx retried RETRIES times
     no_key_in(line, tmp_path)
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
+
+
+class ScriptedServer(http.server.BaseHTTPRequestHandler):
+    """Answers the n-th request (from 0) with `answer(n, path)`: a server whose answers are wrong in one way."""
+
+    answer = staticmethod(lambda n, path: {})
+    seen = [0]
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps(self.answer(self.seen[0], self.path)).encode()  # NaN as JavaScript's NaN, as a server may
+        self.seen[0] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def chat_answer(logprob: float | None) -> dict:
+    """An OpenAI chat completion answering "positive", with first-token log-probabilities unless `logprob` is None."""
+    top = None if logprob is None else {"content": [{"token": " positive", "logprob": logprob, "bytes": None,
+                                                     "top_logprobs": [{"token": " positive", "logprob": logprob,
+                                                                       "bytes": None},
+                                                                      {"token": " negative", "logprob": -1.5,
+                                                                       "bytes": None}]}]}
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "length", "logprobs": top,
+                         "message": {"role": "assistant", "content": "positive"}}]}
+
+
+def decision_answer(negative: float, positive: float) -> dict:
+    return {"answers": {"label": {"probabilities": {"negative": negative, "positive": positive}}}}
+
+
+@pytest.mark.parametrize("api, answer, said", [
+    ("systemone", lambda n, path: decision_answer(float("nan"), float("nan")), "a probability from 0 to 1 per label"),
+    ("systemone", lambda n, path: decision_answer(5.0, 5.0), "a probability from 0 to 1 per label"),
+    ("systemone", lambda n, path: decision_answer(0.0, 0.0), "a probability from 0 to 1 per label, some above 0"),
+    ("openai", lambda n, path: chat_answer(float("nan")), "gives the log-probability nan, which no probability has"),
+    ("openai", lambda n, path: chat_answer(2.0), "gives the log-probability 2.0, which no probability has"),
+    # calibration with log-probabilities and the texts without, or the other way round: labels turned around
+    ("openai", lambda n, path: chat_answer(-0.3 if n == 0 else None), "log-probabilities with some answers and none"),
+    ("openai", lambda n, path: chat_answer(None if n == 0 else -0.3), "log-probabilities with some answers and none"),
+], ids=["nan", "above-one", "all-zero", "nan-logprob", "positive-logprob", "calibration-only", "texts-only"])
+def test_a_servers_impossible_answers_stop_the_run_in_one_line(api, answer, said, tmp_path, capsys):
+    """NaN probabilities were written as the JSONL's NaN (passing --min-confidence), and answers with and without
+    log-probabilities mixed gave inverted labels, in silence."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(answer), "seen": [0]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = refused(["pseudo-label", "--teacher", f"{api}:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1",
+                        "--labels", "negative,positive", "--input", UNLABELED, "--output", tmp_path / "out.jsonl",
+                        "--no-cache", "--max-requests", "1"], capsys)
+    finally:
+        server.shutdown()
+    assert f"{api}:m at http://127.0.0.1" in line and said in line, line
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_a_dead_endpoint_and_a_missing_base_url_are_one_line(tmp_path, capsys, monkeypatch):

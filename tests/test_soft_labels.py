@@ -136,6 +136,7 @@ def test_soft_labels_alone(tmp_path):
     (["--unlabeled", SAMPLES / "unlabeled_movies.txt"], "drop --unlabeled"),
     (["--embeddings-from-teacher"], "drop --embeddings-from-teacher"),
     (["--labels", "good,bad"], "are not the training data's"),
+    (["--labels", "negative=a bad film,positive"], "--labels: soft labels take label names alone (negative,positive)"),
 ])
 def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
     soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9}])

@@ -118,15 +118,12 @@ def _template(settings: PromptSettings) -> tuple[str, str]:
 
 
 def _labelled_examples(path: str | None, settings: PromptSettings) -> tuple[list[str], list[str]]:
-    """Texts and labels of a labelled file, read as classification data (a language-model teacher classifies)."""
+    """Texts and labels of a labelled file, read as classification data (a language-model teacher classifies; a
+    tagging file is refused by the reader as such)."""
     from distill.data import read_split
     if not path:
         return [], []
-    try:
-        return read_split(path, "classification", settings.data)
-    except DistillError as error:
-        raise DistillError(f"a language-model teacher classifies texts (it does not tag words), and labelled data "
-                           f"for it is a text classification file: {error}") from None
+    return read_split(path, "classification", settings.data)
 
 
 def _shots(texts: list[str], labels: list[str], names: tuple[str, ...], count: int) -> list[tuple[str, str]]:
@@ -181,16 +178,21 @@ def build_prompt(source: str | Path) -> Prompt:
         raise DistillError(f"{named}: has no {{examples}}, where {option('--shots', 'shots')} puts its examples")
     if template.find("{examples}") > template.find("{text}"):
         raise DistillError(f"{named}: {{examples}} comes after {{text}}; the examples go before the text")
+    several = next((name for name, described in zip(names.names, names.descriptions) if len(described) > 1), None)
+    if several is not None:  # a prompt names each label once: the others would be dropped in silence
+        raise DistillError(f"{labels_option}: a language-model teacher's prompt gives each label one set of words, "
+                           f"and {several} has {len(names.descriptions[names.names.index(several)])} "
+                           f"({'|'.join(names.descriptions[names.names.index(several)])}): give one")
     words = [names.description(name) for name in names.names]
-    template = template.replace("{labels}", ", ".join(words))
-    joiner = "" if template[-1:].isspace() else " "
-    verbalizers = tuple(joiner + word for word in words)
+    # split at the placeholders before the labels' words go in: words may hold "{text}" as words
     before, suffix = template.split("{text}")
     head, _, tail = before.partition("{examples}")
+    head, tail, suffix = (part.replace("{labels}", ", ".join(words)) for part in (head, tail, suffix))
+    joiner = "" if (suffix or "}")[-1:].isspace() else " "
+    verbalizers = tuple(joiner + word for word in words)
     shots = _shots(texts, gold, names.names, settings.shots) if settings.shots else []
     examples = "".join(f"{tail}{text}{suffix}{verbalizers[names.names.index(label)]}\n\n" for text, label in shots)
-    return Prompt(names.names, verbalizers, head + examples + tail if "{examples}" in before else before, suffix,
-                  head.strip() or before.strip())
+    return Prompt(names.names, verbalizers, head + examples + tail, suffix, head.strip() or tail.strip())
 
 
 def prompt_digest(prompt: Prompt, *parts: object) -> str:

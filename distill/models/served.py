@@ -198,10 +198,14 @@ class ServedTeacher(LabelModel):
         choice = response.choices[0]
         content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
         top = [(item.token, item.logprob) for item in content[0].top_logprobs] if content else []
+        self._same_kind(hard=not top)
         if top:
-            self.hard = False
+            bad = next((value for _, value in top if not (isinstance(value, (int, float))
+                                                           and math.isfinite(value) and value <= 1e-6)), None)
+            if bad is not None:
+                raise DistillError(f"{self.where()}: its answer gives the log-probability {bad!r}, which no "
+                                   "probability has (a finite number <= 0): check the server")
             return torch.tensor(label_logprobs(top, self.prompt.verbalizers))
-        self.hard = True
         chosen = answered_label(choice.message.content or "", self.prompt.verbalizers)
         scores = torch.zeros(len(self.prompt.names))
         if chosen is None:  # no label named: the uniform distribution
@@ -209,6 +213,14 @@ class ServedTeacher(LabelModel):
         scores[:] = HARD
         scores[chosen] = 0.0
         return scores
+
+    def _same_kind(self, hard: bool) -> None:
+        """Every answer of a run gives log-probabilities, or none does: mixed, a one-hot answer's -1e4 would be
+        taken for a calibration score (or every text's scores for a hard answer's), and labels turn around."""
+        if self.hard is not None and self.hard != hard:
+            raise DistillError(f"{self.where()}: it gave log-probabilities with some answers and none with others, "
+                               "so its answers cannot be scored alike: check the server (or its logprobs setting)")
+        self.hard = hard
 
     def _decision(self, text: str) -> torch.Tensor:
         names = self.prompt.names
@@ -219,10 +231,16 @@ class ServedTeacher(LabelModel):
         answer = self.client.post("/systemone", body=body, cast_to=object)
         try:
             probabilities = answer["answers"]["label"]["probabilities"]
-            return torch.tensor([math.log(max(float(probabilities[name]), 1e-30)) for name in names])
+            values = [float(probabilities[name]) for name in names]
         except (KeyError, TypeError, ValueError):
-            raise DistillError(f"{self.where()}: its answer is not a System One answer with a probability per "
-                               f"label ({str(answer)[:200]})") from None
+            values = []
+        # a probability is a number from 0 to 1, and some label has one above 0 (NaN passed every filter)
+        if not values or not all(math.isfinite(value) and -1e-6 <= value <= 1 + 1e-6 for value in values) \
+                or max(values) <= 0:
+            raise DistillError(f"{self.where()}: its answer is not a System One answer with a probability from 0 to "
+                               f"1 per label, some above 0 ({str(answer)[:200]})")
+        self.hard = False
+        return torch.tensor([math.log(max(value, 1e-30)) for value in values])
 
     def _failure(self, error: Exception) -> str:
         """Why a request failed after the client's retries, from what it raised, the key scrubbed."""
