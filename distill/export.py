@@ -65,9 +65,11 @@ __all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_
 
 
 def onnx_module():
-    """The onnx package, or a one-line error saying how to install it (the optional `export` extra)."""
+    """The onnx package, or a one-line error saying how to install it (the optional `export` extra); onnxruntime,
+    which checks, times and quantizes every export, is asked for at the same time."""
     try:
         import onnx
+        import onnxruntime  # noqa: F401
     except ImportError:
         raise DistillError("ONNX export needs onnx and onnxruntime: pip install -e .[export]") from None
     return onnx
@@ -308,6 +310,8 @@ def export_model(model_dir: str, output: str, format: str = "onnx", quantize: st
     if quantize is not None and check_data is None:
         raise DistillError(f"{quantized} needs {option('--check-data', 'check_data')}: held-back labelled data on "
                            "which the int8 model's labels and score are compared with the fp32 model's")
+    if format == "onnx":
+        onnx_module()  # before anything is read or written
     card = require_kind(model_dir, f"export {format}")  # the teacher-kind table says what exports
     if check_data is not None:
         require_kind(model_dir, "export check-data")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,17 @@ def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
     with pytest.raises(DistillError, match="is an exported ONNX model"):  # from_pretrained: PyTorch weights only
         load_model(onnx_dir, expect="student")
     # (kd and pseudo-label take an export as their teacher: tests/test_onnx_teacher.py)
+
+
+@pytest.mark.parametrize("package", ["onnx", "onnxruntime"])
+@pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
+def test_an_onnx_export_without_its_packages_is_one_line_naming_the_extra(package, model_dir, tmp_path, capsys,
+                                                                           monkeypatch):
+    """A missing onnxruntime was a traceback from the card's version record, after the graph was written."""
+    monkeypatch.setitem(sys.modules, package, None)  # as an uninstalled package: its import fails
+    status, err = run_main(capsys, "export", model_dir, "--output", tmp_path / "onnx")
+    assert status == 2 and err.strip() == "error: ONNX export needs onnx and onnxruntime: pip install -e .[export]"
+    assert not (tmp_path / "onnx").exists()
 
 
 @pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)

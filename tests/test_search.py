@@ -92,12 +92,16 @@ def test_print_space_writes_the_default_as_yaml(capsys):
     assert yaml.safe_load(capsys.readouterr().out) == DEFAULT_SPACES["tagging"]
 
 
-def test_a_missing_optuna_names_the_extra(monkeypatch, tiny_classifier_teacher, tmp_path):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
-    with pytest.raises(DistillError, match=r"^the student search needs the optuna package: pip install "
+@pytest.mark.parametrize("package", ["optuna", "matplotlib", "onnx", "onnxruntime"])
+def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, monkeypatch, tiny_classifier_teacher,
+                                                                       tmp_path):
+    """A missing onnx or onnxruntime was a traceback once the first trial had trained, a missing matplotlib an
+    error once every trial had."""
+    monkeypatch.setitem(sys.modules, package, None)  # as an uninstalled package: its import fails
+    with pytest.raises(DistillError, match=rf"^the student search needs the {package} package: pip install "
                                            r"'distill\[search\]'$"):
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher,

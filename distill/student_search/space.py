@@ -56,9 +56,28 @@ DEFAULT_SPACES: dict[str, dict] = {
     },
 }
 
+SEARCH_PACKAGES = ("optuna", "matplotlib", "onnx", "onnxruntime")  # the study, its plot, the trials' ONNX timing
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module entry that is None or has no spec: not importable
+        return False
+
+
+def require_search_packages() -> None:
+    """Every package of the search extra, checked before a search starts: a missing plotting or ONNX package
+    found only when the trials are done (or the first is timed) wasted their training."""
+    missing = [module for module in SEARCH_PACKAGES if not _installed(module)]
+    if missing:
+        raise DistillError(f"the student search needs the {', '.join(missing)} package{'s' * (len(missing) > 1)}: "
+                           f"{SEARCH_EXTRA}")
+
+
 def optuna_module():
     """optuna, or a one-line error naming the extra that installs it."""
-    if importlib.util.find_spec("optuna") is None:
+    if not _installed("optuna"):
         raise DistillError(f"the student search needs the optuna package: {SEARCH_EXTRA}")
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the search reports its trials itself

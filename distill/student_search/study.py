@@ -22,7 +22,8 @@ from distill.io import check_folder, make_folder
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
-                                          TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module)
+                                          TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module,
+                                          require_search_packages)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
@@ -300,6 +301,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     from distill.data import labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models.kinds import require_kind
+    require_search_packages()
     optuna = optuna_module()
     require_whole("trials", trials)
     require_whole("batch_size", batch_size)
