@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from distill.errors import DistillError
 
@@ -30,21 +30,27 @@ HEADER = "# nlp-train {command}: the options of a run"  # the first line of a wr
 Settings = TypeVar("Settings")
 
 
-def _unique_keys(pairs: list[tuple[Any, Any]], path: str | os.PathLike) -> dict[str, Any]:
-    """A mapping's items with each key in the CLI's spelling (``kd_loss`` as ``kd-loss``): a key given
-    twice, in one spelling or both, is refused, as an option given twice on the command line is."""
-    found: dict[str, Any] = {}
+def _option_spelling(key: Any, path: str | os.PathLike) -> str:
+    """A config key in the CLI's spelling (``kd_loss`` as ``kd-loss``), so both spellings are one option."""
+    if not isinstance(key, str):
+        raise DistillError(f"{path}: {key!r} is not an option name; keys are option names such as kd-loss")
+    return key.replace("_", "-")
+
+
+def _unique_keys(pairs: list[tuple[Any, Any]], path: str | os.PathLike,
+                 spelling: Callable[[Any, str | os.PathLike], Any] | None) -> dict:
+    """A mapping's items (each key as `spelling` gives it): a key given twice is refused, as an option given twice
+    on the command line is, where YAML and JSON readers keep the last in silence."""
+    found: dict = {}
     for key, value in pairs:
-        if not isinstance(key, str):
-            raise DistillError(f"{path}: {key!r} is not an option name; keys are option names such as kd-loss")
-        name = key.replace("_", "-")
+        name = spelling(key, path) if spelling else key
         if name in found:
             raise DistillError(f"{path}: {name} is given twice; give it once")
         found[name] = value
     return found
 
 
-def _yaml_loader(path: str | os.PathLike):
+def _yaml_loader(path: str | os.PathLike, spelling: Callable | None):
     """PyYAML's safe loader, refusing a key given twice (which it would silently keep the last of)."""
     import yaml
 
@@ -52,38 +58,43 @@ def _yaml_loader(path: str | os.PathLike):
         def construct_mapping(self, node, deep=False):
             pairs = [(self.construct_object(key, deep=deep), self.construct_object(value, deep=deep))
                      for key, value in node.value]
-            return _unique_keys(pairs, path)
+            return _unique_keys(pairs, path, spelling)
 
     return Loader
 
 
-def read_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The options a config file sets, keyed as on the command line (``kd-loss``); JSON for a ``.json``
-    file, else YAML. Every problem with the file is one `DistillError` naming it."""
+def read_settings_file(path: str | os.PathLike, what: str, spelling: Callable | None = None) -> Any:
+    """A YAML or JSON file of settings (`what`: "config", "search space"): JSON for a ``.json`` file, else YAML,
+    a key given twice in any mapping refused; None for an empty file. Every problem with the file is one
+    `DistillError` naming it."""
     import yaml
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DistillError(f"{path}: config file not found") from None
+        raise DistillError(f"{path}: {what} file not found") from None
     except IsADirectoryError:
-        raise DistillError(f"{path}: is a folder, not a config file") from None
+        raise DistillError(f"{path}: is a folder, not a {what} file") from None
     except UnicodeDecodeError:
-        raise DistillError(f"{path}: not a text file (a config file is UTF-8 YAML or JSON)") from None
+        raise DistillError(f"{path}: not a text file (a {what} file is UTF-8 YAML or JSON)") from None
     except OSError as err:
-        raise DistillError(f"{path}: cannot read the config file ({err.strerror})") from None
+        raise DistillError(f"{path}: cannot read the {what} file ({err.strerror})") from None
     if str(path).endswith(".json"):
         try:
-            values = json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
+            return json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, path, spelling))
         except json.JSONDecodeError as err:
             raise DistillError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
-    else:
-        try:
-            values = yaml.load(text, Loader=_yaml_loader(path))  # noqa: S506 (a SafeLoader)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise DistillError(f"{path}: not valid YAML ({where}{problem})") from None
+    try:
+        return yaml.load(text, Loader=_yaml_loader(path, spelling))  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise DistillError(f"{path}: not valid YAML ({where}{problem})") from None
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The options a config file sets, keyed as on the command line (``kd-loss``)."""
+    values = read_settings_file(path, "config", _option_spelling)
     if values is None:  # an empty file, or comments alone: it sets nothing
         return {}
     if not isinstance(values, dict):

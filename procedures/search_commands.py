@@ -14,6 +14,18 @@ from procedures.options import command, data_options, report
 from procedures.settings_cli import settings_options
 
 
+class PrintSpaceOption(click.Option):
+    """--print-space, which prints and exits before any other option is read: given with others, they would be
+    dropped in silence (a --space FILE among them), so it is refused unless alone."""
+
+    def handle_parse_result(self, ctx: click.Context, opts, args):
+        others = [param.opts[0] for param in ctx.command.params if param.name in opts and param is not self]
+        if opts.get(self.name) is not None and others and not ctx.resilient_parsing:
+            raise click.UsageError("--print-space prints a default space and exits: give it alone (it would ignore "
+                                   f"{', '.join(others)})", ctx)
+        return super().handle_parse_result(ctx, opts, args)
+
+
 def print_space(context: click.Context, task: str | None) -> None:
     """--print-space TASK: the default space of `task` as YAML, then exit."""
     if task is None or context.resilient_parsing:
@@ -43,7 +55,8 @@ def print_space(context: click.Context, task: str | None) -> None:
 @click.option("--space", "space_path", type=click.Path(dir_okay=False),
               help="The search space as a YAML or JSON file: students with their config fields, and loss, training "
                    "and distiller settings (docs/search.md) [default: the task's, see --print-space].")
-@click.option("--print-space", type=click.Choice(["classification", "tagging"]), expose_value=False, is_eager=True,
+@click.option("--print-space", cls=PrintSpaceOption, type=click.Choice(["classification", "tagging"]),
+              expose_value=False, is_eager=True,
               callback=lambda c, p, v: print_space(c, v),
               help="Print the task's default search space as YAML (a start for --space FILE) and exit.")
 @click.option("--test", "test_path",

@@ -24,7 +24,7 @@ from distill import search
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.student_search import DEFAULT_SPACES, load_space, parse_space
-from tests.conftest import ROOT, SAMPLES, cli, copy_of, free_port
+from tests.conftest import ROOT, SAMPLES, cli, copy_of, free_port, run_main
 
 TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
 # Two students of distinct sizes, two epochs a trial: seconds a trial here
@@ -55,6 +55,11 @@ def read_report(folder: Path) -> dict:
     ({"students": {"lstm": {}}, "training": {"lr": {"low": 0.1, "high": 2.0}}}, r"training.lr: 2.0: lr must be"),
     ({"students": {"lstm": {}}, "optimizer": {}}, "unknown section 'optimizer'"),
     ({"students": {}}, "students: name at least one student"),
+    # judged together, before a study is made: a trial drawing both weights 0 failed the search after others ran
+    ({"students": {"lstm": {}}, "loss": {"student_weight": [0.0, 0.5], "distill_weight": {"low": 0.0, "high": 1.0}}},
+     r"loss: a trial may draw student_weight 0.0, distill_weight 0.0: loss weights must be >= 0 and not both 0"),
+    ({"students": {"lstm": {}}, "training": {"seed": [1, 2, 3]}}, r"training.seed: the search seeds every trial itself "
+                                                                  r"\(seed=, and the reseeded runs"),
 ])
 def test_a_space_is_checked_against_the_classes_it_sets(space, message):
     with pytest.raises(DistillError, match=message):
@@ -85,11 +90,21 @@ def test_the_default_spaces_parse_and_a_file_is_read_as_yaml_or_json(tmp_path):
     (tmp_path / "bad.json").write_text("{students: ")
     with pytest.raises(DistillError, match=r"bad.json: not valid JSON"):
         load_space(tmp_path / "bad.json", "classification")
+    (tmp_path / "twice.yaml").write_text("students:\n  cnn: {filters: 8, filters: 16}\n")  # YAML kept the last
+    with pytest.raises(DistillError, match=r"twice.yaml: filters is given twice; give it once"):
+        load_space(tmp_path / "twice.yaml", "classification")
 
 
 def test_print_space_writes_the_default_as_yaml(capsys):
     cli("search", "--print-space", "tagging")
     assert yaml.safe_load(capsys.readouterr().out) == DEFAULT_SPACES["tagging"]
+    # alone: it exits before any other option is read, which it would drop in silence (a --space FILE among them)
+    status, err = run_main(capsys, "search", "--print-space", "tagging", "--space", "mine.yaml", "--trials", "5")
+    assert status == 2 and "--print-space prints a default space and exits: give it alone (it would ignore --space, " \
+                           "--trials)" in err
+    status, err = run_main(capsys, "search", "--teacher", "t", "--train", "a", "--dev", "b", "--output", "o",
+                           "--timeout", "0")  # its help said [x>=0], and the library refused 0 without the option
+    assert status == 2 and "Invalid value for '--timeout': 0.0 is not in the range x>0" in err
 
 
 @pytest.mark.parametrize("package", ["optuna", "matplotlib", "onnx", "onnxruntime"])
@@ -296,6 +311,52 @@ def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_pat
         search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=other, threads=1)
 
 
+def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, tmp_path):
+    """A search whose study.db was removed, or given another --study-name or --storage for the same output, took
+    the trial folders it found as its own trials' finished runs, and chose another study's model as best/."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    report = (copy / "trials.json").read_text()
+    (copy / "study.db").unlink()
+    with pytest.raises(DistillError, match=r"out: holds the trials of another study \('distill-search', in a storage "
+                                           r"this search was not given, or one since removed\)"):
+        search(teacher, TRAIN, DEV, copy, **again)
+    assert not (copy / "study.db").exists()  # the refused run made no study there
+    shutil.copy(finished_search / "study.db", copy / "study.db")
+    with pytest.raises(DistillError, match="holds the trials of another study"):
+        search(teacher, TRAIN, DEV, copy, study_name="other", **again)
+    assert (copy / "trials.json").read_text() == report
+    # the study of another folder, given as --storage: its trials' models are not in this output
+    with pytest.raises(DistillError, match=r"elsewhere: study 'distill-search' ran its trials in another folder \(its "
+                                           r"trials/0000 is not here\): give the output it ran in"):
+        search(teacher, TRAIN, DEV, tmp_path / "elsewhere", storage=f"sqlite:///{copy / 'study.db'}", **again)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(finished_search, tmp_path):
+    """best/ damaged after the search was kept (its trial and card were the same); a rerun whose budget no trial
+    fits said 'nothing chosen' and left the earlier best/ and best-onnx/ there."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    with open(copy / "best" / "model.safetensors", "ab") as handle:
+        handle.write(b"x")
+    search(teacher, TRAIN, DEV, copy, **again)
+    load_model(copy / "best")  # whole again: every file matches its card
+    result = search(teacher, TRAIN, DEV, copy, max_mb=1e-6, **again)
+    assert result.best is None and not (copy / "best").exists() and not (copy / "best-onnx").exists()
+    damaged = tmp_path / "models" / "damaged"  # a refused --as-fast-as leaves no folder behind
+    shutil.copytree(copy / "trials" / "0000", damaged)
+    with open(damaged / "model.safetensors", "ab") as handle:
+        handle.write(b"x")
+    with pytest.raises(DistillError, match="damaged/model.safetensors: corrupted or truncated"):
+        search(teacher, TRAIN, DEV, tmp_path / "new", as_fast_as=damaged, **again)
+    assert not (tmp_path / "new").exists()
+
+
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
     """A pruner that stops every trial: the two default students still finish (the search only adds to them),
     the third trial is pruned at epoch 1 and its folder removed."""
@@ -305,7 +366,7 @@ def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classi
     assert [(t["state"], t.get("pruned_at"), t["default"]) for t in result.trials] == \
         [("complete", None, "lstm"), ("complete", None, "cnn"), ("pruned", 1, None)]
     assert result.report["best"]["trial"] in (0, 1)
-    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0000", "0001"]
+    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0000", "0001", "study.json"]
     assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
 
 
@@ -567,4 +628,4 @@ def test_two_processes_share_a_search_on_a_postgresql_server(postgresql, tiny_cl
     assert {t["process"].split(":")[1] for t in trials} <= {str(process.pid) for process in processes}
     report = read_report(output)
     assert report["best"]["trial"] in {t["number"] for t in trials} and (output / "best" / "distill.json").is_file()
-    assert sorted(p.name for p in (output / "trials").iterdir()) == ["0000", "0001", "0002"]
+    assert sorted(p.name for p in (output / "trials").iterdir()) == ["0000", "0001", "0002", "study.json"]

@@ -179,10 +179,22 @@ def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> 
     plt.close(figure)
 
 
+def _whole(folder: Path) -> bool:
+    """Whether `folder` holds a finished model whose every file matches its card."""
+    from distill.models.card import read_model_card, verify_model_files
+    try:
+        verify_model_files(folder, read_model_card(folder))
+    except DistillError:
+        return False
+    return True
+
+
 def _copy_best(trial_folder: Path, best: Path) -> None:
-    """The chosen trial's model as a normal model folder, checked (every file against its card) once copied."""
+    """The chosen trial's model as a normal model folder, checked (every file against its card) before it is
+    copied, where an error names the trial's file, and once copied."""
     from distill.models import load_model
-    from distill.models.card import RESUME_FILE
+    from distill.models.card import RESUME_FILE, read_model_card, verify_model_files
+    verify_model_files(trial_folder, read_model_card(trial_folder))
     with atomic_directory(best) as tmp:
         for item in trial_folder.iterdir():
             if item.name != RESUME_FILE and not item.name.startswith("."):
@@ -237,8 +249,9 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
                   "dev_score": best["dev_score"], "mean_dev": best["mean_dev"], "dev_scores": best["dev_scores"],
                   "latency_ms": best["latency_ms"], "runtime": best["runtime"], "size_mb": best["size_mb"]}
         source = output / best["folder"]
-        same = previous.get("trial") == best["number"] and (output / BEST_FOLDER).is_dir() and \
-            previous.get("card_sha256") == file_sha256(source / "distill.json")
+        same = previous.get("trial") == best["number"] and _whole(output / BEST_FOLDER) and \
+            previous.get("card_sha256") == file_sha256(source / "distill.json") and \
+            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))  # a damaged copy is made again
         if not same:
             _copy_best(source, output / BEST_FOLDER)
             try:
@@ -251,6 +264,10 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
             chosen["test"] = _test_score(output / BEST_FOLDER, test, job)
         elif same and "test" in previous:
             chosen["test"] = previous["test"]
+    else:  # nothing within the budget now (a rerun with a smaller one): an earlier choice is no longer the search's
+        for folder in (BEST_FOLDER, BEST_EXPORT_FOLDER):
+            if (output / folder).is_dir() and not (output / folder).is_symlink():
+                shutil.rmtree(output / folder)
     counts = _counts(study)
     finished = [r["seconds"] for r in records if r["seconds"] is not None]
     default = _default_summary(best_default(records, job.reseed_top), test, job, previous_default, chosen)

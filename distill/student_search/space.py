@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import itertools
 import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 
 
 SEARCH_EXTRA = "pip install 'distill[search]'"
@@ -21,6 +22,7 @@ BEST_FOLDER = "best"
 BEST_EXPORT_FOLDER = "best-onnx"
 TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT = "trials.json", "trials.md", "trials.png"
 STUDY_DB = "study.db"
+STUDY_RECORD = "study.json"  # in TRIALS_FOLDER: the study whose trials the folder holds
 LOCK_FILE = ".search.lock"
 HEARTBEAT_SECONDS = 30  # a running trial's sign of life in the storage
 GRACE_SECONDS = 120  # a trial silent this long is taken as killed: failed and queued again
@@ -331,12 +333,34 @@ def parse_space(given: dict, task: str | None = None, source: str = "the search 
         known = _group_fields(group)
         groups[group] = {}
         for key, value in section.items():
+            if group == "training" and key == "seed":  # each trial's is --seed, a reseeded run's the next ones
+                raise DistillError(f"{source}: training.seed: the search seeds every trial itself "
+                                   f"({option('--seed', 'seed=')}, and the reseeded runs the seeds after it): a "
+                                   "searched seed would choose luck")
             if key not in known:
                 raise DistillError(f"{source}: {group} has no field {key!r} (its fields: {', '.join(known)})")
             where = f"{source}: {group}.{key}"
             groups[group][key] = param = _param(value, where)
             _check_values(param, where, _builder(group, key))
+    _check_loss_together(groups["loss"], source)
     return SearchSpace(parsed, groups["loss"], groups["training"], groups["distiller"], given, source)
+
+
+def _check_loss_together(loss: dict[str, Param], source: str) -> None:
+    """The loss's settings judged together, at the bounds of each (both weights 0 is no loss): a trial drawing a
+    combination its class refuses would fail the search after the trials before it, and leave the study with a
+    space that cannot be corrected in place."""
+    from distill.distillation import TeacherStudentDistill
+    names = list(loss)
+    for values in itertools.product(*(loss[name].candidates() for name in names)):
+        settings = dict(zip(names, values))
+        if settings.get("kd_loss") == "mse":
+            settings.pop("temperature", None)  # as a trial samples it (`SearchSpace.sample`)
+        try:
+            TeacherStudentDistill(**settings)
+        except DistillError as err:
+            said = ", ".join(f"{name} {value!r}" for name, value in settings.items())
+            raise DistillError(f"{source}: loss: a trial may draw {said}: {err}") from None
 
 
 def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
@@ -345,19 +369,6 @@ def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
         return parse_space(DEFAULT_SPACES[task], task, f"the default {task} space")
     if isinstance(space, dict):
         return parse_space(space, task)
-    path = Path(space)
-    if not path.is_file():
-        raise DistillError(f"{space}: search space file not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            given = json.loads(text)
-        else:
-            import yaml
-            given = yaml.safe_load(text)
-    except (ValueError, ImportError) as err:
-        raise DistillError(f"{space}: not valid {'JSON' if path.suffix == '.json' else 'YAML'} "
-                           f"({' '.join(str(err).split())[:120]})") from None
-    except Exception as err:  # yaml's own errors
-        raise DistillError(f"{space}: not valid YAML ({' '.join(str(err).split())[:120]})") from None
+    from distill.config import read_settings_file
+    given = read_settings_file(space, "search space")  # a key given twice refused: YAML keeps the last in silence
     return parse_space(given, task, str(space))

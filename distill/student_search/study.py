@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -22,8 +23,8 @@ from distill.io import check_folder, make_folder
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
-                                          TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space, optuna_module,
-                                          require_search_packages)
+                                          STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space,
+                                          optuna_module, require_search_packages)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
@@ -86,8 +87,17 @@ def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchS
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
     optuna = optuna_module()
     url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
-    study = optuna.create_study(storage=_storage(url), study_name=study_name, direction="maximize", pruner=pruner,
-                                load_if_exists=True)
+    fresh = storage is None and not (job.output / STUDY_DB).exists()
+    opened = _storage(url)
+    try:
+        if study_name not in {held.study_name for held in opened.get_all_studies()}:
+            _claim_trials(None, study_name, job.output)  # another study's folders: refused before a study is made
+        study = optuna.create_study(storage=opened, study_name=study_name, direction="maximize", pruner=pruner,
+                                    load_if_exists=True)
+    except DistillError:
+        if fresh:
+            (job.output / STUDY_DB).unlink(missing_ok=True)
+        raise
     recorded = study.user_attrs.get("search")
     if recorded is None:
         study.set_user_attr("search", identity)
@@ -98,7 +108,45 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         raise DistillError(f"{url}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
+    _claim_trials(study, study_name, job.output)
     return study, url
+
+
+def _claim_trials(study, study_name: str, output: Path) -> None:
+    """The trial folders are this study's: a trial finds its folder's finished run and takes it as its own, so
+    folders another study left (its study.db removed, or another --storage or --study-name given for the same
+    output) would be taken for trials they are not, and the best model with them. The folder records the study it
+    holds (an id kept in the study); a study from before the record adopts the folders its trials name. `study`
+    None: one not made yet, which no folder can be of."""
+    import uuid
+    from distill.io import read_json, write_json
+    search_id = None if study is None else study.user_attrs.get("search_id")
+    if search_id is None and study is not None:
+        search_id = uuid.uuid4().hex
+        study.set_user_attr("search_id", search_id)
+    trials, record = output / TRIALS_FOLDER, output / TRIALS_FOLDER / STUDY_RECORD
+    where = f"give another {option('--output', 'output')}, or remove {output} to start over there"
+    if record.is_file():
+        recorded = read_json(record)
+        if not isinstance(recorded, dict) or recorded.get("search_id") != search_id:
+            name = recorded.get("study_name") if isinstance(recorded, dict) else None
+            raise DistillError(f"{output}: holds the trials of another study ({name!r}, in a storage this search "
+                               f"was not given, or one since removed), which this one would take for its own: {where}")
+        return
+    held = [] if study is None else study.get_trials(deepcopy=False)
+    named = {t.user_attrs.get("folder") for t in held}
+    foreign = sorted(path for path in trials.iterdir() if not path.name.startswith(".")
+                     and f"{TRIALS_FOLDER}/{path.name}" not in named) if trials.is_dir() else []
+    if foreign:
+        raise DistillError(f"{foreign[0]}: a trial folder of no trial of study {study_name!r} (another study's, whose "
+                           f"storage this search was not given, or one since removed): {where}")
+    elsewhere = sorted(folder for t in held if t.state.name == "COMPLETE"
+                       and (folder := t.user_attrs.get("folder")) and not (output / folder).is_dir())
+    if elsewhere:  # a study that ran in another folder: its trials' models are not here to choose from
+        raise DistillError(f"{output}: study {study_name!r} ran its trials in another folder (its {elsewhere[0]} is not "
+                           f"here): give the {option('--output', 'output')} it ran in")
+    if study is not None:
+        write_json(record, {"study_name": study_name, "search_id": search_id})
 
 
 def _warm_cache(job: Job, task: str, teacher) -> None:
@@ -226,7 +274,7 @@ class SearchSettings:
                                   "share, e.g. postgresql://host/db or sqlite:////shared/study.db [default: "
                                   "sqlite:///OUTPUT/study.db].")
     study_name: str = setting("distill-search", help="The study's name in --storage.")
-    timeout: float | None = setting(None, low=0, metavar="SECONDS",
+    timeout: float | None = setting(None, low=0, low_open=True, metavar="SECONDS",
                                     help="Start no trial after this many seconds (the running one finishes).")
     time_budget: float | None = setting(None, low=0, low_open=True, metavar="SECONDS", help="The whole search's time: "
                                         "start no trial once the study's trials have taken this long in all (over "
@@ -331,7 +379,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
     from distill.labels import build_hierarchy
-    from distill.models import load_teacher
+    from distill.models import load_model, load_teacher
     train_set = labelled_examples(train, task, data, "train")  # read now: a bad file must not leave an output behind,
     teacher_model = load_teacher(str(teacher), device=device)  # nor a broken teacher or one of other labels,
     teacher_model.hierarchy.check_same(build_hierarchy(task, train_set.labels, data.separator, train_set.where),
@@ -353,18 +401,26 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                       if isinstance(item, (str, os.PathLike))]
             check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
         _storage(storage)  # a database it cannot open: said before the output folder is made
-    make_folder(output / TRIALS_FOLDER)
-    if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
-        job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size, threads,
-                                                             scratch=output)}
-        job.budget.max_latency_ms = job.reference["latency_ms"]
+    if as_fast_as is not None:
+        load_model(str(as_fast_as))  # whole (its files match its card), before the folder is made
     if pruner is None:
         pruner = FamilyPruner() if prune else optuna.pruners.NopPruner()
-    started = time.monotonic()
-    with _locked(output):
-        study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled, job_space,
-                                                                  batch_size, threads), pruner)
-        _warm_cache(job, task, teacher_model)
+    created = not output.exists()
+    make_folder(output / TRIALS_FOLDER)
+    try:
+        if as_fast_as is not None:  # timed now, as the trials will be: the same machine in the same state
+            job.reference = {"model": str(as_fast_as), **measure(Path(as_fast_as), job.dev_examples, batch_size,
+                                                                 threads, scratch=output)}
+            job.budget.max_latency_ms = job.reference["latency_ms"]
+        started = time.monotonic()
+        with _locked(output):
+            study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled,
+                                                                      job_space, batch_size, threads), pruner)
+            _warm_cache(job, task, teacher_model)
+    except BaseException:
+        if created:  # refused, or stopped, before any trial ran: no folder of a search that never began is left
+            shutil.rmtree(output, ignore_errors=True)
+        raise
     stopped = _run_trials(study, job, trials, timeout, started)
     with _locked(output):
         report = write_reports(study, job, test, time.monotonic() - started, stopped)
