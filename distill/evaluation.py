@@ -24,18 +24,23 @@ from distill.provenance import warn_if_learnt_from
 from distill.truncation import warn_if_truncated
 
 
-def is_metrics_file(path: Path, model_dir: str | Path, head: str | None = None) -> bool:
-    """Whether `path` is an earlier `evaluate` result of the model in `model_dir` (of its head `head`),
-    so a rerun may replace it without --overwrite; another model's or head's result is not this
-    run's to replace."""
+def _same_source(recorded: object, given: str | Path) -> bool:
+    """Whether a recorded model or data path names what `given` does (a local path from any folder; hub:NAME)."""
+    return isinstance(recorded, str) and (recorded == str(given) or Path(recorded).resolve() == Path(given).resolve())
+
+
+def is_metrics_file(path: Path, model_dir: str | Path, head: str | None = None, data: str | Path | None = None) -> bool:
+    """Whether `path` is an earlier `evaluate` result of the model in `model_dir` (of its head `head`; on `data`,
+    where given), so a rerun may replace it without --overwrite, as computed again; another model's, head's or
+    data's result (dev metrics, then test's to the same file) is not this run's to replace."""
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.loads(handle.read(1 << 20))  # metrics are small: a big file is not one
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and {"model", "data", "examples"} <= set(record) \
-        and isinstance(record["model"], str) and Path(record["model"]).resolve() == Path(model_dir).resolve() \
-        and record.get("head") == head
+        and _same_source(record["model"], model_dir) and record.get("head") == head \
+        and (data is None or _same_source(record["data"], data))
 
 
 def load_with_head(model_dir: str | Path, head: str | None, device: str) -> LabelModel:
@@ -67,8 +72,9 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
                                "for this user)")
     # else a folder distill did not write (a transformers classifier's, hub:NAME) is an input only: the metrics
     # are returned (printed by the CLI) and written only where --output names a file
-    written = file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(path, model_dir,
-                          head), f"an evaluate result of {model_dir}") if output is not None else nullcontext()
+    written = file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(
+        path, model_dir, head, data_path), f"an evaluate result of {model_dir} on {data_path}") \
+        if output is not None else nullcontext()
     with written as path:
         model = load_with_head(model_dir, head, device)
         check_columns_read(model.task, data)  # a column option the task's reader ignores did nothing

@@ -133,6 +133,13 @@ def _data_loss_cases():
         cli("evaluate", other, SAMPLES / "sentiment_test.csv", "--quiet")
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "eval_metrics.json"], other
 
+    def evaluate_over_its_result_on_other_data(t, te, st):
+        """The model's dev result replaced by its test result, without --overwrite."""
+        model = copy_of(st, t, "student")
+        cli("evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", t / "results" / "r.json", "--quiet")
+        return ["evaluate", model, SAMPLES / "sentiment_test.csv", "--output", t / "results" / "r.json"], \
+            t / "results"
+
     def evaluate_over_a_training_record(t, te, st):
         other = copy_of(st, t, "other-student")
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "train_summary.json",
@@ -214,6 +221,8 @@ def _data_loss_cases():
         ("student-output-inside-another-model", student_inside_another_model, "lies inside the model directory"),
         ("evaluate-output-is-another-models-weights", evaluate_over_another_models_weights, "is a file of the model"),
         ("evaluate-output-is-another-models-result", evaluate_over_another_models_result,
+         "exists and is not an evaluate result of"),
+        ("evaluate-output-is-its-result-on-other-data", evaluate_over_its_result_on_other_data,
          "exists and is not an evaluate result of"),
         ("evaluate-overwrite-of-a-training-record", evaluate_over_a_training_record, "is a file of the model"),
         ("student-overwrite-of-a-folder-of-models-and-a-log", student_overwrite_of_a_folder_of_models_and_a_log,

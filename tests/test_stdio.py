@@ -66,7 +66,7 @@ def test_stdin_refuses_what_a_file_refuses(capsys, monkeypatch, tmp_path, text, 
 def test_output_dash_is_refused_and_a_closed_stdout_ends_predict_quietly(tiny_student, tmp_path, capsys):
     status, err = run_main(capsys, "evaluate", tiny_student, DEV, "--output", "-")
     assert status == 2 and err.strip() == "error: --output -: an evaluate result of " \
-        f"{tiny_student} is written to a file; give its name", err
+        f"{tiny_student} on {DEV} is written to a file; give its name", err
     lines = "".join(f"a fine film number {i}\n" for i in range(20000))
     reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
