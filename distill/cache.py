@@ -30,7 +30,7 @@ from safetensors import SafetensorError, safe_open
 
 from distill import distributed, precision
 from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
-from distill.errors import DistillError
+from distill.errors import DistillError, option
 from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
                         save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
@@ -84,7 +84,8 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     existing = next(path for path in (folder, *folder.parents) if path.exists())
     if not os.access(existing, os.W_OK | os.X_OK):  # found before the teacher's pass, not at its first shard
         raise DistillError(f"{cache_dir}: {existing} is not writable by this user, and the logit cache writes there; "
-                           "give a cache folder you may write (--cache-dir, or $DISTILL_CACHE)")
+                           f"give a cache folder you may write ({option('--cache-dir', 'cache_dir=')}, or "
+                           f"${CACHE_ENV})")
 
 
 def check_cache_beside(cache_dir: str | Path | None, output: str | Path, written: Sequence[str]) -> None:

@@ -491,6 +491,22 @@ def layer_pairs(teacher_layers: str, student_depth: int, teacher_depth: int) -> 
     return list(enumerate(chosen))
 
 
+def check_layer_models(teacher: torch.nn.Module, student: torch.nn.Module) -> None:
+    """The layer terms compare the layers of distill's own transformer teacher (or a transformer student as
+    teacher) with a transformer student's: any other model is refused, before a teacher is asked anything (a
+    served one's requests cost)."""
+    for role, model in (("teacher", teacher), ("student", student)):
+        if encoder_reader(model) is not None:
+            continue
+        config = getattr(model, "config", None)
+        what = f"a {config.model} student" if getattr(model, "kind", None) == "student" and config is not None else \
+            f"{getattr(model, 'source', None) or getattr(config, 'source', None) or 'the teacher'} " \
+            f"({type(model).__name__}), whose layers distill does not read (only its logits)"
+        raise DistillError(f"the layer terms ({_layer_terms()}) compare transformer layers: the {role} must be "
+                           f"distill's transformer teacher or a transformer student, not {what}: set "
+                           f"{_layer_terms()} to 0")
+
+
 class LayerObjective(DistillObjective):
     """`DistillObjective` plus the layer terms, each student layer against the teacher layer the loss's
     `teacher_layers` pairs it with (`layer_pairs`; by default student layer i of k against teacher layer
@@ -509,14 +525,7 @@ class LayerObjective(DistillObjective):
 
     def __init__(self, loss: TeacherStudentDistill, teacher: torch.nn.Module, student: torch.nn.Module,
                  examples: Sequence, seed: int = 0):
-        for role, model in (("teacher", teacher), ("student", student)):
-            if encoder_reader(model) is None and getattr(model, "kind", None) == "teacher":
-                raise DistillError(f"the layer terms ({_layer_terms()}) are not offered for a transformers "
-                                   "classifier as teacher (distill reads its logits and input embeddings only): "
-                                   f"set {_layer_terms()} to 0")
-            if encoder_reader(model) is None:
-                raise DistillError(f"the layer terms ({_layer_terms()}) compare transformer layers: the {role} must "
-                                   f"be a teacher or a transformer student, not a {model.config.model} student")
+        check_layer_models(teacher, student)
         if distributed.world_size() > 1:
             raise DistillError(f"the layer terms ({_layer_terms()}) run as one process: start "
                                f"{option('kd', 'it')} without torchrun")

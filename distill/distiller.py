@@ -26,7 +26,7 @@ from distill.callbacks import Callback
 from distill.data import DataOptions, Examples, check_held_out, labelled_examples, unlabeled_examples
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective, OnlineTeacherLogits,
-                                  TeacherStudentDistill, refuse_unweighted_class_weights)
+                                  TeacherStudentDistill, check_layer_models, refuse_unweighted_class_weights)
 from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_ensemble, ensemble_logits,
                               ensemble_mixtures, ensemble_weights, parse_teacher_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
@@ -447,6 +447,8 @@ class Distiller:
         unlabeled_count = len(unlabeled) + len(synthetic)
         transfer = Examples(examples, list(train.labels) + [None] * unlabeled_count, sources)  # named, not keyed
         loss = self.loss_for(model, as_given)
+        if loss.uses_layers:
+            check_layer_models(teacher, model)  # before the teacher scores dev (a served one's requests cost)
         summary = {"teacher": self.teacher_source, "kd": self.options(), "unlabeled_examples": len(unlabeled),
                    **({"teachers": [{"teacher": source, "weight": weight} for source, weight
                                     in zip(self.teacher_sources, self.teacher_weights)]}

@@ -312,7 +312,8 @@ def test_what_kd_needs_beyond_logits(hf_classifier, tmp_path, capsys, cache):
     """The input embeddings start a word student's (kd's default); the layer terms and copying layers are
     refused in one line."""
     err = refused(capsys, *kd_args(hf_classifier, tmp_path / "run"), "--hidden-weight", "1")
-    assert "the layer terms" in err and "not offered for a transformers classifier" in err
+    assert "the layer terms" in err and f"the teacher must be distill's transformer teacher or a transformer " \
+        f"student, not {hf_classifier} (TransformersTeacher), whose layers distill does not read" in err
     err = refused(capsys, "kd", "--teacher", hf_classifier, "--model", "transformer", "--train",
                   SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "t")
     assert "transformers classifier, whose layers distill does not copy" in err

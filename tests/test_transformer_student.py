@@ -410,7 +410,8 @@ def test_kd_with_the_hidden_state_term(tiny_tagging_teacher, tiny_other_encoder_
     assert not any("projection" in name for name in load_model(tmp_path / "h").state_dict())
     status, err = run_main(capsys, "kd", "--teacher", tiny_tagging_teacher, "--model", "lstm-tagger",
                            "--hidden-weight", "1", *NER, *QUICK, "--output", tmp_path / "x")
-    assert status == 2 and "compare transformer layers: the student must be a teacher or a transformer student" in err
+    assert status == 2 and "compare transformer layers: the student must be distill's transformer teacher or a " \
+        "transformer student, not a lstm-tagger student" in err
 
 
 def test_a_hidden_state_run_resumes_to_the_same_student(tiny_tagging_teacher, tiny_other_encoder_dir, tmp_path,
