@@ -428,6 +428,26 @@ def test_a_servers_impossible_answers_stop_the_run_in_one_line(api, answer, said
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_path, capsys):
+    """They were refused after the teacher had scored dev and train (every text a request), and named a served
+    model 'a transformers classifier'."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: chat_answer(-0.3)),
+                                                   "seen": [0]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = refused(["kd", "--teacher", "openai:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1",
+                        "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                        SAMPLES / "sentiment_dev.csv", "--random-embeddings", "--hidden-weight", "1", "--cache-dir", tmp_path / "c",
+                        "--output", tmp_path / "kd"], capsys)
+    finally:
+        server.shutdown()
+    assert "the teacher must be distill's transformer teacher or a transformer student, not openai:m " \
+           "(ServedTeacher)" in line
+    assert handler.seen[0] == 0 and not (tmp_path / "kd").exists()
+
+
 def test_a_dead_endpoint_and_a_missing_base_url_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     from distill.models import served as served_module
