@@ -31,6 +31,13 @@ def option(cli: str, api: str) -> str:
     return cli if _command_line else api
 
 
+def random_embeddings() -> str:
+    """How to start a student's word embeddings at random instead of from a teacher's, in each command's terms
+    (kd starts from its teacher's unless told; student only when given a teacher)."""
+    return option("--random-embeddings (kd), or no --embeddings-from-teacher (student)",
+                  "teacher_embeddings=False (Distiller) or no teacher_embeddings (train_student)")
+
+
 class DistillError(Exception):
     """An error caused by the user's input or options, not by a bug."""
 

@@ -28,11 +28,12 @@ from distill.data import HUB_PREFIX, DataOptions, Examples, check_held_out, labe
 from distill.deprecation import renamed_arguments
 from distill.distillation import TeacherStudentDistill
 from distill.config import RUN_CONFIG, write_run_config
-from distill.errors import DistillError, option, require_type
+from distill.errors import DistillError, option, random_embeddings, require_type
 from distill.io import tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
 from distill.models import is_onnx_export, load_teacher
+from distill.models.kinds import require_kind
 from distill.models.base import LabelModel, pick_device
 from distill.models.protocol import check_student
 from distill.models.registry import student_entry
@@ -385,10 +386,8 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
         if teacher is None:
             return entry.cls.build(config, hierarchy, examples)
         if not callable(getattr(entry.cls, "build_from_teacher", None)):
-            random = option("--random-embeddings", "teacher_embeddings=False (Distiller) or no teacher_embeddings "
-                            "(train_student)")
             raise DistillError(f"student {config.model!r} lacks build_from_teacher(config, hierarchy, examples, "
-                               f"teacher) to start from the teacher's weights: use {random}")
+                               f"teacher) to start from the teacher's weights: use {random_embeddings()}")
         return entry.cls.build_from_teacher(config, hierarchy, examples, teacher)
 
 
@@ -478,6 +477,8 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
         settings = student_settings(settings, student, task, hierarchy)
         teacher_source = _teacher_source(teacher_embeddings)
+        if isinstance(teacher_embeddings, (str, Path)):  # the teacher-kind table, before an output is set up
+            require_kind(str(teacher_embeddings), "embeddings-from-teacher")
         inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), callbacks,
                   command="student", config=_config_of(student), settings=settings, data=data,

@@ -448,6 +448,18 @@ def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_p
     assert handler.seen[0] == 0 and not (tmp_path / "kd").exists()
 
 
+def test_student_refuses_a_served_teacher_for_its_embeddings_in_the_kinds_words(tmp_path, capsys, monkeypatch):
+    """It pointed at --base-url, then --random-embeddings: options `student` does not have."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    line = refused(["student", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                    SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "s", "--embeddings-from-teacher",
+                    "systemone:m"], capsys)
+    assert line == "error: systemone:m: student --embeddings-from-teacher does not take a served language model; it " \
+        "is a model behind an endpoint, with no weights here to start a student's embeddings from: give a teacher " \
+        "folder (a fine-tuned teacher, a transformers classifier or a causal LM)"
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_dead_endpoint_and_a_missing_base_url_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     from distill.models import served as served_module

@@ -127,7 +127,8 @@ def test_an_export_whose_table_is_unreadable_falls_back_to_its_source_or_is_refu
     status, err = run_main(capsys, *args, "--output", tmp_path / "refused")
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "its embedding table cannot be read from the graph, and the model it was exported from" in err
-    assert "is gone or changed since; use --random-embeddings, or give that PyTorch model" in err
+    assert "is gone or changed since; use --random-embeddings (kd), or no --embeddings-from-teacher (student), or give " \
+        "that PyTorch model" in err
     assert not (tmp_path / "refused").exists()
     cli(*args, "--output", tmp_path / "random", "--random-embeddings")
 

@@ -27,7 +27,7 @@ from distill.errors import DistillError, option
 
 # What consults the table: the commands, an export by its format, and an export's check data (`command_name`).
 COMMANDS = ("kd", "pseudo-label", "evaluate", "predict", "compare", "search", "export onnx", "export safetensors",
-            "export transformers", "export check-data")
+            "export transformers", "export check-data", "embeddings-from-teacher")
 EXPORTS = ("export onnx", "export safetensors", "export transformers")
 
 
@@ -36,6 +36,8 @@ def command_name(command: str) -> str:
     ``export_model(format='onnx')`` in Python."""
     if command == "export check-data":
         return option("export --check-data", "export_model(check_data=...)")
+    if command == "embeddings-from-teacher":
+        return option("student --embeddings-from-teacher", "train_student(teacher_embeddings=...)")
     if command in EXPORTS:
         form = command.split()[1]
         return option(f"export --format {form}", f"export_model(format={form!r})")
@@ -74,6 +76,11 @@ def _already_transformers(card: dict) -> str:
     return f"it is a transformers model already: copy its folder, or export it {onnx}"
 
 
+def _no_weights_here(card: dict) -> str:
+    return ("it is a model behind an endpoint, with no weights here to start a student's embeddings from: give a "
+            "teacher folder (a fine-tuned teacher, a transformers classifier or a causal LM)")
+
+
 def _distil_it_first(card: dict) -> str:
     return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
             f"{option('kd', 'Distiller')} first, then use that student")
@@ -94,8 +101,9 @@ KINDS: tuple[TeacherKind, ...] = (
                 _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT},
                 prompted=True),
     TeacherKind("served", "a served language model", lambda card: card.get("model") == "served",
-                _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT},
-                prompted=True),
+                _EVERYWHERE - {*_PROMPTED_NOT, "embeddings-from-teacher"},
+                {**{command: _distil_it_first for command in _PROMPTED_NOT},
+                 "embeddings-from-teacher": _no_weights_here}, prompted=True),
     TeacherKind("transformers", "a transformers classifier",
                 lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
                 _EVERYWHERE - {"export safetensors", "export transformers"},

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import torch
 
-from distill.errors import DistillError, option
+from distill.errors import DistillError, option, random_embeddings
 from distill.io import file_sha256, load_tensors, read_json
 from distill.models.base import LabelModel
 from distill.models.card import CRF_WEIGHTS, ONNX_FILE
@@ -207,7 +207,7 @@ class OnnxModel:
         found = self.card.get("export", {}).get("source")
         what = "its embedding table cannot be read from the graph, and" if not layers else \
             "a transformer student copies the teacher's layers, which an ONNX graph does not give back, and"
-        instead = option("--random-embeddings", "teacher_embeddings=False") if not layers else \
+        instead = random_embeddings() if not layers else \
             option("--encoder minilm-l6 (a pretrained encoder)", "a pretrained encoder")
         raise DistillError(f"{where}: an ONNX export as the teacher: {what} the model it was exported from "
                            f"({found}) is gone or changed since; use {instead}, or give that PyTorch model")

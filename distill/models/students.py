@@ -111,10 +111,8 @@ class StudentModel(StudentFiles, LabelModel):
                            teacher: LabelModel) -> "StudentModel":
         """`build`, its word embeddings started from the sub-word embeddings of `teacher` (a transformer)."""
         if teacher.sub_word_tokenizer() is None:
-            instead = errors.option("--random-embeddings", "random ones (teacher_embeddings=False for Distiller, "
-                                    "None for train_student)")
             raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "
-                               f"sub-word embeddings to start word embeddings from: use {instead}")
+                               f"sub-word embeddings to start word embeddings from: use {errors.random_embeddings()}")
         model = cls.build(config, hierarchy, examples)
         model.start_from_teacher(teacher, examples)
         return model
