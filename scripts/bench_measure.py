@@ -91,3 +91,8 @@ def machine(threads: int, peak_seconds: float) -> dict:
             "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "matmul_size": 1024, "matmul_gflops_fp32": matmul_peak(torch.float32, 1024, peak_seconds),
             "matmul_gflops_bf16": matmul_peak(torch.bfloat16, 1024, peak_seconds)}
+
+
+if __name__ == "__main__":  # a module of the benchmark scripts: run on its own it would do nothing in silence
+    raise SystemExit(f"{__file__}: a module that scripts/benchmark.py imports, not a script; run scripts/benchmark.py "
+                     "--help")

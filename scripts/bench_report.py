@@ -657,3 +657,8 @@ def write_report(results: dict, report: Path, command: str, commands: list[str])
         kept = earlier.partition(EXPORT_BEGIN)[2].partition(EXPORT_END)[0]
         text = text.rstrip("\n") + f"\n\n{EXPORT_BEGIN}{kept}{EXPORT_END}\n"
     write_text(report, text)
+
+
+if __name__ == "__main__":  # a module of the benchmark scripts: run on its own it would do nothing in silence
+    raise SystemExit(f"{__file__}: a module that scripts/benchmark.py imports, not a script; run scripts/benchmark.py "
+                     "--help")

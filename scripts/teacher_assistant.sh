@@ -12,6 +12,14 @@
 #   scripts/teacher_assistant.sh                                          # -> runs/assistant
 #   DATA=data/demo RUNS=/tmp/ta EPOCHS=1 scripts/teacher_assistant.sh     # the plumbing, quickly
 set -euo pipefail
+if [ $# -gt 0 ]; then  # it takes no arguments: --help prints this header instead of starting a day-long run
+    if [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
+        sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+        exit 0
+    fi
+    echo "error: $0 takes no arguments (settings come from NLP, DATA, RUNS, SEED, EPOCHS, COMPARE_LIMIT)" >&2
+    exit 2
+fi
 NLP=${NLP:-nlp-train}
 DATA=${DATA:-data/rotten_tomatoes}
 RUNS=${RUNS:-runs/assistant}
