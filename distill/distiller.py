@@ -235,7 +235,9 @@ class Distiller:
         self.given = (*teachers, student) if self.soft_labels is None else (student,)  # models in memory: the
         # output must not replace their directories
         self._check_ensemble(teachers, loss)
-        self.teacher_weights = ensemble_weights(distill.teacher_weights, len(teachers))  # normalised to sum 1
+        # normalised to sum 1; beside soft labels, refused as what they cannot take (`_check_soft_labels`)
+        self.teacher_weights = ensemble_weights(distill.teacher_weights, len(teachers)) if self.soft_labels is None \
+            else distill.teacher_weights
         self.teachers = [one if source else self._single(one, "teacher")
                          for one, source in zip(teachers, self.teacher_sources)]
         self.teacher = self.teachers[0]

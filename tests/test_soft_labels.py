@@ -135,6 +135,7 @@ def test_soft_labels_alone(tmp_path):
     (["--online-teacher"], "no teacher model runs: drop --online-teacher"),
     (["--unlabeled", SAMPLES / "unlabeled_movies.txt"], "drop --unlabeled"),
     (["--embeddings-from-teacher"], "drop --embeddings-from-teacher"),
+    (["--teacher-weights", "1,2"], "no teacher model runs: drop --teacher-weights"),  # was: "one teacher was given"
     (["--labels", "good,bad"], "are not the training data's"),
     (["--labels", "negative=a bad film,positive"], "--labels: soft labels take label names alone (negative,positive)"),
 ])
