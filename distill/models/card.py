@@ -74,8 +74,9 @@ def folder_files(directory: str | Path, folder: str) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in (directory / folder).rglob("*") if p.is_file())
 
 
-def _not_a_config(path: Path) -> str:
-    """What is wrong with a config.json that `distill.models.hub_files.is_transformers_source` did not take."""
+def _not_a_config(path: Path) -> str | None:
+    """What is wrong with a folder's config.json as a transformers model's (None: nothing, it names its
+    architectures or model type, as `distill.models.hub_files.is_transformers_source` asks)."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -86,7 +87,8 @@ def _not_a_config(path: Path) -> str:
         return f"is not valid JSON ({err})"
     if not isinstance(config, dict):
         return "is not a JSON object"
-    return "names neither architectures nor model_type"
+    return None if "architectures" in config or "model_type" in config else \
+        "names neither architectures nor model_type"
 
 
 def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
@@ -102,9 +104,10 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
                            f"it with its {option('command and --resume', 'run and resume=True')}, or start over with "
                            f"{named(Output, 'overwrite', 'overwrite=True')}")
     if not (directory / MODEL_CARD).exists():
-        if (directory / "config.json").is_file():  # a transformers folder whose config.json did not read as one
-            raise DistillError(f"{directory}: its config.json {_not_a_config(directory / 'config.json')}, so it is no "
-                               f"transformers model (and there is no {MODEL_CARD}, the card of a model distill wrote)")
+        wrong = _not_a_config(directory / "config.json") if (directory / "config.json").is_file() else None
+        if wrong:  # a transformers folder whose config.json did not read as one
+            raise DistillError(f"{directory}: its config.json {wrong}, so it is no transformers model (and there is "
+                               f"no {MODEL_CARD}, the card of a model distill wrote)")
         raise DistillError(f"{directory}: not a model directory (no {MODEL_CARD}, the card of a model distill wrote, "
                            "nor config.json, a transformers model's)")
     card = read_json(directory / MODEL_CARD)

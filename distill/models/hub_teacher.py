@@ -128,7 +128,8 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as error:  # files it cannot read
-        raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)", error) from None
+        raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)",
+                          error) from None
     if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
         raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
                            "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
