@@ -49,7 +49,8 @@ def test_an_export_keeps_what_its_source_learnt_from_when_the_source_folder_chan
     other = write(tmp_path / "other.csv", (SAMPLES / "sentiment_test.csv").read_bytes())
     cli("student", *SMALL_LSTM, "--epochs", "1", "--train", other, "--dev", DEV, "--output", source, "--overwrite")
     for data, role in ((TRAIN, "train"), (other, None)):
-        result = evaluate_model(str(tmp_path / "slim"), str(data), output=str(tmp_path / "e.json"), progress=False)
+        result = evaluate_model(str(tmp_path / "slim"), str(data), output=str(tmp_path / f"e-{role}.json"),
+                                progress=False)
         assert result.get("learnt_from") == role, data
     # an export made before cards kept the record: its source's, only while that holds the exported model
     card = json.loads((tmp_path / "slim" / "distill.json").read_text())
