@@ -64,13 +64,12 @@ def choose_teacher_pass(teacher_dir: str, export_dir: str, device: str = "auto")
     the export where its card's speed record was measured on this CPU model with this thread count and
     precision and says it ran faster than PyTorch, and the teacher would run on the CPU; else the PyTorch teacher.
     An export of another teacher, or a `teacher_dir` that is itself an export, is refused in one line."""
-    from distill.models import model_card, read_model_card
+    from distill.models import read_model_card
     from distill.models.base import pick_device
+    from distill.models.kinds import require_kind
     from distill.models.onnx import made_from
-    use_export, teacher = option("--use-export", "use_export"), option("--teacher", "teacher_dir")
-    if model_card(teacher_dir).get("format") == "onnx":
-        raise DistillError(f"{teacher_dir}: is an ONNX export; {use_export} chooses between a PyTorch teacher and "
-                           f"its export: give the PyTorch teacher as {teacher}")
+    use_export = option("--use-export", "use_export")
+    require_kind(teacher_dir, "use-export")  # the teacher-kind table: a kind that has an ONNX export of its own
     card = read_model_card(export_dir)
     if card.get("format") != "onnx":
         raise DistillError(f"{export_dir}: is not an ONNX export; {use_export} takes a folder that nlp-train export "

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from distill import distributed, precision
-from distill.errors import DistillError, ResumeRefused
+from distill.errors import DistillError, ResumeRefused, option
 from distill.io import file_sha256, load_sealed, uninterrupted
 from distill.runtime import Output
 from distill.settings import named
@@ -65,6 +65,7 @@ def teacher_role(number: int) -> str:
 LEARNT_FROM_ROLES = ("train", "unlabeled")  # a model's inputs whose examples it fits: its scores there read high
 
 
+SHOTS_ROLE = "shots"  # a language-model teacher scored on the file its prompt's examples come from
 LEARNT_FROM_KEYS = ("inputs", "example_digests")  # what a run's summary records of the data it learnt from
 
 
@@ -90,15 +91,19 @@ def learnt_record(model_dir: str | Path) -> dict:
 
 
 def learnt_from(model_dir: str | Path, data_path: str, examples: Sequence | None = None) -> str | None:
-    """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``) is
-    `data_path`, or None: scored there, a model reads better than it is. The file itself (by its
+    """Which of the inputs `model_dir` learnt from (``train``, ``unlabeled``, ``train:HEAD``; a language-model
+    teacher's few-shot examples, ``shots``: `distill.models.prompted.examples_file`) is `data_path`, or None: scored there, a model reads better than it is. The file itself (by its
     sha256; a hub dataset by its spec), or, given its `examples`, the same examples in the same order
     in any file (another format, other line ends). Read from what the run's ``train_summary.json``
     records (an export's: its source's); runs of before this record have none."""
     from distill.data import memory_source
+    from distill.models.prompted import examples_file
+    given = input_fingerprints({"data": data_path})["data"]
+    shown = examples_file(model_dir)  # a language-model teacher's few-shot examples are in every prompt
+    if shown is not None and given is not None and input_fingerprints({"data": shown})["data"] == given:
+        return SHOTS_ROLE
     summary = learnt_record(model_dir)
     recorded, digests = summary.get("inputs"), summary.get("example_digests")
-    given = input_fingerprints({"data": data_path})["data"]
     if isinstance(recorded, dict) and given is not None:
         role = next((role for role, print_ in recorded.items() if role.split(":")[0] in LEARNT_FROM_ROLES
                      and isinstance(print_, str) and (print_ == given or print_.startswith(f"{given} memory:"))),
@@ -115,8 +120,9 @@ def warn_if_learnt_from(model_dir: str | Path, data_path: str, examples: Sequenc
     """Warn when `data_path` (its `examples`) is data `model_dir` learnt from (`learnt_from`); returns its role."""
     role = learnt_from(model_dir, data_path, examples)
     if role is not None and distributed.is_main():
-        logger.warning(f"warning: {data_path} is the data {model_dir} was trained on (its {role!r} input): "
-                       "its scores there read higher than on held-out data")
+        learnt = f"the data {model_dir} was trained on (its {role!r} input)" if role != SHOTS_ROLE else \
+            f"where the few-shot examples of {model_dir}'s prompt come from ({option('--shots-from', 'shots_from')})"
+        logger.warning(f"warning: {data_path} is {learnt}: its scores there read higher than on held-out data")
     return role
 
 

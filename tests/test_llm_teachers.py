@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import os
 import shutil
 import socket
@@ -144,6 +145,31 @@ def test_options_a_language_model_teacher_would_ignore_are_refused(tiny_causal_l
     assert unused in refused(["evaluate", tiny_causal_lm, data, "--shots-from", data], capsys)
     assert unused in refused(["predict", tiny_causal_lm, UNLABELED, *labels, "--shots-from", data], capsys)
     assert not any(tmp_path.iterdir())
+
+
+def test_use_export_beside_a_language_model_is_refused_in_the_kinds_words(tiny_causal_lm, tmp_path, capsys):
+    """It said the export was not one of the language model and told the user to export it, which export
+    refuses."""
+    line = refused(["pseudo-label", "--teacher", tiny_causal_lm, "--labels", "negative,positive", "--input",
+                    UNLABELED, "--output", tmp_path / "pl.jsonl", "--use-export", tmp_path], capsys)
+    assert line == f"error: {tiny_causal_lm}: pseudo-label --use-export does not take a causal language model; it " \
+        "is asked a prompt for every text, not a model distill saves: distil it with kd first, then use that student"
+    assert not (tmp_path / "pl.jsonl").exists()
+
+
+def test_scoring_a_language_model_on_its_prompts_examples_is_warned_of(tiny_causal_lm, tmp_path, caplog):
+    """Its examples are in every prompt: scored there, it reads better than it is, as a model on its train data."""
+    from distill.evaluation import evaluate_model
+    from distill.models.prompt import prompt_settings
+    data, copy = SAMPLES / "sentiment_dev.csv", tmp_path / "dev-copy.csv"
+    shutil.copy(data, copy)
+    for shots_from, warned in ((copy, True), (SAMPLES / "sentiment_train.csv", False)):
+        caplog.clear()
+        with prompt_settings(shots=1, shots_from=str(shots_from), labels_from=str(data)), \
+                caplog.at_level(logging.WARNING, logger="distill"):
+            result = evaluate_model(tiny_causal_lm, str(data), progress=False, device="cpu")
+        assert (result.get("learnt_from") == "shots") == warned
+        assert ("where the few-shot examples of" in caplog.text) == warned, caplog.text
 
 
 def test_a_language_model_without_its_tokenizer_is_one_line(tiny_causal_lm, tmp_path, capsys):

@@ -324,7 +324,8 @@ def test_use_export_refuses_an_export_of_another_teacher(exports, tmp_path, caps
                                            f"{teacher} (the model card it recorded differs); give that teacher, or "
                                            f"export {teacher}"), err
     status, err = run_main(capsys, *args, "--teacher", exports["classification"]["int8"], "--use-export", tagger)
-    assert status == 2 and "is an ONNX export; --use-export chooses between a PyTorch teacher and its export" in err
+    assert status == 2 and "pseudo-label --use-export does not take an ONNX export; it chooses between a " \
+        "PyTorch teacher and its export: give the PyTorch teacher it came from" in err
     status, err = run_main(capsys, *args, "--teacher", teacher, "--use-export", teacher)
     assert status == 2 and len(err.strip().splitlines()) == 1 and "is not an ONNX export; --use-export takes" in err
     assert not (tmp_path / "p.jsonl").exists()

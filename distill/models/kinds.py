@@ -27,7 +27,7 @@ from distill.errors import DistillError, option
 
 # What consults the table: the commands, an export by its format, and an export's check data (`command_name`).
 COMMANDS = ("kd", "pseudo-label", "evaluate", "predict", "compare", "search", "export onnx", "export safetensors",
-            "export transformers", "export check-data", "embeddings-from-teacher")
+            "export transformers", "export check-data", "embeddings-from-teacher", "use-export")
 EXPORTS = ("export onnx", "export safetensors", "export transformers")
 
 
@@ -38,6 +38,8 @@ def command_name(command: str) -> str:
         return option("export --check-data", "export_model(check_data=...)")
     if command == "embeddings-from-teacher":
         return option("student --embeddings-from-teacher", "train_student(teacher_embeddings=...)")
+    if command == "use-export":
+        return option("pseudo-label --use-export", "pseudo_label(use_export=...)")
     if command in EXPORTS:
         form = command.split()[1]
         return option(f"export --format {form}", f"export_model(format={form!r})")
@@ -66,6 +68,11 @@ def _export_source(card: dict) -> str:
     return f"export the PyTorch model directory it came from ({card.get('export', {}).get('source')})"
 
 
+def _give_its_source(card: dict) -> str:
+    return (f"it chooses between a PyTorch teacher and its export: give the PyTorch teacher it came from "
+            f"({card.get('export', {}).get('source')}) as {option('--teacher', 'teacher_dir')}")
+
+
 def _use_a_head(card: dict) -> str:
     return (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} instead, "
             f"or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
@@ -87,16 +94,16 @@ def _distil_it_first(card: dict) -> str:
 
 
 _EVERYWHERE = frozenset(COMMANDS)
-_PROMPTED_NOT = ("search", *EXPORTS, "export check-data")  # what a prompted teacher cannot be given to
+# what a prompted teacher cannot be given to ("use-export": beside an ONNX export of it)
+_PROMPTED_NOT = ("search", *EXPORTS, "export check-data", "use-export")
+_MULTITASK_NOT = ("compare", "search", "export onnx", "export safetensors", "export check-data", "use-export")
 
 KINDS: tuple[TeacherKind, ...] = (
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
-                _EVERYWHERE - set(EXPORTS), {command: _export_source for command in EXPORTS}),
+                _EVERYWHERE - {*EXPORTS, "use-export"},
+                {**{command: _export_source for command in EXPORTS}, "use-export": _give_its_source}),
     TeacherKind("multitask", "a multi-task teacher", lambda card: card.get("kind") == "multitask-teacher",
-                _EVERYWHERE - {"compare", "search", "export onnx", "export safetensors", "export check-data"},
-                {command: _use_a_head for command in ("compare", "search", "export onnx", "export safetensors",
-                                                       "export check-data")},
-                _heads),
+                _EVERYWHERE - set(_MULTITASK_NOT), {command: _use_a_head for command in _MULTITASK_NOT}, _heads),
     TeacherKind("causal-lm", "a causal language model", lambda card: card.get("model") == "causal-lm",
                 _EVERYWHERE - set(_PROMPTED_NOT), {command: _distil_it_first for command in _PROMPTED_NOT},
                 prompted=True),
