@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from distill.data import DataOptions, read_split
@@ -12,6 +13,7 @@ from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
 from distill.models import load_model
 from distill.models.kinds import require_kind
+from distill.models.prompt import is_served
 from distill.provenance import warn_if_learnt_from
 
 NAME_WIDTH = 34  # the model column, unless wider names are needed to tell the models apart
@@ -27,7 +29,8 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     Every model is loaded and checked against the data (its task, its labels) before any is scored or
     timed, so a mismatch in the last one is reported at once, naming that model. The speeds are timed in
     `rounds` alternating rounds (`alternating_speeds`), so a burst of load on a shared machine slows one
-    round of every model, not every round of one."""
+    round of every model, not every round of one; a served model (``openai:MODEL``), whose every text is a
+    request, is timed by its scoring pass alone."""
     require_whole("rounds", rounds)
     if not str(data_path).startswith(HUB_PREFIX):  # the data's own fault, said of the data, not of a model
         require_file(data_path)
@@ -49,12 +52,14 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         available = len(examples)
         if limit:
             examples, gold = examples[:limit], gold[:limit]
-        metrics = evaluate(model, examples, gold, 64)
+        served = is_served(directory)  # every text a request: its scoring pass is its one timing round
+        started = time.perf_counter()
+        metrics = evaluate(model, examples, gold, batch_size if served else 64)
         rows.append({"model": directory, "kind": type(model).__name__, "task": model.task,
                      "score": headline(model.task, metrics), "parameters": model.parameter_count(),
                      "bytes": weight_bytes(model), "examples": len(examples), "of": available,
                      "batch_size": batch_size})
-        timed.append((model, examples))
+        timed.append((model, examples, len(examples) / (time.perf_counter() - started) if served else None))
     for row, measured in zip(rows, alternating_speeds(timed, batch_size, rounds)):
         row.update(examples_per_second=max(measured), rounds_examples_per_second=measured)
     base = rows[0]["examples_per_second"]
@@ -64,13 +69,16 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
 
 
 def alternating_speeds(timed: list[tuple], batch_size: int, rounds: int) -> list[list[float]]:
-    """Examples per second of each (model, examples) pair in every round; a round times every model once, in
-    order. The best round of a model is its speed with the least interference from other jobs: timed one
-    model after another, a model timed during a burst of load looked many times slower than its peers."""
-    speeds: list[list[float]] = [[] for _ in timed]
+    """Examples per second of each (model, examples, speed) triple in every round; a round times every model
+    once, in order. The best round of a model is its speed with the least interference from other jobs: timed
+    one model after another, a model timed during a burst of load looked many times slower than its peers.
+    A triple whose speed is already measured (a served model's scoring pass, each text a paid request) is
+    not timed again."""
+    speeds: list[list[float]] = [[] if speed is None else [speed] for _, _, speed in timed]
     for _ in range(rounds):
-        for measured, (model, examples) in zip(speeds, timed):
-            measured.append(throughput(model, examples, batch_size))
+        for measured, (model, examples, speed) in zip(speeds, timed):
+            if speed is None:
+                measured.append(throughput(model, examples, batch_size))
     return speeds
 
 

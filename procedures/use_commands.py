@@ -61,7 +61,8 @@ def predict(model_dir, input_file, batch_size, with_logits, head, device):
 @click.option("--batch-size", default=32, show_default=True, type=POSITIVE_INT, help="Batch size for throughput.")
 @click.option("--limit", type=POSITIVE_INT, help="Use only the first N examples.")
 @click.option("--rounds", default=3, show_default=True, type=POSITIVE_INT,
-              help="Timing rounds, the models timed one after another in each; the best round is shown.")
+              help="Timing rounds, the models timed one after another in each; the best round is shown (a served "
+                   "model is timed by its one scoring pass).")
 @column_options
 @llm_teacher_options("model_dirs", labels_from="data_file")
 def compare(model_dirs, data_file, batch_size, limit, rounds, data):

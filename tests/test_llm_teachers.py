@@ -454,6 +454,22 @@ def test_a_servers_impossible_answers_stop_the_run_in_one_line(api, answer, said
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_compare_asks_a_served_model_each_text_once(tmp_path, capsys):
+    """Each timing round sent every text again (141 requests for 20 texts): its scoring pass is now its timing."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: decision_answer(0.3, 0.7)),
+                                                   "seen": [0]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cli("compare", "systemone:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1", "--labels",
+            "negative,positive", "--data", SAMPLES / "sentiment_dev.csv", "--limit", "6", "--rounds", "3")
+    finally:
+        server.shutdown()
+    assert "score on the first 6 of" in capsys.readouterr().out
+    assert handler.seen[0] <= 6 + 1  # each text once, and the content-free calibration text
+
+
 def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_path, capsys):
     """They were refused after the teacher had scored dev and train (every text a request), and named a served
     model 'a transformers classifier'."""
