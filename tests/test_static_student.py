@@ -164,3 +164,25 @@ def test_an_onnx_export_teaching_gives_its_source_models_word_vectors(tiny_class
     from_export = new_student(config, LABELS, TEXTS, 0, load_model(tmp_path / "onnx"))
     from_source = new_student(config, LABELS, TEXTS, 0, load_teacher(tiny_classifier_teacher))
     assert torch.allclose(from_export.embedding.weight, from_source.embedding.weight, atol=1e-6)
+
+
+def test_the_lookup_table_follows_weights_replaced_in_place_of_their_memory():
+    """`half()` then `float()`, `vector_to_parameters` and `param.data = tensor` give a parameter new memory without
+    a new version: the table built before must not answer for the new weights."""
+    from distill.inference import predict_logits
+    model = tiny_static()
+    texts = TEXTS + ["unheardof"]
+
+    def gap() -> float:
+        with torch.no_grad():
+            forward = model(**model.prepare(texts)[0])
+        return float((predict_logits(model, texts, 8).logits - forward).abs().max())
+
+    assert gap() <= 1e-5  # the table is built
+    model.half().float()  # rounds every weight to float16
+    assert gap() <= 1e-5
+    torch.nn.utils.vector_to_parameters(torch.nn.utils.parameters_to_vector(model.parameters()) * -2,
+                                        model.parameters())
+    assert gap() <= 1e-5
+    model.head[-1].bias.data = model.head[-1].bias.detach() + 3.0
+    assert gap() <= 1e-5

@@ -119,10 +119,11 @@ class StaticClassifier(StudentModel):
     def lookup_table(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
         """The word table times the head's first Linear layer, its bias, and the last layer after the ReLU (None
         without a hidden layer: the table then holds each word's logits), as float32 numpy arrays. Built once
-        per state of the weights: a training step or a load changes a parameter's version, which rebuilds it."""
+        per state of the weights: a training step or a load changes a parameter's version; `half()` then `float()`,
+        `vector_to_parameters` or any `param.data = tensor` its memory (the version stays); either rebuilds it."""
         linears = [layer for layer in self.head if isinstance(layer, nn.Linear)]
         params = (self.embedding.weight, *chain.from_iterable((layer.weight, layer.bias) for layer in linears))
-        versions = tuple(p._version for p in params)  # (`parameters()` would cost more than the lookup itself)
+        versions = tuple((p._version, p.data_ptr()) for p in params)  # (`parameters()` would cost more than a lookup)
         cached = self.__dict__.get("_lookup")
         if cached is None or cached[1] != versions or any(a is not b for a, b in zip(cached[0], params)):
             array = lambda tensor: tensor.detach().numpy().copy()  # noqa: E731 (never the parameter's memory)
