@@ -10,6 +10,7 @@ import torch
 
 from distill import precision
 from distill.embedding_init import SIF_A, encoder_word_vectors, frequency_weights, static_word_vectors
+from distill.errors import DistillError
 from distill.labels import LabelHierarchy
 from distill.models import load_model, load_teacher
 from distill.models.registry import student_config, students
@@ -186,3 +187,21 @@ def test_the_lookup_table_follows_weights_replaced_in_place_of_their_memory():
     assert gap() <= 1e-5
     model.head[-1].bias.data = model.head[-1].bias.detach() + 3.0
     assert gap() <= 1e-5
+
+
+@pytest.mark.parametrize("args", [["student", "--weighting", "zipf"],
+                                  ["kd", "--random-embeddings", "--word-vectors", "input", "--weighting", "none"]])
+def test_word_vector_settings_without_a_teacher_to_read_are_refused(args, tiny_classifier_teacher, tmp_path, capsys):
+    """A table started at random reads no teacher: --weighting and --word-vectors would be dropped in silence."""
+    from tests.conftest import run_main
+    command, *options = args
+    teacher = ["--teacher", tiny_classifier_teacher] if command == "kd" else []
+    status, err = run_main(capsys, command, *teacher, "--model", "static", *options, "--embedding-dim", "8",
+                           "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                           "--epochs", "1", "--output", tmp_path / "static", "--quiet")
+    named = [option for option in options if option in ("--weighting", "--word-vectors")]
+    assert status == 2 and err.startswith(f"error: {', '.join(named)} say") and "starts without a teacher" in err
+    assert not (tmp_path / "static").exists()
+    with pytest.raises(DistillError, match=r"weighting='zipf' says how a static student"):
+        new_student(student_config("static", weighting="zipf"), LABELS, TEXTS, 0)
+    assert new_student(student_config("static"), LABELS, TEXTS, 0).config.weighting == "sif"  # the default: unread

@@ -50,6 +50,7 @@ class StaticClassifier(StudentModel):
 
     config_class = StaticClassifierConfig
     runs_teacher_encoder = True  # an ONNX export teaching: its source model's layers, which the graph does not give
+    teacher_settings = ("word_vectors", "weighting")
 
     def __init__(self, config, hierarchy, words, chars=None):
         super().__init__(config, hierarchy, words, None)
