@@ -134,6 +134,26 @@ def trained_model2vec(python: str, args) -> dict:
     return record
 
 
+def static_student(student: Path, train: Path, out: Path, inputs: list[Path]):
+    """`student` loaded, refused unless a static student whose labels are `train`'s (TF-IDF is trained there, the
+    student is compared with it); and `out` checked to hold, and lie in, no input and no model."""
+    from distill.data import read_classification
+    from distill.errors import DataError, DistillError
+    from distill.models import load_model
+    from distill.models.static import StaticClassifier
+    from distill.outputs import check_directory_output
+    model = load_model(str(student))
+    if not isinstance(model, StaticClassifier):
+        raise DistillError(f"{student}: is not a static student: give a model that kd --model static (or student "
+                           "--model static) wrote")
+    labels = sorted(set(read_classification(str(train))["label"]))
+    if labels != sorted(model.hierarchy.labels):
+        raise DataError(str(train), f"labels {labels} are not the student's, {model.hierarchy.labels}: give the "
+                                    "training data of the student's task")
+    check_directory_output(out, [student, *inputs])
+    return model
+
+
 def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, model2vec_python: str | None,
                  threads: int = 1, rounds: int = 3, seed: int = 42) -> dict:
     """The static student, model2vec and TF-IDF on `test`; throughput of the first two in alternating rounds."""
@@ -141,12 +161,11 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
 
     from benchmark import tfidf_baseline
     from distill.inference import evaluate, throughput
-    from distill.models import load_model
     from distill.data import read_classification
     from distill.io import write_json
     torch.set_num_threads(threads)
     args = argparse.Namespace(train=str(train), dev=str(dev), test=str(test), out=str(out), threads=threads, seed=seed)
-    model = load_model(student)
+    model = static_student(student, train, out, [train, dev, test])
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
     out.mkdir(parents=True, exist_ok=True)  # once the inputs are read: a wrong one leaves no folder behind
     ours = {f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
@@ -186,12 +205,11 @@ def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path
     from distill.data import read_classification
     from distill.inference import evaluate
     from distill.io import write_json
-    from distill.models import load_model
     torch.set_num_threads(threads)
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
     runs: dict[str, list[dict]] = {"static": [], "model2vec": []}
     for student, seed in zip(students, seeds):
-        model = load_model(str(student))
+        model = static_student(student, train, out, [*students, train, dev, test])
         runs["static"].append({"seed": seed, "model": str(student), **{
             f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
             for name, split in data.items()}})

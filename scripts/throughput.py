@@ -127,10 +127,12 @@ def measure(args: argparse.Namespace) -> dict:
     """Every model's accuracy on `--data`, then `--rounds` rounds of every model at each batch size."""
     import torch
 
+    from distill.data import read_classification
     from distill.inference import evaluate
     from distill.models import load_model
     torch.set_num_threads(args.threads)
-    texts, labels = read_csv(args.data)
+    data = read_classification(args.data)  # checked as every command checks data; model2vec's side reads it after
+    texts, labels = list(data["text"]), list(data["label"])
     models = {directory: load_model(directory) for directory in args.models}
     accuracy = {name: evaluate(model, texts, labels)["accuracy"] for name, model in models.items()}
     predictors: dict[str, Callable[[int], float]] = {
@@ -213,7 +215,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("give model directories, --model2vec-python, or both")
     os.environ.update(thread_env(args.threads))  # before numpy's pool starts (distill imports it)
     sys.path.insert(0, str(ROOT))
-    from distill.io import write_json
+    from distill.io import check_target, write_json
+    from distill.outputs import check_file_output
+    if args.out:  # before minutes of timing: never an input (the --data it reads), nor a model's file
+        check_target(args.out)
+        check_file_output(args.out, [args.data, args.train, args.dev, *args.models])
     record = measure(args)
     if args.out:
         write_json(args.out, record)
