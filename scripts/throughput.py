@@ -128,12 +128,17 @@ def measure(args: argparse.Namespace) -> dict:
     import torch
 
     from distill.data import read_classification
+    from distill.errors import DistillError
     from distill.inference import evaluate
     from distill.models import load_model
     torch.set_num_threads(args.threads)
     data = read_classification(args.data)  # checked as every command checks data; model2vec's side reads it after
     texts, labels = list(data["text"]), list(data["label"])
     models = {directory: load_model(directory) for directory in args.models}
+    for directory, model in models.items():
+        if model.task != "classification":  # its reader would say the CSV's texts are no token lists
+            raise DistillError(f"{directory}: is a {model.task} model; throughput.py times classifiers on the texts "
+                               "of --data")
     accuracy = {name: evaluate(model, texts, labels)["accuracy"] for name, model in models.items()}
     predictors: dict[str, Callable[[int], float]] = {
         name: (lambda batch_size, model=model: examples_per_second(

@@ -612,10 +612,11 @@ def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp
     assert not (tmp_path / "out").exists()
 
 
-def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_the_student(tmp_path):
+def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_the_student(tmp_path, monkeypatch):
     """A model other than a static student, a --train of other labels (TF-IDF's, beside the student's) or an --out
     in the student: one line before anything is measured or written (each was measured and written, the student's
-    folder holding the record and model2vec's models)."""
+    folder holding the record and model2vec's models); throughput.py given a tagger says so (its reader spoke of
+    token lists)."""
     import bench_static
     from distill.data import read_classification
     from distill.labels import LabelHierarchy
@@ -626,7 +627,15 @@ def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_th
     for kind in ("static", "lstm"):
         build_student(student_config(kind, embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
                       list(data["text"])).save_pretrained(tmp_path / kind)
+    build_student(student_config("lstm-tagger", embedding_dim=8), LabelHierarchy(["O", "B-PER", "I-PER"]),
+                  [["Karl", "Weber"]]).save_pretrained(tmp_path / "tagger")
     before = snapshot(tmp_path)
+    import throughput
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with pytest.raises(DistillError, match="tagger: is a tagging model; throughput.py times classifiers"):
+        throughput.main([str(tmp_path / "static"), str(tmp_path / "tagger"), "--data",
+                         str(SAMPLES / "sentiment_test.csv"), "--out", str(tmp_path / "speed.json")])
     splits = {name: str(SAMPLES / f"sentiment_{name}.csv") for name in ("train", "dev", "test")}
     for student, changed, message in (
             ("lstm", {}, "lstm: is not a static student"),
