@@ -367,7 +367,7 @@ def refuse_teacher_settings(config: StudentConfig, cls: type) -> None:
     unread = [name for name in getattr(cls, "teacher_settings", ()) if getattr(config, name) != defaults[name]]
     if unread:
         names = ", ".join(option("--" + name.replace("_", "-"), f"{name}={getattr(config, name)!r}") for name in unread)
-        start = option("kd without --random-embeddings, or student --embeddings-from-teacher DIR",
+        start = option("kd --teacher DIR without --random-embeddings, or student --embeddings-from-teacher DIR",
                        "Distiller with a teacher, or train_student's teacher_embeddings")
         many = len(unread) > 1
         raise DistillError(f"{names} {'say' if many else 'says'} how a {config.model} student reads its teacher's "
