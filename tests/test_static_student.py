@@ -205,3 +205,20 @@ def test_word_vector_settings_without_a_teacher_to_read_are_refused(args, tiny_c
     with pytest.raises(DistillError, match=r"weighting='zipf' says how a static student"):
         new_student(student_config("static", weighting="zipf"), LABELS, TEXTS, 0)
     assert new_student(student_config("static"), LABELS, TEXTS, 0).config.weighting == "sif"  # the default: unread
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.ao.quantization's, pointing to torchao
+def test_a_head_of_other_layers_runs_forward():
+    """`quantize_dynamic` (a usual way to shrink a model for the CPU) swaps the head's Linear layers for quantized
+    ones, which the lookup table cannot read: predict runs forward instead of failing (an IndexError) or
+    answering with the float weights."""
+    from distill.inference import predict_logits
+    quantize = getattr(torch.ao.quantization, "quantize_dynamic", None)
+    if quantize is None:
+        pytest.skip("this torch has no torch.ao.quantization.quantize_dynamic")
+    model = quantize(tiny_static(), {torch.nn.Linear}, dtype=torch.qint8)
+    assert not model.lookup_serves()
+    with torch.no_grad():
+        forward = model(**model.prepare(TEXTS)[0])
+    assert torch.allclose(predict_logits(model, TEXTS, 64).logits, forward, atol=1e-6)  # (activations quantized per batch)
+    assert model.predict(TEXTS) == [model.hierarchy.labels[i] for i in model.decode(forward, None)]

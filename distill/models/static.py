@@ -75,11 +75,13 @@ class StaticClassifier(StudentModel):
 
     def lookup_serves(self) -> bool:
         """Whether the lookup table's logits (`lookup_logits`) equal `forward`'s: in eval mode, on the CPU, in
-        float32 and without reduced precision."""
+        float32 and without reduced precision, the head still the layers it was built of (`quantize_dynamic` or an
+        adapter swaps a Linear layer for one the table cannot read)."""
         from distill import precision
         weight = self.embedding.weight
         return not self.training and weight.device.type == "cpu" and weight.dtype == torch.float32 \
-            and precision.reduced(weight.device) is None
+            and precision.reduced(weight.device) is None \
+            and all(type(layer) in (nn.Dropout, nn.Linear, nn.ReLU) for layer in self.head)
 
     def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
         """Inference logits from the lookup table where it serves (`lookup_serves`), else `forward`'s own."""
