@@ -220,5 +220,5 @@ def test_a_head_of_other_layers_runs_forward():
     assert not model.lookup_serves()
     with torch.no_grad():
         forward = model(**model.prepare(TEXTS)[0])
-    assert torch.allclose(predict_logits(model, TEXTS, 64).logits, forward, atol=1e-6)  # (activations quantized per batch)
+    assert torch.allclose(predict_logits(model, TEXTS, 64).logits, forward, atol=1e-6)  # one batch: quantized alike
     assert model.predict(TEXTS) == [model.hierarchy.labels[i] for i in model.decode(forward, None)]
