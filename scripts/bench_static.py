@@ -286,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
     paths = [Path(p) for p in (args.train, args.dev, args.test, args.out)]
+    for student in args.student:  # every seed's, before the first one's record and model2vec's models are written
+        static_student(Path(student), paths[0], paths[3], [*map(Path, args.student), *paths[:3]])
     record = static_peers(Path(args.student[0]), *paths, args.model2vec_python, args.threads, args.rounds,
                           args.seeds[0])
     if len(args.seeds) > 1:

@@ -645,10 +645,12 @@ def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_th
             ("lstm", {}, "lstm: is not a static student"),
             ("static", {"train": str(SAMPLES / "topics_train.csv")}, "topics_train.csv: labels ['Arts/Film'"),
             ("static", {"out": str(tmp_path / "static" / "peers")}, "lies inside"),
-            ("static", {"out": str(tmp_path / "static")}, "is an input of this command")):
+            ("static", {"out": str(tmp_path / "static")}, "is an input of this command"),
+            ("static lstm", {"seeds": "42,43"}, "lstm: is not a static student")):  # the second seed's, first
         options = {**splits, "out": str(tmp_path / "out"), **changed}
         with pytest.raises(DistillError, match=re.escape(message)):
-            bench_static.main([str(tmp_path / student), *(f"--{k}={v}" for k, v in options.items()), "--rounds", "1"])
+            bench_static.main([*(str(tmp_path / s) for s in student.split()),
+                               *(f"--{k}={v}" for k, v in options.items()), "--rounds", "1"])
         assert snapshot(tmp_path) == before
 
 
