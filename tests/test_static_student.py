@@ -169,7 +169,8 @@ def test_an_onnx_export_teaching_gives_its_source_models_word_vectors(tiny_class
 
 def test_the_lookup_table_follows_weights_replaced_in_place_of_their_memory():
     """`half()` then `float()`, `vector_to_parameters` and `param.data = tensor` give a parameter new memory without
-    a new version: the table built before must not answer for the new weights."""
+    a new version, and a fused optimizer's step writes without one: the table built before must not answer for the
+    new weights."""
     from distill.inference import predict_logits
     model = tiny_static()
     texts = TEXTS + ["unheardof"]
@@ -186,6 +187,12 @@ def test_the_lookup_table_follows_weights_replaced_in_place_of_their_memory():
                                         model.parameters())
     assert gap() <= 1e-5
     model.head[-1].bias.data = model.head[-1].bias.detach() + 3.0
+    assert gap() <= 1e-5
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5, fused=True)  # its step bumps no version either
+    model.train()
+    model(**model.prepare(texts)[0]).sum().backward()
+    optimizer.step()
+    model.eval()
     assert gap() <= 1e-5
 
 

@@ -83,6 +83,13 @@ class StaticClassifier(StudentModel):
             and precision.reduced(weight.device) is None \
             and all(type(layer) in (nn.Dropout, nn.Linear, nn.ReLU) for layer in self.head)
 
+    def train(self, mode: bool = True) -> "StaticClassifier":
+        """`nn.Module.train`; entering training mode drops the lookup table (`lookup_table`), so a step that torch
+        keeps no count of (a fused optimizer's, ``AdamW(fused=True)``) is seen when inference reads it again."""
+        if mode:
+            self.__dict__.pop("_lookup", None)
+        return super().train(mode)
+
     def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
         """Inference logits from the lookup table where it serves (`lookup_serves`), else `forward`'s own."""
         if not self.lookup_serves():
