@@ -121,6 +121,13 @@ def mention_tags(kind: str, length: int, first: str, scheme: str) -> list[str]:
     return [f"{first}-{kind}"] + [f"I-{kind}"] * (length - 1)
 
 
+def mask_token(teacher: Any) -> str:
+    """The word the `mask` augmenter writes for `teacher` to read: its tokenizer's mask token (else its unknown
+    token); `<unk>` for a teacher without a sub-word tokenizer (a word student) and for a word-level run."""
+    tokenizer = teacher.sub_word_tokenizer() if teacher is not None else None
+    return getattr(tokenizer, "mask_token", None) or getattr(tokenizer, "unk_token", None) or UNK
+
+
 @dataclass
 class Resources:
     """What augmenters draw from, built once from the labelled training data: its examples, a tagger's tag
@@ -139,8 +146,7 @@ class Resources:
         """From the training inputs (texts, or token lists with their tag lists as `labels`)."""
         task = "classification" if inputs and isinstance(inputs[0], str) else "tagging"
         tags = labels if task == "tagging" and labels is not None else [None] * len(inputs)
-        tokenizer = teacher.sub_word_tokenizer() if teacher is not None else None  # a word-level run has none
-        mask = getattr(tokenizer, "mask_token", None) or getattr(tokenizer, "unk_token", None) or UNK
+        mask = mask_token(teacher)
         if task == "tagging" and scheme is None:
             from distill.labels import detect_tag_scheme
             scheme = detect_tag_scheme(t for t in tags if t is not None)
@@ -267,8 +273,19 @@ def synthetic_examples(train: Any, dev: Any, n: int, methods: Sequence[str], see
                        scheme: str | None) -> SpilledExamples:
     """kd's synthetic transfer set: `augmented` over the training `Examples`, none equal to a training or dev
     example (the dev set taught as transfer text would pick the epoch that fits it best), written to disk as
-    they are made (`distill.spill`): memory holds none of them, whatever `n`."""
-    resources = Resources.build(train.inputs, train.labels, teacher, scheme)
+    they are made (`distill.spill`): memory holds none of them, whatever `n`. `teacher` may be an ensemble's
+    list of teachers: the first one's resources make the examples, which every teacher then scores, so `mask`
+    needs one mask token that all of them read as theirs."""
+    teachers = list(teacher) if isinstance(teacher, (list, tuple)) else [teacher]
+    tokens = list(dict.fromkeys(mask_token(each) for each in teachers))
+    if "mask" in methods and len(tokens) > 1:
+        others = [name for name in methods if name != "mask"]
+        instead = option(f"--augment-methods {','.join(others)}", f"augment_methods={others}") if others else \
+            "other methods than mask"
+        raise DistillError(f"the mask augmenter writes one mask token, and the teachers' tokenizers have different "
+                           f"ones ({', '.join(tokens)}): each teacher would read another's as plain text; use "
+                           f"{instead}, or teachers of one tokenizer family")
+    resources = Resources.build(train.inputs, train.labels, teachers[0], scheme)
     avoid = {_key(value) for value in [*train.inputs, *dev.inputs]}
     made = SpilledExamples(augmented(train.inputs, train.labels, n, methods, seed, resources, avoid))
     if not made:

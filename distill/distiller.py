@@ -429,7 +429,7 @@ class Distiller:
                                    "unlabeled text")
             unlabeled = random.Random(settings.seed).sample(unlabeled, min(keep, len(unlabeled)))
         # the vocabulary covers the whole transfer set: words seen only in unlabeled text are not <unk>
-        synthetic = synthetic_examples(train, dev, self.distill.augment, self.augment_methods, settings.seed, teacher,
+        synthetic = synthetic_examples(train, dev, self.distill.augment, self.augment_methods, settings.seed, teachers,
                                        hierarchy.scheme) if self.distill.augment else []
         examples = list(train.inputs) + unlabeled
         if synthetic:  # kept on disk, as their logits will be: memory stays flat as --augment grows

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -360,6 +360,21 @@ def train_multitask_teacher(tasks: list[TaskData], config: TeacherConfig = Teach
                                "sampling": asdict(sampling)}, callbacks)
 
 
+def refuse_teacher_settings(config: StudentConfig, cls: type) -> None:
+    """A student started without a teacher reads none of the settings that say how a teacher's weights are read
+    (`teacher_settings`, the static student's word vectors): one set away from its default is refused, not dropped."""
+    defaults = {spec.name: spec.default for spec in fields(config)}
+    unread = [name for name in getattr(cls, "teacher_settings", ()) if getattr(config, name) != defaults[name]]
+    if unread:
+        names = ", ".join(option("--" + name.replace("_", "-"), f"{name}={getattr(config, name)!r}") for name in unread)
+        start = option("kd --teacher DIR without --random-embeddings, or student --embeddings-from-teacher DIR",
+                       "Distiller with a teacher, or train_student's teacher_embeddings")
+        many = len(unread) > 1
+        raise DistillError(f"{names} {'say' if many else 'says'} how a {config.model} student reads its teacher's "
+                           f"word vectors, and this one starts without a teacher: drop {'them' if many else 'it'}, "
+                           f"or start it from a teacher ({start})")
+
+
 def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHierarchy, examples: list,
                 seed: int, teacher: LabelModel | None = None) -> LabelModel:
     """A student ready to train: `student` itself if built already, else built from its config (or
@@ -384,6 +399,7 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if teacher is None:
+            refuse_teacher_settings(config, entry.cls)
             return entry.cls.build(config, hierarchy, examples)
         if not callable(getattr(entry.cls, "build_from_teacher", None)):
             raise DistillError(f"student {config.model!r} lacks build_from_teacher(config, hierarchy, examples, "

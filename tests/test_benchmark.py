@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import json
 import os
+import re
 import shlex
 import signal
 import shutil
@@ -21,6 +22,7 @@ from tests.conftest import ROOT, SAMPLES, interrupt_evaluation
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import benchmark  # noqa: E402
+from distill.errors import DistillError  # noqa: E402
 from distill.io import read_json  # noqa: E402
 
 SAMPLE_DATA = {"rotten_tomatoes/train.csv": "sentiment_train.csv", "rotten_tomatoes/dev.csv": "sentiment_dev.csv",
@@ -574,6 +576,13 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
 @pytest.mark.parametrize("script, argv, message", [
     ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv"], "missing: model directory not found"),
     ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--rounds", "0"], "--rounds must be at least 1"),
+    ("throughput.py", ["{tmp}/missing", "--data", "{samples}/ner_dev.conll"], "is CoNLL (tagging data)"),  # no KeyError
+    ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--model2vec-python", "{tmp}/python",
+                       "--peers", "{tmp}/out"], "python: no such executable"),  # before PEERS is made
+    ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out",
+                         "--model2vec-python", "{tmp}/python"], "python: no such executable"),
+    ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv", "--out", "{samples}/sentiment_test.csv"],
+     "is an input of this command"),  # before any timing: the data was overwritten with the record
     ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out"],
      "not a model directory"),
     ("benchmark.py", ["--tasks", "rt,conll,bbc", "--data", "{tmp}", "--out", "{tmp}/out"],
@@ -605,6 +614,44 @@ def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp
     assert done.returncode == 2, done.stderr
     assert message in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr  # (after argparse's usage)
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_the_student(tmp_path, monkeypatch):
+    """A model other than a static student, a --train of other labels (TF-IDF's, beside the student's) or an --out
+    in the student: one line before anything is measured or written (each was measured and written, the student's
+    folder holding the record and model2vec's models); throughput.py given a tagger says so (its reader spoke of
+    token lists)."""
+    import bench_static
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    from tests.conftest import snapshot
+    data = read_classification(str(SAMPLES / "sentiment_train.csv"))
+    for kind in ("static", "lstm"):
+        build_student(student_config(kind, embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
+                      list(data["text"])).save_pretrained(tmp_path / kind)
+    build_student(student_config("lstm-tagger", embedding_dim=8), LabelHierarchy(["O", "B-PER", "I-PER"]),
+                  [["Karl", "Weber"]]).save_pretrained(tmp_path / "tagger")
+    before = snapshot(tmp_path)
+    import throughput
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with pytest.raises(DistillError, match="tagger: is a tagging model; throughput.py times classifiers"):
+        throughput.main([str(tmp_path / "static"), str(tmp_path / "tagger"), "--data",
+                         str(SAMPLES / "sentiment_test.csv"), "--out", str(tmp_path / "speed.json")])
+    splits = {name: str(SAMPLES / f"sentiment_{name}.csv") for name in ("train", "dev", "test")}
+    for student, changed, message in (
+            ("lstm", {}, "lstm: is not a static student"),
+            ("static", {"train": str(SAMPLES / "topics_train.csv")}, "topics_train.csv: labels ['Arts/Film'"),
+            ("static", {"out": str(tmp_path / "static" / "peers")}, "lies inside"),
+            ("static", {"out": str(tmp_path / "static")}, "is an input of this command"),
+            ("static lstm", {"seeds": "42,43"}, "lstm: is not a static student")):  # the second seed's, first
+        options = {**splits, "out": str(tmp_path / "out"), **changed}
+        with pytest.raises(DistillError, match=re.escape(message)):
+            bench_static.main([*(str(tmp_path / s) for s in student.split()),
+                               *(f"--{k}={v}" for k, v in options.items()), "--rounds", "1"])
+        assert snapshot(tmp_path) == before
 
 
 def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(capsys):

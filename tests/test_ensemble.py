@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -248,3 +249,19 @@ def test_pseudo_label_ensemble_resume_signature_names_every_teacher(tiny_classif
                      use_export=str(tmp_path))
     with pytest.raises(DistillError, match="teacher_weights weight the teachers of an ensemble"):
         pseudo_label(tiny_classifier_teacher, str(TRAIN), str(tmp_path / "x.jsonl"), teacher_weights=[1.0])
+
+
+def test_mask_augmentation_needs_one_mask_token_across_the_ensemble(tiny_classifier_teacher, tmp_path):
+    """The synthetic examples are made once, with the first teacher's mask token, and every teacher scores them: a
+    teacher whose tokenizer masks otherwise (a word student reads `[MASK]` as three words) is refused with `mask`,
+    and taught the examples of the other methods."""
+    config = config_for("lstm", embedding_dim=4, hidden_dim=4)
+    word_teacher = build_student(config, LabelHierarchy(["negative", "positive"]), ["a fine film"])
+
+    def fit(**settings):
+        return Distiller([tiny_classifier_teacher, word_teacher], config, settings=TrainSettings(epochs=1),
+                         env=QUIET, cache_dir=tmp_path / "cache", augment=1, **settings).fit(str(TRAIN), str(DEV))
+    refusal = "([MASK], <unk>): each teacher would read another's as plain text; use augment_methods=['replace', "
+    with pytest.raises(DistillError, match=re.escape(refusal)):
+        fit()
+    assert fit(augment_methods=["replace", "ngram"]).summary["synthetic_examples"] > 0

@@ -10,6 +10,7 @@ import torch
 
 from distill import precision
 from distill.embedding_init import SIF_A, encoder_word_vectors, frequency_weights, static_word_vectors
+from distill.errors import DistillError
 from distill.labels import LabelHierarchy
 from distill.models import load_model, load_teacher
 from distill.models.registry import student_config, students
@@ -164,3 +165,67 @@ def test_an_onnx_export_teaching_gives_its_source_models_word_vectors(tiny_class
     from_export = new_student(config, LABELS, TEXTS, 0, load_model(tmp_path / "onnx"))
     from_source = new_student(config, LABELS, TEXTS, 0, load_teacher(tiny_classifier_teacher))
     assert torch.allclose(from_export.embedding.weight, from_source.embedding.weight, atol=1e-6)
+
+
+def test_the_lookup_table_follows_weights_replaced_in_place_of_their_memory():
+    """`half()` then `float()`, `vector_to_parameters` and `param.data = tensor` give a parameter new memory without
+    a new version, and a fused optimizer's step writes without one: the table built before must not answer for the
+    new weights."""
+    from distill.inference import predict_logits
+    model = tiny_static()
+    texts = TEXTS + ["unheardof"]
+
+    def gap() -> float:
+        with torch.no_grad():
+            forward = model(**model.prepare(texts)[0])
+        return float((predict_logits(model, texts, 8).logits - forward).abs().max())
+
+    assert gap() <= 1e-5  # the table is built
+    model.half().float()  # rounds every weight to float16
+    assert gap() <= 1e-5
+    torch.nn.utils.vector_to_parameters(torch.nn.utils.parameters_to_vector(model.parameters()) * -2,
+                                        model.parameters())
+    assert gap() <= 1e-5
+    model.head[-1].bias.data = model.head[-1].bias.detach() + 3.0
+    assert gap() <= 1e-5
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5, fused=True)  # its step bumps no version either
+    model.train()
+    model(**model.prepare(texts)[0]).sum().backward()
+    optimizer.step()
+    model.eval()
+    assert gap() <= 1e-5
+
+
+@pytest.mark.parametrize("args", [["student", "--weighting", "zipf"],
+                                  ["kd", "--random-embeddings", "--word-vectors", "input", "--weighting", "none"]])
+def test_word_vector_settings_without_a_teacher_to_read_are_refused(args, tiny_classifier_teacher, tmp_path, capsys):
+    """A table started at random reads no teacher: --weighting and --word-vectors would be dropped in silence."""
+    from tests.conftest import run_main
+    command, *options = args
+    teacher = ["--teacher", tiny_classifier_teacher] if command == "kd" else []
+    status, err = run_main(capsys, command, *teacher, "--model", "static", *options, "--embedding-dim", "8",
+                           "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                           "--epochs", "1", "--output", tmp_path / "static", "--quiet")
+    named = [option for option in options if option in ("--weighting", "--word-vectors")]
+    assert status == 2 and err.startswith(f"error: {', '.join(named)} say") and "starts without a teacher" in err
+    assert not (tmp_path / "static").exists()
+    with pytest.raises(DistillError, match=r"weighting='zipf' says how a static student"):
+        new_student(student_config("static", weighting="zipf"), LABELS, TEXTS, 0)
+    assert new_student(student_config("static"), LABELS, TEXTS, 0).config.weighting == "sif"  # the default: unread
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.ao.quantization's, pointing to torchao
+def test_a_head_of_other_layers_runs_forward():
+    """`quantize_dynamic` (a usual way to shrink a model for the CPU) swaps the head's Linear layers for quantized
+    ones, which the lookup table cannot read: predict runs forward instead of failing (an IndexError) or
+    answering with the float weights."""
+    from distill.inference import predict_logits
+    quantize = getattr(torch.ao.quantization, "quantize_dynamic", None)
+    if quantize is None:
+        pytest.skip("this torch has no torch.ao.quantization.quantize_dynamic")
+    model = quantize(tiny_static(), {torch.nn.Linear}, dtype=torch.qint8)
+    assert not model.lookup_serves()
+    with torch.no_grad():
+        forward = model(**model.prepare(TEXTS)[0])
+    assert torch.allclose(predict_logits(model, TEXTS, 64).logits, forward, atol=1e-6)  # one batch: quantized alike
+    assert model.predict(TEXTS) == [model.hierarchy.labels[i] for i in model.decode(forward, None)]

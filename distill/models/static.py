@@ -50,6 +50,7 @@ class StaticClassifier(StudentModel):
 
     config_class = StaticClassifierConfig
     runs_teacher_encoder = True  # an ONNX export teaching: its source model's layers, which the graph does not give
+    teacher_settings = ("word_vectors", "weighting")
 
     def __init__(self, config, hierarchy, words, chars=None):
         super().__init__(config, hierarchy, words, None)
@@ -74,11 +75,20 @@ class StaticClassifier(StudentModel):
 
     def lookup_serves(self) -> bool:
         """Whether the lookup table's logits (`lookup_logits`) equal `forward`'s: in eval mode, on the CPU, in
-        float32 and without reduced precision."""
+        float32 and without reduced precision, the head still the layers it was built of (`quantize_dynamic` or an
+        adapter swaps a Linear layer for one the table cannot read)."""
         from distill import precision
         weight = self.embedding.weight
         return not self.training and weight.device.type == "cpu" and weight.dtype == torch.float32 \
-            and precision.reduced(weight.device) is None
+            and precision.reduced(weight.device) is None \
+            and all(type(layer) in (nn.Dropout, nn.Linear, nn.ReLU) for layer in self.head)
+
+    def train(self, mode: bool = True) -> "StaticClassifier":
+        """`nn.Module.train`; entering training mode drops the lookup table (`lookup_table`), so a step that torch
+        keeps no count of (a fused optimizer's, ``AdamW(fused=True)``) is seen when inference reads it again."""
+        if mode:
+            self.__dict__.pop("_lookup", None)
+        return super().train(mode)
 
     def batch_logits(self, examples: Sequence) -> tuple[torch.Tensor, None]:
         """Inference logits from the lookup table where it serves (`lookup_serves`), else `forward`'s own."""
@@ -119,10 +129,11 @@ class StaticClassifier(StudentModel):
     def lookup_table(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
         """The word table times the head's first Linear layer, its bias, and the last layer after the ReLU (None
         without a hidden layer: the table then holds each word's logits), as float32 numpy arrays. Built once
-        per state of the weights: a training step or a load changes a parameter's version, which rebuilds it."""
+        per state of the weights: a training step or a load changes a parameter's version; `half()` then `float()`,
+        `vector_to_parameters` or any `param.data = tensor` its memory (the version stays); either rebuilds it."""
         linears = [layer for layer in self.head if isinstance(layer, nn.Linear)]
         params = (self.embedding.weight, *chain.from_iterable((layer.weight, layer.bias) for layer in linears))
-        versions = tuple(p._version for p in params)  # (`parameters()` would cost more than the lookup itself)
+        versions = tuple((p._version, p.data_ptr()) for p in params)  # (`parameters()` would cost more than a lookup)
         cached = self.__dict__.get("_lookup")
         if cached is None or cached[1] != versions or any(a is not b for a, b in zip(cached[0], params)):
             array = lambda tensor: tensor.detach().numpy().copy()  # noqa: E731 (never the parameter's memory)

@@ -83,6 +83,8 @@ class StudentModel(StudentFiles, LabelModel):
     default_patience = 4
     task = "classification"
     uses_chars = False  # taggers read characters too: `build` then makes a character vocabulary
+    # config fields that say how a teacher's weights are read: refused without a teacher (`trainers.new_student`)
+    teacher_settings: tuple[str, ...] = ()
     required_files = (WEIGHTS, CONFIG, VOCAB)
 
     def __init__(self, config: WordStudentConfig, hierarchy: LabelHierarchy, words: Vocabulary,
