@@ -197,8 +197,8 @@ def require_package(module: str, package: str, reporter: str, api: str) -> None:
 class TensorBoardCallback(Callback):
     """Writes every step's loss terms and learning rates, and every epoch's dev metrics, as TensorBoard
     scalars into `log_dir` (``tensorboard --logdir LOG_DIR`` shows them). The writer opens when the run
-    begins and is flushed after each epoch, so an interrupted run keeps what it logged until its last
-    finished epoch; a resumed run adds its events beside them."""
+    begins and is flushed after each epoch, so an interrupted run keeps what it logged; a resumed run adds
+    its events beside them, and hides the interrupted epoch's steps, which it logs again."""
 
     def __init__(self, log_dir: str | Path):
         require_package("tensorboard", "tensorboard", "tensorboard", "TensorBoardCallback")
@@ -208,8 +208,14 @@ class TensorBoardCallback(Callback):
         return [self.log_dir]
 
     def on_train_begin(self, run: dict) -> None:
+        """A resumed run purges the events its interrupted run logged after its last finished epoch (it logs those
+        steps again); a new run is refused a folder holding another run's events, whose lines it would draw over."""
         from torch.utils.tensorboard import SummaryWriter
-        self.writer = SummaryWriter(str(self.log_dir))
+        if run["step"] == 0 and any(self.log_dir.glob("events.out.tfevents.*")):
+            raise DistillError(f"{self.log_dir}: holds another run's TensorBoard events (this run's steps would be "
+                               "drawn over its lines): choose an empty folder for "
+                               f"{option('--logging-dir', 'TensorBoardCallback(log_dir)')}, or remove them")
+        self.writer = SummaryWriter(str(self.log_dir), purge_step=run["step"] + 1 if run["step"] else None)
         self.writer.add_text("settings", f"```\n{json.dumps(run['settings'], indent=1, default=str)}\n```",
                              run["step"])
 
