@@ -378,3 +378,24 @@ def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher
     summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
     assert summary["cached_examples"] == 0
     assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
+
+
+@pytest.mark.parametrize("student, teacher, targets, message", [
+    ((4, 2), (4, 3), [0, 1, 0, 1], "the teacher scores 3 labels, the student 2: build the student with the teacher's"),
+    ((4, 2), (4, 5, 2), [0, 1, 0, 1], "the loss takes (batch, labels) logits, or (batch, words, labels)"),
+    ((4, 5, 2), (4, 2), [[0] * 5] * 4, "a teacher of another task, or logits of other examples"),
+    ((4, 2), (8, 2), [0, 1, 0, 1], "got the student's logits (4, 2), the teacher's (8, 2), the targets (4,)"),
+    ((4, 1), (4, 3), [0, 1, 0, 1], "the teacher scores 3 labels, the student 1"),
+    ((4, 2), (4, 2), [0, 1, 2, 1], "the targets hold label index 2, but the teacher scores 2 labels"),
+    ((4, 2), (4, 2), [[1.0, 0.0], [0.0, 1.0]] * 2, "the targets are label indices (integers; -100 for none)"),
+], ids=["labels", "tagging-teacher", "classifier-teacher", "batch", "binary-student", "target-range", "one-hot"])
+def test_the_loss_called_by_hand_names_what_does_not_fit(student, teacher, targets, message):
+    """A loop of one's own (transformers' Trainer, docs/trainer.md) passes the loss logits and targets by hand:
+    a teacher of another task or label set, another batch, or one-hot targets is one DistillError, not torch's
+    shape error."""
+    targets = torch.tensor(targets)
+    with pytest.raises(DistillError) as refused:
+        TeacherStudentDistill(temperature=2.0)(torch.randn(*student), torch.randn(*teacher), targets)
+    assert message in str(refused.value)
+    binary = TeacherStudentDistill(temperature=2.0)(torch.randn(4, 1), torch.randn(4, 2), torch.tensor([0, 1, 0, -100]))
+    assert torch.isfinite(binary)  # a one-logit student against a two-label teacher fits
