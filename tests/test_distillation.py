@@ -1,6 +1,7 @@
 """Distillation: the composed loss, teacher/student alignment, the logit cache, pseudo-labelling."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -399,3 +400,24 @@ def test_the_loss_called_by_hand_names_what_does_not_fit(student, teacher, targe
     assert message in str(refused.value)
     binary = TeacherStudentDistill(temperature=2.0)(torch.randn(4, 1), torch.randn(4, 2), torch.tensor([0, 1, 0, -100]))
     assert torch.isfinite(binary)  # a one-logit student against a two-label teacher fits
+
+
+def test_cached_teacher_logits_read_and_look_up_what_a_trainer_passes(tiny_classifier_teacher, tiny_tagging_teacher):
+    """docs/trainer.md's way in: `teacher_logits` reads its examples as `predict_logits` does (one string is no
+    list of its characters, none at all is refused), and `batch` refuses positions the logits do not hold
+    (a negative one gave another example's logits)."""
+    from distill import teacher_logits
+    teacher = load_model(tiny_classifier_teacher)
+    with pytest.raises(DistillError, match="give a list of examples, not one string"):
+        teacher_logits(teacher, "a wonderful film", None)
+    with pytest.raises(DistillError, match="no examples to score"):
+        teacher_logits(teacher, [], None)
+    cached, _ = teacher_logits(teacher, ["a wonderful film", "dull"], None)
+    assert cached.batch([1, 0])[0].shape == (2, 2) and cached.batch([])[0].shape == (0, 2)
+    for wrong, message in [([2], "the logits are of 2 examples, and position 2 is none of them"),
+                           ([-1], "position -1 is none of them"), ([0.5], "a list of whole numbers")]:
+        with pytest.raises(DistillError, match=re.escape(message)):
+            cached.batch(wrong)
+    tagged, _ = teacher_logits(load_model(tiny_tagging_teacher), [["a", "film"], ["dull"]], None)
+    with pytest.raises(DistillError, match="position 2 is none of them"):
+        tagged.batch([0, 2])
