@@ -41,10 +41,45 @@ def _locked(output: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def storage_file(url: str) -> Path | None:
+    """The file of an SQLite storage `url` (None: a database server's), or one line saying why `url` is none:
+    a file's path given for its URL, or an in-memory SQLite database, which keeps the study only while this
+    process runs (no other process joins it, and running the command again starts over)."""
+    optuna_module()
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
+        raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
+                           "server's URL (postgresql://HOST/DB)") from None
+    if not parsed.get_backend_name() == "sqlite":
+        return None
+    if parsed.host:
+        raise DistillError(f"{url}: an SQLite URL names no host; its file follows three slashes, sqlite:///PATH "
+                           "(four for an absolute path, sqlite:////PATH)")
+    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+        raise DistillError(f"{shown_url(url)}: an in-memory SQLite database keeps the study only in this process: "
+                           "give a file, sqlite:///PATH (or no --storage: OUTPUT/study.db)")
+    return Path(parsed.database)
+
+
+def shown_url(url: str) -> str:
+    """`url` with its password masked, as messages show it (a log or a terminal is no place for it)."""
+    from sqlalchemy.engine import make_url
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL at all: nothing in it is a password
+        return url
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+
+
 def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
     from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
+    storage_file(url)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the retry callback is "experimental"
         try:
@@ -52,8 +87,8 @@ def _storage(url: str):
                               heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS,
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
         except (ImportError, ValueError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
-            raise DistillError(f"{url}: cannot open the study's storage ({' '.join(str(err).split())[:160]})") \
-                from None
+            gist = " ".join(str(err).replace(url, shown_url(url)).split()).split(" (Background on this error")[0]
+            raise DistillError(f"{shown_url(url)}: cannot open the study's storage ({gist[:160]})") from None
 
 
 def _retry(study, trial) -> None:
@@ -105,7 +140,7 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         differs = next(key for key in identity if recorded.get(key) != identity[key])
         said = {"inputs": "other data or another teacher", "space": "another space",
                 "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads"}
-        raise DistillError(f"{url}: study {study_name!r} searched with {said.get(differs, differs)}; "
+        raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
     _claim_trials(study, study_name, job.output)
@@ -395,11 +430,12 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         unlabeled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
     if storage is not None:
-        if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
+        database = storage_file(storage)
+        if database is not None:  # the study's file is written where the output rule allows
             from distill.outputs import check_written_folder
             inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
                       if isinstance(item, (str, os.PathLike))]
-            check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
+            check_written_folder(database, inputs, output)
         _storage(storage)  # a database it cannot open: said before the output folder is made
     if as_fast_as is not None:
         load_model(str(as_fast_as))  # whole (its files match its card), before the folder is made
