@@ -15,12 +15,29 @@ from typing import Any, Sequence
 import torch
 import torch.distributed as dist
 
+from distill.errors import DistillError
 from distill.losses import LossSum
 
 
+# What torchrun (or `accelerate launch`) sets besides WORLD_SIZE, and the env:// rendezvous needs.
+LAUNCH_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
 def launched() -> bool:
-    """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE). A WORLD_SIZE that is
+    no number, or above 1 without the rest of a launcher's environment (set by hand, or left from a job script),
+    is one line here, before any process group is joined, not the rendezvous' traceback."""
+    size = os.environ.get("WORLD_SIZE", "1")
+    if not size.strip().isdigit() or int(size) < 1:
+        raise DistillError(f"WORLD_SIZE={size!r} is no number of processes: start the run with torchrun, which sets "
+                           "it, or unset it for one process")
+    missing = [name for name in LAUNCH_VARIABLES if not os.environ.get(name)]
+    if int(size) > 1 and missing:
+        raise DistillError(f"WORLD_SIZE={size} makes this process one of {size}, but {', '.join(missing)} "
+                           f"{'is' if len(missing) == 1 else 'are'} not set: start it with torchrun "
+                           f"(torchrun --nproc-per-node {size} -m procedures.cli ...), or unset WORLD_SIZE "
+                           "for one process")
+    return int(size) > 1
 
 
 def active() -> bool:
