@@ -258,6 +258,10 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
     "an SQLite path that is no database": (lambda tmp, mp: written(tmp / "x.db", "not a database",
                                                                    f"sqlite:///{tmp / 'x.db'}"), "MLFLOW_TRACKING_URI"),
     "a server that does not answer": (lambda tmp, mp: f"http://127.0.0.1:{free_port()}", "MLFLOW_TRACKING_URI"),
+    # MLflow retried opening it for two minutes, printing a warning each time, before the line
+    "an SQLite file it cannot open": (lambda tmp, mp: "sqlite:////proc/distill-mlflow.db", "MLFLOW_TRACKING_URI"),
+    # the run was tracked in memory, and nothing of it was kept
+    "an in-memory SQLite database": (lambda tmp, mp: "sqlite:///:memory:", "MLFLOW_TRACKING_URI"),
     "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
 }
 
@@ -400,3 +404,12 @@ def test_a_new_run_is_refused_a_logging_dir_holding_another_runs_events(tmp_path
     code, err = run_cli(capsys, *first, "--output", tmp_path / "b")
     assert code == 2 and "holds another run's TensorBoard events" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists() and snapshot(tmp_path / "logs") == events
+
+
+def test_a_tracking_uris_password_is_not_shown(tmp_path, capsys, monkeypatch):
+    """user:password@ in MLFLOW_TRACKING_URI is MLflow's to send: the line that the server does not answer showed
+    it, and the check of the server took it for part of the host name."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://me:s3cret@127.0.0.1:{free_port()}")
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and "tracking server http://me:***@127.0.0.1:" in err and "s3cret" not in err, err
+    assert "Connection refused" in err, err  # the address asked, not a host named "me:s3cret@127.0.0.1"

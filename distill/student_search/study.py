@@ -19,7 +19,8 @@ import torch
 from distill.cache import CACHE_DIR_OPTION
 from distill.data import DataOptions
 from distill.errors import DistillError, option
-from distill.io import check_folder, make_folder
+from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make_folder, shown_url,
+                       sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
@@ -43,36 +44,20 @@ def _locked(output: Path) -> Iterator[None]:
 
 def storage_file(url: str) -> Path | None:
     """The file of an SQLite storage `url` (None: a database server's), or one line saying why `url` is none:
-    a file's path given for its URL, or an in-memory SQLite database, which keeps the study only while this
-    process runs (no other process joins it, and running the command again starts over)."""
+    a file's path given for its URL, sqlite://FILE (a host), or an in-memory SQLite database, which keeps the
+    study only while this process runs (no other process joins it, and running the command again starts over)."""
     optuna_module()
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
     try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
+        return sqlite_database(url)
+    except ValueError as err:
+        if str(err) == IN_MEMORY_SQLITE:
+            raise DistillError(f"{shown_url(url)}: {IN_MEMORY_SQLITE} keeps the study only in this process: give a "
+                               "file, sqlite:///PATH (or no --storage: OUTPUT/study.db)") from None
+        if str(err) != NOT_A_DATABASE_URL:
+            raise DistillError(f"{url}: {err}") from None
         example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
         raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
                            "server's URL (postgresql://HOST/DB)") from None
-    if not parsed.get_backend_name() == "sqlite":
-        return None
-    if parsed.host:
-        raise DistillError(f"{url}: an SQLite URL names no host; its file follows three slashes, sqlite:///PATH "
-                           "(four for an absolute path, sqlite:////PATH)")
-    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
-        raise DistillError(f"{shown_url(url)}: an in-memory SQLite database keeps the study only in this process: "
-                           "give a file, sqlite:///PATH (or no --storage: OUTPUT/study.db)")
-    return Path(parsed.database)
-
-
-def shown_url(url: str) -> str:
-    """`url` with its password masked, as messages show it (a log or a terminal is no place for it)."""
-    from sqlalchemy.engine import make_url
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - not a URL at all: nothing in it is a password
-        return url
-    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
 
 
 def _storage(url: str):
