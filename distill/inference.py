@@ -24,6 +24,21 @@ from distill.metrics import task_metrics
 from distill.progress import progress_bar
 
 
+def example_positions(indices: Sequence[int], count: int, where: str) -> torch.Tensor:
+    """`indices` as positions in a list of `count` examples (`where` says which list), or one `DistillError`: a
+    loop of one's own (transformers' `Trainer`, docs/trainer.md) passes them by hand, and one past the end is
+    torch's IndexError, a negative one another example, silently."""
+    positions = torch.as_tensor(list(indices)) if len(indices) else torch.zeros(0, dtype=torch.long)
+    if positions.is_floating_point() or positions.dtype == torch.bool or positions.dim() != 1:
+        raise DistillError(f"examples are looked up by their positions (a list of whole numbers), got "
+                           f"{list(indices)!r:.80}")
+    if len(positions) and (positions.min() < 0 or positions.max() >= count):
+        wrong = int(positions.min() if positions.min() < 0 else positions.max())
+        raise DistillError(f"position {wrong} is none of the {count:,} examples {where}: give positions from 0 "
+                           "in that list")
+    return positions
+
+
 @dataclass
 class ExampleLogits:
     """Logits for a list of examples, in input order.
@@ -50,15 +65,7 @@ class ExampleLogits:
         """Padded (batch, words, labels) logits and (batch, words) scored mask for `indices`, positions in the
         examples the logits were computed for (a loop of one's own, e.g. transformers' `Trainer`, passes them
         by hand: one past the end, or a negative one, which would give another example's logits, is refused)."""
-        positions = torch.as_tensor(list(indices)) if len(indices) else torch.zeros(0, dtype=torch.long)
-        whole = not positions.is_floating_point() and positions.dtype != torch.bool and positions.dim() == 1
-        if not whole:
-            raise DistillError(f"logits are looked up by example positions (a list of whole numbers), got "
-                               f"{list(indices)!r:.80}")
-        if len(positions) and (positions.min() < 0 or positions.max() >= len(self)):
-            wrong = int(positions.min() if positions.min() < 0 else positions.max())
-            raise DistillError(f"the logits are of {len(self):,} examples, and position {wrong} is none of them: "
-                               "look up the positions of the examples they were computed for (from 0)")
+        positions = example_positions(indices, len(self), "the logits were computed for")
         if self.offsets is None:
             return self.logits[positions], None
         return padded_words([self.example(int(i)) for i in positions])

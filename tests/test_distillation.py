@@ -414,10 +414,26 @@ def test_cached_teacher_logits_read_and_look_up_what_a_trainer_passes(tiny_class
         teacher_logits(teacher, [], None)
     cached, _ = teacher_logits(teacher, ["a wonderful film", "dull"], None)
     assert cached.batch([1, 0])[0].shape == (2, 2) and cached.batch([])[0].shape == (0, 2)
-    for wrong, message in [([2], "the logits are of 2 examples, and position 2 is none of them"),
-                           ([-1], "position -1 is none of them"), ([0.5], "a list of whole numbers")]:
+    for wrong, message in [([2], "position 2 is none of the 2 examples the logits were computed for"),
+                           ([-1], "position -1 is none of the 2 examples"), ([0.5], "a list of whole numbers")]:
         with pytest.raises(DistillError, match=re.escape(message)):
             cached.batch(wrong)
     tagged, _ = teacher_logits(load_model(tiny_tagging_teacher), [["a", "film"], ["dull"]], None)
-    with pytest.raises(DistillError, match="position 2 is none of them"):
+    with pytest.raises(DistillError, match="position 2 is none of the 2 examples"):
         tagged.batch([0, 2])
+
+
+def test_make_batch_as_a_trainers_collator_names_what_does_not_fit(tiny_classifier_teacher):
+    """docs/trainer.md makes `make_batch` the Trainer's data collator: labels=None (distillation alone) was a
+    TypeError, fewer labels than examples or a position past the end an IndexError, and a negative position
+    gave the last example silently."""
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=6),
+                            load_model(tiny_classifier_teacher).hierarchy, ["a good film", "dull"])
+    texts = ["a good film", "dull"]
+    batch = make_batch(student, texts, None, [1, 0])
+    assert batch["targets"].tolist() == [IGNORE_INDEX] * 2 and not batch["labelled"].any()
+    with pytest.raises(DistillError, match="make_batch: 2 examples and 1 labels: give one label"):
+        make_batch(student, texts, ["positive"], [0])
+    for wrong in ([2], [0, -1]):
+        with pytest.raises(DistillError, match=f"position {wrong[-1]} is none of the 2 examples given to make_batch"):
+            make_batch(student, texts, ["positive", "negative"], wrong)
