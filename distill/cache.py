@@ -29,7 +29,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from distill import distributed, precision
-from distill.inference import ExampleLogits, predict_logits, predict_logits_across_ranks
+from distill.inference import ExampleLogits, examples_to_score, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError, option
 from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
                         save_checked_tensors, what_is)
@@ -181,6 +181,7 @@ def teacher_logits(teacher, examples: Sequence, store: LogitStore | None, batch_
     (`distill.truncation`): none when the store holds them all; given a `tally`, it adds their counts to it
     instead, for a caller that scores a transfer set in parts to warn once.
     """
+    examples = examples_to_score(teacher, examples)  # a string, a table, none at all: as predict_logits reads them
     keys = [example_key(example) for example in examples]
     shared = across_ranks and distributed.world_size() > 1
     found = store.lookup(set(keys)) if store is not None and (not shared or distributed.is_main()) else {}

@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from distill import distributed
 from distill.errors import DistillError, option
+from distill.io import IN_MEMORY_SQLITE, shown_url, sqlite_database
 from distill.outputs import TRACKING_FOLDER
 from distill.registry import Registry
 
@@ -197,8 +198,8 @@ def require_package(module: str, package: str, reporter: str, api: str) -> None:
 class TensorBoardCallback(Callback):
     """Writes every step's loss terms and learning rates, and every epoch's dev metrics, as TensorBoard
     scalars into `log_dir` (``tensorboard --logdir LOG_DIR`` shows them). The writer opens when the run
-    begins and is flushed after each epoch, so an interrupted run keeps what it logged until its last
-    finished epoch; a resumed run adds its events beside them."""
+    begins and is flushed after each epoch, so an interrupted run keeps what it logged; a resumed run adds
+    its events beside them, and hides the interrupted epoch's steps, which it logs again."""
 
     def __init__(self, log_dir: str | Path):
         require_package("tensorboard", "tensorboard", "tensorboard", "TensorBoardCallback")
@@ -208,8 +209,14 @@ class TensorBoardCallback(Callback):
         return [self.log_dir]
 
     def on_train_begin(self, run: dict) -> None:
+        """A resumed run purges the events its interrupted run logged after its last finished epoch (it logs those
+        steps again); a new run is refused a folder holding another run's events, whose lines it would draw over."""
         from torch.utils.tensorboard import SummaryWriter
-        self.writer = SummaryWriter(str(self.log_dir))
+        if run["step"] == 0 and any(self.log_dir.glob("events.out.tfevents.*")):
+            raise DistillError(f"{self.log_dir}: holds another run's TensorBoard events (this run's steps would be "
+                               "drawn over its lines): choose an empty folder for "
+                               f"{option('--logging-dir', 'TensorBoardCallback(log_dir)')}, or remove them")
+        self.writer = SummaryWriter(str(self.log_dir), purge_step=run["step"] + 1 if run["step"] else None)
         self.writer.add_text("settings", f"```\n{json.dumps(run['settings'], indent=1, default=str)}\n```",
                              run["step"])
 
@@ -280,25 +287,44 @@ class MLflowCallback(Callback):
         except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy, a database driver, the OS: all the store's
             gist = " ".join(str(err).split()) or type(err).__name__
             gist = gist.split(". ")[0].split(" [SQL: ")[0][:200]
-            uri = self._uri()
+            uri = shown_url(self._uri())
             self.client = None  # a store that failed is not asked again to close the run
             raise DistillError(f"MLflow cannot {doing} in the tracking store {uri} ({gist}): set "
                                f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
                                "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
 
     def _reach(self, uri: str) -> None:
-        """A tracking server that does not answer is refused at once: MLflow's own client retries a
-        refused connection for minutes before it gives up."""
-        if urllib.parse.urlsplit(uri).scheme not in ("http", "https"):
+        """A store that cannot be reached is refused at once: MLflow's own client retries a refused connection,
+        and an SQLite file it cannot open, for minutes before it gives up. An in-memory SQLite store, which
+        keeps nothing once the run ends, is refused too."""
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme.split("+")[0] == "sqlite":
+            self._open_sqlite(uri)
+        if parts.scheme not in ("http", "https"):
             return
+        netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ is MLflow's to send, not part of the address
         try:
-            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).close()
+            urllib.request.urlopen(f"{parts._replace(netloc=netloc).geturl().rstrip('/')}/health", timeout=10).close()
         except urllib.error.HTTPError:
             return  # it answered (perhaps asking for credentials, which MLflow's client sends)
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", None) or err
-            raise DistillError(f"MLflow's tracking server {uri} does not answer ({reason}): start it, or set "
-                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
+            raise DistillError(f"MLflow's tracking server {shown_url(uri)} does not answer ({reason}): start it, or "
+                               f"set {self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
+
+    def _open_sqlite(self, uri: str) -> None:
+        """Open the SQLite file `uri` names once, as MLflow will (its folder made if missing)."""
+        import sqlite3
+        try:
+            database = sqlite_database(uri)
+            database.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(sqlite3.connect(database, timeout=10)) as connection:
+                connection.execute("PRAGMA schema_version")
+        except (ValueError, OSError, sqlite3.Error) as err:
+            reason = "it keeps nothing once the run ends" if str(err) == IN_MEMORY_SQLITE else err
+            raise DistillError(f"MLflow cannot use the tracking store {uri} ({reason}): set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to an SQLite file it can "
+                               "write (sqlite:///mlflow.db) or a tracking server (http://HOST:PORT)") from None
 
     def _experiment_id(self) -> str:
         name = self.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "distill"
@@ -315,8 +341,8 @@ class MLflowCallback(Callback):
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
         with self._store("open the run"):
+            self._reach(self._uri())  # before the client, which opens the store (and retries) as it is made
             self.client = MlflowClient(self.tracking_uri)
-            self._reach(self.client.tracking_uri)
             if self.resumed_run_id is not None and self._continue(self.resumed_run_id):
                 return
             self.run_id = self.client.create_run(self._experiment_id(), run_name=self.run_name).info.run_id

@@ -232,6 +232,7 @@ class TeacherStudentDistill(nn.Module):
         teacher_logits = teacher_logits.to(student_logits.device)
         if teacher_logits.size(-1) == 1:  # a --binary teacher (a chain's student): its logit z as [0, z]
             teacher_logits = losses.two_class_logits(teacher_logits)
+        check_logits(student_logits, teacher_logits, targets)
         if labelled is None:
             labelled = torch.ones(len(targets), dtype=torch.bool, device=targets.device)
         guessing = teacher_logits if target_logits is None else target_logits.to(student_logits.device)
@@ -283,6 +284,29 @@ class TeacherStudentDistill(nn.Module):
         """The loss of one batch: logits (batch[, words], labels), targets (batch[, words]) label
         indices (`distill.losses.IGNORE_INDEX`: none), `mask` (batch, words) for tagging."""
         return losses.combine(self.terms(student_logits, teacher_logits, targets, mask, labelled))
+
+
+def check_logits(student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """The loss's inputs belong together, or one `DistillError` says how they differ: a loop of the caller's own
+    (transformers' `Trainer`) passes them by hand, and torch's own shape errors name no culprit."""
+    shapes = (f"the student's logits {tuple(student_logits.shape)}, the teacher's {tuple(teacher_logits.shape)}, "
+              f"the targets {tuple(targets.shape)}")
+    if targets.is_floating_point() or targets.dtype == torch.bool:
+        raise DistillError(f"the targets are label indices (integers; {losses.IGNORE_INDEX} for none), not "
+                           f"{targets.dtype} values (one-hot or soft labels): give each example's label index")
+    if student_logits.shape[:-1] != targets.shape or teacher_logits.shape[:-1] != targets.shape:
+        raise DistillError(f"the loss takes (batch, labels) logits, or (batch, words, labels) for tagging, of the "
+                           f"same examples as the targets (batch[, words]); got {shapes}: a teacher of another task, "
+                           "or logits of other examples")
+    labels = teacher_logits.size(-1)
+    if student_logits.size(-1) not in (labels, 1) or (student_logits.size(-1) == 1 and labels != 2):
+        raise DistillError(f"the teacher scores {labels} labels, the student {student_logits.size(-1)}: build the "
+                           "student with the teacher's labels (build_student(config, teacher.hierarchy, ...))")
+    given = targets[targets != losses.IGNORE_INDEX]
+    if given.numel() and (given.min() < 0 or given.max() >= labels):
+        raise DistillError(f"the targets hold label index {int(given.max() if given.max() >= labels else given.min())}"
+                           f", but the teacher scores {labels} labels: the targets are indices of the teacher's "
+                           f"labels (from 0; {losses.IGNORE_INDEX} for none)")
 
 
 class DistillObjective(Objective):

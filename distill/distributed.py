@@ -15,12 +15,34 @@ from typing import Any, Sequence
 import torch
 import torch.distributed as dist
 
+from distill.errors import DistillError
 from distill.losses import LossSum
 
 
+# What torchrun (or `accelerate launch`) sets besides WORLD_SIZE, and the env:// rendezvous needs.
+LAUNCH_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
 def launched() -> bool:
-    """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """Whether a launcher started this process as one of several (torchrun sets WORLD_SIZE); a WORLD_SIZE that is
+    no number is one line, not int()'s traceback."""
+    size = os.environ.get("WORLD_SIZE", "1")
+    if not size.strip().isdigit() or int(size) < 1:
+        raise DistillError(f"WORLD_SIZE={size!r} is no number of processes: start the run with torchrun, which sets "
+                           "it, or unset it for one process")
+    return int(size) > 1
+
+
+def check_launch() -> None:
+    """A WORLD_SIZE above 1 without the rest of a launcher's environment (set by hand, or left from a job script):
+    one line before the process group is joined, not the rendezvous' traceback."""
+    missing = [name for name in LAUNCH_VARIABLES if not os.environ.get(name)]
+    if missing:
+        size = os.environ["WORLD_SIZE"]
+        raise DistillError(f"WORLD_SIZE={size} makes this process one of {size}, but {', '.join(missing)} "
+                           f"{'is' if len(missing) == 1 else 'are'} not set: start it with torchrun "
+                           f"(torchrun --nproc-per-node {size} -m procedures.cli ...), or unset WORLD_SIZE "
+                           "for one process")
 
 
 def active() -> bool:
@@ -48,6 +70,7 @@ def init() -> None:
     """Join the launcher's process group; each process on a GPU machine takes the GPU of its local rank."""
     if not launched() or active():
         return
+    check_launch()
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
         backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works

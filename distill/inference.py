@@ -24,6 +24,21 @@ from distill.metrics import task_metrics
 from distill.progress import progress_bar
 
 
+def example_positions(indices: Sequence[int], count: int, where: str) -> torch.Tensor:
+    """`indices` as positions in a list of `count` examples (`where` says which list), or one `DistillError`: a
+    loop of one's own (transformers' `Trainer`, docs/trainer.md) passes them by hand, and one past the end is
+    torch's IndexError, a negative one another example, silently."""
+    positions = torch.as_tensor(list(indices)) if len(indices) else torch.zeros(0, dtype=torch.long)
+    if positions.is_floating_point() or positions.dtype == torch.bool or positions.dim() != 1:
+        raise DistillError(f"examples are looked up by their positions (a list of whole numbers), got "
+                           f"{list(indices)!r:.80}")
+    if len(positions) and (positions.min() < 0 or positions.max() >= count):
+        wrong = int(positions.min() if positions.min() < 0 else positions.max())
+        raise DistillError(f"position {wrong} is none of the {count:,} examples {where}: give positions from 0 "
+                           "in that list")
+    return positions
+
+
 @dataclass
 class ExampleLogits:
     """Logits for a list of examples, in input order.
@@ -47,10 +62,13 @@ class ExampleLogits:
         return self.logits[start:end], self.scored[start:end]
 
     def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Padded (batch, words, labels) logits and (batch, words) scored mask for `indices`."""
+        """Padded (batch, words, labels) logits and (batch, words) scored mask for `indices`, positions in the
+        examples the logits were computed for (a loop of one's own, e.g. transformers' `Trainer`, passes them
+        by hand: one past the end, or a negative one, which would give another example's logits, is refused)."""
+        positions = example_positions(indices, len(self), "the logits were computed for")
         if self.offsets is None:
-            return self.logits[torch.as_tensor(list(indices))], None
-        return padded_words([self.example(i) for i in indices])
+            return self.logits[positions], None
+        return padded_words([self.example(int(i)) for i in positions])
 
     @property
     def digest(self) -> str:
@@ -163,6 +181,15 @@ def readable_examples(model: torch.nn.Module, examples: Sequence, data: DataOpti
     return checked_examples("examples", task, examples)
 
 
+def examples_to_score(model: torch.nn.Module, examples: Sequence) -> list:
+    """`readable_examples`, at least one: every way into a teacher's logits (`predict_logits`, the logit cache's
+    `teacher_logits`) reads what it is given alike."""
+    examples = readable_examples(model, examples)
+    if not examples:
+        raise DistillError("no examples to score")
+    return examples
+
+
 def one_head(model: torch.nn.Module) -> None:
     """Refuse a multi-task teacher where one head's logits or labels are meant, naming the way to a head."""
     if getattr(model, "kind", None) == "multitask-teacher":
@@ -175,9 +202,7 @@ def predict_logits(model: torch.nn.Module, examples: Sequence, batch_size: int =
     """Run `model` over `examples` in this process; results come back in input order."""
     require_whole("batch_size", batch_size)  # before the examples are read and checked
     one_head(model)
-    examples = readable_examples(model, examples)
-    if not examples:
-        raise DistillError("no examples to score")
+    examples = examples_to_score(model, examples)
     if hasattr(model, "announce"):  # a served teacher: its requests said before they are sent
         model.announce(*model.cost(examples))
     return ExampleLogits.from_examples(score_examples(model, examples, batch_size, progress, description))

@@ -218,6 +218,45 @@ def appending(path: str | os.PathLike) -> Iterator[TextIO]:
             yield handle
 
 
+def shown_url(url: str) -> str:
+    """`url` (a database's, a tracking server's) without the password of its user:password@, as a message shows
+    it: a terminal or a log is no place for it."""
+    import urllib.parse
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL: nothing in it is a password
+        return url
+    if password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)).geturl()
+
+
+IN_MEMORY_SQLITE = "an in-memory SQLite database"
+NOT_A_DATABASE_URL = "not a database URL"
+
+
+def sqlite_database(url: str) -> Path | None:
+    """The file an SQLite SQLAlchemy `url` names (an Optuna study's storage, an MLflow tracking store); None for
+    another database. A URL SQLAlchemy cannot parse raises ValueError(`NOT_A_DATABASE_URL`); an SQLite URL
+    naming a host (two slashes too few) or no file (`IN_MEMORY_SQLITE`, which keeps nothing once the process
+    ends) raises ValueError with the reason, for the caller to say which setting to change."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(NOT_A_DATABASE_URL) from None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    if parsed.host:
+        raise ValueError("an SQLite URL names no host; its file follows three slashes, sqlite:///PATH (four for an "
+                         "absolute path, sqlite:////PATH)")
+    if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+        raise ValueError(IN_MEMORY_SQLITE)
+    return Path(parsed.database)
+
+
 def make_folder(path: str | os.PathLike) -> Path:
     """Make the folder `path` (and those above it) under `writing`'s rule for a folder."""
     path = Path(path)

@@ -216,8 +216,13 @@ def load_run_state(run: RunState) -> dict | None:
     saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
     if saved != current:
         changed = changed_settings(saved, current)
+        ran = [f"{name.split('.', 1)[1]} {saved.get('runtime', {}).get(name.split('.', 1)[1])} (now "
+               f"{current['runtime'].get(name.split('.', 1)[1])})" for name in changed if name.startswith("runtime.")]
+        resume_so = (f"; it ran with {', '.join(ran)}: resume it so (as many processes, torchrun "
+                     "--nproc-per-node, and the same --threads and --precision), or start over with") if ran else \
+            "; start over with"
         raise ResumeRefused(f"{run.directory}: cannot resume with different settings or data "
-                           f"({', '.join(changed)}); start over with {named(Output, 'overwrite', 'overwrite=True')}")
+                           f"({', '.join(changed)}){resume_so} {named(Output, 'overwrite', 'overwrite=True')}")
     best = json.loads(state["best"])
     if best is not None:  # the best epoch's model lives only in the folder: a resume that never beats it keeps it
         from distill.models.card import read_model_card, verify_model_files

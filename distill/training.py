@@ -34,7 +34,7 @@ import torch
 
 from distill import distributed, precision
 from distill.errors import DistillError, require_number, require_whole
-from distill.inference import evaluate, example_length
+from distill.inference import evaluate, example_length, example_positions
 from distill.io import appending, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import SELECTABLE
@@ -319,7 +319,16 @@ def dev_score(dev: dict, select: str, tasks: dict[str, FitTask]) -> float:
     return dev["mean"] if select == "mean" else dev[select][tasks[select].select_metric]
 
 
-def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence, indices: list[int]) -> dict:
+def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence | None, indices: list[int]) -> dict:
+    """The batch of `examples` at positions `indices`: the model's inputs and mask, the label indices of `labels`
+    (one per example; None, or a None among them: unlabeled) and which rows are labelled. Public, as a
+    transformers `Trainer`'s data collator (docs/trainer.md): what does not fit is one `DistillError`."""
+    if labels is None:
+        labels = [None] * len(examples)
+    if len(labels) != len(examples):
+        raise DistillError(f"make_batch: {len(examples):,} examples and {len(labels):,} labels: give one label (or "
+                           "None) per example, or labels=None for none")
+    indices = example_positions(indices, len(examples), "given to make_batch").tolist()
     inputs, mask = model.prepare([examples[i] for i in indices])
     width = None if mask is None else mask.size(1)
     targets = label_targets(model, [labels[i] for i in indices], width).to(model.device)

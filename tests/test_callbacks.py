@@ -19,7 +19,7 @@ from distill.distiller import Distiller
 from distill.trainers import Runtime, train_student, train_teacher
 from distill.models.teacher import TeacherConfig, TeacherTraining
 from distill.training import TrainSettings
-from tests.conftest import SAMPLES, cli, config_for, free_port
+from tests.conftest import SAMPLES, cli, config_for, free_port, interrupted_in_epoch_2, snapshot
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 QUIET = Runtime(progress=False)
@@ -258,6 +258,10 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
     "an SQLite path that is no database": (lambda tmp, mp: written(tmp / "x.db", "not a database",
                                                                    f"sqlite:///{tmp / 'x.db'}"), "MLFLOW_TRACKING_URI"),
     "a server that does not answer": (lambda tmp, mp: f"http://127.0.0.1:{free_port()}", "MLFLOW_TRACKING_URI"),
+    # MLflow retried opening it for two minutes, printing a warning each time, before the line
+    "an SQLite file it cannot open": (lambda tmp, mp: "sqlite:////proc/distill-mlflow.db", "MLFLOW_TRACKING_URI"),
+    # the run was tracked in memory, and nothing of it was kept
+    "an in-memory SQLite database": (lambda tmp, mp: "sqlite:///:memory:", "MLFLOW_TRACKING_URI"),
     "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
 }
 
@@ -377,3 +381,35 @@ def mlflow_server(tmp_path):
 def test_a_run_tracked_on_an_mlflow_server_is_killed_by_sigterm_and_resumed_as_the_same_run(mlflow_server, tmp_path,
                                                                                            capsys, monkeypatch):
     stopped_and_resumed(mlflow_server, sigterm, "KILLED", 143, tmp_path, capsys, monkeypatch)
+
+
+def test_a_resumed_run_replaces_the_interrupted_epochs_tensorboard_steps(tmp_path, capsys, monkeypatch):
+    """The steps of the epoch a Ctrl-C cut short are logged again by --resume: TensorBoard shows them once, the
+    resumed run's, not a second line over the same steps."""
+    args = interrupted_in_epoch_2(capsys, monkeypatch, *STUDENT[:-1], "tensorboard", "--epochs", "3",
+                                  "--patience", "3", "--output", tmp_path / "out")
+    assert run_cli(capsys, *args, "--resume")[0] == 0
+    scalars = scalars_of(tmp_path / "out" / "runs")
+    steps = [step for step, _ in scalars["train/nll"]]
+    assert steps == list(range(1, len(steps) + 1))
+    assert [step for step, _ in scalars["epoch/train_loss"]] == [steps[-1] // 3 * k for k in (1, 2, 3)]
+
+
+def test_a_new_run_is_refused_a_logging_dir_holding_another_runs_events(tmp_path, capsys):
+    """A second run given the first one's --logging-dir would draw its steps over the first one's lines in one
+    TensorBoard run: it is refused in one line before it trains, and writes no model."""
+    first = [*STUDENT[:-1], "tensorboard", "--epochs", "1", "--logging-dir", tmp_path / "logs"]
+    assert run_cli(capsys, *first, "--output", tmp_path / "a")[0] == 0
+    events = snapshot(tmp_path / "logs")
+    code, err = run_cli(capsys, *first, "--output", tmp_path / "b")
+    assert code == 2 and "holds another run's TensorBoard events" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists() and snapshot(tmp_path / "logs") == events
+
+
+def test_a_tracking_uris_password_is_not_shown(tmp_path, capsys, monkeypatch):
+    """user:password@ in MLFLOW_TRACKING_URI is MLflow's to send: the line that the server does not answer showed
+    it, and the check of the server took it for part of the host name."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://me:s3cret@127.0.0.1:{free_port()}")
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and "tracking server http://me:***@127.0.0.1:" in err and "s3cret" not in err, err
+    assert "Connection refused" in err, err  # the address asked, not a host named "me:s3cret@127.0.0.1"

@@ -1,6 +1,7 @@
 """Distillation: the composed loss, teacher/student alignment, the logit cache, pseudo-labelling."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -378,3 +379,61 @@ def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher
     summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
     assert summary["cached_examples"] == 0
     assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
+
+
+@pytest.mark.parametrize("student, teacher, targets, message", [
+    ((4, 2), (4, 3), [0, 1, 0, 1], "the teacher scores 3 labels, the student 2: build the student with the teacher's"),
+    ((4, 2), (4, 5, 2), [0, 1, 0, 1], "the loss takes (batch, labels) logits, or (batch, words, labels)"),
+    ((4, 5, 2), (4, 2), [[0] * 5] * 4, "a teacher of another task, or logits of other examples"),
+    ((4, 2), (8, 2), [0, 1, 0, 1], "got the student's logits (4, 2), the teacher's (8, 2), the targets (4,)"),
+    ((4, 1), (4, 3), [0, 1, 0, 1], "the teacher scores 3 labels, the student 1"),
+    ((4, 2), (4, 2), [0, 1, 2, 1], "the targets hold label index 2, but the teacher scores 2 labels"),
+    ((4, 2), (4, 2), [[1.0, 0.0], [0.0, 1.0]] * 2, "the targets are label indices (integers; -100 for none)"),
+], ids=["labels", "tagging-teacher", "classifier-teacher", "batch", "binary-student", "target-range", "one-hot"])
+def test_the_loss_called_by_hand_names_what_does_not_fit(student, teacher, targets, message):
+    """A loop of one's own (transformers' Trainer, docs/trainer.md) passes the loss logits and targets by hand:
+    a teacher of another task or label set, another batch, or one-hot targets is one DistillError, not torch's
+    shape error."""
+    targets = torch.tensor(targets)
+    with pytest.raises(DistillError) as refused:
+        TeacherStudentDistill(temperature=2.0)(torch.randn(*student), torch.randn(*teacher), targets)
+    assert message in str(refused.value)
+    binary = TeacherStudentDistill(temperature=2.0)(torch.randn(4, 1), torch.randn(4, 2), torch.tensor([0, 1, 0, -100]))
+    assert torch.isfinite(binary)  # a one-logit student against a two-label teacher fits
+
+
+def test_cached_teacher_logits_read_and_look_up_what_a_trainer_passes(tiny_classifier_teacher, tiny_tagging_teacher):
+    """docs/trainer.md's way in: `teacher_logits` reads its examples as `predict_logits` does (one string is no
+    list of its characters, none at all is refused), and `batch` refuses positions the logits do not hold
+    (a negative one gave another example's logits)."""
+    from distill import teacher_logits
+    teacher = load_model(tiny_classifier_teacher)
+    with pytest.raises(DistillError, match="give a list of examples, not one string"):
+        teacher_logits(teacher, "a wonderful film", None)
+    with pytest.raises(DistillError, match="no examples to score"):
+        teacher_logits(teacher, [], None)
+    cached, _ = teacher_logits(teacher, ["a wonderful film", "dull"], None)
+    assert cached.batch([1, 0])[0].shape == (2, 2) and cached.batch([])[0].shape == (0, 2)
+    for wrong, message in [([2], "position 2 is none of the 2 examples the logits were computed for"),
+                           ([-1], "position -1 is none of the 2 examples"), ([0.5], "a list of whole numbers")]:
+        with pytest.raises(DistillError, match=re.escape(message)):
+            cached.batch(wrong)
+    tagged, _ = teacher_logits(load_model(tiny_tagging_teacher), [["a", "film"], ["dull"]], None)
+    with pytest.raises(DistillError, match="position 2 is none of the 2 examples"):
+        tagged.batch([0, 2])
+
+
+def test_make_batch_as_a_trainers_collator_names_what_does_not_fit(tiny_classifier_teacher):
+    """docs/trainer.md makes `make_batch` the Trainer's data collator: labels=None (distillation alone) was a
+    TypeError, fewer labels than examples or a position past the end an IndexError, and a negative position
+    gave the last example silently."""
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=6),
+                            load_model(tiny_classifier_teacher).hierarchy, ["a good film", "dull"])
+    texts = ["a good film", "dull"]
+    batch = make_batch(student, texts, None, [1, 0])
+    assert batch["targets"].tolist() == [IGNORE_INDEX] * 2 and not batch["labelled"].any()
+    with pytest.raises(DistillError, match="make_batch: 2 examples and 1 labels: give one label"):
+        make_batch(student, texts, ["positive"], [0])
+    for wrong in ([2], [0, -1]):
+        with pytest.raises(DistillError, match=f"position {wrong[-1]} is none of the 2 examples given to make_batch"):
+            make_batch(student, texts, ["positive", "negative"], wrong)

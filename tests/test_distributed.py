@@ -379,3 +379,38 @@ def kill_node(node: subprocess.Popen) -> None:
 
 def dev_metrics(out) -> list:
     return [json.loads(line)["dev"] for line in open(out / "metrics.jsonl")]
+
+
+@pytest.mark.parametrize("environment, message", [
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 makes this process one of 2, but RANK, MASTER_ADDR, MASTER_PORT are not set: "
+                          "start it with torchrun (torchrun --nproc-per-node 2 -m procedures.cli ...)"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}, "but MASTER_PORT is not set"),
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is no number of processes"),
+], ids=["world-size-alone", "no-port", "not-a-number"])
+def test_a_launch_environment_that_is_not_whole_is_one_line(environment, message, tmp_path):
+    """WORLD_SIZE set by hand (or left by a job script) without torchrun's other variables was the rendezvous'
+    traceback (`environment variable RANK expected, but not set`), and a WORLD_SIZE not a number int()'s. Run as
+    its own process: one that took part in a launch ends by os._exit."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-m", "procedures.cli", "--threads", "1", "student", "--model", "lstm",
+                           "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                           "--epochs", "1", "--quiet", "--output", tmp_path / "out"],
+                          env={**env, "PYTHONPATH": str(ROOT), **environment}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists(), done.stderr
+
+
+def test_a_resume_on_another_number_of_processes_says_how_the_run_ran(tmp_path, capsys, monkeypatch):
+    """The refusal named `runtime.processes` and said to start over with --overwrite, losing the finished epochs;
+    it says how many processes the run had, and to resume with as many."""
+    from tests.conftest import interrupted_in_epoch_2, run_main
+    args = interrupted_in_epoch_2(capsys, monkeypatch, "student", "--model", "lstm", "--embedding-dim", "8",
+                                  "--hidden-dim", "6", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                                  SAMPLES / "sentiment_dev.csv", "--epochs", "3", "--patience", "3", "--quiet",
+                                  "--output", tmp_path / "out")
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)  # as a resume under torchrun --nproc-per-node 2
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "(runtime.processes); it ran with processes 1 (now 2): resume it so (as many processes" in err

@@ -119,6 +119,26 @@ def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, m
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("storage, message", [
+    ("study.db", "'study.db' is not a storage URL: give sqlite:///study.db for an SQLite file"),
+    ("sqlite:/study.db", "is not a storage URL: give sqlite:///PATH for an SQLite file"),
+    ("sqlite://study.db", "sqlite://study.db: an SQLite URL names no host; its file follows three slashes"),
+    ("sqlite:///:memory:", "an in-memory SQLite database keeps the study only in this process"),
+    ("sqlite://", "an in-memory SQLite database keeps the study only in this process"),
+    ("postgresql://me:s3cret@127.0.0.1:1/search", "postgresql://me:***@127.0.0.1:1/search: cannot open the study's "
+                                                  "storage"),
+], ids=["a-path", "two-slashes-less", "a-host", "memory", "memory-empty", "password"])
+def test_a_storage_url_that_cannot_hold_the_study_is_one_line_before_anything_runs(storage, message, capsys,
+                                                                                   tiny_classifier_teacher, tmp_path):
+    """A file's path (Optuna's own error: "Could not parse SQLAlchemy URL"), an in-memory database (the search ran,
+    and its study was gone: no other process joined it, nor did a rerun resume it), and a database's password,
+    which the line showed, on the terminal and in any log of it."""
+    status, err = run_main(capsys, "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
+                           "--output", tmp_path / "s", "--trials", "1", "--storage", storage)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1 and "s3cret" not in err
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(tiny_classifier_teacher,
                                                                              tiny_tagging_teacher, tmp_path):
     """Its study, trials and best model would land among the teacher's (or another model's) files; a bad input

@@ -153,7 +153,7 @@ def test_a_multitask_teacher_exports_a_folder_per_head(tiny_encoder_dir, tmp_pat
     cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "64", "--task-spec", SENTIMENT,
         "--task-spec", NER, "--output", tmp_path / "mt", "--quiet")
     meta = header(tmp_path / "mt")  # the finished run's card: each head's dev scores and the shared encoder
-    assert meta["base_model"] == tiny_encoder_dir and len(meta["model-index"][0]["results"]) > 1, meta
+    assert "base_model" not in meta and len(meta["model-index"][0]["results"]) > 1, meta  # a local encoder: no id
     assert {result["dataset"]["split"] for result in meta["model-index"][0]["results"]} >= \
         {"dev (sentiment)", "dev (ner)", "dev"}, meta
     export_model(str(tmp_path / "mt"), str(tmp_path / "hf"), format="transformers")
@@ -183,7 +183,7 @@ def test_every_kind_of_save_writes_a_card_with_hub_metadata(tiny_classifier_teac
                                                             transformer_students, tmp_path):
     meta = header(tiny_classifier_teacher)
     assert meta["library_name"] == "distill" and meta["pipeline_tag"] == "text-classification"
-    assert "distillation" in meta["tags"] and meta["base_model"] and meta["datasets"] == ["samples"]
+    assert "distillation" in meta["tags"] and "base_model" not in meta and meta["datasets"] == ["samples"]
     assert "accuracy" in meta["metrics"] and meta["model-index"][0]["results"][0]["metrics"][0]["value"] >= 0
     text = (Path(tiny_classifier_teacher) / "README.md").read_text()
     summary = json.loads((Path(tiny_classifier_teacher) / "train_summary.json").read_text())
@@ -193,7 +193,7 @@ def test_every_kind_of_save_writes_a_card_with_hub_metadata(tiny_classifier_teac
     cli("kd", "--teacher", tiny_classifier_teacher, "--model", "cnn", "--train", SAMPLES / "sentiment_train.csv",
         "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "1", "--output", tmp_path / "kd", "--quiet")
     meta = header(tmp_path / "kd")
-    assert meta["base_model"] == tiny_classifier_teacher and "Distilled from the teacher" in \
+    assert "base_model" not in meta and f"Distilled from the teacher `{tiny_classifier_teacher}`" in \
         (tmp_path / "kd" / "README.md").read_text()
     export_model(str(tmp_path / "kd"), str(tmp_path / "onnx"))
     assert header(tmp_path / "onnx")["library_name"] == "distill"
@@ -235,3 +235,18 @@ def test_a_model_without_a_card_readme_still_loads(tmp_path, tiny_classifier_tea
     (old / "distill.json").write_text(json.dumps(card))
     (old / "README.md").unlink()
     assert load_model(old).predict(TEXTS) == load_model(tiny_classifier_teacher).predict(TEXTS)
+
+
+def test_a_cards_base_model_is_a_hub_id_or_none(tiny_classifier_teacher, tmp_path, monkeypatch):
+    """The Hub refuses a README whose base_model is not a model id ("base_model" ... is not valid): a card naming
+    a local folder there (the teacher, its encoder, the exported model: an absolute path) could not be uploaded.
+    Local folders stay in the prose only; a Hub name is kept."""
+    from distill.models.readme import hub_model_id
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "teacher").mkdir(parents=True)
+    assert [hub_model_id(name) for name in ("minilm-l6", "hub:prajjwal1/bert-tiny", "bert-base-uncased",
+                                            str(tmp_path), "runs/teacher", "./teacher", None)] == \
+        ["sentence-transformers/all-MiniLM-L6-v2", "prajjwal1/bert-tiny", "bert-base-uncased", None, None, None, None]
+    export_model(tiny_classifier_teacher, str(tmp_path / "hf"), format="transformers")
+    text = (tmp_path / "hf" / "README.md").read_text()
+    assert "base_model" not in header(tmp_path / "hf") and f"Exported from `{tiny_classifier_teacher}`" in text

@@ -11,6 +11,7 @@ own file by that checksum (a README.md whose sha256 the card does not record is 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from distill.io import STAGING_PREFIX, write_text
@@ -28,6 +29,26 @@ __all__ = ["README", "about_run", "render_readme", "write_readme"]
 
 def _hub_name(name: str | None) -> str | None:
     return HUB_NAMES.get(name, name) if name else None
+
+
+def hub_model_id(name: str | None) -> str | None:
+    """`name` as the Hub's ``base_model`` takes it: a model id (``hub:NAME`` without its prefix), else None. A local
+    folder (``/abs/teacher``, ``runs/teacher``) is no id: the Hub refuses a README whose ``base_model`` is not one
+    (``"base_model" ... is not valid``), so the card would not upload; the prose still names the folder."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+    from distill.data.checks import HUB_PREFIX
+    name = _hub_name(name)
+    if not name:
+        return None
+    name = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else name
+    if os.path.exists(name):
+        return None
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return None
+    return name
 
 
 def about_run(summary: dict) -> dict:
@@ -74,8 +95,8 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
     kind, task, form = card.get("kind", "model"), _task(card), card.get("format")
     export = card.get("export") or {}
     name = _model_name(directory)
-    base_model = about.get("teacher") if kind == "student" else None
-    base_model = base_model or _hub_name(about.get("base_model")) or export.get("source")
+    candidates = [about.get("teacher") if kind == "student" else None, about.get("base_model"), export.get("source")]
+    base_model = next((hub for hub in map(hub_model_id, candidates) if hub), None)
     data = about.get("data") or []
     datasets = sorted({Path(item["name"]).parent.name or item["name"] for item in data if item["role"] == "train"}
                       or {item["name"] for item in data})

@@ -19,7 +19,8 @@ import torch
 from distill.cache import CACHE_DIR_OPTION
 from distill.data import DataOptions
 from distill.errors import DistillError, option
-from distill.io import check_folder, make_folder
+from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make_folder, shown_url,
+                       sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
@@ -41,10 +42,29 @@ def _locked(output: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def storage_file(url: str) -> Path | None:
+    """The file of an SQLite storage `url` (None: a database server's), or one line saying why `url` is none:
+    a file's path given for its URL, sqlite://FILE (a host), or an in-memory SQLite database, which keeps the
+    study only while this process runs (no other process joins it, and running the command again starts over)."""
+    optuna_module()
+    try:
+        return sqlite_database(url)
+    except ValueError as err:
+        if str(err) == IN_MEMORY_SQLITE:
+            raise DistillError(f"{shown_url(url)}: {IN_MEMORY_SQLITE} keeps the study only in this process: give a "
+                               "file, sqlite:///PATH (or no --storage: OUTPUT/study.db)") from None
+        if str(err) != NOT_A_DATABASE_URL:
+            raise DistillError(f"{url}: {err}") from None
+        example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
+        raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
+                           "server's URL (postgresql://HOST/DB)") from None
+
+
 def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
     from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
+    storage_file(url)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the retry callback is "experimental"
         try:
@@ -52,8 +72,8 @@ def _storage(url: str):
                               heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS,
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
         except (ImportError, ValueError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
-            raise DistillError(f"{url}: cannot open the study's storage ({' '.join(str(err).split())[:160]})") \
-                from None
+            gist = " ".join(str(err).replace(url, shown_url(url)).split()).split(" (Background on this error")[0]
+            raise DistillError(f"{shown_url(url)}: cannot open the study's storage ({gist[:160]})") from None
 
 
 def _retry(study, trial) -> None:
@@ -105,7 +125,7 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         differs = next(key for key in identity if recorded.get(key) != identity[key])
         said = {"inputs": "other data or another teacher", "space": "another space",
                 "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads"}
-        raise DistillError(f"{url}: study {study_name!r} searched with {said.get(differs, differs)}; "
+        raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
     _claim_trials(study, study_name, job.output)
@@ -395,11 +415,12 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         unlabeled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
     if storage is not None:
-        if storage.startswith("sqlite:///"):  # the study's file is written where the output rule allows
+        database = storage_file(storage)
+        if database is not None:  # the study's file is written where the output rule allows
             from distill.outputs import check_written_folder
             inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
                       if isinstance(item, (str, os.PathLike))]
-            check_written_folder(Path(storage[len("sqlite:///"):]), inputs, output)
+            check_written_folder(database, inputs, output)
         _storage(storage)  # a database it cannot open: said before the output folder is made
     if as_fast_as is not None:
         load_model(str(as_fast_as))  # whole (its files match its card), before the folder is made
