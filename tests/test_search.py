@@ -390,6 +390,30 @@ def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classi
     assert "pruned at epoch 1" in (tmp_path / "s" / "trials.md").read_text()
 
 
+def test_a_trial_far_over_the_latency_budget_untrained_is_pruned_before_it_trains(tiny_classifier_teacher, tmp_path,
+                                                                                  monkeypatch):
+    """A trial that cannot fit the budget (a BiLSTM against a static student's latency) was trained to the end, to be
+    refused once trained: a student whose untrained forward pass is over UNTRAINED_SLACK times the budget is pruned
+    before it trains (a default too), its folder never made. The untrained latency is real; the decision is given
+    a fixed one to be exact."""
+    from distill.student_search import trial as trial_module
+    timed = []
+
+    def latency(settings, job):
+        timed.append(real(settings, job))
+        return 1000.0 if settings.student == "lstm" else 0.0
+    real = trial_module.untrained_latency
+    monkeypatch.setattr(trial_module, "untrained_latency", latency)
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=2, space=SPACE, threads=1,
+                    max_latency_ms=1000.0 / trial_module.UNTRAINED_SLACK - 1, cache_dir=tmp_path / "cache",
+                    reseed_top=0)
+    assert [(t["state"], t["default"], t.get("untrained_ms")) for t in result.trials] == \
+        [("pruned", "lstm", 1000.0), ("complete", "cnn", None)]
+    assert len(timed) == 2 and all(ms > 0 for ms in timed)
+    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0001", "study.json"]
+    assert "pruned untrained (1000.0 ms a batch)" in (tmp_path / "s" / "trials.md").read_text()
+
+
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
     """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
     if it were a multi-task teacher); what the search cannot take is refused with the table's line."""

@@ -4,7 +4,8 @@ An Optuna study (the ``search`` extra) whose trials are `kd` runs (`Distiller.fi
 cache, each into ``OUTPUT/trials/NNNN``. The first trials are each student's defaults (what ``kd --model X``
 trains), enqueued, so the search can only add to them. Each epoch's dev score is reported to the trial, and a
 pruner that compares a trial only with trials of its own student family (`FamilyPruner`) stops those that fall
-behind; defaults are never pruned. A finished trial's latency (a batch of `batch_size` dev examples at `threads`
+behind; defaults are never pruned by it (a trial whose untrained student is far over a latency budget is pruned
+before it trains, `trial.UNTRAINED_SLACK`). A finished trial's latency (a batch of `batch_size` dev examples at `threads`
 torch threads) and size are measured on this machine with PyTorch and with ONNX Runtime (an ONNX export of the
 trial's model): the faster runtime counts, and is recorded. Once the trials are done, the best few within the
 budget (and the best default) are trained again with other seeds (enqueued trials too), and the one with the

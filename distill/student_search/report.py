@@ -36,6 +36,8 @@ def trial_record(trial, budget: Budget) -> dict:
               "reseed_of": attrs.get("reseed_of"), "seed": attrs.get("seed")}
     if "pruned_at" in attrs:
         record["pruned_at"] = attrs["pruned_at"]
+    if "untrained_ms" in attrs:  # pruned before training: far over the latency budget untrained
+        record["untrained_ms"] = attrs["untrained_ms"]
     if "error" in attrs:
         record["error"] = attrs["error"]
     return record
@@ -121,6 +123,7 @@ def table(records: list[dict], best: dict | None, budget: Budget) -> str:
         mark = (" (best)" if best is not None and r["number"] == best["number"] else "") + \
             (f" (default {r['default']})" if r["default"] is not None and r["reseed_of"] is None else "")
         state = r["state"] + (f" at epoch {r['pruned_at']}" if r.get("pruned_at") else "") + \
+            (f" untrained ({r['untrained_ms']:.1f} ms a batch)" if r.get("untrained_ms") is not None else "") + \
             (f", retry of {r['retry_of']}" if r.get("retry_of") is not None else "") + \
             (f", reseed of {r['reseed_of']} (seed {r['seed']})" if r["reseed_of"] is not None else "")
         mean = f"{r['mean_dev']:.4f} ({len(r['dev_scores'])})" if "mean_dev" in r else ""

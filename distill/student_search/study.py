@@ -363,7 +363,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     `space`: a file, a mapping or None (the task's `DEFAULT_SPACES`). `storage`: an Optuna storage URL shared by
     several processes or machines (default: ``sqlite:///OUTPUT/study.db``). `pruner`: an Optuna pruner
     (default: `FamilyPruner`, the median of the same student's other trials at the same epoch); `prune` False:
-    none; a default student's or a reseeded run is never pruned. `test`: labelled data the chosen model and the
+    none; a default student's or a reseeded run is never pruned by it (a trial far over the latency budget
+    untrained is, before it trains: `trial.UNTRAINED_SLACK`). `test`: labelled data the chosen model and the
     best default student alone are scored on. Returns trials.json's content.
     """
     from distill.data import labelled_examples, unlabeled_examples
@@ -414,6 +415,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     if unlabeled is not None:
         unlabeled_examples(unlabeled, task, data, "unlabeled")
     job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+    job.hierarchy, job.train_inputs = teacher_model.hierarchy, list(train_set.inputs)
     if storage is not None:
         database = storage_file(storage)
         if database is not None:  # the study's file is written where the output rule allows

@@ -105,6 +105,41 @@ def measure(model_dir: Path, examples: list, batch_size: int, threads: int, scra
     return record
 
 
+# A trial whose untrained student, in PyTorch, takes more than this many times the latency budget is pruned before
+# it trains (a BiLSTM searched against a static student's latency): weights do not change what a forward pass
+# costs, and ONNX Runtime, which may time the trained one, ran a BiLSTM in half its PyTorch time (Rotten Tomatoes,
+# one thread: 12.1 against 23.6 ms a batch of 32), not in a quarter.
+UNTRAINED_SLACK = 4.0
+
+
+def untrained_latency(settings, job: "Job") -> float | None:
+    """Milliseconds a batch of `job.batch_size` takes a fresh word student of the trial's `settings` (vocabulary from
+    the training texts, random weights) in PyTorch, at `job.threads`; None for a transformer student, whose build
+    reads a pretrained encoder."""
+    from distill.models.registry import student_config, student_entry
+    from distill.models.students import StudentModel, build_student
+    from distill.training import runtime
+    if not issubclass(student_entry(settings.student).cls, StudentModel):
+        return None
+    model = build_student(student_config(settings.student, **settings.config), job.hierarchy, job.train_inputs)
+    with runtime(None, job.threads):
+        return _latency(model.eval(), job.dev_examples[:TIMING_EXAMPLES], job.batch_size)
+
+
+def _prune_if_far_over_budget(trial, settings, job: "Job", started: float) -> None:
+    """Prune the trial before it trains when its untrained student already misses the latency budget by more than
+    `UNTRAINED_SLACK` times (`untrained_latency`)."""
+    if job.budget.max_latency_ms is None or job.hierarchy is None:
+        return
+    latency = untrained_latency(settings, job)
+    if latency is None or latency <= UNTRAINED_SLACK * job.budget.max_latency_ms:
+        return
+    trial.set_user_attr("untrained_ms", round(latency, 3))
+    trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
+    raise optuna_module().TrialPruned(f"pruned before training: untrained, {latency:.1f} ms a batch in PyTorch, over "
+                                      f"{UNTRAINED_SLACK:g}x the budget's {job.budget.max_latency_ms:.1f} ms")
+
+
 @dataclass
 class Budget:
     """Latency (ms a batch) and size (MB) limits; None: no limit."""
@@ -153,6 +188,8 @@ class Job:
     time_budget: float | None = None  # trial-seconds for the whole study (`spent_seconds`)
     dev_examples: list = field(default_factory=list)
     reference: dict | None = None  # the model whose latency is the budget (as_fast_as), as measured
+    hierarchy: Any = None  # the teacher's labels and the training inputs: an untrained student is built of them
+    train_inputs: list = field(default_factory=list)  # (`untrained_latency`)
 
 
 def _folder(trial, job: Job) -> Path:
@@ -196,6 +233,8 @@ def run_trial(trial, job: Job) -> float:
     trial.set_user_attr("folder", str(folder.relative_to(job.output)))
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
     if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
+        if "reseed_of" not in trial.user_attrs:  # (a reseeded run's trial was within reach)
+            _prune_if_far_over_budget(trial, settings, job, started)
         training = {"seed": job.seed, **settings.training}
         if "reseed_of" in trial.user_attrs:
             training["seed"] = trial.user_attrs["seed"]
