@@ -218,8 +218,9 @@ def load_run_state(run: RunState) -> dict | None:
         changed = changed_settings(saved, current)
         ran = [f"{name.split('.', 1)[1]} {saved.get('runtime', {}).get(name.split('.', 1)[1])} (now "
                f"{current['runtime'].get(name.split('.', 1)[1])})" for name in changed if name.startswith("runtime.")]
+        same = option("the same --threads and --precision", "the same torch threads and precision")
         resume_so = (f"; it ran with {', '.join(ran)}: resume it so (as many processes, torchrun "
-                     "--nproc-per-node, and the same --threads and --precision), or start over with") if ran else \
+                     f"--nproc-per-node, and {same}), or start over with") if ran else \
             "; start over with"
         raise ResumeRefused(f"{run.directory}: cannot resume with different settings or data "
                            f"({', '.join(changed)}){resume_so} {named(Output, 'overwrite', 'overwrite=True')}")

@@ -51,8 +51,9 @@ def storage_file(url: str) -> Path | None:
         return sqlite_database(url)
     except ValueError as err:
         if str(err) == IN_MEMORY_SQLITE:
+            default = option("no --storage", "storage=None")
             raise DistillError(f"{shown_url(url)}: {IN_MEMORY_SQLITE} keeps the study only in this process: give a "
-                               "file, sqlite:///PATH (or no --storage: OUTPUT/study.db)") from None
+                               f"file, sqlite:///PATH (or {default}: OUTPUT/study.db)") from None
         if str(err) != NOT_A_DATABASE_URL:
             raise DistillError(f"{url}: {err}") from None
         example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
