@@ -262,6 +262,7 @@ class MLflowCallback(Callback):
         self.client, self.run_id, self.resumed_run_id = None, None, None
         self._pending: list = []  # metrics not yet sent (`_log`)
         self._sent = time.monotonic()
+        self._logged: set[tuple[str, int]] = set()  # (metric, step) the interrupted run sent past its last epoch
 
     def _setting(self, api: str, variable: str) -> str:
         """The setting a fix changes: the Python argument given, else the environment variable."""
@@ -343,14 +344,16 @@ class MLflowCallback(Callback):
         with self._store("open the run"):
             self._reach(self._uri())  # before the client, which opens the store (and retries) as it is made
             self.client = MlflowClient(self.tracking_uri)
-            if self.resumed_run_id is not None and self._continue(self.resumed_run_id):
+            if self.resumed_run_id is not None and self._continue(self.resumed_run_id, run["step"]):
                 return
             self.run_id = self.client.create_run(self._experiment_id(), run_name=self.run_name).info.run_id
             params = [Param(key, str(value)) for key, value in run["settings"].items()]
             self.client.log_batch(self.run_id, params=params)
 
-    def _continue(self, run_id: str) -> bool:
-        """Reopen the interrupted run's tracked run; False (and a warning) when the store no longer holds it."""
+    def _continue(self, run_id: str, step: int) -> bool:
+        """Reopen the interrupted run's tracked run; False (and a warning) when the store no longer holds it.
+        What it sent after `step` (its last finished epoch's), the resumed run computes again, alike since resume
+        is exact: those points are not sent twice (an MLflow metric's history only grows)."""
         from mlflow.exceptions import MlflowException
         try:
             tracked = self.client.get_run(run_id)
@@ -362,6 +365,8 @@ class MLflowCallback(Callback):
             return False
         self.client.update_run(run_id, status="RUNNING")
         self.run_id = run_id
+        self._logged = {(key, point.step) for key in tracked.data.metrics
+                        for point in self.client.get_metric_history(run_id, key) if point.step > step}
         return True
 
     def _log(self, values: dict[str, float], step: int) -> None:
@@ -369,7 +374,8 @@ class MLflowCallback(Callback):
         a store call per step (an SQLite commit, an HTTP request) made small models' epochs several times slower."""
         from mlflow.entities import Metric
         now = int(time.time() * 1000)
-        self._pending.extend(Metric(name, value, now, step) for name, value in values.items())
+        self._pending.extend(Metric(name, value, now, step) for name, value in values.items()
+                             if (name, step) not in self._logged)
         if len(self._pending) >= MLFLOW_BATCH or time.monotonic() - self._sent >= FLUSH_SECONDS:
             self._flush()
 

@@ -340,6 +340,9 @@ def stopped_and_resumed(uri: str, stop, status: str, code: int | None, tmp_path,
     assert resumed.info.run_id == run.info.run_id and resumed.info.status == "FINISHED"
     epochs = MlflowClient(uri).get_metric_history(run.info.run_id, "epoch/train_loss")
     assert len(epochs) == 3 and resumed.data.metrics["best/epoch"] >= 1
+    # the steps of the interrupted epoch 2, sent at the stop and computed again on resume, are in it once
+    steps = [metric.step for metric in client.get_metric_history(run.info.run_id, "train/nll")]
+    assert steps == list(range(1, epochs[-1].step + 1))
 
 
 @pytest.mark.parametrize("stop, status, code", [(fail, "FAILED", None), (sigterm, "KILLED", 143),
