@@ -470,6 +470,27 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         shutil.rmtree(backup, ignore_errors=True)
 
 
+def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
+                      what: str = "an output of this command", beside_model: bool = True) -> None:
+    """The rule for a file a command writes whole, whatever is there now (`file_output` adds what it holds):
+    a regular file or a new name in a writable folder, no link, no input (`check_file_output`), and with
+    `beside_model` False not among a model's files either. A script's record (throughput.py --out) is
+    checked so before the minutes it measures."""
+    path = Path(output)
+    refuse_link(path)
+    check_writable(path.parent)
+    if path.is_dir():
+        raise DistillError(f"{output}: is a directory; give a file name for the output")
+    if path.exists() and not path.is_file():
+        raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
+    check_file_output(path, inputs)
+    model = None if beside_model else enclosing_model(_resolved(path))
+    if model is not None:
+        raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
+                           f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
+                           "elsewhere")
+
+
 @contextlib.contextmanager
 def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                 overwrite: bool = False, ours: Callable[[Path], bool] = lambda path: False,
@@ -490,18 +511,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
     inputs = list(inputs)
 
     def check() -> None:
-        refuse_link(path)
-        check_writable(path.parent)
-        if path.is_dir():
-            raise DistillError(f"{output}: is a directory; give a file name for the output")
-        if path.exists() and not path.is_file():
-            raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
-        check_file_output(path, inputs)
-        model = None if beside_model else enclosing_model(_resolved(path))
-        if model is not None:
-            raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
-                               f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
-                               "elsewhere")
+        check_output_file(path, inputs, what, beside_model)
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "
                                "or choose another output file")
