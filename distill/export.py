@@ -165,7 +165,8 @@ def save_onnx_files(model: LabelModel, source_dir: Path, directory: Path, quanti
         if quantize is None:
             graph = directory / ONNX_FILE
         else:
-            graph = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".fp32-", dir=directory))) / ONNX_FILE
+            fp32 = tempfile.TemporaryDirectory(prefix=".fp32-", suffix=".tmp", dir=directory)  # a killed run's: ours
+            graph = Path(stack.enter_context(fp32)) / ONNX_FILE
         export_onnx(model, graph, str(source_dir))
         if quantize == "int8":
             quantize_int8(graph, directory / ONNX_FILE)

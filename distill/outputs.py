@@ -218,10 +218,14 @@ def _carry_hidden(source: Path, target: Path) -> None:
     repository) from `source` to `target`, where a run with --overwrite writes the new model: what
     distill leaves hidden there (a staging folder, a temporary file) stays behind."""
     for entry in source.iterdir():
-        ours = entry.name.startswith(STAGING_PREFIX) or entry.name.endswith((".tmp", ".old")) \
-            or entry.name == UNFINISHED
-        if entry.name.startswith(".") and not ours and not (target / entry.name).exists():
+        if entry.name.startswith(".") and not _ours_hidden(entry.name) and not (target / entry.name).exists():
             os.replace(entry, target / entry.name)
+
+
+def _ours_hidden(name: str) -> bool:
+    """Whether a hidden name in an output directory is distill's while it writes there: a staging folder, a
+    temporary file or folder (an int8 export's fp32 graph), the mark of an unfinished output."""
+    return name.startswith(STAGING_PREFIX) or name.endswith((".tmp", ".old")) or name == UNFINISHED
 
 
 def _written_by_distill(path: Path, listed: set[str]) -> bool:
@@ -375,21 +379,21 @@ def _put_back(path: Path) -> None:
 
 def _clear_killed(path: Path) -> None:
     """Remove what a run killed with no time to clean up (SIGKILL, the kernel out of memory) wrote into `path`
-    before it had a model, resume state or summary (a run_config.yaml, an export's first files): no command
-    could use it, and each refused the folder as another's files, --overwrite too. The folder was new or empty
-    when that run began, so its visible content is that run's; hidden files (a repository's .git) stay."""
+    before it had a model, resume state or summary (a run_config.yaml, an export's first files, its temporary
+    ones): no command could use it, and each refused the folder as another's files, --overwrite too. The folder
+    was new or empty when that run began, so its visible content is that run's; a user's hidden files (a
+    repository's .git) stay."""
     if not (path / UNFINISHED).is_file():
         return
     names = _visible(path)
     if any(name in names for name in (MODEL_CARD, RESUME_FILE, SUMMARY_FILE)):
         return  # a model, a run to resume, or a finished one (killed as it removed the mark)
-    for name in names:
+    for name in [*names, *(entry.name for entry in path.iterdir() if _ours_hidden(entry.name))]:
         target = path / name
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         else:
             target.unlink()
-    (path / UNFINISHED).unlink()
     if names:
         logger.warning(f"warning: {path}: removed the partial output of a run that was killed before it saved a "
                        f"model ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
