@@ -165,7 +165,8 @@ def save_onnx_files(model: LabelModel, source_dir: Path, directory: Path, quanti
         if quantize is None:
             graph = directory / ONNX_FILE
         else:
-            graph = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=".fp32-", dir=directory))) / ONNX_FILE
+            fp32 = tempfile.TemporaryDirectory(prefix=".fp32-", suffix=".tmp", dir=directory)  # a killed run's: ours
+            graph = Path(stack.enter_context(fp32)) / ONNX_FILE
         export_onnx(model, graph, str(source_dir))
         if quantize == "int8":
             quantize_int8(graph, directory / ONNX_FILE)
@@ -200,7 +201,8 @@ def transformers_network(model: LabelModel, where: str):
 def save_transformers_files(network, directory: Path, where: str) -> list[str]:
     """A transformers model (`distill.hf_model.stock_transformers`) and its tokenizer, as their
     `save_pretrained` writes them, with the model class's file where it is distill's own; returns the
-    files' names."""
+    files' names (hidden files in the folder are no model's: `distill.outputs` marks an output being written
+    so, and --overwrite keeps a model repository's .gitattributes)."""
     from distill.hf_model import needs_remote_code, stock_transformers
     from distill.models import modeling_distill
     from transformers.utils import logging as transformers_logging
@@ -216,7 +218,8 @@ def save_transformers_files(network, directory: Path, where: str) -> list[str]:
             tokenizer.save_pretrained(directory)
     finally:
         transformers_logging.set_verbosity(verbosity)
-    return sorted(path.name for path in directory.iterdir() if path.is_file() and path.name != MODEL_CARD)
+    return sorted(path.name for path in directory.iterdir()  # not hidden ones: a repository's .gitattributes, ours
+                  if path.is_file() and path.name != MODEL_CARD and not path.name.startswith("."))
 
 
 def export_transformers(model: LabelModel, card: dict, source: Path, directory: Path, exported: dict) -> list[str]:

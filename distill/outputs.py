@@ -37,6 +37,9 @@ from distill.settings import named
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
+# hidden in an output directory while a run writes it, removed once the run ends: a folder that holds it, no model card,
+# no resume state and no summary is what a killed run (SIGKILL, the kernel out of memory) left half-written
+UNFINISHED = ".unfinished"
 TRACKING_FOLDER = "runs"  # --report-to tensorboard's events (`distill.callbacks`): beside the model, not part of it
 # what a training run writes; its run_config.yaml (distill.config) is no file of the model's card, as the log is not
 RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS, TRACKING_FOLDER)
@@ -215,9 +218,14 @@ def _carry_hidden(source: Path, target: Path) -> None:
     repository) from `source` to `target`, where a run with --overwrite writes the new model: what
     distill leaves hidden there (a staging folder, a temporary file) stays behind."""
     for entry in source.iterdir():
-        ours = entry.name.startswith(STAGING_PREFIX) or entry.name.endswith((".tmp", ".old"))
-        if entry.name.startswith(".") and not ours and not (target / entry.name).exists():
+        if entry.name.startswith(".") and not _ours_hidden(entry.name) and not (target / entry.name).exists():
             os.replace(entry, target / entry.name)
+
+
+def _ours_hidden(name: str) -> bool:
+    """Whether a hidden name in an output directory is distill's while it writes there: a staging folder, a
+    temporary file or folder (an int8 export's fp32 graph), the mark of an unfinished output."""
+    return name.startswith(STAGING_PREFIX) or name.endswith((".tmp", ".old")) or name == UNFINISHED
 
 
 def _written_by_distill(path: Path, listed: set[str]) -> bool:
@@ -369,6 +377,28 @@ def _put_back(path: Path) -> None:
                    f"(to {backup.name}); the killed run's partial output is gone")
 
 
+def _clear_killed(path: Path) -> None:
+    """Remove what a run killed with no time to clean up (SIGKILL, the kernel out of memory) wrote into `path`
+    before it had a model, resume state or summary (a run_config.yaml, an export's first files, its temporary
+    ones): no command could use it, and each refused the folder as another's files, --overwrite too. The folder
+    was new or empty when that run began, so its visible content is that run's; a user's hidden files (a
+    repository's .git) stay."""
+    if not (path / UNFINISHED).is_file():
+        return
+    names = _visible(path)
+    if any(name in names for name in (MODEL_CARD, RESUME_FILE, SUMMARY_FILE)):
+        return  # a model, a run to resume, or a finished one (killed as it removed the mark)
+    for name in [*names, *(entry.name for entry in path.iterdir() if _ours_hidden(entry.name))]:
+        target = path / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    if names:
+        logger.warning(f"warning: {path}: removed the partial output of a run that was killed before it saved a "
+                       f"model ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+
+
 @contextlib.contextmanager
 def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                  overwrite: bool = False, resume: bool = False) -> Iterator[Path]:
@@ -394,6 +424,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         if path.is_dir():
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
                 _put_back(path)
+                _clear_killed(path)
                 _refuse_unless(path, overwrite, resume)
 
     _agreed(check)
@@ -415,6 +446,9 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
                 _carry_hidden(backup, path)
         if not existed or replace:
             stack.enter_context(_lock(path))
+        if not resume:  # until it ends: what a killed run leaves is known as such (`_clear_killed`)
+            with writing(path / UNFINISHED):
+                (path / UNFINISHED).touch()
         before = set(_visible(path))
         try:
             yield path
@@ -434,8 +468,31 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
                             shutil.rmtree(target)
                         else:
                             target.unlink()
+                    (path / UNFINISHED).unlink(missing_ok=True)
             raise
+        (path / UNFINISHED).unlink(missing_ok=True)
         shutil.rmtree(backup, ignore_errors=True)
+
+
+def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
+                      what: str = "an output of this command", beside_model: bool = True) -> None:
+    """The rule for a file a command writes whole, whatever is there now (`file_output` adds what it holds):
+    a regular file or a new name in a writable folder, no link, no input (`check_file_output`), and with
+    `beside_model` False not among a model's files either. A script's record (throughput.py --out) is
+    checked so before the minutes it measures."""
+    path = Path(output)
+    refuse_link(path)
+    check_writable(path.parent)
+    if path.is_dir():
+        raise DistillError(f"{output}: is a directory; give a file name for the output")
+    if path.exists() and not path.is_file():
+        raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
+    check_file_output(path, inputs)
+    model = None if beside_model else enclosing_model(_resolved(path))
+    if model is not None:
+        raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
+                           f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
+                           "elsewhere")
 
 
 @contextlib.contextmanager
@@ -458,18 +515,7 @@ def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | 
     inputs = list(inputs)
 
     def check() -> None:
-        refuse_link(path)
-        check_writable(path.parent)
-        if path.is_dir():
-            raise DistillError(f"{output}: is a directory; give a file name for the output")
-        if path.exists() and not path.is_file():
-            raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
-        check_file_output(path, inputs)
-        model = None if beside_model else enclosing_model(_resolved(path))
-        if model is not None:
-            raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
-                               f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
-                               "elsewhere")
+        check_output_file(path, inputs, what, beside_model)
         if path.exists() and not overwrite and not ours(path):
             raise DistillError(f"{output}: exists and is not {what}; pass {_overwrite()} to replace it, "
                                "or choose another output file")

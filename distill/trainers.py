@@ -29,7 +29,7 @@ from distill.deprecation import renamed_arguments
 from distill.distillation import TeacherStudentDistill
 from distill.config import RUN_CONFIG, write_run_config
 from distill.errors import DistillError, option, random_embeddings, require_type
-from distill.io import tensors_sha256, write_json
+from distill.io import check_folder, tensors_sha256, write_json
 from distill.labels import LabelHierarchy, build_hierarchy, check_labels_known
 from distill.metrics import select_metric
 from distill.models import is_onnx_export, load_teacher
@@ -98,6 +98,7 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
     sources = [*(_input_of(value) if isinstance(value, Examples) else value for value in inputs.values()), *protected]
     for folder in (folder for callback in CallbackList(callbacks).callbacks for folder in callback.folders()):
+        check_folder(folder)  # a folder, or a path where one can be made: not under a file ('Not a directory')
         check_written_folder(folder, sources, output.directory, within=TRACKING_FOLDER)
     if output.directory is None:
         if output.resume:

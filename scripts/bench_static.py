@@ -151,7 +151,8 @@ def static_student(student: Path, train: Path, out: Path, inputs: list[Path]):
     from distill.errors import DataError, DistillError
     from distill.models import load_model
     from distill.models.static import StaticClassifier
-    from distill.outputs import check_directory_output
+    from distill.io import check_folder
+    from distill.outputs import check_directory_output, check_written_folder
     model = load_model(str(student))
     if not isinstance(model, StaticClassifier):
         raise DistillError(f"{student}: is not a static student: give a model that kd --model static (or student "
@@ -160,7 +161,9 @@ def static_student(student: Path, train: Path, out: Path, inputs: list[Path]):
     if labels != sorted(model.hierarchy.labels):
         raise DataError(str(train), f"labels {labels} are not the student's, {model.hierarchy.labels}: give the "
                                     "training data of the student's task")
+    check_folder(out)  # a folder (or a path where one can be made), never a model's: its records go among them
     check_directory_output(out, [student, *inputs])
+    check_written_folder(out, [student, *inputs])
     return model
 
 

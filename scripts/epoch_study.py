@@ -131,12 +131,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from distill.data import read_classification
-    from distill.io import check_target, write_json
-    from distill.outputs import check_file_output
+    from distill.io import write_json
+    from distill.outputs import check_output_file
     dev, test = read_classification(args.dev), read_classification(args.test)  # checked before hours of training
     if args.json:
-        check_target(args.json)
-        check_file_output(args.json, [args.dev, args.test, *args.kd])
+        check_output_file(args.json, [args.dev, args.test, *args.kd], "epoch_study.py's record", beside_model=False)
     record = study(args, dev, test)
     if args.json:
         write_json(args.json, record)
@@ -145,5 +144,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # this checkout's distill, as main() uses, not another one installed
     from distill.errors import run_script
     run_script(main)

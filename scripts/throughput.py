@@ -221,11 +221,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("give model directories, --model2vec-python, or both")
     os.environ.update(thread_env(args.threads))  # before numpy's pool starts (distill imports it)
     sys.path.insert(0, str(ROOT))
-    from distill.io import check_target, write_json
-    from distill.outputs import check_file_output
-    if args.out:  # before minutes of timing: never an input (the --data it reads), nor a model's file
-        check_target(args.out)
-        check_file_output(args.out, [args.data, args.train, args.dev, *args.models])
+    from distill.io import write_json
+    from distill.outputs import check_output_file
+    if args.out:  # before minutes of timing: never an input (the --data it reads), nor in a model's folder
+        check_output_file(args.out, [args.data, args.train, args.dev, *args.models], "throughput.py's record",
+                          beside_model=False)
     record = measure(args)
     if args.out:
         write_json(args.out, record)

@@ -618,9 +618,9 @@ def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp
 
 def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_the_student(tmp_path, monkeypatch):
     """A model other than a static student, a --train of other labels (TF-IDF's, beside the student's) or an --out
-    in the student: one line before anything is measured or written (each was measured and written, the student's
-    folder holding the record and model2vec's models); throughput.py given a tagger says so (its reader spoke of
-    token lists)."""
+    in the student or in another model: one line before anything is measured or written (each was measured and
+    written, the student's folder holding the record and model2vec's models); throughput.py given a tagger says so
+    (its reader spoke of token lists), and its --out in a model's folder is refused before the timing."""
     import bench_static
     from distill.data import read_classification
     from distill.labels import LabelHierarchy
@@ -633,6 +633,7 @@ def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_th
                       list(data["text"])).save_pretrained(tmp_path / kind)
     build_student(student_config("lstm-tagger", embedding_dim=8), LabelHierarchy(["O", "B-PER", "I-PER"]),
                   [["Karl", "Weber"]]).save_pretrained(tmp_path / "tagger")
+    (tmp_path / "notes").write_text("mine")
     before = snapshot(tmp_path)
     import throughput
     for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
@@ -640,12 +641,17 @@ def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_th
     with pytest.raises(DistillError, match="tagger: is a tagging model; throughput.py times classifiers"):
         throughput.main([str(tmp_path / "static"), str(tmp_path / "tagger"), "--data",
                          str(SAMPLES / "sentiment_test.csv"), "--out", str(tmp_path / "speed.json")])
+    with pytest.raises(DistillError, match=re.escape(f"lies in the model directory {tmp_path / 'lstm'}")):
+        throughput.main([str(tmp_path / "static"), "--data", str(SAMPLES / "sentiment_test.csv"), "--out",
+                         str(tmp_path / "lstm" / "speed.json")])  # another model's folder, timed after
     splits = {name: str(SAMPLES / f"sentiment_{name}.csv") for name in ("train", "dev", "test")}
     for student, changed, message in (
             ("lstm", {}, "lstm: is not a static student"),
             ("static", {"train": str(SAMPLES / "topics_train.csv")}, "topics_train.csv: labels ['Arts/Film'"),
             ("static", {"out": str(tmp_path / "static" / "peers")}, "lies inside"),
             ("static", {"out": str(tmp_path / "static")}, "is an input of this command"),
+            ("static", {"out": str(tmp_path / "lstm")}, "lies in the model directory"),  # the record was written there
+            ("static", {"out": str(tmp_path / "notes")}, "is a file, not a folder"),  # 'File exists' once timed
             ("static lstm", {"seeds": "42,43"}, "lstm: is not a static student")):  # the second seed's, first
         options = {**splits, "out": str(tmp_path / "out"), **changed}
         with pytest.raises(DistillError, match=re.escape(message)):

@@ -423,7 +423,8 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
     import shutil
     teacher = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "teacher"))
     other = Path(shutil.copytree(tiny_classifier_teacher, tmp_path / "other"))
-    run = tmp_path / "run"
+    run, notes = tmp_path / "run", tmp_path / "notes.txt"
+    notes.write_text("mine")
     for logs, message in ((teacher, f"{teacher}: lies in {teacher}, an input of this command"),
                           (teacher / "runs", f"{teacher / 'runs'}: lies in {teacher}, an input of this command"),
                           (other, f"{other}: lies in the model directory {other} (a file there changes the model)"),
@@ -431,7 +432,9 @@ def test_a_logging_dir_is_under_the_output_rule(tiny_classifier_teacher, tmp_pat
                           (run, f"{run}: is the output {run} itself; choose a folder inside it"),
                           # --overwrite would take it for the user's folder, and refuse to replace the run
                           (run / "tb", f"{run / 'tb'}: lies in the output {run}, where a run's logs go in "
-                                       f"{run / 'runs'}")):
+                                       f"{run / 'runs'}"),
+                          # under a file: 'Not a directory', once the run had begun
+                          (notes / "logs", f"{notes / 'logs'}: {notes} is a file, not a folder")):
         assert_refused(capsys, kd_args(teacher, run, "--report-to", "tensorboard", "--logging-dir", logs), tmp_path,
                        message)
     from distill.callbacks import TensorBoardCallback

@@ -403,3 +403,33 @@ def test_a_save_that_fails_part_way_leaves_the_model_already_there_whole(tiny_st
         model.write_model(out)
     assert snapshot(out) == before and not list(out.glob(f"{STAGING_PREFIX}*"))
     load_model(out)
+
+
+KILLED_AT = {"export": ("distill.export", "export_onnx"), "export-int8": ("distill.export", "quantize_int8"),
+             "student": ("distill.training", "evaluate")}
+
+
+@pytest.mark.parametrize("command", list(KILLED_AT))
+def test_what_a_run_killed_before_its_model_leaves_is_cleared_by_the_next(command, tiny_student, tmp_path, capsys,
+                                                                          caplog):
+    """A run killed outright (SIGKILL, the kernel out of memory) before it had a model or resume state left its
+    first files (an export's config.json and graph, int8's hidden fp32 graph, a run's run_config.yaml): every
+    later run, --overwrite and --resume too, refused the folder as holding no distill model, and it had to be
+    removed by hand."""
+    import subprocess
+    import sys
+    out = tmp_path / "out"
+    argv = {"export": ["export", tiny_student, "--output", out],
+            "export-int8": ["export", tiny_student, "--output", out, "--quantize", "int8", "--check-data",
+                            SAMPLES / "sentiment_test.csv"],
+            "student": student_on(TRAIN, out)}[command]
+    module, function = KILLED_AT[command]
+    killer = (f"import os, signal, sys, {module} as m\n"
+              f"m.{function} = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "from procedures.cli import main\nmain(sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    killed = subprocess.run([sys.executable, "-c", killer, *map(str, argv)], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL and any(out.iterdir()), killed.stderr.decode()[-2000:]
+    status, err = run_main(capsys, *argv, *(["--epochs", "1"] if command == "student" else []))
+    assert status == 0 and "removed the partial output of a run that was killed" in caplog.text, err
+    assert load_model(out) is not None and not [p.name for p in out.iterdir() if p.name.startswith(".")]

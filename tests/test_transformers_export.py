@@ -250,3 +250,15 @@ def test_a_cards_base_model_is_a_hub_id_or_none(tiny_classifier_teacher, tmp_pat
     export_model(tiny_classifier_teacher, str(tmp_path / "hf"), format="transformers")
     text = (tmp_path / "hf" / "README.md").read_text()
     assert "base_model" not in header(tmp_path / "hf") and f"Exported from `{tiny_classifier_teacher}`" in text
+
+
+def test_a_transformers_export_into_a_model_repository_lists_no_hidden_file(tiny_classifier_teacher, tmp_path):
+    """The export's card listed every file in its folder: a model repository's .gitattributes, which --overwrite
+    carries into the new export, became one of the model's files (editing it made the model refused)."""
+    out = tmp_path / "hf"
+    cli("export", tiny_classifier_teacher, "--format", "transformers", "--output", out)
+    (out / ".gitattributes").write_text("*.safetensors filter=lfs\n")
+    cli("export", tiny_classifier_teacher, "--format", "transformers", "--output", out, "--overwrite")
+    assert not [name for name in json.loads((out / "distill.json").read_text())["sha256"] if name.startswith(".")]
+    (out / ".gitattributes").write_text("*.bin filter=lfs\n")
+    load_model(out)
