@@ -174,6 +174,25 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
         search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
 
 
+def test_a_folder_of_other_files_is_no_search_output(tiny_classifier_teacher, tmp_path):
+    """A folder holding a model of its own at best/ (and a trials.json) had both replaced by the search's; an empty
+    folder, or one holding only hidden names, is new to the search."""
+    folder = tmp_path / "mine"
+    (folder / "best").mkdir(parents=True)
+    (folder / "best" / "notes.txt").write_text("mine")
+    (folder / "trials.json").write_text("{}")
+    with pytest.raises(DistillError, match=rf"^{folder}: holds best and more, and no search's trials/: a search "
+                                           r"writes its study, trials, reports and best/ there"):
+        search(tiny_classifier_teacher, TRAIN, DEV, folder, trials=1, space=SPACE)
+    assert sorted(p.name for p in folder.iterdir()) == ["best", "trials.json"]
+    assert (folder / "best" / "notes.txt").read_text() == "mine"
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / ".gitkeep").write_text("")
+    from distill.student_search.study import check_search_output
+    check_search_output(hidden, [])  # accepted: nothing of the user's is named as the search's files
+
+
 def test_a_student_teacher_is_searched_from_random_word_embeddings_or_refused_before_any_trial(tmp_path):
     """A student has no sub-word embeddings to start word embeddings from: a space that would start them from
     it is refused before the teacher is scored or a folder made, in the space's own words; one fixing

@@ -332,13 +332,22 @@ class SearchResult:
 
 def check_search_output(output: Path, inputs: list) -> None:
     """A search's folder (its study, trials and best model) is none of its inputs, holds none, lies in none,
-    and is no model's directory: a search started there would write its files among the model's."""
+    and is no model's directory: a search started there would write its files among the model's. An existing
+    folder is new to the search (empty, hidden names aside) or a search's own (it holds trials/, made first):
+    any other would have its best/, trials.json or study.db replaced (a model of its own at best/ among them)."""
     from distill.outputs import check_directory_output, is_model_folder
     check_folder(output)
     check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
     if output.is_dir() and is_model_folder(output):
         raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
                            "trials and best model): choose another output")
+    if output.is_dir() and not (output / TRIALS_FOLDER).is_dir():
+        held = sorted(path.name for path in output.iterdir() if not path.name.startswith("."))
+        if held:
+            raise DistillError(f"{output}: holds {held[0]}{' and more' * (len(held) > 1)}, and no search's "
+                               f"{TRIALS_FOLDER}/: a search writes its study, trials, reports and {BEST_FOLDER}/ "
+                               "there, over what those names hold; give a new or empty folder (or the folder of "
+                               "the search to resume)")
 
 
 def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
