@@ -174,6 +174,25 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
         search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
 
 
+@pytest.mark.parametrize("bad, message", [
+    ({"space": [1]}, r"space must be a YAML or JSON file's path, a mapping, or None \(the classification default\), "
+                     r"got list \[1\]"),
+    ({"storage": 5}, r"5 is not a storage URL: give sqlite:///PATH for an SQLite file"),
+    ({"cache_dir": 5}, r"cache_dir must be a folder's path \(or None: the default cache\), got int 5"),
+    ({"data": None}, r"data must be of type DataOptions"),
+    ({"progress": "no"}, r"progress must be True or False, got 'no'"),
+    ({"study_name": 5}, r"study_name must be a string"),
+    ({"pruner": "median"}, r"pruner must be an Optuna pruner"),
+], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner"])
+def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(bad, message, tiny_classifier_teacher,
+                                                                              tmp_path):
+    """The Python API's arguments the command line can only give as text: a list for the space, a number for the
+    storage or the cache were TypeErrors, data=None an AttributeError; progress="no" ran with progress bars."""
+    with pytest.raises(DistillError, match=message):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **{"trials": 1, "space": SPACE, **bad})
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_folder_of_other_files_is_no_search_output(tiny_classifier_teacher, tmp_path):
     """A folder holding a model of its own at best/ (and a trials.json) had both replaced by the search's; an empty
     folder, or one holding only hidden names, is new to the search."""

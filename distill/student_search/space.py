@@ -9,6 +9,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
@@ -369,6 +370,9 @@ def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
         return parse_space(DEFAULT_SPACES[task], task, f"the default {task} space")
     if isinstance(space, dict):
         return parse_space(space, task)
+    if not isinstance(space, (str, os.PathLike)):  # a list or a number read as a path was a TypeError
+        raise DistillError(f"space must be a YAML or JSON file's path, a mapping, or None (the {task} default), got "
+                           f"{type(space).__name__} {space!r:.40}")
     from distill.config import read_settings_file
     given = read_settings_file(space, "search space")  # a key given twice refused: YAML keeps the last in silence
     return parse_space(given, task, str(space))

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import torch
 
-from distill.cache import CACHE_DIR_OPTION
+from distill.cache import CACHE_DIR_OPTION, check_cache_dir
 from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make_folder, shown_url,
@@ -48,6 +48,8 @@ def storage_file(url: str) -> Path | None:
     study only while this process runs (no other process joins it, and running the command again starts over)."""
     optuna_module()
     try:
+        if not isinstance(url, str):  # a Path given for the URL: one line, as a path string is
+            raise ValueError(NOT_A_DATABASE_URL)
         return sqlite_database(url)
     except ValueError as err:
         if str(err) == IN_MEMORY_SQLITE:
@@ -56,7 +58,8 @@ def storage_file(url: str) -> Path | None:
                                f"file, sqlite:///PATH (or {default}: OUTPUT/study.db)") from None
         if str(err) != NOT_A_DATABASE_URL:
             raise DistillError(f"{url}: {err}") from None
-        example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
+        example = f"sqlite:///{url}" if isinstance(url, (str, os.PathLike)) and url and ":" not in str(url) \
+            else "sqlite:///PATH"
         raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
                            "server's URL (postgresql://HOST/DB)") from None
 
@@ -380,6 +383,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     from distill.data import labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models.kinds import require_kind
+    from distill.runtime import Runtime
+    from distill.trainers import _check_arguments
     require_search_packages()
     optuna = optuna_module()
     require_whole("trials", trials)
@@ -387,6 +392,13 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_whole("threads", threads, optional=True)
     require_whole("seed", seed, 0, 2**32 - 1)
     require_flag("prune", prune)
+    Runtime(device, progress=progress)  # the device and the progress flag, as every trial's run takes them
+    _check_arguments(data=data)
+    if not isinstance(study_name, str):
+        raise DistillError(f"study_name must be a string (the study's name in its storage), got {study_name!r:.40}")
+    if pruner is not None and not callable(getattr(pruner, "prune", None)):
+        raise DistillError(f"pruner must be an Optuna pruner (its prune(study, trial) says whether to stop a trial), "
+                           f"got {type(pruner).__name__} {pruner!r:.40}")
     require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
     require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
     if as_fast_as is not None and max_latency_ms is not None:
@@ -406,6 +418,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                f"teacher's task")
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
+    check_cache_dir(cache_dir)  # before the folder is made, as kd checks it before its run
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
