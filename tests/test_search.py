@@ -48,6 +48,14 @@ def read_report(folder: Path) -> dict:
     ({"students": {"lstm": {"hidden_dim": {"low": 0, "high": 8, "log": True}}}}, "a log range needs low above 0"),
     ({"students": {"lstm": {"hidden_dim": [16, 0]}}}, r"students.lstm.hidden_dim: 0: hidden_dim must be >= 1"),
     ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "stride": 2}}}}, "stride is no part of one"),
+    # Optuna rounds a whole range's fractional steps, and cuts a range to its last whole step (to low for a step
+    # beyond it) with a warning only: the trials searched another range than the space's
+    ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "step": 1.5}}}}, "a range of whole numbers takes a "
+                                                                                  "whole step, got 1.5"),
+    ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "step": 100}}}}, "step 100 does not divide the "
+                                                                                  "range 8 to 16 into whole steps"),
+    ({"students": {"lstm": {}}, "loss": {"temperature": {"low": 1.0, "high": 4.0, "step": 2.0}}},
+     "loss.temperature: step 2.0 does not divide"),
     ({"students": {"lstm-tagger": {}}}, "student 'lstm-tagger' does tagging, and the teacher classification"),
     ({"students": {"lstm": {}}, "loss": {"temprature": 2}}, r"loss has no field 'temprature' \(its fields: kd_loss, "
                                                             r"temperature"),

@@ -162,6 +162,12 @@ def _param(value: Any, where: str) -> Param:
         raise DistillError(f"{where}: a log range needs low above 0 and no step")
     if step is not None and (not _number(step) or step <= 0):
         raise DistillError(f"{where}: step must be a number above 0, got {step!r}")
+    if step is not None and _whole(low) and _whole(high) and not _whole(step):
+        raise DistillError(f"{where}: a range of whole numbers takes a whole step, got {step!r}")
+    if step is not None and not math.isclose((high - low) / step, round((high - low) / step), abs_tol=1e-9):
+        # Optuna would search up to the last step below high, with only a warning (all of it low, for a step
+        # beyond the range)
+        raise DistillError(f"{where}: step {step!r} does not divide the range {low!r} to {high!r} into whole steps")
     return Param(low=low, high=high, log=log, step=step)
 
 
