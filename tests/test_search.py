@@ -460,6 +460,26 @@ def test_a_trial_far_over_the_latency_budget_untrained_is_pruned_before_it_train
     assert "pruned untrained (1000.0 ms a batch)" in (tmp_path / "s" / "trials.md").read_text()
 
 
+def test_an_interrupted_trial_pruned_untrained_when_resumed_leaves_no_folder(tiny_classifier_teacher, tmp_path,
+                                                                             monkeypatch):
+    """A trial stopped by Ctrl-C leaves its run's resume state in its folder; resumed under a budget it is far over
+    (another budget is allowed), it was pruned before training and its folder, resume state and all, was left."""
+    from distill.student_search import trial as trial_module
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=2, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)  # epoch 2 of trial 0 (the lstm default), its epoch 1 kept to resume from
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert (tmp_path / "s" / "trials" / "0000" / "resume.pt").is_file()
+    monkeypatch.undo()
+    monkeypatch.setattr(trial_module, "untrained_latency", lambda settings, job: 1000.0 * (settings.student == "lstm"))
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments,
+                    max_latency_ms=1000.0 / trial_module.UNTRAINED_SLACK - 1)
+    assert [(t["state"], t["default"], t["folder"]) for t in result.trials] == \
+        [("fail", "lstm", "trials/0000"), ("pruned", "lstm", "trials/0000"), ("complete", "cnn", "trials/0002")]
+    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0002", "study.json"]
+
+
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
     """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
     if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
