@@ -375,6 +375,12 @@ def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_pat
     with pytest.raises(DistillError, match=r"study 'distill-search' searched with another space; resume it with "
                                            r"the same one"):
         search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=other, threads=1)
+    # other data options read other text or labels from the same files (the study's were the defaults)
+    from distill.data import DataOptions
+    with pytest.raises(DistillError, match=r"study 'distill-search' searched with other data options \(columns, "
+                                           r"label separator\); resume it with the same one"):
+        search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1,
+               data=DataOptions(separator="::"))
 
 
 def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, tmp_path):

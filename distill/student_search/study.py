@@ -5,6 +5,7 @@ which runs it all and reports."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -98,14 +99,16 @@ def _heartbeat(study, trial) -> Iterator[None]:
 
 
 def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
-              threads: int) -> dict:
+              threads: int, data: DataOptions) -> dict:
     """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
-    space or latency settings would mix trials that cannot be compared."""
+    space or latency settings would mix trials that cannot be compared; so would other data options (another
+    text column reads other text from the same files), recorded where not the defaults (a study recorded
+    before them resumes)."""
     from distill.provenance import input_fingerprints
     inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
                                                     ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
     return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
-            "latency_threads": threads}
+            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {})}
 
 
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
@@ -126,9 +129,10 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
     if recorded is None:
         study.set_user_attr("search", identity)
     elif recorded != identity:
-        differs = next(key for key in identity if recorded.get(key) != identity[key])
+        differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
         said = {"inputs": "other data or another teacher", "space": "another space",
-                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads"}
+                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
+                "data": "other data options (columns, label separator)"}
         raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
@@ -461,7 +465,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         started = time.monotonic()
         with _locked(output):
             study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled,
-                                                                      job_space, batch_size, threads), pruner)
+                                                                      job_space, batch_size, threads, data), pruner)
             _warm_cache(job, task, teacher_model)
     except BaseException:
         if created:  # refused, or stopped, before any trial ran: no folder of a search that never began is left
