@@ -66,6 +66,9 @@ def read_report(folder: Path) -> dict:
     # judged together, before a study is made: a trial drawing both weights 0 failed the search after others ran
     ({"students": {"lstm": {}}, "loss": {"student_weight": [0.0, 0.5], "distill_weight": {"low": 0.0, "high": 1.0}}},
      r"loss: a trial may draw student_weight 0.0, distill_weight 0.0: loss weights must be >= 0 and not both 0"),
+    # no trial would take the temperature: each drops it beside mse, which refuses one
+    ({"students": {"lstm": {}}, "loss": {"kd_loss": "mse", "temperature": 3.0}}, r"loss.temperature: every trial's "
+                                                                                 r"kd_loss is mse"),
     ({"students": {"lstm": {}}, "training": {"seed": [1, 2, 3]}}, r"training.seed: the search seeds every trial itself "
                                                                   r"\(seed=, and the reseeded runs"),
 ])

@@ -358,6 +358,11 @@ def _check_loss_together(loss: dict[str, Param], source: str) -> None:
     combination its class refuses would fail the search after the trials before it, and leave the study with a
     space that cannot be corrected in place."""
     from distill.distillation import TeacherStudentDistill
+    kd_losses = loss["kd_loss"].candidates() if "kd_loss" in loss else []
+    if "temperature" in loss and kd_losses and all(value == "mse" for value in kd_losses):
+        # a trial drawing mse leaves the temperature out (`SearchSpace.sample`): here every trial would
+        raise DistillError(f"{source}: loss.temperature: every trial's kd_loss is mse, which compares raw logits and "
+                           "takes no temperature: remove it, or search kl too (kd_loss: [kl, mse])")
     names = list(loss)
     for values in itertools.product(*(loss[name].candidates() for name in names)):
         settings = dict(zip(names, values))
