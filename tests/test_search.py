@@ -69,6 +69,8 @@ def read_report(folder: Path) -> dict:
     # no trial would take the temperature: each drops it beside mse, which refuses one
     ({"students": {"lstm": {}}, "loss": {"kd_loss": "mse", "temperature": 3.0}}, r"loss.temperature: every trial's "
                                                                                  r"kd_loss is mse"),
+    ({"students": {"lstm": {}}, "training": {"select_metric": ["accuracy", "macro_f1"]}},
+     r"training.select_metric: the trials are compared on their dev scores, each of its own select metric"),
     ({"students": {"lstm": {}}, "training": {"seed": [1, 2, 3]}}, r"training.seed: the search seeds every trial itself "
                                                                   r"\(seed=, and the reseeded runs"),
 ])
@@ -201,6 +203,16 @@ def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(ba
     storage or the cache were TypeErrors, data=None an AttributeError; progress="no" ran with progress bars."""
     with pytest.raises(DistillError, match=message):
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **{"trials": 1, "space": SPACE, **bad})
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_select_metric_the_task_does_not_score_is_refused_before_any_trial(tiny_classifier_teacher, tmp_path):
+    """Every trial failed on it, after the study had recorded the space: the corrected space was then refused as
+    another space in that folder."""
+    space = {**SPACE, "training": {**SPACE["training"], "select_metric": "f1"}}
+    with pytest.raises(DistillError, match=r"the search space: training.select_metric: select metric 'f1' is not "
+                                           r"scored for classification"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
     assert not (tmp_path / "s").exists()
 
 

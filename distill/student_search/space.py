@@ -245,6 +245,17 @@ class SearchSpace:
                     values[group][name] = student_default(entry.cls, name)  # what the run records
         return values
 
+    def check_metric(self, task: str, scheme: str | None) -> None:
+        """The training's select_metric where the space fixes one: scored for the teacher's task and tags (each
+        trial would fail on it once the study holds the space, which is then not corrected in place)."""
+        from distill.metrics import select_metric
+        given = self.training.get("select_metric")
+        if given is not None and given.candidates()[0] is not None:
+            try:
+                select_metric(given.candidates()[0], task, scheme)
+            except DistillError as err:
+                raise DistillError(f"{self.source}: training.select_metric: {err}") from None
+
     def starts_from_teacher(self) -> bool:
         """Whether a trial may start its student's word embeddings from the teacher's (the Distiller's
         `teacher_embeddings`, on unless the space fixes it off)."""
@@ -348,6 +359,9 @@ def parse_space(given: dict, task: str | None = None, source: str = "the search 
                 raise DistillError(f"{source}: {group} has no field {key!r} (its fields: {', '.join(known)})")
             where = f"{source}: {group}.{key}"
             groups[group][key] = param = _param(value, where)
+            if group == "training" and key == "select_metric" and len(set(param.candidates())) > 1:
+                raise DistillError(f"{where}: the trials are compared on their dev scores, each of its own select "
+                                   "metric: give one metric, not a choice of them")
             _check_values(param, where, _builder(group, key))
     _check_loss_together(groups["loss"], source)
     return SearchSpace(parsed, groups["loss"], groups["training"], groups["distiller"], given, source)

@@ -432,6 +432,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     teacher_model = load_teacher(str(teacher), device=device)  # nor a broken teacher or one of other labels,
     teacher_model.hierarchy.check_same(build_hierarchy(task, train_set.labels, data.separator, train_set.where),
                                        f"teacher vs training data {train_set.where}")
+    job_space.check_metric(task, teacher_model.hierarchy.scheme)
     if job_space.starts_from_teacher() and teacher_model.sub_word_tokenizer() is None:  # nor fail every trial
         kind = getattr(getattr(teacher_model, "config", None), "model", type(teacher_model).__name__)
         raise DistillError(f"{teacher}: the teacher ({kind}) has no sub-word embeddings to start the students' word "
