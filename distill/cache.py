@@ -66,6 +66,9 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     then on), nor inside the run's `output` (the model it will write) or a hidden name beside it (its
     lock, temporary folders, the model that --overwrite moves aside), never over a file, under a file or
     through a link (`distill.io.check_folder`), the default one ($DISTILL_CACHE) as a given one."""
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise DistillError(f"cache_dir must be a folder's path (or None: the default cache), got "
+                           f"{type(cache_dir).__name__} {cache_dir!r:.40}")
     given = Path(cache_dir if cache_dir is not None else default_cache_dir())
     folder, cache_dir = _named(cache_dir)
     if output is not None:

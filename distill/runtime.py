@@ -33,6 +33,7 @@ class Runtime:
 
     def __post_init__(self):
         require_whole("threads", self.threads, optional=True)
+        require_flag("progress", self.progress)
         if not isinstance(self.device, str) or (self.device != "auto" and not _is_device_name(self.device)):
             raise DistillError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
 

@@ -48,6 +48,14 @@ def read_report(folder: Path) -> dict:
     ({"students": {"lstm": {"hidden_dim": {"low": 0, "high": 8, "log": True}}}}, "a log range needs low above 0"),
     ({"students": {"lstm": {"hidden_dim": [16, 0]}}}, r"students.lstm.hidden_dim: 0: hidden_dim must be >= 1"),
     ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "stride": 2}}}}, "stride is no part of one"),
+    # Optuna rounds a whole range's fractional steps, and cuts a range to its last whole step (to low for a step
+    # beyond it) with a warning only: the trials searched another range than the space's
+    ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "step": 1.5}}}}, "a range of whole numbers takes a "
+                                                                                  "whole step, got 1.5"),
+    ({"students": {"lstm": {"hidden_dim": {"low": 8, "high": 16, "step": 100}}}}, "step 100 does not divide the "
+                                                                                  "range 8 to 16 into whole steps"),
+    ({"students": {"lstm": {}}, "loss": {"temperature": {"low": 1.0, "high": 4.0, "step": 2.0}}},
+     "loss.temperature: step 2.0 does not divide"),
     ({"students": {"lstm-tagger": {}}}, "student 'lstm-tagger' does tagging, and the teacher classification"),
     ({"students": {"lstm": {}}, "loss": {"temprature": 2}}, r"loss has no field 'temprature' \(its fields: kd_loss, "
                                                             r"temperature"),
@@ -58,6 +66,11 @@ def read_report(folder: Path) -> dict:
     # judged together, before a study is made: a trial drawing both weights 0 failed the search after others ran
     ({"students": {"lstm": {}}, "loss": {"student_weight": [0.0, 0.5], "distill_weight": {"low": 0.0, "high": 1.0}}},
      r"loss: a trial may draw student_weight 0.0, distill_weight 0.0: loss weights must be >= 0 and not both 0"),
+    # no trial would take the temperature: each drops it beside mse, which refuses one
+    ({"students": {"lstm": {}}, "loss": {"kd_loss": "mse", "temperature": 3.0}}, r"loss.temperature: every trial's "
+                                                                                 r"kd_loss is mse"),
+    ({"students": {"lstm": {}}, "training": {"select_metric": ["accuracy", "macro_f1"]}},
+     r"training.select_metric: the trials are compared on their dev scores, each of its own select metric"),
     ({"students": {"lstm": {}}, "training": {"seed": [1, 2, 3]}}, r"training.seed: the search seeds every trial itself "
                                                                   r"\(seed=, and the reseeded runs"),
 ])
@@ -172,6 +185,54 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
     with pytest.raises(DistillError, match=f"{tiny_tagging_teacher}: as_fast_as is timed on the search's dev data, "
                                            "and this model does tagging, the teacher classification"):
         search(model, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE, as_fast_as=tiny_tagging_teacher)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"space": [1]}, r"space must be a YAML or JSON file's path, a mapping, or None \(the classification default\), "
+                     r"got list \[1\]"),
+    ({"storage": 5}, r"5 is not a storage URL: give sqlite:///PATH for an SQLite file"),
+    ({"cache_dir": 5}, r"cache_dir must be a folder's path \(or None: the default cache\), got int 5"),
+    ({"data": None}, r"data must be of type DataOptions"),
+    ({"progress": "no"}, r"progress must be True or False, got 'no'"),
+    ({"study_name": 5}, r"study_name must be a string"),
+    ({"pruner": "median"}, r"pruner must be an Optuna pruner"),
+], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner"])
+def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(bad, message, tiny_classifier_teacher,
+                                                                              tmp_path):
+    """The Python API's arguments the command line can only give as text: a list for the space, a number for the
+    storage or the cache were TypeErrors, data=None an AttributeError; progress="no" ran with progress bars."""
+    with pytest.raises(DistillError, match=message):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **{"trials": 1, "space": SPACE, **bad})
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_select_metric_the_task_does_not_score_is_refused_before_any_trial(tiny_classifier_teacher, tmp_path):
+    """Every trial failed on it, after the study had recorded the space: the corrected space was then refused as
+    another space in that folder."""
+    space = {**SPACE, "training": {**SPACE["training"], "select_metric": "f1"}}
+    with pytest.raises(DistillError, match=r"the search space: training.select_metric: select metric 'f1' is not "
+                                           r"scored for classification"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_folder_of_other_files_is_no_search_output(tiny_classifier_teacher, tmp_path):
+    """A folder holding a model of its own at best/ (and a trials.json) had both replaced by the search's; an empty
+    folder, or one holding only hidden names, is new to the search."""
+    folder = tmp_path / "mine"
+    (folder / "best").mkdir(parents=True)
+    (folder / "best" / "notes.txt").write_text("mine")
+    (folder / "trials.json").write_text("{}")
+    with pytest.raises(DistillError, match=rf"^{folder}: holds best and more, and no search's trials/: a search "
+                                           r"writes its study, trials, reports and best/ there"):
+        search(tiny_classifier_teacher, TRAIN, DEV, folder, trials=1, space=SPACE)
+    assert sorted(p.name for p in folder.iterdir()) == ["best", "trials.json"]
+    assert (folder / "best" / "notes.txt").read_text() == "mine"
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / ".gitkeep").write_text("")
+    from distill.student_search.study import check_search_output
+    check_search_output(hidden, [])  # accepted: nothing of the user's is named as the search's files
 
 
 def test_a_student_teacher_is_searched_from_random_word_embeddings_or_refused_before_any_trial(tmp_path):
@@ -329,6 +390,12 @@ def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_pat
     with pytest.raises(DistillError, match=r"study 'distill-search' searched with another space; resume it with "
                                            r"the same one"):
         search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=other, threads=1)
+    # other data options read other text or labels from the same files (the study's were the defaults)
+    from distill.data import DataOptions
+    with pytest.raises(DistillError, match=r"study 'distill-search' searched with other data options \(columns, "
+                                           r"label separator\); resume it with the same one"):
+        search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1,
+               data=DataOptions(separator="::"))
 
 
 def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, tmp_path):
@@ -412,6 +479,26 @@ def test_a_trial_far_over_the_latency_budget_untrained_is_pruned_before_it_train
     assert len(timed) == 2 and all(ms > 0 for ms in timed)
     assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0001", "study.json"]
     assert "pruned untrained (1000.0 ms a batch)" in (tmp_path / "s" / "trials.md").read_text()
+
+
+def test_an_interrupted_trial_pruned_untrained_when_resumed_leaves_no_folder(tiny_classifier_teacher, tmp_path,
+                                                                             monkeypatch):
+    """A trial stopped by Ctrl-C leaves its run's resume state in its folder; resumed under a budget it is far over
+    (another budget is allowed), it was pruned before training and its folder, resume state and all, was left."""
+    from distill.student_search import trial as trial_module
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=2, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)  # epoch 2 of trial 0 (the lstm default), its epoch 1 kept to resume from
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert (tmp_path / "s" / "trials" / "0000" / "resume.pt").is_file()
+    monkeypatch.undo()
+    monkeypatch.setattr(trial_module, "untrained_latency", lambda settings, job: 1000.0 * (settings.student == "lstm"))
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments,
+                    max_latency_ms=1000.0 / trial_module.UNTRAINED_SLACK - 1)
+    assert [(t["state"], t["default"], t["folder"]) for t in result.trials] == \
+        [("fail", "lstm", "trials/0000"), ("pruned", "lstm", "trials/0000"), ("complete", "cnn", "trials/0002")]
+    assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0002", "study.json"]
 
 
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):

@@ -138,7 +138,11 @@ def test_ngram_student_classifies_the_mean_of_its_words_and_ngrams():
     ("lstm", {"hidden_dim": 16.5}, "hidden_dim must be a whole number, got 16.5"),
     ("lstm", {"dropout": True}, "dropout must be a number, got True"),
     ("lstm", {"lowercase": "no"}, "lowercase must be true or false, got 'no'"),
-    ("cnn", {"filter_widths": [3, True]}, "filter_widths must be a list of whole numbers, got [3, True]")])
+    ("cnn", {"filter_widths": [3, True]}, "filter_widths must be a list of whole numbers, got [3, True]"),
+    # the option refuses an empty list; from Python it made a CNN whose classifier reads nothing (a search space's
+    # filter_widths: [[]] too)
+    ("cnn", {"filter_widths": []}, "filter_widths must be a non-empty list of whole numbers, got []"),
+    ("idcnn-tagger", {"idcnn_dilations": []}, "idcnn_dilations must be a non-empty list of whole numbers, got []")])
 def test_student_configs_refuse_what_their_cli_options_refuse(name, setting, message):
     """The API and hand-edited config.json files meet the types and limits `--help` shows, not a hang or a
     traceback."""

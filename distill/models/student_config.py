@@ -52,6 +52,8 @@ class StudentConfig:
             meta, value = spec.metadata, getattr(self, spec.name)
             if not has_type(value, str(spec.type)):
                 raise DistillError(f"{spec.name} must be {TYPE_NAMES[str(spec.type)]}, got {value!r}")
+            if value == [] and str(spec.type) == "list":  # no widths: a CNN whose classifier reads nothing
+                raise DistillError(f"{spec.name} must be a non-empty list of whole numbers, got []")
             if "choices" in meta and value not in meta["choices"]:
                 raise DistillError(f"{spec.name} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
             low, high = meta.get("min"), meta.get("max")

@@ -9,6 +9,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
@@ -161,6 +162,12 @@ def _param(value: Any, where: str) -> Param:
         raise DistillError(f"{where}: a log range needs low above 0 and no step")
     if step is not None and (not _number(step) or step <= 0):
         raise DistillError(f"{where}: step must be a number above 0, got {step!r}")
+    if step is not None and _whole(low) and _whole(high) and not _whole(step):
+        raise DistillError(f"{where}: a range of whole numbers takes a whole step, got {step!r}")
+    if step is not None and not math.isclose((high - low) / step, round((high - low) / step), abs_tol=1e-9):
+        # Optuna would search up to the last step below high, with only a warning (all of it low, for a step
+        # beyond the range)
+        raise DistillError(f"{where}: step {step!r} does not divide the range {low!r} to {high!r} into whole steps")
     return Param(low=low, high=high, log=log, step=step)
 
 
@@ -237,6 +244,17 @@ class SearchSpace:
                 if group == "training" and values[group][name] is None and name in ("lr", "epochs", "patience"):
                     values[group][name] = student_default(entry.cls, name)  # what the run records
         return values
+
+    def check_metric(self, task: str, scheme: str | None) -> None:
+        """The training's select_metric where the space fixes one: scored for the teacher's task and tags (each
+        trial would fail on it once the study holds the space, which is then not corrected in place)."""
+        from distill.metrics import select_metric
+        given = self.training.get("select_metric")
+        if given is not None and given.candidates()[0] is not None:
+            try:
+                select_metric(given.candidates()[0], task, scheme)
+            except DistillError as err:
+                raise DistillError(f"{self.source}: training.select_metric: {err}") from None
 
     def starts_from_teacher(self) -> bool:
         """Whether a trial may start its student's word embeddings from the teacher's (the Distiller's
@@ -341,6 +359,9 @@ def parse_space(given: dict, task: str | None = None, source: str = "the search 
                 raise DistillError(f"{source}: {group} has no field {key!r} (its fields: {', '.join(known)})")
             where = f"{source}: {group}.{key}"
             groups[group][key] = param = _param(value, where)
+            if group == "training" and key == "select_metric" and len(set(param.candidates())) > 1:
+                raise DistillError(f"{where}: the trials are compared on their dev scores, each of its own select "
+                                   "metric: give one metric, not a choice of them")
             _check_values(param, where, _builder(group, key))
     _check_loss_together(groups["loss"], source)
     return SearchSpace(parsed, groups["loss"], groups["training"], groups["distiller"], given, source)
@@ -351,6 +372,11 @@ def _check_loss_together(loss: dict[str, Param], source: str) -> None:
     combination its class refuses would fail the search after the trials before it, and leave the study with a
     space that cannot be corrected in place."""
     from distill.distillation import TeacherStudentDistill
+    kd_losses = loss["kd_loss"].candidates() if "kd_loss" in loss else []
+    if "temperature" in loss and kd_losses and all(value == "mse" for value in kd_losses):
+        # a trial drawing mse leaves the temperature out (`SearchSpace.sample`): here every trial would
+        raise DistillError(f"{source}: loss.temperature: every trial's kd_loss is mse, which compares raw logits and "
+                           "takes no temperature: remove it, or search kl too (kd_loss: [kl, mse])")
     names = list(loss)
     for values in itertools.product(*(loss[name].candidates() for name in names)):
         settings = dict(zip(names, values))
@@ -369,6 +395,9 @@ def load_space(space: str | Path | dict | None, task: str) -> SearchSpace:
         return parse_space(DEFAULT_SPACES[task], task, f"the default {task} space")
     if isinstance(space, dict):
         return parse_space(space, task)
+    if not isinstance(space, (str, os.PathLike)):  # a list or a number read as a path was a TypeError
+        raise DistillError(f"space must be a YAML or JSON file's path, a mapping, or None (the {task} default), got "
+                           f"{type(space).__name__} {space!r:.40}")
     from distill.config import read_settings_file
     given = read_settings_file(space, "search space")  # a key given twice refused: YAML keeps the last in silence
     return parse_space(given, task, str(space))

@@ -5,6 +5,7 @@ which runs it all and reports."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -16,7 +17,7 @@ from typing import Any, Iterator
 
 import torch
 
-from distill.cache import CACHE_DIR_OPTION
+from distill.cache import CACHE_DIR_OPTION, check_cache_dir
 from distill.data import DataOptions
 from distill.errors import DistillError, option
 from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make_folder, shown_url,
@@ -48,6 +49,8 @@ def storage_file(url: str) -> Path | None:
     study only while this process runs (no other process joins it, and running the command again starts over)."""
     optuna_module()
     try:
+        if not isinstance(url, str):  # a Path given for the URL: one line, as a path string is
+            raise ValueError(NOT_A_DATABASE_URL)
         return sqlite_database(url)
     except ValueError as err:
         if str(err) == IN_MEMORY_SQLITE:
@@ -56,7 +59,8 @@ def storage_file(url: str) -> Path | None:
                                f"file, sqlite:///PATH (or {default}: OUTPUT/study.db)") from None
         if str(err) != NOT_A_DATABASE_URL:
             raise DistillError(f"{url}: {err}") from None
-        example = f"sqlite:///{url}" if url and ":" not in url else "sqlite:///PATH"
+        example = f"sqlite:///{url}" if isinstance(url, (str, os.PathLike)) and url and ":" not in str(url) \
+            else "sqlite:///PATH"
         raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
                            "server's URL (postgresql://HOST/DB)") from None
 
@@ -95,14 +99,16 @@ def _heartbeat(study, trial) -> Iterator[None]:
 
 
 def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
-              threads: int) -> dict:
+              threads: int, data: DataOptions) -> dict:
     """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
-    space or latency settings would mix trials that cannot be compared."""
+    space or latency settings would mix trials that cannot be compared; so would other data options (another
+    text column reads other text from the same files), recorded where not the defaults (a study recorded
+    before them resumes)."""
     from distill.provenance import input_fingerprints
     inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
                                                     ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
     return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
-            "latency_threads": threads}
+            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {})}
 
 
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
@@ -123,9 +129,10 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
     if recorded is None:
         study.set_user_attr("search", identity)
     elif recorded != identity:
-        differs = next(key for key in identity if recorded.get(key) != identity[key])
+        differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
         said = {"inputs": "other data or another teacher", "space": "another space",
-                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads"}
+                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
+                "data": "other data options (columns, label separator)"}
         raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                            f"resume it with the same one, or give another {option('--output', 'output')} "
                            f"(or {named(SearchSettings, 'storage', 'storage')})")
@@ -332,13 +339,22 @@ class SearchResult:
 
 def check_search_output(output: Path, inputs: list) -> None:
     """A search's folder (its study, trials and best model) is none of its inputs, holds none, lies in none,
-    and is no model's directory: a search started there would write its files among the model's."""
+    and is no model's directory: a search started there would write its files among the model's. An existing
+    folder is new to the search (empty, hidden names aside) or a search's own (it holds trials/, made first):
+    any other would have its best/, trials.json or study.db replaced (a model of its own at best/ among them)."""
     from distill.outputs import check_directory_output, is_model_folder
     check_folder(output)
     check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
     if output.is_dir() and is_model_folder(output):
         raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
                            "trials and best model): choose another output")
+    if output.is_dir() and not (output / TRIALS_FOLDER).is_dir():
+        held = sorted(path.name for path in output.iterdir() if not path.name.startswith("."))
+        if held:
+            raise DistillError(f"{output}: holds {held[0]}{' and more' * (len(held) > 1)}, and no search's "
+                               f"{TRIALS_FOLDER}/: a search writes its study, trials, reports and {BEST_FOLDER}/ "
+                               "there, over what those names hold; give a new or empty folder (or the folder of "
+                               "the search to resume)")
 
 
 def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
@@ -371,6 +387,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     from distill.data import labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models.kinds import require_kind
+    from distill.runtime import Runtime
+    from distill.trainers import _check_arguments
     require_search_packages()
     optuna = optuna_module()
     require_whole("trials", trials)
@@ -378,6 +396,13 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_whole("threads", threads, optional=True)
     require_whole("seed", seed, 0, 2**32 - 1)
     require_flag("prune", prune)
+    Runtime(device, progress=progress)  # the device and the progress flag, as every trial's run takes them
+    _check_arguments(data=data)
+    if not isinstance(study_name, str):
+        raise DistillError(f"study_name must be a string (the study's name in its storage), got {study_name!r:.40}")
+    if pruner is not None and not callable(getattr(pruner, "prune", None)):
+        raise DistillError(f"pruner must be an Optuna pruner (its prune(study, trial) says whether to stop a trial), "
+                           f"got {type(pruner).__name__} {pruner!r:.40}")
     require_number("max_latency_ms", max_latency_ms, 0, math.inf, low_open=True, optional=True)
     require_number("max_mb", max_mb, 0, math.inf, low_open=True, optional=True)
     if as_fast_as is not None and max_latency_ms is not None:
@@ -397,6 +422,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                f"teacher's task")
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
+    check_cache_dir(cache_dir)  # before the folder is made, as kd checks it before its run
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
@@ -406,6 +432,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     teacher_model = load_teacher(str(teacher), device=device)  # nor a broken teacher or one of other labels,
     teacher_model.hierarchy.check_same(build_hierarchy(task, train_set.labels, data.separator, train_set.where),
                                        f"teacher vs training data {train_set.where}")
+    job_space.check_metric(task, teacher_model.hierarchy.scheme)
     if job_space.starts_from_teacher() and teacher_model.sub_word_tokenizer() is None:  # nor fail every trial
         kind = getattr(getattr(teacher_model, "config", None), "model", type(teacher_model).__name__)
         raise DistillError(f"{teacher}: the teacher ({kind}) has no sub-word embeddings to start the students' word "
@@ -439,7 +466,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         started = time.monotonic()
         with _locked(output):
             study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled,
-                                                                      job_space, batch_size, threads), pruner)
+                                                                      job_space, batch_size, threads, data), pruner)
             _warm_cache(job, task, teacher_model)
     except BaseException:
         if created:  # refused, or stopped, before any trial ran: no folder of a search that never began is left

@@ -234,7 +234,11 @@ def run_trial(trial, job: Job) -> float:
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
     if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
         if "reseed_of" not in trial.user_attrs:  # (a reseeded run's trial was within reach)
-            _prune_if_far_over_budget(trial, settings, job, started)
+            try:
+                _prune_if_far_over_budget(trial, settings, job, started)
+            except optuna.TrialPruned:  # an interrupted run's resume state, retried under a smaller budget
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
         training = {"seed": job.seed, **settings.training}
         if "reseed_of" in trial.user_attrs:
             training["seed"] = trial.user_attrs["seed"]
