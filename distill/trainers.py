@@ -393,10 +393,7 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
     if not isinstance(config, entry.cls.config_class):
         raise DistillError(f"student {config.model!r} needs a {entry.cls.config_class.__name__}, "
                            f"got a {type(config).__name__}")
-    if is_onnx_export(teacher):  # its embedding table from the graph; a transformer's layers from its source model
-        from distill.models.transformer_student import FROM_TEACHER
-        layers = getattr(config, "encoder", None) == FROM_TEACHER or getattr(entry.cls, "runs_teacher_encoder", False)
-        teacher = teacher.initialising_teacher(layers=layers)
+    teacher = _initialising(teacher, config, entry.cls)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if teacher is None:
@@ -406,6 +403,25 @@ def new_student(student: LabelModel | StudentConfig | str, hierarchy: LabelHiera
             raise DistillError(f"student {config.model!r} lacks build_from_teacher(config, hierarchy, examples, "
                                f"teacher) to start from the teacher's weights: use {random_embeddings()}")
         return entry.cls.build_from_teacher(config, hierarchy, examples, teacher)
+
+
+def _initialising(teacher: LabelModel | None, config: StudentConfig, cls: type) -> LabelModel | None:
+    """The model a student of `config` starts from: an ONNX export's embedding table from its graph, a
+    transformer's layers from its source model; any other teacher as it is."""
+    if not is_onnx_export(teacher):
+        return teacher
+    from distill.models.transformer_student import FROM_TEACHER
+    layers = getattr(config, "encoder", None) == FROM_TEACHER or getattr(cls, "runs_teacher_encoder", False)
+    return teacher.initialising_teacher(layers=layers)
+
+
+def check_student_fits(config: StudentConfig, teacher: LabelModel) -> None:
+    """Refuse now what starting a student of `config` from `teacher` would (a transformer student of more
+    layers than the teacher's): a student class says so with ``check_teacher(config, teacher)``."""
+    cls = student_entry(config.model).cls
+    check = getattr(cls, "check_teacher", None)
+    if callable(check):
+        check(config, _initialising(teacher, config, cls))
 
 
 def _student_task(student: LabelModel | StudentConfig | str) -> str:

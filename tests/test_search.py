@@ -216,6 +216,17 @@ def test_a_select_metric_the_task_does_not_score_is_refused_before_any_trial(tin
     assert not (tmp_path / "s").exists()
 
 
+def test_a_transformer_student_the_teacher_cannot_start_is_refused_before_any_trial(tiny_classifier_teacher, tmp_path):
+    """A transformer student of more layers than the 2-layer teacher's (here a range's high end) failed its first
+    trial, after the study had recorded the space: the corrected space was then refused as another space in that
+    folder."""
+    space = {**SPACE, "students": {"transformer": {"layers": {"low": 1, "high": 3}}}}
+    with pytest.raises(DistillError, match=r"^the search space: students.transformer: a transformer student of 3 "
+                                           r"layers: its encoder has only 2$"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_folder_of_other_files_is_no_search_output(tiny_classifier_teacher, tmp_path):
     """A folder holding a model of its own at best/ (and a trials.json) had both replaced by the search's; an empty
     folder, or one holding only hidden names, is new to the search."""

@@ -263,10 +263,28 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
                            teacher: LabelModel) -> "TransformerStudent":
         """The teacher's embeddings, `config.layers` of its layers and its head (when the labels are the
         same); with a pretrained `config.encoder` the teacher only teaches (see `build`)."""
-        from distill.models.teacher import Teacher
         if config.encoder != FROM_TEACHER:
             return cls._from_pretrained_encoder(config, hierarchy, teacher_max_length(teacher))
         config = replace(config, max_length=config.max_length or teacher_max_length(teacher))
+        source, keep = cls._teacher_layers(config, teacher)
+        config = replace(config, sentence_pooling=source.config.pooling,
+                         pre_classifier=source.pre_classifier is not None)
+        model = cls(config, hierarchy, cut_layers(source.encoder, keep), source.tokenizer)
+        if source.hierarchy.labels == hierarchy.labels:
+            model.network.load_state_dict(source.head_state_dict(), strict=False)
+        return model
+
+    @classmethod
+    def check_teacher(cls, config: TransformerStudentConfig, teacher: LabelModel) -> None:
+        """What `build_from_teacher` would refuse of `teacher` for `config`, without copying its layers: a search
+        checks its space's students so before any trial."""
+        if config.encoder == FROM_TEACHER:
+            cls._teacher_layers(config, teacher)
+
+    @staticmethod
+    def _teacher_layers(config: TransformerStudentConfig, teacher: LabelModel):
+        """The transformer whose layers a student of `config` copies from `teacher`, and which of them it keeps."""
+        from distill.models.teacher import Teacher
         source = teacher.network if isinstance(teacher, TransformerStudent) else teacher
         if not isinstance(source, Teacher):
             # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
@@ -275,13 +293,7 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
                 "transformers classifier, whose layers distill does not copy"  # distill.models.hub_teacher
             raise DistillError(f"a transformer student copies a transformer's layers, and the teacher is a "
                                f"{what}: give a pretrained encoder ({_minilm()})")
-        keep = kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)
-        config = replace(config, sentence_pooling=source.config.pooling,
-                         pre_classifier=source.pre_classifier is not None)
-        model = cls(config, hierarchy, cut_layers(source.encoder, keep), source.tokenizer)
-        if source.hierarchy.labels == hierarchy.labels:
-            model.network.load_state_dict(source.head_state_dict(), strict=False)
-        return model
+        return source, kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)
 
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         return self.network.prepare(examples)

@@ -256,6 +256,21 @@ class SearchSpace:
             except DistillError as err:
                 raise DistillError(f"{self.source}: training.select_metric: {err}") from None
 
+    def check_students_fit(self, teacher) -> None:
+        """Each student's bounding settings (every choice, both ends of a range) against the teacher its trials
+        start from (`distill.trainers.check_student_fits`: a transformer student's layers against the
+        teacher's): a trial failing on it would leave the study with a space that cannot be corrected in place."""
+        from distill.models.registry import student_config, student_entry
+        from distill.trainers import check_student_fits
+        for name, params in self.students.items():
+            if not callable(getattr(student_entry(name).cls, "check_teacher", None)):
+                continue
+            for values in itertools.product(*(param.candidates() for param in params.values())):
+                try:
+                    check_student_fits(student_config(name, **dict(zip(params, values))), teacher)
+                except DistillError as err:
+                    raise DistillError(f"{self.source}: students.{name}: {err}") from None
+
     def starts_from_teacher(self) -> bool:
         """Whether a trial may start its student's word embeddings from the teacher's (the Distiller's
         `teacher_embeddings`, on unless the space fixes it off)."""

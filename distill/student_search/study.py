@@ -438,6 +438,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         raise DistillError(f"{teacher}: the teacher ({kind}) has no sub-word embeddings to start the students' word "
                            f"embeddings from: fix distiller: {{teacher_embeddings: false}} in the search space "
                            f"({option('--space FILE', 'space=')})")
+    if job_space.starts_from_teacher():
+        job_space.check_students_fit(teacher_model)
     if test is not None:  # nor stop the search once its trials are done
         labelled_examples(test, task, data, "test")
     if unlabeled is not None:
