@@ -434,6 +434,19 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
     assert not (tmp_path / "t").exists()
 
 
+def test_a_budget_as_fast_as_a_transformers_classifier_times_its_folder(tiny_hf_classifier, tmp_path):
+    """The table takes a transformers classifier's folder as --as-fast-as; its size was read from a model card it
+    does not have ("not a model directory (no distill.json ... nor config.json)"): now from the files it loads."""
+    space = {"students": {"lstm": {"hidden_dim": [4], "embedding_dim": 8}}, "training": {"epochs": 1}}
+    result = search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "s", trials=1, space=space, threads=1,
+                    cache_dir=tmp_path / "cache", reseed_top=0, as_fast_as=tiny_hf_classifier)
+    timed = result.report["search"]["budget"]["as_fast_as"]
+    folder = Path(tiny_hf_classifier)
+    loaded = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    assert timed["pytorch_mb"] * 1e6 == sum((folder / name).stat().st_size for name in loaded
+                                             if (folder / name).is_file())
+
+
 def test_the_pruner_compares_a_trial_with_its_own_student_family_only():
     """Epoch-2 scores: two finished BiLSTMs at 0.80 and 0.82, a static student at 0.70. A median over every
     trial (the old pruner) would stop the static student; the family pruner has no two static students to
