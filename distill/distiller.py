@@ -36,6 +36,7 @@ from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, check_labels_kn
 from distill.metrics import class_f1, classes_beaten, task_metrics
 from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel
+from distill.models.kinds import require_kind
 from distill.models.multitask import single_teacher
 from distill.models.protocol import check_student
 from distill.models.student_config import StudentConfig
@@ -329,6 +330,9 @@ class Distiller:
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabeled data" if self.soft_labels is None
                                else f"the soft-labelled texts of {self.soft_labels.path}")
+            for source in self.teacher_sources if self.soft_labels is None else ():  # the teacher-kind table,
+                if source:  # before an output is set up
+                    require_kind(source, "kd")
             self._refuse_for_an_export()
             teachers = {teacher_role(number): source or _teacher_source(model)
                         for number, (model, source) in enumerate(zip(self.teachers, self.teacher_sources))}
