@@ -27,8 +27,8 @@ from distill.data import DataOptions, Examples, check_held_out, labelled_example
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective, OnlineTeacherLogits,
                                   TeacherStudentDistill, check_layer_models, refuse_unweighted_class_weights)
-from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_ensemble, ensemble_logits,
-                              ensemble_mixtures, ensemble_weights, parse_teacher_weights)
+from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_distinct_teachers, check_ensemble,
+                              ensemble_logits, ensemble_mixtures, ensemble_weights, parse_teacher_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import write_json
@@ -279,6 +279,8 @@ class Distiller:
         """What an ensemble of teachers cannot do: it teaches through each teacher's cached logits alone."""
         if len(teachers) == 1:
             return
+        check_distinct_teachers(teachers, [source or f"{number + 1} (in memory)"
+                                           for number, source in enumerate(self.teacher_sources)])
         refused = [option("--online-teacher", "online_teacher=True") if self.distill.online_teacher else None,
                    option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
                           "attention_weight, cosine_weight)") if loss is not None and loss.uses_layers else None,
