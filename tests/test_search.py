@@ -186,6 +186,9 @@ def test_a_student_teacher_is_searched_from_random_word_embeddings_or_refused_be
                                            r"\{teacher_embeddings: false\} in the search space \(space=\)"):
         search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE)
     assert not (tmp_path / "out").exists()
+    cli("export", teacher, "--format", "onnx", "--output", tmp_path / "student.onnx")  # named as kd names it, not
+    with pytest.raises(DistillError, match=r"the teacher \(lstm\) has no sub-word"):  # "(OnnxModel)"
+        search(tmp_path / "student.onnx", TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE)
     random_start = {**SPACE, "distiller": {"teacher_embeddings": False}}
     result = search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=random_start, reseed_top=0)
     assert [t["state"] for t in search_trials(result.report)] == ["complete"]
