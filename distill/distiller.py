@@ -27,8 +27,8 @@ from distill.data import DataOptions, Examples, check_held_out, labelled_example
 from distill.deprecation import RenamedKeys, renamed_arguments
 from distill.distillation import (CachedTeacherLogits, DistillObjective, LayerObjective, OnlineTeacherLogits,
                                   TeacherStudentDistill, check_layer_models, refuse_unweighted_class_weights)
-from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_ensemble, ensemble_logits,
-                              ensemble_mixtures, ensemble_weights, parse_teacher_weights)
+from distill.ensemble import (TEACHER_WEIGHTS_OPTION, EnsembleTeacherLogits, check_distinct_teachers, check_ensemble,
+                              ensemble_logits, ensemble_mixtures, ensemble_weights, parse_teacher_weights)
 from distill.errors import DistillError, option, require_flag, require_number, require_whole
 from distill.inference import ExampleLogits, decode_labels, model_crf, predict_logits
 from distill.io import write_json
@@ -36,6 +36,7 @@ from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, check_labels_kn
 from distill.metrics import class_f1, classes_beaten, task_metrics
 from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel
+from distill.models.kinds import require_kind
 from distill.models.multitask import single_teacher
 from distill.models.protocol import check_student
 from distill.models.student_config import StudentConfig
@@ -278,6 +279,8 @@ class Distiller:
         """What an ensemble of teachers cannot do: it teaches through each teacher's cached logits alone."""
         if len(teachers) == 1:
             return
+        check_distinct_teachers(teachers, [source or f"{number + 1} (in memory)"
+                                           for number, source in enumerate(self.teacher_sources)])
         refused = [option("--online-teacher", "online_teacher=True") if self.distill.online_teacher else None,
                    option("--hidden-weight, --attention-weight or --cosine-weight", "a layer term (hidden_weight, "
                           "attention_weight, cosine_weight)") if loss is not None and loss.uses_layers else None,
@@ -329,6 +332,9 @@ class Distiller:
             if extra is not None:  # the dev set taught as transfer text would pick the epoch that fits it best
                 check_held_out(extra, dev_set, "the unlabeled data" if self.soft_labels is None
                                else f"the soft-labelled texts of {self.soft_labels.path}")
+            for source in self.teacher_sources if self.soft_labels is None else ():  # the teacher-kind table,
+                if source:  # before an output is set up
+                    require_kind(source, "kd")
             self._refuse_for_an_export()
             teachers = {teacher_role(number): source or _teacher_source(model)
                         for number, (model, source) in enumerate(zip(self.teachers, self.teacher_sources))}

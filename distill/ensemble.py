@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import torch
@@ -62,6 +64,31 @@ def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[flo
     return [w / sum(weights) for w in weights]
 
 
+def _identity(source: object) -> object:
+    """What makes two teachers of an ensemble one: a folder by its real path (``A``, ``./A``, a link to it), a served
+    or hub model by its name, a model in memory by the object."""
+    if not isinstance(source, (str, Path)):
+        return ("in memory", id(source))
+    from distill.models.hub_files import HUB
+    from distill.models.prompt import is_served
+    if is_served(source) or str(source).startswith(HUB):
+        return ("named", str(source))
+    return ("folder", os.path.realpath(source))
+
+
+def check_distinct_teachers(sources: Sequence[object], names: Sequence[str]) -> None:
+    """An ensemble names each teacher once (`sources`: folders, served models' names or models in memory, named
+    by `names`): one teacher twice mixes it with itself, which is that teacher alone at twice the cost, and is most
+    likely another teacher mistyped; refused before anything is loaded."""
+    seen: dict[object, str] = {}
+    for source, name in zip(sources, names, strict=True):
+        key = _identity(source)
+        if key in seen:
+            raise DistillError(f"teachers {seen[key]} and {name} are one teacher given twice: an ensemble mixes "
+                               f"different teachers (a teacher mixed with itself is that teacher alone); give each "
+                               f"{option('--teacher', 'teacher')} once, and {option('--teacher-weights', 'teacher_weights')}"
+                               " to weight one more")
+        seen[key] = name
 
 
 def check_ensemble(teachers: Sequence[torch.nn.Module], names: Sequence[str]) -> None:

@@ -108,6 +108,7 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
                  head: str | None = None) -> int:
     """Predict for a file (or stdin: one example per line, or JSON lines) and write JSONL; a multi-task teacher
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
+    require_kind(model_dir, "predict")
     model = load_with_head(model_dir, head, device)
     if input_path is None or input_path == "-":
         examples = unlabeled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are

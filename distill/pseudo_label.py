@@ -27,10 +27,12 @@ from distill import distributed
 from distill.data import iter_unlabeled
 from distill.errors import DistillError, ResumeRefused, option
 from distill.cache import CACHE_DIR_OPTION, LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
-from distill.ensemble import TEACHER_WEIGHTS_OPTION, check_ensemble, ensemble_logits, ensemble_weights
+from distill.ensemble import (TEACHER_WEIGHTS_OPTION, check_distinct_teachers, check_ensemble, ensemble_logits,
+                              ensemble_weights)
 from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher
+from distill.models.kinds import require_kind
 from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
@@ -351,6 +353,9 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
     folders = teacher_dirs(teacher_dir)
+    check_distinct_teachers(folders, [str(folder) for folder in folders])
+    for folder in folders:  # the teacher-kind table, before an output is set up
+        require_kind(folder, "pseudo-label")
     weights = ensemble_weights(teacher_weights, len(folders))
     if weights and (use_export is not None or head is not None):
         dropped = named(PseudoLabelSettings, "use_export", "use_export") if use_export is not None else \

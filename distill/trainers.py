@@ -488,8 +488,13 @@ def check_student_outputs(model: LabelModel, examples: list) -> None:
 
 def model_size_bytes(directory: str | Path) -> int:
     """Bytes on disk of the model a run leaves in `directory`, what a user ships: its card and the files it
-    lists (a teacher's `encoder/` too), not the run's log, summary or resume state (deleted at its end)."""
+    lists (a teacher's `encoder/` too), not the run's log, summary or resume state (deleted at its end); of a
+    transformers classifier's folder (no card; `search --as-fast-as` times one), the files it is loaded from."""
     from distill.models.card import MODEL_CARD, read_model_card
+    from distill.models.hub_files import is_transformers_source, local_folder, model_files
+    if is_transformers_source(directory):
+        folder = local_folder(directory)
+        return sum((folder / name).stat().st_size for name in model_files(folder) if (folder / name).is_file())
     directory = Path(directory)
     names = [MODEL_CARD, *read_model_card(directory, unfinished=True).get("sha256", {})]
     return sum((directory / name).stat().st_size for name in names)

@@ -356,8 +356,8 @@ def test_an_ensembles_dev_score_is_its_mixtures(tiny_classifier_teacher, tmp_pat
     from distill.distiller import Distiller
     from distill.trainers import Runtime
     from distill.training import TrainSettings
-    teacher = load_model(tiny_classifier_teacher)
-    result = Distiller([teacher, teacher], config_for("cnn", filters=8), settings=TrainSettings(epochs=1),
+    teacher, again = load_model(tiny_classifier_teacher), load_model(tiny_classifier_teacher)  # two models
+    result = Distiller([teacher, again], config_for("cnn", filters=8), settings=TrainSettings(epochs=1),
                        cache_dir=tmp_path / "cache", env=Runtime(progress=False)).fit(
         SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv")
     expected = evaluate(teacher, SAMPLES / "sentiment_dev.csv")

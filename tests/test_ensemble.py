@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from distill.losses import kl_distill, mean_logits, mixture_logits
 from distill.models import load_model
 from distill.models.students import build_student
 from distill.pseudo_label import pseudo_label
-from tests.conftest import SAMPLES, cli, config_for, interrupted_cli_run
+from tests.conftest import SAMPLES, cli, config_for, copy_of, interrupted_cli_run
 
 QUIET = Runtime(device="cpu", threads=1, progress=False)
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
@@ -122,8 +123,8 @@ def test_teacher_weights_are_normalised():
     assert ensemble_weights(None, 1) is None
 
 
-def test_what_an_ensemble_cannot_do_is_refused(tiny_classifier_teacher):
-    teachers = [tiny_classifier_teacher, tiny_classifier_teacher]
+def test_what_an_ensemble_cannot_do_is_refused(tiny_classifier_teacher, tmp_path):
+    teachers = [tiny_classifier_teacher, str(copy_of(tiny_classifier_teacher, tmp_path, "copy"))]
     for settings, message in [({"online_teacher": True}, "drop online_teacher=True, or give one teacher"),
                               ({"loss": TeacherStudentDistill(hidden_weight=1.0)}, "drop a layer term"),
                               ({"head": "sentiment"}, "drop head, or give one teacher")]:
@@ -145,22 +146,44 @@ def test_teachers_with_different_label_sets_are_refused_naming_both(tiny_classif
 
 
 def test_a_teacher_twice_teaches_what_it_teaches_alone(tiny_classifier_teacher, other_classifier_teacher, tmp_path):
-    """[A, A] mixes A with itself: the same student as A alone, seed for seed; [A, B] another one."""
+    """[A, copy of A] mixes A with itself: the same student as A alone, seed for seed; [A, B] another one."""
     config = config_for("lstm", embedding_dim=8, hidden_dim=8, dropout=0.0)
 
     def student(teacher, **settings):
         return Distiller(teacher, config, settings=TrainSettings(epochs=2, seed=3), cache_dir=tmp_path / "cache",
                          env=QUIET, **settings).fit(str(TRAIN), str(DEV)).model.state_dict()
 
-    alone, twice = student(tiny_classifier_teacher), student([tiny_classifier_teacher, tiny_classifier_teacher])
+    alone, twice = student(tiny_classifier_teacher), student([tiny_classifier_teacher, str(copy_of(tiny_classifier_teacher, tmp_path, "copy"))])
     for name in alone:
         assert torch.allclose(alone[name], twice[name], atol=1e-5), name
     mixed = student([tiny_classifier_teacher, other_classifier_teacher], teacher_weights=[0.7, 0.3])
     assert any(not torch.allclose(alone[name], mixed[name], atol=1e-3) for name in alone)
 
 
+def test_one_teacher_given_twice_is_refused_by_kd_and_pseudo_label(tiny_classifier_teacher, tmp_path, capsys):
+    """--teacher A --teacher ./A (or a link to A, or one model in memory twice) was taken as a two-teacher ensemble:
+    A mixed with itself, A alone at twice the cost, most likely another teacher mistyped. Refused in one line before
+    anything is loaded or written, by kd and pseudo-label alike."""
+    from tests.conftest import run_main
+    teacher = Path(tiny_classifier_teacher)
+    (tmp_path / "link").symlink_to(teacher)
+    for again in (f"{teacher.parent}/./{teacher.name}", tmp_path / "link"):
+        for args in (["kd", "--teacher", teacher, "--teacher", again, *SMALL_LSTM, "--train", TRAIN, "--dev", DEV,
+                      "--output", tmp_path / "run"],
+                     ["pseudo-label", "--teacher", teacher, "--teacher", again, "--input", TRAIN, "--output",
+                      tmp_path / "out.jsonl"]):
+            status, err = run_main(capsys, *args)
+            assert status == 2 and len(err.strip().splitlines()) == 1, err
+            assert f"teachers {teacher} and {again} are one teacher given twice" in err and "--teacher-weights" in err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out.jsonl").exists()
+    model = load_model(tiny_classifier_teacher)
+    with pytest.raises(DistillError, match=r"teachers 1 \(in memory\) and 2 \(in memory\) are one teacher given "
+                                           r"twice: .* give each teacher once, and teacher_weights to weight one more"):
+        Distiller([model, model], "lstm")
+
+
 def test_kd_with_two_teachers_from_the_command_line(tiny_classifier_teacher, other_classifier_teacher, tmp_path,
-                                                   capsys, monkeypatch):
+                                                   capsys, monkeypatch, tiny_hf_classifier):
     """Both teachers' logits cached, each in its own folder; the summary, the card and run_config.yaml name both
     with their weights; a resume with another teacher list or weights is refused; the output never replaces a
     teacher."""
@@ -171,7 +194,7 @@ def test_kd_with_two_teachers_from_the_command_line(tiny_classifier_teacher, oth
     interrupted_cli_run(monkeypatch, args, out)
     capsys.readouterr()
     changes = [(["--teacher", other_classifier_teacher, "--teacher-weights", "1,1"], "kd.teacher_weights)"),
-               (["--teacher", tiny_classifier_teacher, "--teacher-weights", "3,1"], "inputs.teacher:2)")]
+               (["--teacher", tiny_hf_classifier, "--teacher-weights", "3,1"], "inputs.teacher:2)")]
     for teachers, changed in changes:
         with pytest.raises(SystemExit) as refused:
             main([str(a) for a in ["kd", "--teacher", tiny_classifier_teacher, *teachers, *args[7:], "--resume"]])

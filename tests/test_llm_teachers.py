@@ -192,6 +192,17 @@ def test_a_student_starts_from_a_language_models_embeddings_as_kd_does(tiny_caus
     assert (tmp_path / "student" / "train_summary.json").is_file()
 
 
+def test_a_transformer_student_copying_a_language_models_layers_names_it(tiny_causal_lm, tmp_path, capsys):
+    """kd --model transformer (its layers copied from the teacher) with a causal LM named it 'a multi-task
+    teacher'."""
+    line = refused(["kd", "--teacher", tiny_causal_lm, "--labels", "negative,positive", "--model", "transformer",
+                    "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--output",
+                    tmp_path / "run", "--quiet"], capsys)
+    assert "the teacher is a language model asked a prompt, whose layers distill does not copy: give a pretrained " \
+           "encoder (--encoder minilm-l6)" in line, line
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_cache_key_holds_the_prompt_and_the_labels(tiny_causal_lm, tmp_path):
     from distill.models import load_teacher
     from distill.models.prompt import prompt_settings

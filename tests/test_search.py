@@ -258,6 +258,9 @@ def test_a_student_teacher_is_searched_from_random_word_embeddings_or_refused_be
                                            r"\{teacher_embeddings: false\} in the search space \(space=\)"):
         search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE)
     assert not (tmp_path / "out").exists()
+    cli("export", teacher, "--format", "onnx", "--output", tmp_path / "student.onnx")  # named as kd names it, not
+    with pytest.raises(DistillError, match=r"the teacher \(lstm\) has no sub-word"):  # "(OnnxModel)"
+        search(tmp_path / "student.onnx", TRAIN, DEV, tmp_path / "out", trials=1, space=SPACE)
     random_start = {**SPACE, "distiller": {"teacher_embeddings": False}}
     result = search(teacher, TRAIN, DEV, tmp_path / "out", trials=1, space=random_start, reseed_top=0)
     assert [t["state"] for t in search_trials(result.report)] == ["complete"]
@@ -530,6 +533,19 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
     with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher"):  # nor times one
         search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "t", trials=1, space=space, as_fast_as=multitask)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_budget_as_fast_as_a_transformers_classifier_times_its_folder(tiny_hf_classifier, tmp_path):
+    """The table takes a transformers classifier's folder as --as-fast-as; its size was read from a model card it
+    does not have ("not a model directory (no distill.json ... nor config.json)"): now from the files it loads."""
+    space = {"students": {"lstm": {"hidden_dim": [4], "embedding_dim": 8}}, "training": {"epochs": 1}}
+    result = search(tiny_hf_classifier, TRAIN, DEV, tmp_path / "s", trials=1, space=space, threads=1,
+                    cache_dir=tmp_path / "cache", reseed_top=0, as_fast_as=tiny_hf_classifier)
+    timed = result.report["search"]["budget"]["as_fast_as"]
+    folder = Path(tiny_hf_classifier)
+    loaded = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    assert timed["pytorch_mb"] * 1e6 == sum((folder / name).stat().st_size for name in loaded
+                                             if (folder / name).is_file())
 
 
 def test_the_pruner_compares_a_trial_with_its_own_student_family_only():

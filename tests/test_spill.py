@@ -10,7 +10,7 @@ import torch
 
 from distill.inference import ExampleLogits
 from distill.spill import Concatenated, SpilledExamples, SpilledLogits
-from tests.conftest import SAMPLES, config_for
+from tests.conftest import SAMPLES, config_for, copy_of
 
 NER_TRAIN, NER_DEV = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
@@ -119,14 +119,15 @@ def test_kd_augment_learns_each_spilled_example_from_its_own_logits(tiny_tagging
 
 
 def test_an_ensemble_with_augment_spills_both_of_its_mixtures(tiny_classifier_teacher, monkeypatch, tmp_path):
-    """Two teachers (one given twice, weighted 3:1): the spilled mixture and the T = 1 targets are those of
+    """Two teachers (one and its copy, weighted 3:1): the spilled mixture and the T = 1 targets are those of
     their logits for each example, as the same examples held in memory get."""
     import distill.cache
     from distill.distillation import TeacherStudentDistill
     monkeypatch.setattr(distill.cache, "SPILL_CHUNK", 16)
+    copy = str(copy_of(tiny_classifier_teacher, tmp_path, "copy"))
     spilled, in_memory = spilled_and_in_memory(
-        [tiny_classifier_teacher, tiny_classifier_teacher], config_for("lstm", embedding_dim=8, hidden_dim=8), TRAIN,
-        DEV, "classification", tmp_path, TeacherStudentDistill(temperature=3.0), teacher_weights=[3, 1])
+        [tiny_classifier_teacher, copy], config_for("lstm", embedding_dim=8, hidden_dim=8), TRAIN, DEV, "classification",
+        tmp_path, TeacherStudentDistill(temperature=3.0), teacher_weights=[3, 1])
     assert in_memory.summary["cached_examples"] == 2 * spilled.summary["train_examples"]  # each teacher's, stored
     assert_same_weights(spilled.model, in_memory.model)
 

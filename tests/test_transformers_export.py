@@ -171,6 +171,44 @@ def test_a_multitask_teacher_exports_a_folder_per_head(tiny_encoder_dir, tmp_pat
     cli("export", tmp_path / "mt", "--format", "transformers", "--output", tmp_path / "hf", "--overwrite")
 
 
+@pytest.mark.parametrize("command", ["kd", "pseudo-label", "evaluate", "predict", "compare", "export", "search",
+                                     "student"])
+def test_a_multitask_teachers_transformers_export_is_refused_by_every_command_alike(command, tmp_path, capsys):
+    """Its folder holds a transformers model per head, and is no model itself: evaluate advised --head (which
+    then failed), compare, export and search to use kd --head (which failed), the rest to load DIR/HEAD. Now every
+    command gives the table's line, before anything is loaded or written (the card is all the table reads)."""
+    from tests.conftest import run_main
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "distill.json").write_text(json.dumps({"kind": "multitask-teacher", "format": "transformers",
+                                                     "heads": {"sentiment": {}, "ner": {}}}))
+    train, dev, out = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", tmp_path / "out"
+    args = {"kd": ["kd", "--teacher", folder, "--model", "lstm", "--train", train, "--dev", dev, "--output", out],
+            "pseudo-label": ["pseudo-label", "--teacher", folder, "--input", train, "--output", out],
+            "evaluate": ["evaluate", folder, dev, "--output", out], "predict": ["predict", folder, train],
+            "compare": ["compare", folder, "--data", dev], "export": ["export", folder, "--output", out],
+            "search": ["search", "--teacher", folder, "--train", train, "--dev", dev, "--output", out],
+            "student": ["student", "--embeddings-from-teacher", folder, "--model", "lstm", "--train", train, "--dev",
+                        dev, "--output", out]}[command]
+    status, err = run_main(capsys, *args)
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "does not take a multi-task teacher's transformers export (its heads: sentiment, ner); it holds one " \
+           "transformers model per head: give a head's folder, DIR/HEAD" in err, err
+    assert not out.exists()
+
+
+def test_a_zero_shot_teachers_refusal_of_a_transformers_export_is_the_tables(tmp_path, capsys):
+    """It was refused once loaded, inside the output, by a check of its class that the table did not know of."""
+    from tests.conftest import run_main
+    folder = tmp_path / "zero-shot"
+    folder.mkdir()
+    (folder / "distill.json").write_text(json.dumps({"kind": "teacher", "model": "ZeroShotTeacher"}))
+    status, err = run_main(capsys, "export", folder, "--format", "transformers", "--output", tmp_path / "hf")
+    assert status == 2 and err.strip() == (
+        f"error: {folder}: export --format transformers does not take a zero-shot teacher; it normalises its features "
+        "before its head, which no stock transformers classifier does: export it --format onnx or --format safetensors")
+
+
 # ---- the README model card ----
 
 def header(folder: str | Path) -> dict:

@@ -88,6 +88,16 @@ def _no_weights_here(card: dict) -> str:
             "teacher folder (a fine-tuned teacher, a transformers classifier or a causal LM)")
 
 
+def _give_a_head_folder(card: dict) -> str:
+    return "it holds one transformers model per head: give a head's folder, DIR/HEAD"
+
+
+def _normalised(card: dict) -> str:
+    onnx, slim = option("--format onnx", "format='onnx'"), option("--format safetensors", "format='safetensors'")
+    return (f"it normalises its features before its head, which no stock transformers classifier does: export it "
+            f"{onnx} or {slim}")
+
+
 def _distil_it_first(card: dict) -> str:
     return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
             f"{option('kd', 'Distiller')} first, then use that student")
@@ -102,6 +112,9 @@ KINDS: tuple[TeacherKind, ...] = (
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
                 _EVERYWHERE - {*EXPORTS, "use-export"},
                 {**{command: _export_source for command in EXPORTS}, "use-export": _give_its_source}),
+    TeacherKind("multitask-transformers", "a multi-task teacher's transformers export",  # a folder per head
+                lambda card: card.get("kind") == "multitask-teacher" and card.get("format") == "transformers",
+                frozenset(), {command: _give_a_head_folder for command in COMMANDS}, _heads),
     TeacherKind("multitask", "a multi-task teacher", lambda card: card.get("kind") == "multitask-teacher",
                 _EVERYWHERE - set(_MULTITASK_NOT), {command: _use_a_head for command in _MULTITASK_NOT}, _heads),
     TeacherKind("causal-lm", "a causal language model", lambda card: card.get("model") == "causal-lm",
@@ -115,6 +128,9 @@ KINDS: tuple[TeacherKind, ...] = (
                 lambda card: card.get("model") == "transformers" or card.get("format") == "transformers",
                 _EVERYWHERE - {"export safetensors", "export transformers"},
                 {command: _already_transformers for command in ("export safetensors", "export transformers")}),
+    TeacherKind("zero-shot", "a zero-shot teacher",  # the card's model: distill.models.zero_shot.CARD_MODEL
+                lambda card: card.get("model") == "ZeroShotTeacher",
+                _EVERYWHERE - {"export transformers"}, {"export transformers": _normalised}),
     TeacherKind("teacher", "a teacher", lambda card: card.get("kind") == "teacher", _EVERYWHERE),
     TeacherKind("student", "a student", lambda card: card.get("kind") == "student", _EVERYWHERE),
 )

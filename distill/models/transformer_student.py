@@ -287,10 +287,14 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
         from distill.models.teacher import Teacher
         source = teacher.network if isinstance(teacher, TransformerStudent) else teacher
         if not isinstance(source, Teacher):
-            # a word student, or a multi-task teacher (`student --embeddings-from-teacher`: no head named)
+            # a word student, a multi-task teacher (`student --embeddings-from-teacher`: no head named), a language
+            # model asked a prompt (a causal LM's folder, a served one: `distill.models.prompt`), or a transformers
+            # classifier (distill.models.hub_teacher)
+            from distill.models.multitask import MultiTaskTeacher
             what = f"{teacher.config.model} student" if getattr(teacher, "kind", None) == "student" else \
-                "multi-task teacher" if not hasattr(teacher, "config") else \
-                "transformers classifier, whose layers distill does not copy"  # distill.models.hub_teacher
+                "multi-task teacher" if isinstance(teacher, MultiTaskTeacher) else \
+                "language model asked a prompt, whose layers distill does not copy" if hasattr(teacher, "prompt") \
+                else "transformers classifier, whose layers distill does not copy"
             raise DistillError(f"a transformer student copies a transformer's layers, and the teacher is a "
                                f"{what}: give a pretrained encoder ({_minilm()})")
         return source, kept_layers(config.layer_map, config.layers, source.encoder.config.num_hidden_layers)

@@ -434,7 +434,8 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                        f"teacher vs training data {train_set.where}")
     job_space.check_metric(task, teacher_model.hierarchy.scheme)
     if job_space.starts_from_teacher() and teacher_model.sub_word_tokenizer() is None:  # nor fail every trial
-        kind = getattr(getattr(teacher_model, "config", None), "model", type(teacher_model).__name__)
+        kind = getattr(getattr(teacher_model, "config", None), "model", None) or \
+            (getattr(teacher_model, "card", None) or {}).get("model") or type(teacher_model).__name__  # an export's
         raise DistillError(f"{teacher}: the teacher ({kind}) has no sub-word embeddings to start the students' word "
                            f"embeddings from: fix distiller: {{teacher_embeddings: false}} in the search space "
                            f"({option('--space FILE', 'space=')})")
