@@ -227,6 +227,14 @@ def test_a_transformer_student_the_teacher_cannot_start_is_refused_before_any_tr
     assert not (tmp_path / "s").exists()
 
 
+def test_a_dev_set_of_training_examples_is_refused_before_the_search_starts(tiny_classifier_teacher, tmp_path):
+    """It was refused by the first trial that trained, after the folder and study were made; with every trial
+    pruned before training (far over the latency budget), never."""
+    with pytest.raises(DistillError, match=r"of its examples are also in the training data"):
+        search(tiny_classifier_teacher, TRAIN, TRAIN, tmp_path / "s", trials=1, space=SPACE)
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_folder_of_other_files_is_no_search_output(tiny_classifier_teacher, tmp_path):
     """A folder holding a model of its own at best/ (and a trials.json) had both replaced by the search's; an empty
     folder, or one holding only hidden names, is new to the search."""

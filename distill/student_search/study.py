@@ -384,7 +384,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     untrained is, before it trains: `trial.UNTRAINED_SLACK`). `test`: labelled data the chosen model and the
     best default student alone are scored on. Returns trials.json's content.
     """
-    from distill.data import labelled_examples, unlabeled_examples
+    from distill.data import check_held_out, labelled_examples, unlabeled_examples
     from distill.errors import require_flag, require_number, require_whole
     from distill.models.kinds import require_kind
     from distill.runtime import Runtime
@@ -443,9 +443,11 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
         job_space.check_students_fit(teacher_model)
     if test is not None:  # nor stop the search once its trials are done
         labelled_examples(test, task, data, "test")
+    dev_set = labelled_examples(dev, task, data, "dev")
+    check_held_out(train_set, dev_set)  # now, as the trials would (or never, where every trial is pruned untrained)
     if unlabeled is not None:
-        unlabeled_examples(unlabeled, task, data, "unlabeled")
-    job.dev_examples = list(labelled_examples(dev, task, data, "dev").inputs)
+        check_held_out(unlabeled_examples(unlabeled, task, data, "unlabeled"), dev_set, "the unlabeled data")
+    job.dev_examples = list(dev_set.inputs)
     job.hierarchy, job.train_inputs = teacher_model.hierarchy, list(train_set.inputs)
     if storage is not None:
         database = storage_file(storage)
