@@ -211,14 +211,34 @@ def _redeliver_interrupt(unraisable) -> None:
     """`sys.unraisablehook` while a command runs: a signal's exception raised inside a finalizer (a `__del__`, a
     weakref callback), where Python prints and drops it, is delivered again to the main thread, so the run still
     stops (a dropped SIGTERM, the next one ignored, once left a run training on)."""
+    global _redelivery
     signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else \
         signal.SIGINT if isinstance(unraisable.exc_value, KeyboardInterrupt) else None
-    if signum is not None:
-        signal.signal(signal.SIGTERM, raise_terminated)
-        # from another thread, a moment later: delivered now, it would be raised in this hook, and dropped again
-        threading.Timer(0.1, _thread.interrupt_main, (signum,)).start()
-    else:
+    if signum is None:
         sys.__unraisablehook__(unraisable)
+        return
+    signal.signal(signal.SIGTERM, raise_terminated)  # the dropped one's handler set it ignored: delivered, it is not
+    if _redelivery is None:  # one at a time: a second finalizer dropping it before it is delivered adds nothing
+        # from another thread, a moment later: delivered now, it would be raised in this hook, and dropped again
+        _redelivery = threading.Timer(0.1, _deliver, (signum,))
+        _redelivery.start()
+
+
+_redelivery: threading.Timer | None = None  # the interrupt `_redeliver_interrupt` will deliver again
+
+
+def _deliver(signum: int) -> None:
+    """The timer's: the interrupt to the main thread, which may drop it again in a finalizer (then sent again)."""
+    global _redelivery
+    _redelivery = None
+    _thread.interrupt_main(signum)
+
+
+def _cancel_redelivery() -> None:
+    global _redelivery
+    if _redelivery is not None:
+        _redelivery.cancel()
+        _redelivery = None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -281,6 +301,7 @@ def _run(argv: list[str] | None) -> None:
         click.echo(f"error: {os_error_message(err)}", err=True)
         sys.exit(2)
     finally:
+        _cancel_redelivery()  # one still waiting would interrupt whatever runs next (another command, in-process)
         sys.unraisablehook = previous_hook
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

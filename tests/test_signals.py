@@ -73,6 +73,48 @@ def test_a_sigterm_dropped_inside_a_finalizer_still_stops_the_run(tmp_path, monk
     assert status == 128 + signal.SIGTERM and err.strip().splitlines()[-1] == "terminated"
 
 
+def test_a_dropped_interrupt_is_delivered_again_once_and_never_after_its_command(monkeypatch):
+    """Two finalizers dropping one SIGTERM before its redelivery made two deliveries: the second reached whatever
+    ran next in the process (the next in-process command, stopped with 143 before it began)."""
+    import types
+    from distill.errors import Terminated
+    import procedures.cli as cli_module
+
+    class Timer:  # fired by the test, not by the clock
+        made: list = []
+
+        def __init__(self, interval, function, args):
+            self.function, self.args, self.cancelled = function, args, False
+            Timer.made.append(self)
+
+        def start(self):
+            pass
+
+        def cancel(self):
+            self.cancelled = True
+
+    received = []
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    monkeypatch.setattr(cli_module.threading, "Timer", Timer)
+    monkeypatch.setattr(cli_module, "raise_terminated", lambda signum, frame: received.append(signum))
+    try:
+        dropped = types.SimpleNamespace(exc_value=Terminated())
+        cli_module._redeliver_interrupt(dropped)
+        cli_module._redeliver_interrupt(dropped)  # the next finalizer, before the first is delivered
+        assert len(Timer.made) == 1
+        Timer.made[0].function(*Timer.made[0].args)
+        deadline = time.monotonic() + 60
+        while not received and time.monotonic() < deadline:  # handled between Python instructions
+            pass
+        assert received == [signal.SIGTERM]
+        cli_module._redeliver_interrupt(dropped)  # dropped again once delivered: sent again
+        assert len(Timer.made) == 2
+        cli_module._cancel_redelivery()  # the command ends before it is delivered
+        assert Timer.made[1].cancelled
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("own_process", [True, False], ids=["own-process", "in-process"])
 def test_an_interrupted_command_line_ends_without_tearing_the_interpreter_down(own_process, tmp_path, monkeypatch):
     """Once an interrupted run has cleaned up, its process ends at once (`end_process`): the interpreter's
