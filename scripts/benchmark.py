@@ -534,19 +534,24 @@ class Bench:
 def record_segment(path: Path, tasks: list[str]) -> None:
     """Note the code of this start of the benchmark (the commit, the date, the tasks) where it differs from the
     last start's, and a task the last start's code did not run yet: a run resumed with the same code and tasks adds
-    nothing, so its report stays the same."""
+    nothing, so its report stays the same. Processes started together for other tasks (one a task) each add theirs:
+    one at a time, under a lock, or the last to write kept its own alone."""
     import datetime
-    segments = read_json(path)["segments"] if path.exists() else []
-    commit = code_commit()
-    if segments and segments[-1]["commit"] == commit:
-        added = [task for task in tasks if task not in segments[-1]["tasks"]]
-        if not added:
-            return
-        segments[-1]["tasks"] += added  # the same code started for another task (a second process, say)
-    else:
-        segments.append({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit,
-                         "tasks": tasks})
-    write_json(path, {"segments": segments})
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        segments = read_json(path)["segments"] if path.exists() else []
+        commit = code_commit()
+        if segments and segments[-1]["commit"] == commit:
+            added = [task for task in tasks if task not in segments[-1]["tasks"]]
+            if not added:
+                return
+            segments[-1]["tasks"] += added  # the same code started for another task (a second process, say)
+        else:
+            segments.append({"started": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": commit,
+                             "tasks": tasks})
+        write_json(path, {"segments": segments})
 
 
 def stage_content(stage: Stage) -> str:

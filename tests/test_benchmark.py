@@ -725,3 +725,31 @@ def test_epoch_study_refuses_what_it_sets_itself_or_cannot_score(argv, message, 
     with pytest.raises(SystemExit):
         epoch_study.parse_args(["--dev", "d.csv", "--test", "t.csv", *argv])
     assert message in capsys.readouterr().err
+
+
+def test_processes_started_together_for_other_tasks_each_record_their_segment(tmp_path, monkeypatch):
+    """Three processes started at once (one a task) read the segments before any had written them, and the last to
+    write kept its task alone: the report's header said the other tasks' code was unrecorded."""
+    import threading
+    import time
+    start = threading.Barrier(3)
+    real_commit = benchmark.code_commit
+
+    def slow_commit() -> str:  # the moment between reading the segments and writing them, made long
+        time.sleep(0.3)
+        return real_commit()
+
+    monkeypatch.setattr(benchmark, "code_commit", slow_commit)
+    path = tmp_path / "out" / benchmark.SEGMENTS
+
+    def start_task(task: str) -> None:
+        start.wait()
+        benchmark.record_segment(path, [task])
+
+    threads = [threading.Thread(target=start_task, args=(task,)) for task in ("rt", "conll", "bbc")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    [segment] = read_json(path)["segments"]
+    assert sorted(segment["tasks"]) == ["bbc", "conll", "rt"]
