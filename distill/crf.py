@@ -54,7 +54,7 @@ class ConditionalRandomField(nn.Module):
             raise ValueError(
                 f"tags shape {tuple(tags.shape)} does not match emissions {tuple(emissions.shape[:2])}"
             )
-        return mask.bool()
+        return mask.to(emissions.device, torch.bool)
 
     def neg_log_likelihood(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """Mean over the batch of ``log Z - score(gold path)``."""
@@ -155,9 +155,11 @@ class ConditionalRandomField(nn.Module):
         if seq_len == 0:
             return [[] for _ in range(batch)]
         emissions = emissions.masked_fill(~mask.unsqueeze(2), 0.0)
-
-        score = self.start_transitions.unsqueeze(0) + emissions[:, 0]  # (B, K)
-        trans = self.transitions.unsqueeze(0)
+        # On the emissions' device: inference gathers a GPU model's logits on the CPU before it decodes them.
+        start, trans, end = (p.to(emissions.device) for p in (self.start_transitions, self.transitions,
+                                                             self.end_transitions))
+        score = start.unsqueeze(0) + emissions[:, 0]  # (B, K)
+        trans = trans.unsqueeze(0)
         backpointers: list[Tensor] = []
         for t in range(1, seq_len):
             cand = score.unsqueeze(2) + trans  # (B, K_from, K_to)
@@ -166,7 +168,7 @@ class ConditionalRandomField(nn.Module):
             step_mask = mask[:, t].unsqueeze(1)
             score = torch.where(step_mask, nxt, score)
             backpointers.append(idx)
-        score = score + self.end_transitions.unsqueeze(0)
+        score = score + end.unsqueeze(0)
 
         # Backtrack for the whole batch at once. Past a sequence's end the
         # current tag is held fixed, so it is still its best final tag when the

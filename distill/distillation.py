@@ -81,7 +81,7 @@ class OnlineTeacherLogits:
 
     @torch.inference_mode()
     def logits(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        self.inputs, scored = self.teacher.prepare([self.examples[i] for i in indices])
+        self.inputs, scored = self.teacher.prepare_on_device([self.examples[i] for i in indices])
         with precision.autocast(self.teacher.device):
             logits = self.teacher(**self.inputs)
         return logits.float(), scored

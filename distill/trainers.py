@@ -462,7 +462,7 @@ def check_student_outputs(model: LabelModel, examples: list) -> None:
     model.eval()  # no dropout: the check draws no random numbers, so the run stays as seeded
     try:
         with torch.no_grad():
-            inputs, mask = model.prepare(sample)
+            inputs, mask = model.prepare_on_device(sample)
             logits = model(**inputs)
     except DistillError:
         raise

@@ -329,7 +329,7 @@ def make_batch(model: torch.nn.Module, examples: Sequence, labels: Sequence | No
         raise DistillError(f"make_batch: {len(examples):,} examples and {len(labels):,} labels: give one label (or "
                            "None) per example, or labels=None for none")
     indices = example_positions(indices, len(examples), "given to make_batch").tolist()
-    inputs, mask = model.prepare([examples[i] for i in indices])
+    inputs, mask = model.prepare_on_device([examples[i] for i in indices])
     width = None if mask is None else mask.size(1)
     targets = label_targets(model, [labels[i] for i in indices], width).to(model.device)
     labelled = torch.tensor([labels[i] is not None for i in indices], device=model.device)

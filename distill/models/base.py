@@ -11,9 +11,9 @@ from typing import Any, Sequence, TypeVar
 import torch
 from torch import nn
 
-from distill import losses
+from distill import distributed, losses
 from distill.data import DataOptions
-from distill.errors import DistillError, require_flag, require_whole
+from distill.errors import DistillError, option, require_flag, require_whole
 from distill.labels import LabelHierarchy
 from distill.io import STAGING_PREFIX
 from distill.models.card import MODEL_CARD
@@ -23,15 +23,29 @@ Loaded = TypeVar("Loaded", bound="LabelModel")
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """'auto' is the GPU when there is one, else the CPU; otherwise any torch device name."""
+    """'auto' is the GPU when there is one, else the CPU; otherwise any torch device name. A GPU the machine
+    lacks (cuda:N past its count, or a torchrun process whose local rank has no GPU) is one line, not CUDA's
+    "invalid device ordinal" at the first tensor."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise DistillError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise DistillError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N") from None
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
         raise DistillError(f"device {name!r} requested but no CUDA GPU is available")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise DistillError(f"device {name!r}: this machine has {count} GPU{'s' * (count != 1)} (cuda:0 to "
+                           f"cuda:{count - 1})")
+    local_rank = distributed.local_rank() if distributed.launched() else 0
+    if device.index is None and local_rank >= count:
+        raise DistillError(f"torchrun started more processes on this machine than it has GPUs ({count}): local "
+                           f"rank {local_rank} has none; start it with --nproc-per-node {count}, or give "
+                           f"{option('--device cpu', 'device=cpu')} to train on the CPU")
     return device
 
 
@@ -67,6 +81,14 @@ class LabelModel(nn.Module):
     def prepare(self, examples: Sequence) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         raise NotImplementedError
 
+    def prepare_on_device(self, examples: Sequence) -> tuple[dict[str, Any], torch.Tensor | None]:
+        """`prepare`, its tensors moved to the model's device: what the training loop and inference call, so a
+        plugin's `prepare` may build its tensors on the CPU and still run on a GPU."""
+        inputs, mask = self.prepare(examples)
+        device = self.device
+        inputs = {name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()}
+        return inputs, None if mask is None else mask.to(device)
+
     def decode(self, logits: torch.Tensor, mask: torch.Tensor | None) -> list:
         """Best label index per example, or per word for tagging (argmax of raw scores)."""
         if logits.size(-1) == 1:
@@ -78,7 +100,7 @@ class LabelModel(nn.Module):
         precision setting's autocast. The unit `distill.inference.score_examples` runs, so a model with a
         quicker way to the same logits (the static student's lookup table) overrides this alone."""
         from distill import precision
-        inputs, mask = self.prepare(examples)
+        inputs, mask = self.prepare_on_device(examples)
         with precision.autocast(self.device):
             return self(**inputs), mask
 

@@ -105,6 +105,7 @@ class OnnxModel:
     # Labels for examples, as every model gives them: the PyTorch models' own code, run on this session's logits.
     predict = LabelModel.predict
     batch_logits = LabelModel.batch_logits
+    prepare_on_device = LabelModel.prepare_on_device
 
     def save_pretrained(self, directory: str | Path, overwrite: bool = False, **extra) -> Path:
         """Refused: an export holds no PyTorch weights to write, and its card records what it was made from and

@@ -8,7 +8,8 @@ class gives `decode`, `supervised_loss`, `predict` and `save_pretrained`) with
 * ``hierarchy``: its labels (a `LabelHierarchy`), in the order of its logits;
 * ``task``: ``"classification"`` or ``"tagging"``;
 * ``prepare(examples) -> (inputs, mask)``: a batch as the keyword arguments of `forward` and, for tagging,
-  the (examples, words) mask of the scored words (None for classification);
+  the (examples, words) mask of the scored words (None for classification); its tensors may be on the CPU
+  (the training loop and inference move them to the model's device);
 * ``forward(**inputs) -> logits``: (examples, labels), or (examples, words, labels) for tagging (checked on
   two training examples before the first step);
 * to be written to a run's output: ``write_files(directory)``.
