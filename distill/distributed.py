@@ -72,7 +72,8 @@ def init() -> None:
         return
     check_launch()
     if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
+        if local_rank() < torch.cuda.device_count():  # else --device cpu, or `pick_device` refuses the GPU
+            torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
         backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works
     else:
         backend = "gloo"

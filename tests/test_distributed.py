@@ -23,7 +23,9 @@ from distill.pseudo_label import run_signature, signature_path
 from tests.conftest import ROOT, SAMPLES, cli, config_for, free_port
 
 
-TORCHRUN_ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+# The CPU alone (gloo), also on a GPU machine: what these tests compare is one process against two on the same device
+TORCHRUN_ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+                "CUDA_VISIBLE_DEVICES": ""}
 
 
 def torchrun(*args: str, processes: int = 2) -> str:
@@ -143,7 +145,7 @@ def assert_two_processes_match_one(args: list, tmp_path, one: tuple = (), two: t
     mean gap under 4e-6). A share of the batch weighted wrongly (each rank dividing by its own
     denominators) moves most weights instead: mean gaps of 6e-4 to 5e-2 in these tests, and the
     taggers' losses 4e-4 to 3e-3 apart (relative)."""
-    cli("--threads", "1", *args, "--output", tmp_path / "one", *one)
+    cli("--threads", "1", *args, "--output", tmp_path / "one", "--device", "cpu", *one)  # as TORCHRUN_ENV's
     stdout = launch(*args, "--output", tmp_path / "two", *two)
     assert stdout.count("saved to") == 1  # rank 0 alone reports
     one, two = ([json.loads(line) for line in open(tmp_path / run / "metrics.jsonl")] for run in ("one", "two"))
@@ -297,7 +299,7 @@ def test_the_survivor_of_a_killed_worker_says_so_in_one_line():
     """Two gloo processes started as torchrun starts them (not under torchrun, whose SIGTERM would race the
     survivor's collective): the one left prints one line and exits with status 2, not a 50-line gloo traceback."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+    env = {**TORCHRUN_ENV, "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
     workers = [subprocess.Popen([sys.executable, "-c", script], env={**env, "RANK": rank, "LOCAL_RANK": rank},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -339,7 +341,7 @@ def test_a_node_killed_mid_run_ends_the_run_cleanly_and_resume_continues_it(tiny
     as one uninterrupted process does."""
     args = ["kd", "--teacher", tiny_classifier_teacher, *KD_ON_NODES, "--batch-size", "5",
             "--cache-dir", tmp_path / "cache"]
-    cli("--threads", "1", *args, "--output", tmp_path / "one")
+    cli("--threads", "1", *args, "--output", tmp_path / "one", "--device", "cpu")  # as TORCHRUN_ENV's
     out = tmp_path / "two"
     nodes = start_nodes(*args, "--output", out)
     deadline = time.monotonic() + 300

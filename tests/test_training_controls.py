@@ -4,6 +4,7 @@ warm-up, gradient accumulation, gradient clipping and fp16 (`distill.training.ma
 import copy
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -210,6 +211,25 @@ def test_fp16_trains_on_cuda(tmp_path):
         "--device", "cuda", "--output", tmp_path / "out")
     records = [json.loads(line) for line in open(tmp_path / "out" / "metrics.jsonl")]
     assert len(records) == 2 and all(math.isfinite(r["train_loss"]) for r in records)
+
+
+@pytest.mark.parametrize("device, local_rank, message", [
+    ("cuda:1", "0", "device 'cuda:1': this machine has 1 GPU (cuda:0 to cuda:0)"),
+    ("auto", "1", "torchrun started more processes on this machine than it has GPUs (1): local rank 1 has none"),
+    ("cuda", "1", "torchrun started more processes on this machine than it has GPUs (1): local rank 1 has none; start it with --nproc-per-node 1, or give device=cpu to train on the CPU"),
+])
+def test_a_gpu_the_machine_lacks_is_refused_in_one_line(monkeypatch, device, local_rank, message):
+    """On a 1-GPU machine (faked), cuda:1, or a second torchrun process on the GPU, is one line: on a real one,
+    CUDA's "invalid device ordinal" stopped every torchrun test's second process at its start."""
+    from distill.models.base import pick_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    with pytest.raises(DistillError, match=re.escape(message)):
+        pick_device(device)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert pick_device("auto") == torch.device("cuda") and pick_device("cpu") == torch.device("cpu")
 
 
 def test_max_grad_norm_zero_leaves_the_gradients_unclipped(monkeypatch):
