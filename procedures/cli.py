@@ -201,7 +201,8 @@ def out_of_memory(err: BaseException) -> bool:
     """Whether `err` is a failed allocation (CPU or GPU): too large a batch or model for the machine."""
     text = str(err)
     return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or \
-        "can't allocate memory" in text or "CUDA out of memory" in text
+        "can't allocate memory" in text or "CUDA out of memory" in text or \
+        "Storage size calculation overflowed" in text  # a model too large for any memory (some torch versions)
 
 
 INTERRUPTED = (130, 128 + signal.SIGTERM)  # the exit statuses of Ctrl-C and SIGTERM

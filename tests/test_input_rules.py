@@ -665,6 +665,17 @@ def test_nonsensical_numbers_are_refused_at_the_option(extra, fragment, tiny_cla
     assert not out.exists()
 
 
+@pytest.mark.parametrize("error", [
+    MemoryError(), RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 GB"),
+    RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    RuntimeError("Storage size calculation overflowed with sizes=[4000000000, 1000000000]"),  # torch 2.11
+])
+def test_every_kind_of_failed_allocation_is_out_of_memory(error):
+    """torch 2.11 (a GPU machine's) says a model too large for any memory as an overflow: it was a traceback."""
+    from procedures.cli import out_of_memory
+    assert out_of_memory(error) and not out_of_memory(RuntimeError("Expected all tensors to be on the same device"))
+
+
 @pytest.mark.parametrize("repeated, message", [
     (["--head", "a", "--head", "b"], "--head is given twice: give it once"),
     (["--batch-size", "8", "--batch-size=16"], "--batch-size is given twice: give it once"),
