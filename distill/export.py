@@ -58,6 +58,7 @@ AXES = {"input_ids": {0: "windows", 1: "tokens"}, "attention_mask": {0: "windows
 # embedding tables (Gather): on 300 RT dev sentences, quantizing the teacher's too changed 9 labels
 # against fp32 instead of 3; per-tensor scales instead of per-channel ones changed 16.
 INT8_OPS = ("MatMul", "Attention", "LSTM", "Conv")
+INT8_ONNXRUNTIME = "1.31"  # 1.30's quantizer stopped at a weight that several Conv nodes share (the ID-CNN's block)
 GRID_INPUTS = ("word_slots", "grid_shape")  # the teacher tagger's grid placement stays outside the graph
 
 __all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "quantize_int8",
@@ -127,15 +128,21 @@ def quantize_int8(source: Path, target: Path) -> None:
     scaled per batch at run time, after its recommended pre-processing (shape inference and graph
     optimisation) into a file beside `source`. Embedding tables stay fp32 (see `INT8_OPS`)."""
     from distill.models.onnx import onnxruntime_module
-    onnxruntime_module().set_default_logger_severity(3)  # its graph optimiser's warnings are noise to a user
+    onnxruntime = onnxruntime_module()
+    onnxruntime.set_default_logger_severity(3)  # its graph optimiser's warnings are noise to a user
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
     prepared = source.with_name(f"prepared-{source.name}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=list(INT8_OPS))
+        try:
+            quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=list(INT8_OPS))
+        except (ValueError, KeyError, AssertionError) as err:  # the quantizer's own checks of the graph
+            raise DistillError(f"onnxruntime {onnxruntime.__version__} could not quantize this model to int8 "
+                               f"({str(err).strip()[:200]}); 1.31 or later quantizes every model of distill: pip "
+                               f"install -U 'onnxruntime>={INT8_ONNXRUNTIME}'") from None
 
 
 def copy_description(model: LabelModel, source_dir: Path, directory: Path) -> list[str]:

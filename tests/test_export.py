@@ -204,6 +204,23 @@ def test_export_refuses_bad_input(model_dir, tmp_path, capsys):
     # (kd and pseudo-label take an export as their teacher: tests/test_onnx_teacher.py)
 
 
+@pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
+def test_a_graph_the_int8_quantizer_refuses_is_one_line(model_dir, tmp_path, capsys, monkeypatch):
+    """onnxruntime 1.30's quantizer (a GPU machine's) stopped the ID-CNN's int8 export with a traceback
+    (`ValueError: Expected block.1.weight to be an initializer`); here it is made to fail so on any model."""
+    import onnxruntime.quantization
+
+    def refuse(*args, **kwargs):
+        raise ValueError("Expected block.1.weight to be an initializer")
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", refuse)
+    status, err = run_main(capsys, "export", model_dir, "--output", tmp_path / "int8", "--quantize", "int8",
+                           "--check-data", SENTIMENT_TEST)
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: onnxruntime {onnxruntime.__version__} could not quantize this model to int8 "
+                          "(Expected block.1.weight to be an initializer); 1.31 or later")
+    assert not (tmp_path / "int8").exists() and [p.name for p in tmp_path.iterdir()] == []
+
+
 @pytest.mark.parametrize("package", ["onnx", "onnxruntime"])
 @pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
 def test_an_onnx_export_without_its_packages_is_one_line_naming_the_extra(package, model_dir, tmp_path, capsys,
