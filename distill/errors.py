@@ -7,6 +7,7 @@ caller, from one check for both.
 
 import contextlib
 import errno
+import math
 import signal
 import sys
 from typing import Callable, Iterator, NoReturn
@@ -124,10 +125,12 @@ def require_type(name: str, value, kind: type, example: str) -> None:
 
 def require_number(name: str, value, low: float, high: float, low_open: bool = False,
                    optional: bool = False) -> None:
-    """A real-valued setting (a learning rate, a fraction) within [low, high] (low excluded if `low_open`)."""
+    """A real-valued setting (a learning rate, a fraction) within [low, high] (low excluded if `low_open`), and
+    finite, as the command line's options take it: an infinite budget or temperature is no setting."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not (low < value if low_open else low <= value) or value > high:
         bracket = "(" if low_open else "["
-        raise DistillError(f"{name} must be a number in {bracket}{low}, {high}], got {value!r}")
+        raise DistillError(f"{name} must be a number in {bracket}{low}, {high}{')' if high == math.inf else ']'}, "
+                           f"got {value!r}")

@@ -619,8 +619,9 @@ def test_the_time_budget_stops_starting_trials(tiny_classifier_teacher, tmp_path
         assert [(t["number"], t["state"], t["default"]) for t in result.trials] == [(0, "complete", "lstm")]
         assert result.report["stopped"] == "time budget"
         assert result.report["time_budget"]["spent"] >= result.report["time_budget"]["seconds"] == 0.001
-    with pytest.raises(DistillError, match="time_budget must be"):
-        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=4, space=SPACE, time_budget=0)
+    for budget in (0, float("inf")):  # inf as --time-budget inf is refused: no budget is None
+        with pytest.raises(DistillError, match="time_budget must be a number in"):
+            search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=4, space=SPACE, time_budget=budget)
 
 
 # -- interrupted, resumed, shared ------------------------------------------------------------------------------

@@ -263,23 +263,19 @@ def run_trial(trial, job: Job) -> float:
     trial.set_user_attr("folder", str(folder.relative_to(job.output)))
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
     if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
-        if "reseed_of" not in trial.user_attrs:  # (a reseeded run's trial was within reach)
-            try:
-                _prune_if_far_over_budget(trial, settings, job, started)
-            except optuna.TrialPruned:  # an interrupted run's resume state, retried under a smaller budget
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
         training = {"seed": job.seed, **settings.training}
         if "reseed_of" in trial.user_attrs:
             training["seed"] = trial.user_attrs["seed"]
-        distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
-                              TeacherStudentDistill(**settings.loss), TrainSettings(**training),
-                              distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
-                              env=Runtime(job.device, progress=job.progress))
         try:
+            if "reseed_of" not in trial.user_attrs:  # (a reseeded run's trial was within reach)
+                _prune_if_far_over_budget(trial, settings, job, started)
+            distiller = Distiller(job.teacher, student_config(settings.student, **settings.config),
+                                  TeacherStudentDistill(**settings.loss), TrainSettings(**training),
+                                  distill=DistillSettings(cache_dir=job.cache_dir, **settings.distiller),
+                                  env=Runtime(job.device, progress=job.progress))
             _train(distiller, trial, job, folder)
-        except optuna.TrialPruned:
-            shutil.rmtree(folder, ignore_errors=True)  # its resume state: a pruned trial is not continued
+        except optuna.TrialPruned:  # before training (an interrupted run's, under a smaller budget) or during it:
+            shutil.rmtree(folder, ignore_errors=True)  # its resume state, as a pruned trial is not continued
             trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
             raise
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
