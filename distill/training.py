@@ -149,8 +149,9 @@ class TrainSettings:
         require_whole("epochs", self.epochs, optional=True)
         require_whole("patience", self.patience, optional=True)
         require_whole("seed", self.seed, 0, 2**32 - 1)
-        if self.select_metric is not None and not isinstance(self.select_metric, str):
-            raise DistillError(f"select_metric must be a metric's name, got {self.select_metric!r}")
+        if self.select_metric is not None and self.select_metric not in SELECTABLE:  # the task's own: at training
+            raise DistillError(f"select_metric must be a metric's name ({', '.join(SELECTABLE)}), got "
+                               f"{self.select_metric!r:.40}")
         check_controls(self.weight_decay, self.lr_schedule, self.warmup_ratio, self.grad_accumulation,
                        self.max_grad_norm)
 

@@ -431,6 +431,8 @@ def test_predict_and_evaluate_refuse_what_they_cannot_read():
     (lambda: TrainSettings(lr=float("nan")), "lr must be a number"),
     (lambda: TrainSettings(max_grad_norm=float("inf")), r"max_grad_norm must be a number in \[0, inf\), got inf"),
     (lambda: TrainSettings(seed=-1), "seed must be a whole number from 0"),
+    (lambda: TrainSettings(select_metric="nope"), r"select_metric must be a metric's name \(accuracy, macro_precision"),
+    (lambda: TrainSettings(select_metric=["f1"]), "select_metric must be a metric's name"),
     (lambda: Runtime(threads="2"), "threads must be a whole number"),
     (lambda: Runtime(device="tpu"), "unknown device 'tpu'"),
     (lambda: __import__("distill").TeacherTraining(epochs=0), "epochs must be a whole number"),
