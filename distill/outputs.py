@@ -45,9 +45,10 @@ TRACKING_FOLDER = "runs"  # --report-to tensorboard's events (`distill.callbacks
 RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS, TRACKING_FOLDER)
 
 
-def check_writable(output: str | os.PathLike) -> None:
-    """Fail before any work if `output` cannot be created or written (its nearest existing folder decides)."""
-    path = Path(output).absolute()
+def check_writable(output: str | os.PathLike, folder: str | os.PathLike | None = None) -> None:
+    """Fail before any work if `output` (a file output: its `folder`) cannot be created or written (the nearest
+    existing folder decides); the message names `output` as the user gave it."""
+    path = Path(output if folder is None else folder).absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
         raise DistillError(f"{output}: {existing} is a file, not a directory")
@@ -482,7 +483,7 @@ def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     checked so before the minutes it measures."""
     path = Path(output)
     refuse_link(path)
-    check_writable(path.parent)
+    check_writable(output, path.parent)
     if path.is_dir():
         raise DistillError(f"{output}: is a directory; give a file name for the output")
     if path.exists() and not path.is_file():

@@ -87,6 +87,8 @@ BAD_INPUT = [
      "3 class weights given for 2 labels"),
     ("output-under-a-file", lambda t, te, st: student_on(TRAIN, write(t / "afile", "x") / "out"),
      "is a file, not a directory"),
+    ("file-output-under-a-file", lambda t, te, st: ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output",
+                                                    write(t / "afile", "x") / "m.json"], "afile/m.json: /"),
     ("truncated-safetensors", lambda t, te, st: ["evaluate", truncated_weights(st, t), SAMPLES / "sentiment_test.csv",
                                                  "--output", t / "m.json"], "corrupted or truncated"),
     ("corrupted-checkpoint", lambda t, te, st: ["evaluate", flipped_byte(te, t), SAMPLES / "sentiment_test.csv",
