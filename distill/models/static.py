@@ -130,7 +130,8 @@ class StaticClassifier(StudentModel):
         """The word table times the head's first Linear layer, its bias, and the last layer after the ReLU (None
         without a hidden layer: the table then holds each word's logits), as float32 numpy arrays. Built once
         per state of the weights: a training step or a load changes a parameter's version; `half()` then `float()`,
-        `vector_to_parameters` or any `param.data = tensor` its memory (the version stays); either rebuilds it."""
+        `vector_to_parameters` or any `param.data = tensor` its memory (the version stays); either rebuilds it. An
+        in-place edit through `param.data` (`param.data.mul_(2)`) changes neither: `train()` then drops the table."""
         linears = [layer for layer in self.head if isinstance(layer, nn.Linear)]
         params = (self.embedding.weight, *chain.from_iterable((layer.weight, layer.bias) for layer in linears))
         versions = tuple((p._version, p.data_ptr()) for p in params)  # (`parameters()` would cost more than a lookup)
