@@ -409,6 +409,24 @@ def test_a_trial_just_over_a_models_latency_is_timed_again_beside_it(monkeypatch
     assert timed_again_never(trial_module, job, {"latency_ms": 10.5}, tmp_path)
 
 
+def test_a_student_of_the_reference_models_own_settings_is_within_its_budget_untimed(monkeypatch, tmp_path):
+    """The quick benchmark's CoNLL search found no default student within the budget of the default student it was
+    as fast as, beside three other processes: its one timing was over 1.5x. Equal settings cost the same."""
+    from distill.student_search import trial as trial_module
+    monkeypatch.setattr(trial_module, "measure", lambda *args, **kwargs: pytest.fail("timed again"))
+    settings = {"model": "lstm-tagger", "hidden_dim": 150, "layers": 1, "crf": False}
+    for name, config in (("reference", settings), ("trial", settings), ("wider", {**settings, "hidden_dim": 300})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"config": config, "hierarchy": {}}))
+    job = trial_module.Job.__new__(trial_module.Job)
+    job.budget, job.reference = trial_module.Budget(max_latency_ms=10.0), {"model": str(tmp_path / "reference"),
+                                                                        "latency_ms": 10.0}
+    timed = trial_module.timed_beside_reference({"latency_ms": 31.0}, tmp_path / "trial", job)
+    assert timed["beside_reference"] == {"same_architecture": True, "ratio": 1.0} and job.budget.holds(timed)
+    wider = trial_module.timed_beside_reference({"latency_ms": 31.0}, tmp_path / "wider", job)
+    assert "beside_reference" not in wider and not job.budget.holds(wider)  # 3.1x over: out, not timed again
+
+
 def timed_again_never(trial_module, job, measured: dict, tmp_path) -> bool:
     return trial_module.timed_beside_reference(measured, tmp_path / "trial", job) == measured
 
