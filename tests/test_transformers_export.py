@@ -221,7 +221,9 @@ def test_every_kind_of_save_writes_a_card_with_hub_metadata(tiny_classifier_teac
                                                             transformer_students, tmp_path):
     meta = header(tiny_classifier_teacher)
     assert meta["library_name"] == "distill" and meta["pipeline_tag"] == "text-classification"
-    assert "distillation" in meta["tags"] and "base_model" not in meta and meta["datasets"] == ["samples"]
+    assert "distillation" in meta["tags"] and "base_model" not in meta
+    # local data: no Hub `datasets` entry (a folder name there links to another dataset); named in the results
+    assert "datasets" not in meta and meta["model-index"][0]["results"][0]["dataset"]["name"] == "samples"
     assert "accuracy" in meta["metrics"] and meta["model-index"][0]["results"][0]["metrics"][0]["value"] >= 0
     text = (Path(tiny_classifier_teacher) / "README.md").read_text()
     summary = json.loads((Path(tiny_classifier_teacher) / "train_summary.json").read_text())
@@ -237,7 +239,21 @@ def test_every_kind_of_save_writes_a_card_with_hub_metadata(tiny_classifier_teac
     assert header(tmp_path / "onnx")["library_name"] == "distill"
     export_model(tiny_classifier_teacher, str(tmp_path / "hf"), format="transformers")
     assert header(tmp_path / "hf")["library_name"] == "transformers"
-    assert header(tmp_path / "hf")["datasets"] == ["samples"]
+    assert "datasets" not in header(tmp_path / "hf")
+
+
+def test_a_card_names_hub_data_by_its_hub_id():
+    """`datasets:` on the Hub are dataset ids: hub:NAME[:CONFIG]:SPLIT data gives NAME; a local folder's name would
+    link to whatever Hub dataset has that name."""
+    from distill.models.readme import render_readme
+    card = {"kind": "student", "model": "cnn", "task": "classification", "labels": ["neg", "pos"]}
+    about = {"data": [{"role": "train", "name": "hub:cornell-movie-review-data/rotten_tomatoes:train", "sha256": None},
+                      {"role": "dev", "name": "hub:cornell-movie-review-data/rotten_tomatoes:validation",
+                       "sha256": None}],
+             "scores": [{"split": "dev", "metric": "accuracy", "value": 0.8}]}
+    meta = yaml.safe_load(render_readme("runs/student", card, [], about).split("---\n")[1])
+    assert meta["datasets"] == ["cornell-movie-review-data/rotten_tomatoes"]
+    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "cornell-movie-review-data/rotten_tomatoes"
 
 
 def test_the_card_is_checked_and_overwrite_knows_it_as_distills(tmp_path):

@@ -21,6 +21,11 @@ def _parse_hub(spec: str) -> tuple[str, str | None, str]:
     raise DistillError(f"{spec}: hub datasets are written hub:NAME[:CONFIG]:SPLIT, e.g. hub:conll2003:train")
 
 
+def hub_dataset(spec: str) -> str:
+    """The Hub's id of the dataset that ``hub:NAME[:CONFIG]:SPLIT`` reads (a model card's ``datasets``)."""
+    return _parse_hub(spec)[0]
+
+
 def load_hub(spec: str) -> datasets.Dataset:
     import datasets
     name, config, split = _parse_hub(spec)

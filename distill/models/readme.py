@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from distill.data.checks import HUB_PREFIX
+from distill.data.hub import hub_dataset
 from distill.io import STAGING_PREFIX, write_text
 from distill.metrics import size_text
 
@@ -98,8 +100,10 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
     candidates = [about.get("teacher") if kind == "student" else None, about.get("base_model"), export.get("source")]
     base_model = next((hub for hub in map(hub_model_id, candidates) if hub), None)
     data = about.get("data") or []
-    datasets = sorted({Path(item["name"]).parent.name or item["name"] for item in data if item["role"] == "train"}
-                      or {item["name"] for item in data})
+    trained = [item["name"] for item in data if item["role"] == "train"] or [item["name"] for item in data]
+    # the Hub's `datasets` are dataset ids (hub:NAME[:CONFIG]:SPLIT data); local files are named in the results alone
+    hub_ids = sorted({hub_dataset(name) for name in trained if name.startswith(HUB_PREFIX)})
+    datasets = hub_ids or sorted({Path(name).parent.name or name for name in trained})
     scores = list(about.get("scores") or [])
     agreement = card.get("agreement") or {}
     if agreement:
@@ -110,7 +114,7 @@ def render_readme(directory: str | Path, card: dict, files: list[str], about: di
                           dataset_name=datasets[0] if datasets else "data", dataset_split=score["split"],
                           metric_type=score["metric"], metric_value=score["value"]) for score in scores]
     metadata = ModelCardData(library_name="transformers" if form == "transformers" else "distill",
-                             base_model=base_model, datasets=datasets or None,
+                             base_model=base_model, datasets=hub_ids or None,
                              metrics=sorted({score["metric"] for score in scores}) or None, tags=tags,
                              pipeline_tag=PIPELINES[task], model_name=name if results else None,
                              eval_results=results or None)
