@@ -14,7 +14,8 @@ To add a kind (a zero-shot label-description teacher, a causal LM, a served ``op
 2. add one `TeacherKind` to `KINDS`, above any entry whose `matches` would also take its card: its `what`
    (for messages), its `matches`, the `COMMANDS` it `takes`, and for each command it cannot take what to
    do `instead`;
-3. test it through every command in `COMMANDS`: each either works or gives the `refusal` line.
+3. give `sources` in tests/test_teacher_kinds.py a source of it: that test runs it through every command in
+   `COMMANDS`, each of which either works with it or gives the `refusal` line.
 """
 
 from __future__ import annotations
