@@ -178,6 +178,23 @@ def refuse_non_encoder(name_or_path: str, config) -> None:
                        "reads the whole text; give a BERT-like encoder (BERT, DistilBERT, RoBERTa, MPNet, ...)")
 
 
+OFFLINE_DEPTHS = {"minilm-l6": 6, "mpnet-base": 12}  # their layers, known without unpacking their weights
+
+
+def encoder_depth(name_or_path: str) -> int | None:
+    """How many layers a pretrained encoder has, from its config alone (no weights read): what a transformer student
+    of it may keep, checked before a run or a search starts. None where its config cannot be read here (the build
+    then says why) or does not say."""
+    if name_or_path in OFFLINE_DEPTHS:
+        return OFFLINE_DEPTHS[name_or_path]
+    try:
+        config = AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError):
+        return None
+    depth = getattr(config, "num_hidden_layers", None)
+    return depth if isinstance(depth, int) else None
+
+
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Pretrained encoder and its tokenizer from an offline short name, a local folder or a hub name."""
     if name_or_path in OFFLINE_ENCODERS:

@@ -227,6 +227,18 @@ def test_a_transformer_student_the_teacher_cannot_start_is_refused_before_any_tr
     assert not (tmp_path / "s").exists()
 
 
+def test_a_transformer_student_deeper_than_its_pretrained_encoder_is_refused_before_any_trial(
+        tiny_classifier_teacher, tiny_other_encoder_dir, tmp_path):
+    """The same of a pretrained encoder's depth (here 3 layers), read from its config: it was checked only against
+    the teacher's, so such a trial failed in the study as the one above did."""
+    space = {**SPACE, "students": {"transformer": {"layers": {"low": 1, "high": 4},
+                                                   "encoder": [tiny_other_encoder_dir]}}}
+    with pytest.raises(DistillError, match=r"^the search space: students.transformer: a transformer student of 4 "
+                                           r"layers: its encoder has only 3$"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_dev_set_of_training_examples_is_refused_before_the_search_starts(tiny_classifier_teacher, tmp_path):
     """It was refused by the first trial that trained, after the folder and study were made; with every trial
     pruned before training (far over the latency budget), never."""

@@ -276,10 +276,16 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
 
     @classmethod
     def check_teacher(cls, config: TransformerStudentConfig, teacher: LabelModel) -> None:
-        """What `build_from_teacher` would refuse of `teacher` for `config`, without copying its layers: a search
-        checks its space's students so before any trial."""
+        """What `build_from_teacher` (or `build`, of a pretrained encoder) would refuse of `teacher` for `config`,
+        without copying or loading any layers: a run checks its student so before it reads its data, a search its
+        space's students before any trial."""
         if config.encoder == FROM_TEACHER:
             cls._teacher_layers(config, teacher)
+            return
+        from distill.encoders import encoder_depth
+        depth = encoder_depth(config.encoder)
+        if depth is not None:
+            kept_layers(config.layer_map, config.layers, depth)
 
     @staticmethod
     def _teacher_layers(config: TransformerStudentConfig, teacher: LabelModel):
