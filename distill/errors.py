@@ -85,7 +85,8 @@ def run_script(main: Callable[[], object]) -> NoReturn:
     (model2vec's) can use it too."""
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        status = main()
+        with on_command_line():  # a script is a command line: its messages name options (--overwrite), as nlp-train's
+            status = main()
     except (DistillError, OSError) as err:
         print(f"error: {os_error_message(err) if isinstance(err, OSError) else err}", file=sys.stderr)
         sys.exit(2)

@@ -661,13 +661,17 @@ def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_th
 
 
 def test_run_script_turns_user_errors_into_one_line_and_keeps_the_exit_status(capsys):
-    from distill.errors import DistillError, Terminated, run_script
+    from distill.errors import DistillError, Terminated, option, run_script
 
     def fails(error: BaseException):
         def main():
             raise error
         return main
+
+    def names_overwrite():  # a script is a command line: the library's messages name options there
+        raise DistillError(f"pass {option('--overwrite', 'overwrite=True')}")
     for main, status, line in ((fails(DistillError("bad --x")), 2, "error: bad --x"),
+                               (names_overwrite, 2, "error: pass --overwrite"),
                                (fails(FileNotFoundError(2, "No such file or directory", "a.csv")), 2,
                                 "error: a.csv: No such file or directory"),
                                (fails(KeyboardInterrupt()), 130, "interrupted"),
