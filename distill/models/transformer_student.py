@@ -276,9 +276,8 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
 
     @classmethod
     def check_teacher(cls, config: TransformerStudentConfig, teacher: LabelModel) -> None:
-        """What `build_from_teacher` (or `build`, of a pretrained encoder) would refuse of `teacher` for `config`,
-        without copying or loading any layers: a run checks its student so before it reads its data, a search its
-        space's students before any trial."""
+        """What `build_from_teacher` (or `build`, of a pretrained encoder: its depth) would refuse of `teacher` for
+        `config`, without copying or loading any layers: a search checks its space's students so before any trial."""
         if config.encoder == FROM_TEACHER:
             cls._teacher_layers(config, teacher)
             return
