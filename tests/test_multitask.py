@@ -163,8 +163,9 @@ def test_pseudo_label_writes_every_head_from_one_encoder_pass(multitask_teacher,
     exact = [record["confidence"] for record in head_records(model, tokens, results, exact=True)]
     rounding_up = next(c for c in exact if round(c, 6) > c)  # written above what it is
     threshold = math.nextafter(rounding_up, 1.0)  # drops it: the rounded confidence would have kept it
+    # on the CPU, as `exact` was computed: a GPU's confidences differ in the last bits the threshold splits
     cli("pseudo-label", "--teacher", multitask_teacher, "--input", tmp_path / "input.txt", "--output",
-        tmp_path / "kept.jsonl", "--min-confidence", threshold, "--quiet", "--no-cache")
+        tmp_path / "kept.jsonl", "--min-confidence", threshold, "--quiet", "--no-cache", "--device", "cpu")
     kept = (tmp_path / "kept.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(kept) == sum(c >= threshold for c in exact) < len(texts)
     # one cache folder per head; a second run reads them all and runs no encoder pass
