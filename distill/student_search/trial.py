@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -126,6 +127,13 @@ def student_architecture(model_dir: Path) -> dict | None:
     return config.get("config") if isinstance(config, dict) and isinstance(config.get("config"), dict) else None
 
 
+def is_reference_architecture(architecture: dict | None, job: "Job") -> bool:
+    """Whether a student of these settings (`student_architecture`) is the model that set the latency budget
+    (--as-fast-as) in all but its weights, so within the budget by definition, however its timing came out."""
+    return architecture is not None and job.reference is not None and \
+        architecture == student_architecture(Path(job.reference["model"]))
+
+
 def timed_beside_reference(measured: dict, folder: Path, job: "Job") -> dict:
     """`measured` (a trial's `measure`), with ``beside_reference`` where it is over the budget a reference model
     sets: a student of the reference's own settings is within it (``same_architecture``, untimed: on a loaded
@@ -135,8 +143,7 @@ def timed_beside_reference(measured: dict, folder: Path, job: "Job") -> dict:
     budget, reference = job.budget.max_latency_ms, job.reference
     if reference is None or budget is None or measured["latency_ms"] <= budget:
         return measured
-    architecture = student_architecture(folder)
-    if architecture is not None and architecture == student_architecture(Path(reference["model"])):
+    if is_reference_architecture(student_architecture(folder), job):
         return {**measured, "beside_reference": {"same_architecture": True, "ratio": 1.0}}  # its latency, untimed
     if measured["latency_ms"] > BESIDE_MARGIN * budget:
         return measured
@@ -172,17 +179,39 @@ def untrained_latency(settings, job: "Job") -> float | None:
 
 
 def _prune_if_far_over_budget(trial, settings, job: "Job", started: float) -> None:
-    """Prune the trial before it trains when its untrained student already misses the latency budget by more than
-    `UNTRAINED_SLACK` times (`untrained_latency`)."""
+    """Prune the trial before it trains when its untrained student misses the latency budget by more than
+    `UNTRAINED_SLACK` times (`untrained_latency`), unless it has the settings of the model that set the budget.
+    A first timing over that is taken again `BESIDE_ROUNDS` times, alternately with the reference model in PyTorch
+    where there is one, and the best times judged: one timing on a busy machine misses by far. The full CoNLL
+    benchmark's search pruned its default BiLSTM tagger so: 139 ms a batch untrained, where the trained one takes
+    8-10 ms in PyTorch, and chose without the default student it was to beat."""
+    from distill.models.registry import student_config
+    from distill.models import load_model
+    from distill.training import runtime
     if job.budget.max_latency_ms is None or job.hierarchy is None:
         return
-    latency = untrained_latency(settings, job)
-    if latency is None or latency <= UNTRAINED_SLACK * job.budget.max_latency_ms:
+    config = student_config(settings.student, **settings.config)
+    if dataclasses.is_dataclass(config) and is_reference_architecture(dataclasses.asdict(config), job):
+        return  # the reference's own settings: within the budget it sets, whatever one timing says
+    times, limit = [untrained_latency(settings, job)], UNTRAINED_SLACK * job.budget.max_latency_ms
+    if times[0] is None or times[0] <= limit:
+        return
+    reference_ms = []
+    for _ in range(BESIDE_ROUNDS):
+        if job.reference is not None:  # like with like: its PyTorch time, now
+            with runtime(None, job.threads):
+                reference_ms.append(_latency(load_model(job.reference["model"]).eval(),
+                                             job.dev_examples[:TIMING_EXAMPLES], job.batch_size))
+        times.append(untrained_latency(settings, job))
+    if reference_ms:
+        limit = UNTRAINED_SLACK * max(min(reference_ms), job.budget.max_latency_ms)
+    latency = min(times)
+    if latency <= limit:
         return
     trial.set_user_attr("untrained_ms", round(latency, 3))
     trial.set_user_attr("seconds", round(time.perf_counter() - started, 1))
     raise optuna_module().TrialPruned(f"pruned before training: untrained, {latency:.1f} ms a batch in PyTorch, over "
-                                      f"{UNTRAINED_SLACK:g}x the budget's {job.budget.max_latency_ms:.1f} ms")
+                                      f"{UNTRAINED_SLACK:g}x the budget's {limit / UNTRAINED_SLACK:.1f} ms")
 
 
 @dataclass
