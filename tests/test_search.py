@@ -502,6 +502,52 @@ def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, t
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_a_storage_in_the_search_folder_is_its_own_study_file_alone(finished_search, tmp_path):
+    """sqlite:///OUTPUT/study.db, the default named, was refused on a new folder (the storage was opened before the
+    folder was made: "unable to open database file"); another file in the folder of a search to resume was taken:
+    one in best/ or a trial's folder (models: best/ is replaced whole at the next choice) was written there before
+    the study was refused, and trials.json's name would have had the study replaced by the report."""
+    from tests.conftest import snapshot
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    named = search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{tmp_path / 'new' / 'study.db'}",
+                   **again)
+    assert [t["state"] for t in named.trials] == ["complete"] and (tmp_path / "new" / "study.db").is_file()
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    before = snapshot(copy)
+    for name in ("best/s.db", "trials/0000/s.db", "trials.json", "other.db"):
+        with pytest.raises(DistillError, match=rf"^{copy / name}: lies in the search's folder {copy}, whose study is "
+                                               rf"{copy / 'study.db'} \(storage=None\): give that, or a file outside "
+                                               r"the folder$"):
+            search(teacher, TRAIN, DEV, copy, storage=f"sqlite:///{copy / name}", **again)
+        assert snapshot(copy) == before
+
+
+def test_a_refused_search_leaves_no_storage_file_it_made(finished_search, tmp_path):
+    """A new SQLite storage was made before a half-written --as-fast-as model was refused, and by a resume refused
+    as another study's: an empty study file was left behind each time."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    database = tmp_path / "shared" / "study.db"
+    database.parent.mkdir()
+    half = tmp_path / "models" / "half"
+    shutil.copytree(finished_search / "trials" / "0000", half)
+    (half / "model.safetensors").unlink()
+    with pytest.raises(DistillError, match="half: missing model.safetensors"):
+        search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{database}", as_fast_as=half, **again)
+    assert not (tmp_path / "new").exists() and list(database.parent.iterdir()) == []
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    with pytest.raises(DistillError, match="holds the trials of another study"):
+        search(teacher, TRAIN, DEV, copy, storage=f"sqlite:///{database}", **again)
+    assert list(database.parent.iterdir()) == []
+    with pytest.raises(DistillError, match=rf"^sqlite:///{tmp_path}/none/study.db: cannot open the study's storage "
+                                           rf"\(no folder {tmp_path}/none\)$"):
+        search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{tmp_path}/none/study.db", **again)
+    assert not (tmp_path / "none").exists() and not (tmp_path / "new").exists()
+
+
 def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(finished_search, tmp_path):
     """best/ damaged after the search was kept (its trial and card were the same); a rerun whose budget no trial
     fits said 'nothing chosen' and left the earlier best/ and best-onnx/ there."""

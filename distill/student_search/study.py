@@ -65,6 +65,32 @@ def storage_file(url: str) -> Path | None:
                            "server's URL (postgresql://HOST/DB)") from None
 
 
+def check_storage(url: str, inputs: list, output: Path) -> str | None:
+    """The storage a search opens, checked before anything is written: `url`, or None where it names the search's
+    own file (OUTPUT/study.db, the default), which is made with the folder. An SQLite file lies where the output
+    rule allows (`check_written_folder`), and in the search's folder nowhere else: every other name there is the
+    search's (best/ and the trials' folders are models, best/ replaced whole at each choice; trials.json is
+    replaced at each report). A new file is not made here (a search refused after this would leave it behind):
+    its folder must exist; an existing one, or a server's database, is opened."""
+    from distill.outputs import check_written_folder
+    database = storage_file(url)
+    if database is not None:
+        own = output / STUDY_DB
+        if database.resolve() == own.resolve():
+            return None
+        if output.resolve() in (database.resolve(), *database.resolve().parents):
+            default = option("no --storage", "storage=None")
+            raise DistillError(f"{database}: lies in the search's folder {output}, whose study is {own} ({default}): "
+                               "give that, or a file outside the folder")
+        check_written_folder(database, [item for item in inputs if isinstance(item, (str, os.PathLike))], output)
+        if not database.exists():
+            if not database.parent.is_dir():
+                raise DistillError(f"{shown_url(url)}: cannot open the study's storage (no folder {database.parent})")
+            return url
+    _storage(url).engine.dispose()  # a database it cannot open: said before the output folder is made
+    return url
+
+
 def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -114,7 +140,8 @@ def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchS
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
     optuna = optuna_module()
     url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
-    fresh = storage is None and not (job.output / STUDY_DB).exists()
+    database = storage_file(url)
+    fresh = database is not None and not database.exists()  # (under the folder's lock: no other process made it)
     opened = _storage(url)
     try:
         if study_name not in {held.study_name for held in opened.get_all_studies()}:
@@ -122,8 +149,9 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         study = optuna.create_study(storage=opened, study_name=study_name, direction="maximize", pruner=pruner,
                                     load_if_exists=True)
     except DistillError:
-        if fresh:
-            (job.output / STUDY_DB).unlink(missing_ok=True)
+        if fresh:  # a refused search leaves no study file it made
+            opened.engine.dispose()
+            database.unlink(missing_ok=True)
         raise
     recorded = study.user_attrs.get("search")
     if recorded is None:
@@ -450,13 +478,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     job.dev_examples = list(dev_set.inputs)
     job.hierarchy, job.train_inputs = teacher_model.hierarchy, list(train_set.inputs)
     if storage is not None:
-        database = storage_file(storage)
-        if database is not None:  # the study's file is written where the output rule allows
-            from distill.outputs import check_written_folder
-            inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
-                      if isinstance(item, (str, os.PathLike))]
-            check_written_folder(database, inputs, output)
-        _storage(storage)  # a database it cannot open: said before the output folder is made
+        storage = check_storage(storage, [teacher, as_fast_as, train, dev, unlabeled, test, space], output)
     if as_fast_as is not None:
         load_model(str(as_fast_as))  # whole (its files match its card), before the folder is made
     if pruner is None:
