@@ -570,6 +570,30 @@ def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(fin
     assert not (tmp_path / "new").exists()
 
 
+def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
+    """The chosen trial's card removed (best/ whole) was an OSError, 'No such file or directory', and its weights
+    truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
+    copied from it, and named with its damaged file."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    for damage, message in (("distill.json", r"there is no distill.json"),
+                            ("model.safetensors", r"model.safetensors: corrupted or truncated")):
+        copy = tmp_path / damage
+        shutil.copytree(finished_search, copy)
+        report = read_report(copy)
+        chosen = copy / next(t["folder"] for t in report["trials"] if t["number"] == report["best"]["trial"])
+        if damage == "distill.json":
+            (chosen / damage).unlink()
+        else:
+            with open(chosen / damage, "ab") as handle:
+                handle.write(b"x")
+        written = (copy / "trials.json").read_text()
+        with pytest.raises(DistillError, match=rf"^{chosen}.*{message}"):
+            search(teacher, TRAIN, DEV, copy, **again)
+        assert (copy / "trials.json").read_text() == written
+        load_model(copy / "best")
+
+
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
     """A pruner that stops every trial: the two default students still finish (the search only adds to them),
     the third trial is pruned at epoch 1 and its folder removed."""

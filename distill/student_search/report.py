@@ -252,9 +252,11 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
                   "dev_score": best["dev_score"], "mean_dev": best["mean_dev"], "dev_scores": best["dev_scores"],
                   "latency_ms": best["latency_ms"], "runtime": best["runtime"], "size_mb": best["size_mb"]}
         source = output / best["folder"]
-        same = previous.get("trial") == best["number"] and _whole(output / BEST_FOLDER) and \
+        # the chosen trial's folder whole first (a damaged one is named with its file by the copy's check), then
+        # whether best/ is still its copy: a damaged copy is made again
+        same = previous.get("trial") == best["number"] and _whole(source) and _whole(output / BEST_FOLDER) and \
             previous.get("card_sha256") == file_sha256(source / "distill.json") and \
-            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))  # a damaged copy is made again
+            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))
         if not same:
             _copy_best(source, output / BEST_FOLDER)
             try:
