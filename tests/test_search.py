@@ -24,7 +24,7 @@ from distill import search
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.student_search import DEFAULT_SPACES, load_space, parse_space
-from tests.conftest import ROOT, SAMPLES, cli, copy_of, free_port, run_main
+from tests.conftest import ROOT, SAMPLES, broken_package, cli, copy_of, free_port, run_main
 
 TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
 # Two students of distinct sizes, two epochs a trial: seconds a trial here
@@ -120,7 +120,7 @@ def test_print_space_writes_the_default_as_yaml(capsys):
     assert status == 2 and "Invalid value for '--timeout': 0.0 is not in the range x>0" in err
 
 
-@pytest.mark.parametrize("package", ["optuna", "matplotlib", "onnx", "onnxruntime"])
+@pytest.mark.parametrize("package", ["optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime"])
 def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, monkeypatch, tiny_classifier_teacher,
                                                                        tmp_path):
     """A missing onnx or onnxruntime was a traceback once the first trial had trained, a missing matplotlib an
@@ -129,6 +129,22 @@ def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, m
     with pytest.raises(DistillError, match=rf"^the student search needs the {package} package: pip install "
                                            r"'distill\[search\]'$"):
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("package", ["optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime"])
+def test_a_package_of_the_extra_that_does_not_import_is_one_line_before_anything_runs(package, monkeypatch, capsys,
+                                                                                      tiny_classifier_teacher,
+                                                                                      tmp_path):
+    """Installed, but failing at its import (a dependency missing or of another version, a broken install): it was
+    found installed, then the search stopped with the import's traceback (optuna's and sqlalchemy's as the storage
+    was opened, matplotlib's once every trial had trained)."""
+    broken_package(monkeypatch, tmp_path / "site", package)
+    status, err = run_main(capsys, "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
+                           "--output", tmp_path / "s", "--trials", "1")
+    assert status == 2 and err == (f"error: the student search needs the {package} package: pip install "
+                                   f"'distill[search]' ({package} is installed, but its import fails: ImportError: "
+                                   "libdep.so.1: cannot open shared object file)\n")
     assert not (tmp_path / "s").exists()
 
 

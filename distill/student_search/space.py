@@ -4,7 +4,6 @@ settings are searched, each checked against the class it sets (`SearchSpace`, `p
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import itertools
 import json
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from distill.errors import DistillError, option
+from distill.errors import DistillError, import_extra, option
 
 
 SEARCH_EXTRA = "pip install 'distill[search]'"
@@ -59,30 +58,20 @@ DEFAULT_SPACES: dict[str, dict] = {
     },
 }
 
-SEARCH_PACKAGES = ("optuna", "matplotlib", "onnx", "onnxruntime")  # the study, its plot, the trials' ONNX timing
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a module entry that is None or has no spec: not importable
-        return False
+# the study (and its storage's SQLAlchemy, which optuna requires), its plot, the trials' ONNX timing
+SEARCH_PACKAGES = ("optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime")
 
 
 def require_search_packages() -> None:
-    """Every package of the search extra, checked before a search starts: a missing plotting or ONNX package
+    """Every package of the search extra, imported before a search starts: a missing plotting or ONNX package
     found only when the trials are done (or the first is timed) wasted their training."""
-    missing = [module for module in SEARCH_PACKAGES if not _installed(module)]
-    if missing:
-        raise DistillError(f"the student search needs the {', '.join(missing)} package{'s' * (len(missing) > 1)}: "
-                           f"{SEARCH_EXTRA}")
+    for module in SEARCH_PACKAGES:
+        import_extra(module, "the student search", SEARCH_EXTRA)
 
 
 def optuna_module():
     """optuna, or a one-line error naming the extra that installs it."""
-    if not _installed("optuna"):
-        raise DistillError(f"the student search needs the optuna package: {SEARCH_EXTRA}")
-    import optuna
+    optuna = import_extra("optuna", "the student search", SEARCH_EXTRA)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the search reports its trials itself
     return optuna
 
