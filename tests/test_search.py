@@ -540,6 +540,21 @@ def test_a_storage_in_the_search_folder_is_its_own_study_file_alone(finished_sea
         assert snapshot(copy) == before
 
 
+def test_a_cache_in_the_search_folder_is_at_a_name_the_search_does_not_write(finished_search, tmp_path):
+    """--cache-dir OUTPUT/best ran, its shards in best/ until the search replaced best/ whole (the cache gone),
+    and the same command again was refused (best/ a model by then); one in trials/ sat among the trials' folders,
+    one more folder there for a later study to take for a trial's. Another name there is the user's."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, reseed_top=0)
+    for name in ("best", "best-onnx/cache", "trials", "trials/cache"):
+        with pytest.raises(DistillError, match=rf"^{tmp_path / 'new' / name}: lies in the search's "
+                                               rf"{Path(name).parts[0]}, which it writes \("):
+            search(teacher, TRAIN, DEV, tmp_path / "new", cache_dir=tmp_path / "new" / name, **again)
+        assert not (tmp_path / "new").exists()
+    result = search(teacher, TRAIN, DEV, tmp_path / "new", cache_dir=tmp_path / "new" / "cache", **again)
+    assert [t["state"] for t in result.trials] == ["complete"] and any((tmp_path / "new" / "cache").iterdir())
+
+
 def test_a_refused_search_leaves_no_storage_file_it_made(finished_search, tmp_path):
     """A new SQLite storage was made before a half-written --as-fast-as model was refused, and by a resume refused
     as another study's: an empty study file was left behind each time."""

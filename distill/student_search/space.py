@@ -24,6 +24,9 @@ TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT = "trials.json", "trials.md", "trials.png
 STUDY_DB = "study.db"
 STUDY_RECORD = "study.json"  # in TRIALS_FOLDER: the study whose trials the folder holds
 LOCK_FILE = ".search.lock"
+# what a search writes in its folder: a file or folder given for something else (its cache) is none of these
+SEARCH_NAMES = (TRIALS_FOLDER, BEST_FOLDER, BEST_EXPORT_FOLDER, TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT, STUDY_DB,
+                LOCK_FILE)
 HEARTBEAT_SECONDS = 30  # a running trial's sign of life in the storage
 GRACE_SECONDS = 120  # a trial silent this long is taken as killed: failed and queued again
 WAIT_SECONDS = 5  # how often a process with no trial to start looks again while others finish theirs

@@ -24,9 +24,9 @@ from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make
                        sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
-from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
-                                          STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space,
-                                          optuna_module, require_search_packages)
+from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, SEARCH_NAMES,
+                                          STUDY_DB, STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace,
+                                          load_space, optuna_module, require_search_packages)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
@@ -385,6 +385,19 @@ def check_search_output(output: Path, inputs: list) -> None:
                                "the search to resume)")
 
 
+def check_search_cache(cache_dir: str | Path | None, output: Path) -> None:
+    """A logit cache in the search's folder lies at a name the search does not write (OUTPUT/cache, say): in best/
+    it was removed when best/ was replaced at the choice, and the same command then refused (best/ a model by
+    then); in trials/ it was one more folder there for a study to take for a trial's."""
+    if cache_dir is None:
+        return
+    folder, out = Path(cache_dir).expanduser().resolve(), output.resolve()
+    if out in folder.parents and (name := folder.relative_to(out).parts[0]) in SEARCH_NAMES:
+        raise DistillError(f"{cache_dir}: lies in the search's {name}, which it writes ({output / name}: its trials, "
+                           "reports, study and best model): choose a cache folder outside those (such as "
+                           f"{output / 'cache'})")
+
+
 def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
            unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
@@ -451,6 +464,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     check_cache_dir(cache_dir)  # before the folder is made, as kd checks it before its run
+    check_search_cache(cache_dir, output)
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
