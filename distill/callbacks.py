@@ -21,7 +21,6 @@ distillation term) for kd, and ``hidden``, ``attention`` and ``cosine`` for the 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from distill import distributed
-from distill.errors import DistillError, option
+from distill.errors import DistillError, import_extra, option
 from distill.io import IN_MEMORY_SQLITE, shown_url, sqlite_database
 from distill.outputs import TRACKING_FOLDER
 from distill.registry import Registry
@@ -189,10 +188,10 @@ def epoch_scalars(epoch: EpochEnd) -> dict[str, float]:
             f"select/{epoch.select_metric}": epoch.score}
 
 
-def require_package(module: str, package: str, reporter: str, api: str) -> None:
-    """Refuse a reporter whose package is not installed, in one line naming the extra that installs it."""
-    if importlib.util.find_spec(module) is None:
-        raise DistillError(f"{option(f'--report-to {reporter}', api)} needs the {package} package: {TRACKING_EXTRA}")
+def require_package(module: str, reporter: str, api: str) -> None:
+    """Refuse a reporter whose package is not installed or does not import, in one line naming the extra that
+    installs it."""
+    import_extra(module, option(f"--report-to {reporter}", api), TRACKING_EXTRA)
 
 
 class TensorBoardCallback(Callback):
@@ -202,7 +201,7 @@ class TensorBoardCallback(Callback):
     its events beside them, and hides the interrupted epoch's steps, which it logs again."""
 
     def __init__(self, log_dir: str | Path):
-        require_package("tensorboard", "tensorboard", "tensorboard", "TensorBoardCallback")
+        require_package("tensorboard", "tensorboard", "TensorBoardCallback")
         self.log_dir, self.writer = Path(log_dir), None
 
     def folders(self) -> list[Path]:
@@ -257,7 +256,7 @@ class MLflowCallback(Callback):
     database, a deleted experiment) is one `DistillError` naming the setting to change."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None):
-        require_package("mlflow", "mlflow", "mlflow", "MLflowCallback")
+        require_package("mlflow", "mlflow", "MLflowCallback")
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
         self.client, self.run_id, self.resumed_run_id = None, None, None
         self._pending: list = []  # metrics not yet sent (`_log`)

@@ -7,9 +7,12 @@ caller, from one check for both.
 
 import contextlib
 import errno
+import importlib
+import importlib.util
 import math
 import signal
 import sys
+from types import ModuleType
 from typing import Callable, Iterator, NoReturn
 
 _command_line = False  # a module flag, not a context variable: threads the CLI starts see it too
@@ -97,6 +100,25 @@ def run_script(main: Callable[[], object]) -> NoReturn:
         print("terminated", file=sys.stderr)
         sys.exit(128 + signal.SIGTERM)
     sys.exit(status if isinstance(status, int) and not isinstance(status, bool) else 0)
+
+
+def import_extra(module: str, user: str, extra: str) -> ModuleType:
+    """`module` (a package of an optional extra) imported, or one line: `user` (what needs it) needs the package,
+    and `extra` says how to install it. A package that is there but does not import (a dependency missing or of
+    another version, a broken install) is named so, with its import's error: finding it installed, then
+    importing it, was a traceback."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # an entry of sys.modules that is None or has no spec: not importable
+        found = False
+    if not found:
+        raise DistillError(f"{user} needs the {module} package: {extra}")
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        raise DistillError(f"{user} needs the {module} package: {extra} ({module} is installed, but its import "
+                           f"fails: {reason})") from None
 
 
 def require_whole(name: str, value, low: int = 1, high: int | None = None, optional: bool = False) -> None:

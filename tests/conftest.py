@@ -271,6 +271,16 @@ def snapshot(path: Path) -> dict:
     return {str(f): f.read_bytes() for f in files}
 
 
+def broken_package(monkeypatch, folder: Path, name: str) -> None:
+    """`name` installed but failing at its import, as a package does whose dependency is missing or of another
+    version: a package of that name first on the path, whose import raises ImportError (the real one, if
+    imported already, is out of sys.modules until the test ends)."""
+    (folder / name).mkdir(parents=True)
+    (folder / name / "__init__.py").write_text("raise ImportError('libdep.so.1: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 def copy_of(source: str | Path, tmp: Path, name: str) -> Path:
     source = Path(source)
     target = tmp / name

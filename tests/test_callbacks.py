@@ -193,6 +193,24 @@ def test_a_missing_package_names_the_extra(reporter, module, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("reporter", ["tensorboard", "mlflow"])
+def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter, tmp_path, capsys, monkeypatch):
+    """Installed, but failing at its import (a dependency missing or of another version): it was found installed,
+    then the run stopped with the import's traceback once the training had begun."""
+    from tests.conftest import broken_package
+    broken_package(monkeypatch, tmp_path / "site", reporter)
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", reporter])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == (f"error: --report-to {reporter} needs the {reporter} package: "
+                                                 f"pip install 'distill[tracking]' ({reporter} is installed, but its "
+                                                 "import fails: ImportError: libdep.so.1: cannot open shared object "
+                                                 "file)\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_to_takes_registered_reporters_and_refuses_unknown_ones(tmp_path, capsys, monkeypatch):
     from procedures.cli import main
     recorders = []

@@ -26,7 +26,7 @@ from distill import search
 from distill.errors import DistillError
 from distill.models import load_model
 from distill.student_search import DEFAULT_SPACES, load_space, parse_space
-from tests.conftest import ROOT, SAMPLES, cli, copy_of, free_port, run_main
+from tests.conftest import ROOT, SAMPLES, broken_package, cli, copy_of, free_port, run_main
 
 TRAIN, DEV, TEST = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", SAMPLES / "sentiment_test.csv"
 # Two students of distinct sizes, two epochs a trial: seconds a trial here
@@ -122,7 +122,7 @@ def test_print_space_writes_the_default_as_yaml(capsys):
     assert status == 2 and "Invalid value for '--timeout': 0.0 is not in the range x>0" in err
 
 
-@pytest.mark.parametrize("package", ["optuna", "matplotlib", "onnx", "onnxruntime"])
+@pytest.mark.parametrize("package", ["optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime"])
 def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, monkeypatch, tiny_classifier_teacher,
                                                                        tmp_path):
     """A missing onnx or onnxruntime was a traceback once the first trial had trained, a missing matplotlib an
@@ -131,6 +131,22 @@ def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, m
     with pytest.raises(DistillError, match=rf"^the student search needs the {package} package: pip install "
                                            r"'distill\[search\]'$"):
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=SPACE)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("package", ["optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime"])
+def test_a_package_of_the_extra_that_does_not_import_is_one_line_before_anything_runs(package, monkeypatch, capsys,
+                                                                                      tiny_classifier_teacher,
+                                                                                      tmp_path):
+    """Installed, but failing at its import (a dependency missing or of another version, a broken install): it was
+    found installed, then the search stopped with the import's traceback (optuna's and sqlalchemy's as the storage
+    was opened, matplotlib's once every trial had trained)."""
+    broken_package(monkeypatch, tmp_path / "site", package)
+    status, err = run_main(capsys, "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
+                           "--output", tmp_path / "s", "--trials", "1")
+    assert status == 2 and err == (f"error: the student search needs the {package} package: pip install "
+                                   f"'distill[search]' ({package} is installed, but its import fails: ImportError: "
+                                   "libdep.so.1: cannot open shared object file)\n")
     assert not (tmp_path / "s").exists()
 
 
@@ -557,6 +573,67 @@ def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, t
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_a_storage_in_the_search_folder_is_its_own_study_file_alone(finished_search, tmp_path):
+    """sqlite:///OUTPUT/study.db, the default named, was refused on a new folder (the storage was opened before the
+    folder was made: "unable to open database file"); another file in the folder of a search to resume was taken:
+    one in best/ or a trial's folder (models: best/ is replaced whole at the next choice) was written there before
+    the study was refused, and trials.json's name would have had the study replaced by the report."""
+    from tests.conftest import snapshot
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    named = search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{tmp_path / 'new' / 'study.db'}",
+                   **again)
+    assert [t["state"] for t in named.trials] == ["complete"] and (tmp_path / "new" / "study.db").is_file()
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    before = snapshot(copy)
+    for name in ("best/s.db", "trials/0000/s.db", "trials.json", "other.db"):
+        with pytest.raises(DistillError, match=rf"^{copy / name}: lies in the search's folder {copy}, whose study is "
+                                               rf"{copy / 'study.db'} \(storage=None\): give that, or a file outside "
+                                               r"the folder$"):
+            search(teacher, TRAIN, DEV, copy, storage=f"sqlite:///{copy / name}", **again)
+        assert snapshot(copy) == before
+
+
+def test_a_cache_in_the_search_folder_is_at_a_name_the_search_does_not_write(finished_search, tmp_path):
+    """--cache-dir OUTPUT/best ran, its shards in best/ until the search replaced best/ whole (the cache gone),
+    and the same command again was refused (best/ a model by then); one in trials/ sat among the trials' folders,
+    one more folder there for a later study to take for a trial's. Another name there is the user's."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, reseed_top=0)
+    for name in ("best", "best-onnx/cache", "trials", "trials/cache"):
+        with pytest.raises(DistillError, match=rf"^{tmp_path / 'new' / name}: lies in the search's "
+                                               rf"{Path(name).parts[0]}, which it writes \("):
+            search(teacher, TRAIN, DEV, tmp_path / "new", cache_dir=tmp_path / "new" / name, **again)
+        assert not (tmp_path / "new").exists()
+    result = search(teacher, TRAIN, DEV, tmp_path / "new", cache_dir=tmp_path / "new" / "cache", **again)
+    assert [t["state"] for t in result.trials] == ["complete"] and any((tmp_path / "new" / "cache").iterdir())
+
+
+def test_a_refused_search_leaves_no_storage_file_it_made(finished_search, tmp_path):
+    """A new SQLite storage was made before a half-written --as-fast-as model was refused, and by a resume refused
+    as another study's: an empty study file was left behind each time."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    database = tmp_path / "shared" / "study.db"
+    database.parent.mkdir()
+    half = tmp_path / "models" / "half"
+    shutil.copytree(finished_search / "trials" / "0000", half)
+    (half / "model.safetensors").unlink()
+    with pytest.raises(DistillError, match="half: missing model.safetensors"):
+        search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{database}", as_fast_as=half, **again)
+    assert not (tmp_path / "new").exists() and list(database.parent.iterdir()) == []
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    with pytest.raises(DistillError, match="holds the trials of another study"):
+        search(teacher, TRAIN, DEV, copy, storage=f"sqlite:///{database}", **again)
+    assert list(database.parent.iterdir()) == []
+    with pytest.raises(DistillError, match=rf"^sqlite:///{tmp_path}/none/study.db: cannot open the study's storage "
+                                           rf"\(no folder {tmp_path}/none\)$"):
+        search(teacher, TRAIN, DEV, tmp_path / "new", storage=f"sqlite:///{tmp_path}/none/study.db", **again)
+    assert not (tmp_path / "none").exists() and not (tmp_path / "new").exists()
+
+
 def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(finished_search, tmp_path):
     """best/ damaged after the search was kept (its trial and card were the same); a rerun whose budget no trial
     fits said 'nothing chosen' and left the earlier best/ and best-onnx/ there."""
@@ -577,6 +654,30 @@ def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(fin
     with pytest.raises(DistillError, match="damaged/model.safetensors: corrupted or truncated"):
         search(teacher, TRAIN, DEV, tmp_path / "new", as_fast_as=damaged, **again)
     assert not (tmp_path / "new").exists()
+
+
+def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
+    """The chosen trial's card removed (best/ whole) was an OSError, 'No such file or directory', and its weights
+    truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
+    copied from it, and named with its damaged file."""
+    teacher = read_report(finished_search)["search"]["teacher"]
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    for damage, message in (("distill.json", r"there is no distill.json"),
+                            ("model.safetensors", r"model.safetensors: corrupted or truncated")):
+        copy = tmp_path / damage
+        shutil.copytree(finished_search, copy)
+        report = read_report(copy)
+        chosen = copy / next(t["folder"] for t in report["trials"] if t["number"] == report["best"]["trial"])
+        if damage == "distill.json":
+            (chosen / damage).unlink()
+        else:
+            with open(chosen / damage, "ab") as handle:
+                handle.write(b"x")
+        written = (copy / "trials.json").read_text()
+        with pytest.raises(DistillError, match=rf"^{chosen}.*{message}"):
+            search(teacher, TRAIN, DEV, copy, **again)
+        assert (copy / "trials.json").read_text() == written
+        load_model(copy / "best")
 
 
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):

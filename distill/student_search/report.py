@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import importlib.util
 import json
 import math
 import shutil
 from pathlib import Path
 from typing import Any
 
-from distill.errors import DistillError
+from distill.errors import DistillError, import_extra
 from distill.io import atomic_directory, file_sha256, write_json, write_text
 from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, SEARCH_EXTRA, TIMING_EXAMPLES,
                                           TRIALS_JSON, TRIALS_PLOT, TRIALS_TABLE)
@@ -144,9 +143,7 @@ def table(records: list[dict], best: dict | None, budget: Budget) -> str:
 
 def plot(records: list[dict], best: dict | None, budget: Budget, path: Path) -> None:
     """Dev score against latency and against size, each with its Pareto front and the budget's line."""
-    if importlib.util.find_spec("matplotlib") is None:
-        raise DistillError(f"the search's plot needs matplotlib: {SEARCH_EXTRA}")
-    import matplotlib
+    matplotlib = import_extra("matplotlib", "the search's plot", SEARCH_EXTRA)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     done = [r for r in records if r["state"] == "complete" and r.get("latency_ms") is not None
@@ -252,9 +249,11 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
                   "dev_score": best["dev_score"], "mean_dev": best["mean_dev"], "dev_scores": best["dev_scores"],
                   "latency_ms": best["latency_ms"], "runtime": best["runtime"], "size_mb": best["size_mb"]}
         source = output / best["folder"]
-        same = previous.get("trial") == best["number"] and _whole(output / BEST_FOLDER) and \
+        # the chosen trial's folder whole first (a damaged one is named with its file by the copy's check), then
+        # whether best/ is still its copy: a damaged copy is made again
+        same = previous.get("trial") == best["number"] and _whole(source) and _whole(output / BEST_FOLDER) and \
             previous.get("card_sha256") == file_sha256(source / "distill.json") and \
-            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))  # a damaged copy is made again
+            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))
         if not same:
             _copy_best(source, output / BEST_FOLDER)
             try:

@@ -4,7 +4,6 @@ settings are searched, each checked against the class it sets (`SearchSpace`, `p
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import itertools
 import json
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from distill.errors import DistillError, option
+from distill.errors import DistillError, import_extra, option
 
 
 SEARCH_EXTRA = "pip install 'distill[search]'"
@@ -25,6 +24,9 @@ TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT = "trials.json", "trials.md", "trials.png
 STUDY_DB = "study.db"
 STUDY_RECORD = "study.json"  # in TRIALS_FOLDER: the study whose trials the folder holds
 LOCK_FILE = ".search.lock"
+# what a search writes in its folder: a file or folder given for something else (its cache) is none of these
+SEARCH_NAMES = (TRIALS_FOLDER, BEST_FOLDER, BEST_EXPORT_FOLDER, TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT, STUDY_DB,
+                LOCK_FILE)
 HEARTBEAT_SECONDS = 30  # a running trial's sign of life in the storage
 GRACE_SECONDS = 120  # a trial silent this long is taken as killed: failed and queued again
 WAIT_SECONDS = 5  # how often a process with no trial to start looks again while others finish theirs
@@ -59,30 +61,20 @@ DEFAULT_SPACES: dict[str, dict] = {
     },
 }
 
-SEARCH_PACKAGES = ("optuna", "matplotlib", "onnx", "onnxruntime")  # the study, its plot, the trials' ONNX timing
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a module entry that is None or has no spec: not importable
-        return False
+# the study (and its storage's SQLAlchemy, which optuna requires), its plot, the trials' ONNX timing
+SEARCH_PACKAGES = ("optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime")
 
 
 def require_search_packages() -> None:
-    """Every package of the search extra, checked before a search starts: a missing plotting or ONNX package
+    """Every package of the search extra, imported before a search starts: a missing plotting or ONNX package
     found only when the trials are done (or the first is timed) wasted their training."""
-    missing = [module for module in SEARCH_PACKAGES if not _installed(module)]
-    if missing:
-        raise DistillError(f"the student search needs the {', '.join(missing)} package{'s' * (len(missing) > 1)}: "
-                           f"{SEARCH_EXTRA}")
+    for module in SEARCH_PACKAGES:
+        import_extra(module, "the student search", SEARCH_EXTRA)
 
 
 def optuna_module():
     """optuna, or a one-line error naming the extra that installs it."""
-    if not _installed("optuna"):
-        raise DistillError(f"the student search needs the optuna package: {SEARCH_EXTRA}")
-    import optuna
+    optuna = import_extra("optuna", "the student search", SEARCH_EXTRA)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the search reports its trials itself
     return optuna
 

@@ -24,9 +24,9 @@ from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make
                        sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
-from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, STUDY_DB,
-                                          STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace, load_space,
-                                          optuna_module, require_search_packages)
+from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, SEARCH_NAMES,
+                                          STUDY_DB, STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace,
+                                          load_space, optuna_module, require_search_packages)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
@@ -63,6 +63,32 @@ def storage_file(url: str) -> Path | None:
             else "sqlite:///PATH"
         raise DistillError(f"{url!r} is not a storage URL: give {example} for an SQLite file, or a database "
                            "server's URL (postgresql://HOST/DB)") from None
+
+
+def check_storage(url: str, inputs: list, output: Path) -> str | None:
+    """The storage a search opens, checked before anything is written: `url`, or None where it names the search's
+    own file (OUTPUT/study.db, the default), which is made with the folder. An SQLite file lies where the output
+    rule allows (`check_written_folder`), and in the search's folder nowhere else: every other name there is the
+    search's (best/ and the trials' folders are models, best/ replaced whole at each choice; trials.json is
+    replaced at each report). A new file is not made here (a search refused after this would leave it behind):
+    its folder must exist; an existing one, or a server's database, is opened."""
+    from distill.outputs import check_written_folder
+    database = storage_file(url)
+    if database is not None:
+        own = output / STUDY_DB
+        if database.resolve() == own.resolve():
+            return None
+        if output.resolve() in (database.resolve(), *database.resolve().parents):
+            default = option("no --storage", "storage=None")
+            raise DistillError(f"{database}: lies in the search's folder {output}, whose study is {own} ({default}): "
+                               "give that, or a file outside the folder")
+        check_written_folder(database, [item for item in inputs if isinstance(item, (str, os.PathLike))], output)
+        if not database.exists():
+            if not database.parent.is_dir():
+                raise DistillError(f"{shown_url(url)}: cannot open the study's storage (no folder {database.parent})")
+            return url
+    _storage(url).engine.dispose()  # a database it cannot open: said before the output folder is made
+    return url
 
 
 def _storage(url: str):
@@ -114,7 +140,8 @@ def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchS
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
     optuna = optuna_module()
     url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
-    fresh = storage is None and not (job.output / STUDY_DB).exists()
+    database = storage_file(url)
+    fresh = database is not None and not database.exists()  # (under the folder's lock: no other process made it)
     opened = _storage(url)
     try:
         if study_name not in {held.study_name for held in opened.get_all_studies()}:
@@ -122,8 +149,9 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
         study = optuna.create_study(storage=opened, study_name=study_name, direction="maximize", pruner=pruner,
                                     load_if_exists=True)
     except DistillError:
-        if fresh:
-            (job.output / STUDY_DB).unlink(missing_ok=True)
+        if fresh:  # a refused search leaves no study file it made
+            opened.engine.dispose()
+            database.unlink(missing_ok=True)
         raise
     recorded = study.user_attrs.get("search")
     if recorded is None:
@@ -357,6 +385,19 @@ def check_search_output(output: Path, inputs: list) -> None:
                                "the search to resume)")
 
 
+def check_search_cache(cache_dir: str | Path | None, output: Path) -> None:
+    """A logit cache in the search's folder lies at a name the search does not write (OUTPUT/cache, say): in best/
+    it was removed when best/ was replaced at the choice, and the same command then refused (best/ a model by
+    then); in trials/ it was one more folder there for a study to take for a trial's."""
+    if cache_dir is None:
+        return
+    folder, out = Path(cache_dir).expanduser().resolve(), output.resolve()
+    if out in folder.parents and (name := folder.relative_to(out).parts[0]) in SEARCH_NAMES:
+        raise DistillError(f"{cache_dir}: lies in the search's {name}, which it writes ({output / name}: its trials, "
+                           "reports, study and best model): choose a cache folder outside those (such as "
+                           f"{output / 'cache'})")
+
+
 def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials: int = 20,
            unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
@@ -423,6 +464,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     output = Path(output)
     check_search_output(output, [teacher, as_fast_as, train, dev, unlabeled, test, space])
     check_cache_dir(cache_dir)  # before the folder is made, as kd checks it before its run
+    check_search_cache(cache_dir, output)
     threads = threads or torch.get_num_threads()
     job = Job(str(teacher), train, dev, unlabeled, data, output, job_space, Budget(max_latency_ms, max_mb),
               batch_size, threads, seed, cache_dir, device, progress, reseed_top, seeds, time_budget)
@@ -450,13 +492,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     job.dev_examples = list(dev_set.inputs)
     job.hierarchy, job.train_inputs = teacher_model.hierarchy, list(train_set.inputs)
     if storage is not None:
-        database = storage_file(storage)
-        if database is not None:  # the study's file is written where the output rule allows
-            from distill.outputs import check_written_folder
-            inputs = [item for item in (teacher, as_fast_as, train, dev, unlabeled, test, space)
-                      if isinstance(item, (str, os.PathLike))]
-            check_written_folder(database, inputs, output)
-        _storage(storage)  # a database it cannot open: said before the output folder is made
+        storage = check_storage(storage, [teacher, as_fast_as, train, dev, unlabeled, test, space], output)
     if as_fast_as is not None:
         load_model(str(as_fast_as))  # whole (its files match its card), before the folder is made
     if pruner is None:
