@@ -42,8 +42,10 @@ from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
-                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
-from distill.io import read_json, write_json  # noqa: E402
+                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, collect, read, read_segments, variant_suffixes,
+                          write_report)
+from distill.errors import DistillError  # noqa: E402
+from distill.io import write_json  # noqa: E402
 
 if TYPE_CHECKING:
     from distill import Runtime
@@ -198,7 +200,7 @@ class Bench:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
         also when the stored result does not cover this run's models (students added since it ran: every
         model is measured again, side by side)."""
-        stale = self.execute and path.exists() and covers is not None and not covers(read_json(path))
+        stale = self.execute and path.exists() and covers is not None and not covers(read(path))
         if not stale and not self.pending(path):
             return
         log(f"rerun (models added since it ran): {shown(path)}" if stale else f"run: {path.stem} -> {shown(path)}")
@@ -316,8 +318,12 @@ class Bench:
 
     def teacher_index(self) -> dict[str, str]:
         """The finished teachers of the store (`--teachers`): each one's folder and content (`stage_content`)."""
-        index = self.teachers / TEACHER_INDEX
-        return read_json(index) if index.exists() else {}
+        path = self.teachers / TEACHER_INDEX
+        index = read(path) or {}
+        if not all(isinstance(folder, str) and isinstance(content, str) for folder, content in index.items()):
+            raise DistillError(f"{path}: not a teacher store's index (each teacher's folder and the digest of its "
+                               "content; edited?): remove it, and the next run records its teachers again")
+        return index
 
     def reuse_teacher(self, stage: Stage, content: str) -> None:
         """Copy into `stage`'s output a finished teacher of the same content (its command and data), checked
@@ -541,7 +547,7 @@ def record_segment(path: Path, tasks: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        segments = read_json(path)["segments"] if path.exists() else []
+        segments = read_segments(path)
         commit = code_commit()
         if segments and segments[-1]["commit"] == commit:
             added = [task for task in tasks if task not in segments[-1]["tasks"]]
@@ -685,15 +691,16 @@ def main(argv: list[str] | None = None) -> Path:
         sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
     bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
+    specs = {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
+                   "search": bool(TASKS[key].get("search") and args.search_trials), "seed": args.seed} for key in tasks}
+    if bench.execute:
+        check_records(bench.out, specs)
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
     if bench.execute:  # a run spread over sessions: each start's date and code, for the report's header
         record_segment(bench.out / SEGMENTS, tasks)
     for key in tasks:
         bench.run_task(key)
-    results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
-                                        "search": bool(TASKS[key].get("search") and args.search_trials),
-                                        "seed": args.seed}
-                                  for key in tasks})
+    results = collect(bench.out, specs)
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
     command = "python scripts/benchmark.py " + shlex.join(options)

@@ -757,3 +757,61 @@ def test_processes_started_together_for_other_tasks_each_record_their_segment(tm
         thread.join()
     [segment] = read_json(path)["segments"]
     assert sorted(segment["tasks"]) == ["bbc", "conll", "rt"]
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("machine.json", "[1, 2]", "machine.json: holds a list, not the JSON object the benchmark writes"),
+    ("machine.json", '{"cpu": "x', "machine.json: not valid JSON"),
+    ("segments.json", "[]", "segments.json: holds a list"),
+    ("segments.json", '{"started": "2025-01-01"}', "segments.json: has no 'segments'"),
+    ("segments.json", '{"segments": {"commit": "abc"}}', "segments.json: its 'segments' are not a list"),
+    ("segments.json", '{"segments": [{"commit": "abc"}]}', "started, commit, tasks; edited?"),
+    ("rt/tfidf.json", '"0.8"', "tfidf.json: holds a string"),
+    ("rt/speed.json", '{"threads": 1, "models": {}}', "speed.json: has no 'examples_b32'"),
+    ("rt/lstm/train_summary.json", '{"parameters": 10}', "train_summary.json: has no 'history'"),
+])
+def test_a_stored_record_not_as_the_benchmark_wrote_it_is_one_line_naming_it(name, text, message, bench_data,
+                                                                              tmp_path, monkeypatch):
+    """A stage's record, segments.json or a model's summary edited, cut short or written by older code: a re-render
+    says which file and what to do, in one line, and writes no report; a resumed run says so before any stage runs
+    (it said nothing until the report, hours later). Each was a traceback (a list's AttributeError, a KeyError)."""
+    out, report = tmp_path / "out", tmp_path / "report" / "b.md"
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(text)
+    (out / "rt" / "lstm" / "test_metrics.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "rt" / "lstm" / "test_metrics.json").write_text('{"accuracy": 0.8}')
+    common = ["--out", str(out), "--tasks", "rt", "--students", "lstm", "--report", str(report)]
+    with pytest.raises(DistillError, match=re.escape(message)):
+        benchmark.main(common + ["--report-only"])
+    assert not report.parent.exists()
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a stage ran")
+    for stage in (benchmark.Stage.run, benchmark.Bench.search, benchmark.Bench.speed, benchmark.Bench.onnx_teacher):
+        monkeypatch.setattr(benchmark.Stage if stage is benchmark.Stage.run else benchmark.Bench, stage.__name__, ran)
+    monkeypatch.setattr(benchmark, "machine", lambda *args: {})  # not measured: the stored records are the point
+    monkeypatch.setattr(benchmark, "tfidf_baseline", ran)
+    if name.startswith("rt/lstm/"):  # a model's summary is read when its stage is skipped, as each stage's record
+        monkeypatch.setattr(benchmark.Bench, "teacher_stage", lambda *args: None)
+    elif name.startswith("rt/"):
+        monkeypatch.setattr(benchmark.Bench, "teacher_stage", lambda *args: None)
+        monkeypatch.setattr(benchmark.Bench, "model_stage", lambda *args: None)
+    with pytest.raises(DistillError, match=re.escape(message)):
+        benchmark.main(common + ["--data", str(bench_data), "--no-ensemble", "--search-trials", "0"])
+    assert not report.parent.exists()
+
+
+@pytest.mark.parametrize("text, message", [("[]", "index.json: holds a list"), ('{"a": ', "index.json: not valid JSON"),
+                                           ('{"out/rt/teacher": ["abc"]}', "index.json: not a teacher store's index")])
+def test_a_teacher_store_index_not_as_the_benchmark_wrote_it_is_one_line(text, message, bench_data, tmp_path):
+    """--teachers' index.json edited or cut short: one line naming it before any teacher is trained or copied (a
+    list was an AttributeError's traceback, and a digest that is no string compared as never equal)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / benchmark.TEACHER_INDEX).write_text(text)
+    bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / "out"),
+                                                  "--teachers", str(store)]))
+    data = bench_data / "rotten_tomatoes"
+    with pytest.raises(DistillError, match=re.escape(message)):
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher", 42)
+    assert not (bench.out / "rt").exists()
