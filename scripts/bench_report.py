@@ -705,6 +705,25 @@ def save(figure, folder: Path, relative: str) -> str:
     return relative
 
 
+def check_report(report: Path, inputs: list[Path]) -> None:
+    """The rule for `write_report`'s files, checked before a run's first stage: the Markdown and the JSON beside it
+    are two files, neither an input nor in a model's folder (a model's README.md was replaced, and its checksum
+    failed), and an existing one is an earlier report (a re-render replaces it whole); the plots' img/ folder lies
+    in no input and no model either."""
+    from distill.outputs import check_output_file, check_written_folder
+    data = report.with_suffix(".json")
+    if data == report:
+        raise DistillError(f"{report}: the report is Markdown, with its JSON beside it under that name with .json: "
+                           "give a .md name")
+    for path, ours in ((report, lambda text: text.startswith("# Benchmarks") or EXPORT_BEGIN in text),
+                       (data, lambda text: '"tasks"' in text and '"commands"' in text)):
+        check_output_file(path, inputs, "the benchmark's report", beside_model=False)
+        if path.is_file() and path.stat().st_size and not ours(path.read_text(encoding="utf-8", errors="replace")):
+            raise DistillError(f"{path}: exists and is not a report of this benchmark, which a re-render replaces "
+                               "whole: choose another report name")
+    check_written_folder(report.parent / "img", inputs)
+
+
 def write_report(results: dict, report: Path, command: str, commands: list[str]) -> None:
     """`report` (Markdown), the same results as JSON next to it, and plots in its img/ folder. The Markdown is
     rendered first: a record it cannot read (`Record`) leaves the report as it was, not its plots and JSON new."""

@@ -42,8 +42,8 @@ from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
-                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, collect, read, read_segments, variant_suffixes,
-                          write_report)
+                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, check_report, collect, read,
+                          read_segments, variant_suffixes, write_report)
 from distill.errors import DistillError  # noqa: E402
 from distill.io import write_json  # noqa: E402
 
@@ -70,6 +70,7 @@ TASKS = {
             "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"],
             "search": True},  # issue 42: the search measured on all three tasks
 }
+DATA_SPLITS = ("train", "dev", "test", "unlabeled")  # each task's files under --data
 TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 SEARCH_BATCH, SEARCH_THREADS = 32, 1  # the search's latency budget: the first student's at batch 32, one thread
@@ -670,8 +671,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         parser.error(f"--out {args.out} is a file, not a folder")
     if not args.report_only:  # fail now, not hours in at the first stage that reads a missing file
-        needed = [Path(args.data) / TASKS[key][split] for key in args.tasks.split(",")
-                  for split in ("train", "dev", "test", "unlabeled")]
+        needed = [Path(args.data) / TASKS[key][split] for key in args.tasks.split(",") for split in DATA_SPLITS]
         missing = [str(path) for path in needed if not path.is_file()]
         if missing:
             parser.error(f"{missing[0]} not found{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: "
@@ -689,8 +689,10 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     if not args.report_only and importlib.util.find_spec("onnxruntime") is None:  # fail now, not hours in
         sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
-    bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
+    report = Path(args.report or Path(args.out) / "benchmarks.md")
+    check_report(report, [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS])
+    bench = Bench(args, execute=not args.report_only)
     specs = {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
                    "search": bool(TASKS[key].get("search") and args.search_trials), "seed": args.seed} for key in tasks}
     if bench.execute:
@@ -704,7 +706,6 @@ def main(argv: list[str] | None = None) -> Path:
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
     command = "python scripts/benchmark.py " + shlex.join(options)
-    report = Path(args.report or bench.out / "benchmarks.md")
     write_report(results, report, command, [stage.cli(bench.env) for stage in bench.model_stages])
     exports = [task["export"] for task in results["tasks"].values() if task["export"]]
     if exports:

@@ -815,3 +815,57 @@ def test_a_teacher_store_index_not_as_the_benchmark_wrote_it_is_one_line(text, m
     with pytest.raises(DistillError, match=re.escape(message)):
         bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher", 42)
     assert not (bench.out / "rt").exists()
+
+
+def small_model(folder: Path) -> Path:
+    """A model directory in no time: an untrained small static student of the sentiment samples."""
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    data = read_classification(str(SAMPLES / "sentiment_train.csv"))
+    build_student(student_config("static", embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
+                  list(data["text"])).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("report, message", [
+    ("{data}/rotten_tomatoes/train.csv", "train.csv: is an input of this command"),
+    ("{model}/README.md", "README.md: is a file of the model"),
+    ("{model}/report.md", "report.md: lies in the model directory"),
+    ("{tmp}/report.json", "report.json: the report is Markdown, with its JSON beside it"),
+    ("{tmp}/notes.md", "notes.md: exists and is not a report of this benchmark"),
+    ("{tmp}/kept.md", "kept.json: exists and is not a report of this benchmark"),
+])
+def test_a_report_path_over_an_input_a_model_or_a_file_not_a_report_is_refused(report, message, bench_data, tmp_path):
+    """--report over the data, a model's README (its checksum then failed), a name ending in .json (the Markdown
+    and its JSON one file), a file of the user's, or one whose JSON name is one: one line before any stage, and
+    nothing written (each was replaced by the report, or the report's JSON)."""
+    from tests.conftest import snapshot
+    data = tmp_path / "data"
+    shutil.copytree(bench_data, data)
+    model = small_model(tmp_path / "model")
+    (tmp_path / "notes.md").write_text("my notes\n")
+    (tmp_path / "kept.json").write_text('{"mine": 1}\n')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "machine.json").write_text("{}")
+    before = snapshot(tmp_path)
+    report = report.format(data=data, model=model, tmp=tmp_path)
+    for mode in (["--report-only"], []):
+        with pytest.raises(DistillError, match=re.escape(message)):
+            benchmark.main(["--out", str(tmp_path / "out"), "--data", str(data), "--tasks", "rt", "--report", report,
+                            *mode])
+        assert snapshot(tmp_path) == before
+
+
+def test_bench_export_refuses_a_report_in_a_model(bench_data, tmp_path):
+    """bench_export.py --report in a model's folder (its README.md, whose checksum the card holds): one line before
+    any export (the export section was appended to it, and the model failed its check)."""
+    import bench_export
+    from tests.conftest import snapshot
+    model = small_model(tmp_path / "model")
+    before = snapshot(tmp_path)
+    with pytest.raises(DistillError, match=re.escape("README.md: is a file of the model")):
+        bench_export.main([str(model), "--data", str(bench_data), "--out", str(tmp_path / "out"),
+                           "--report", str(model / "README.md")])
+    assert snapshot(tmp_path) == before
