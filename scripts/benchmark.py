@@ -165,10 +165,10 @@ class Bench:
         self.env = Runtime(device="cpu", threads=args.train_threads, progress=False)  # of every model stage
         self.execute = execute
         self.out = Path(args.out).resolve()
-        self.out.mkdir(parents=True, exist_ok=True)
         self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
         self.teachers = Path(args.teachers or self.out / "teachers").resolve()  # the store teachers are reused from
-        if execute:
+        if execute:  # a re-render makes no folder (a mistyped --out is refused by parse_args)
+            self.out.mkdir(parents=True, exist_ok=True)
             self.teachers.mkdir(parents=True, exist_ok=True)
         self.model_stages: list[Stage] = []  # in order, for the report's commands
         self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
@@ -665,13 +665,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick-size", type=int, default=1000, help="Training examples per task with --quick.")
     args = parser.parse_args(argv)
     args.pipeline_examples = args.pipeline_examples or (256 if args.quick else 1000)
-    unknown = set(args.tasks.split(",")) - set(TASKS)
+    tasks = args.tasks.split(",")
+    unknown = [task for task in tasks if task not in TASKS]
     if unknown:
-        parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
+        parser.error(f"unknown task(s) {', '.join(map(repr, unknown))} in --tasks: choose from {', '.join(TASKS)}")
+    twice = next((task for task in tasks if tasks.count(task) > 1), None)
+    if twice:
+        parser.error(f"--tasks names {twice} twice: give each task once")
+    students = {student for spec in TASKS.values() for student in spec["students"]}
+    unknown = [student for student in args.students or [] if student not in students]
+    if unknown:  # one list may serve processes of other tasks (one a task): a name of no task is a typo
+        parser.error(f"--students: {', '.join(unknown)} is no student of any task (of: {', '.join(sorted(students))})")
+    bare = next((task for task in tasks if args.students and not set(TASKS[task]["students"]) & set(args.students)),
+                None)
+    if bare:  # its stages need a first student: the run failed there, after training the task's teachers
+        parser.error(f"--students leaves {bare} no student (its students: {', '.join(TASKS[bare]['students'])}): "
+                     f"name one of them, or leave {bare} out of --tasks")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         parser.error(f"--out {args.out} is a file, not a folder")
+    if args.report_only and not any((Path(args.out) / name).exists() for name in ("machine.json", SEGMENTS, *tasks)):
+        parser.error(f"--out {args.out} holds no benchmark run (no machine.json, {SEGMENTS} or task folder): "
+                     "nothing to report; give the --out of a run")
     if not args.report_only:  # fail now, not hours in at the first stage that reads a missing file
-        needed = [Path(args.data) / TASKS[key][split] for key in args.tasks.split(",") for split in DATA_SPLITS]
+        needed = [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS]
         missing = [str(path) for path in needed if not path.is_file()]
         if missing:
             parser.error(f"{missing[0]} not found{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: "

@@ -166,7 +166,9 @@ def test_export_benchmark_section_is_replaced_by_the_runs_own_and_kept_otherwise
     assert "| met |" in section and section in report.read_text()
     elsewhere = tmp_path / "report.md"  # a report re-rendered from a run with no export stage keeps the section
     elsewhere.write_text(report.read_text())
-    benchmark.main(["--out", str(tmp_path / "empty"), "--report", str(elsewhere), "--report-only"])
+    (tmp_path / "early").mkdir()  # a run stopped after its first stage
+    shutil.copy(out / "machine.json", tmp_path / "early" / "machine.json")
+    benchmark.main(["--out", str(tmp_path / "early"), "--report", str(elsewhere), "--report-only"])
     assert section in elsewhere.read_text()
     benchmark.main(args + ["--report-only"])  # the run's own export stages replace it
     text = report.read_text()
@@ -588,6 +590,11 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("benchmark.py", ["--tasks", "rt,conll,bbc", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv not found (and 11 more)"),
     ("benchmark.py", ["--out", "{samples}/sentiment_test.csv", "--report-only"], "is a file, not a folder"),
+    ("benchmark.py", ["--out", "{tmp}/out", "--report-only"], "holds no benchmark run"),  # an all-missing report
+    ("benchmark.py", ["--tasks", "rt,rt", "--report-only"], "--tasks names rt twice"),
+    ("benchmark.py", ["--students", "lstmm", "--report-only"], "lstmm is no student of any task"),
+    ("benchmark.py", ["--tasks", "rt,conll", "--students", "lstm", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "--students leaves conll no student"),  # not after its teachers, at its first student's stage (an IndexError)
     ("bench_zero_shot.py", ["--dataset", "rt", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv: file not found"),
     ("bench_zero_shot.py", ["--dataset", "bbc", "--epochs", "0", "--out", "{tmp}/out"], "--epochs must be at least 1"),
