@@ -334,12 +334,12 @@ class Bench:
         from distill.models.card import read_model_card, verify_model_files
         index, output = self.teacher_index(), stage.output
         if stage.done.exists():
-            if index.get(str(output), content) != content:
+            if index.get(str(output), content) != content or not trained_as(stage, output):
                 raise SystemExit(f"{shown(output)}: a teacher of other data or settings than this run's (the data "
                                  "changed since it was trained?): remove it, or give another --out")
             return
         source = next((Path(path) for path, known in index.items() if known == content and path != str(output)
-                       and (Path(path) / stage.done.name).exists()), None)
+                       and (Path(path) / stage.done.name).exists() and trained_as(stage, Path(path))), None)
         if source is None:
             return
         verify_model_files(source, read_model_card(source))
@@ -570,6 +570,20 @@ def stage_content(stage: Stage) -> str:
                for name, value in stage.options.items() if name != "output"}
     return hashlib.sha256(json.dumps({"command": stage.command, "options": options}, sort_keys=True)
                           .encode()).hexdigest()
+
+
+def trained_as(stage: Stage, folder: Path) -> bool:
+    """Whether the finished teacher in `folder` was trained as teacher `stage` trains one, as far as its own record
+    says (its card's task; its summary's data, by content, seed, epochs and encoder learning rate): the store's index
+    says it too, but knows no teacher another --teachers recorded, and a folder moved or replaced since."""
+    from distill.io import file_sha256
+    from distill.models.card import MODEL_CARD
+    card, summary = read(folder / MODEL_CARD), read(folder / stage.done.name)
+    inputs, training = summary.get("inputs", {}), summary.get("training", {})
+    return card.get("task") == stage.options["task"] and \
+        all(inputs[name] == file_sha256(stage.options[name]) for name in ("train", "dev") if name in inputs) and \
+        all(training[name] == stage.options[name] for name in ("seed", "epochs", "encoder_lr")
+            if name in training and name in stage.options)
 
 
 def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, float]:

@@ -876,3 +876,45 @@ def test_bench_export_refuses_a_report_in_a_model(bench_data, tmp_path):
         bench_export.main([str(model), "--data", str(bench_data), "--out", str(tmp_path / "out"),
                            "--report", str(model / "README.md")])
     assert snapshot(tmp_path) == before
+
+
+def test_a_teacher_is_checked_against_its_own_record_not_the_store_alone(bench_data, tiny_classifier_teacher, tmp_path,
+                                                                         monkeypatch, capsys):
+    """The store's index is one record of a teacher, its own summary another: a finished teacher at the output that
+    the store does not know (another --teachers, or its index.json removed) trained on other data is refused (it was
+    used, and recorded as this data's), and a stored teacher whose folder now holds another one (folders moved) is
+    not copied (it was: a seed-42 teacher became the seed-43 run's)."""
+    from distill.io import file_sha256
+    trained = []
+
+    def train(stage, env, resume=False, overwrite=False):  # the tiny teacher, recorded as trained as `stage` says
+        trained.append(stage.output)
+        shutil.copytree(tiny_classifier_teacher, stage.output, dirs_exist_ok=True)
+        summary = read_json(stage.done)
+        summary["training"]["seed"] = stage.options["seed"]
+        summary["inputs"].update({name: file_sha256(stage.options[name]) for name in ("train", "dev")})
+        stage.done.write_text(json.dumps(summary))
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    data = bench_data / "rotten_tomatoes"
+
+    def teacher(out: str, store: str = "store", dev: Path = data / "dev.csv", seed: int = 42) -> Path:
+        bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / out),
+                                                      "--teachers", str(tmp_path / store)]))
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", dev, bench.out / "rt" / "teacher", seed)
+        return bench.out / "rt" / "teacher"
+
+    first = teacher("a")
+    changed = tmp_path / "dev.csv"
+    changed.write_text((data / "dev.csv").read_text() + "a new review,positive\n")
+    index = tmp_path / "other-store" / benchmark.TEACHER_INDEX
+    with pytest.raises(SystemExit, match="a teacher of other data or settings than this run's"):
+        teacher("a", store="other-store", dev=changed)
+    assert not index.exists() and trained == [first]
+    assert teacher("a", store="other-store") == first and trained == [first]  # its own data: kept, and recorded
+    assert str(first) in read_json(index)
+    second = teacher("c", seed=43)
+    shutil.rmtree(second)
+    shutil.copytree(first, second)  # the seed-43 run's folder now holds the seed-42 teacher
+    capsys.readouterr()
+    assert teacher("d", seed=43) in trained and "reuse" not in capsys.readouterr().out
