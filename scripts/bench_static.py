@@ -52,12 +52,20 @@ def read_csv(path: str | Path) -> tuple[list[str], list[str]]:
 
 
 def python_path(value: str) -> str:
-    """`--model2vec-python` (argparse's type): an executable, checked before anything runs; a wrong one was said
-    only when model2vec's first stage started, with the output folders made."""
+    """`--model2vec-python` (argparse's type): an executable, and a Python that has model2vec, checked before anything
+    runs; a wrong one was said only when model2vec's first stage started (the benchmark's, hours in), with the
+    output folders made, and a Python without model2vec as its traceback."""
     import shutil
+    make = "model2vec's environment: make .venv-model2vec/.installed, then give .venv-model2vec/bin/python"
     if shutil.which(value) is None:
-        raise argparse.ArgumentTypeError(f"{value}: no such executable (model2vec's environment: make "
-                                         ".venv-model2vec/.installed, then give .venv-model2vec/bin/python)")
+        raise argparse.ArgumentTypeError(f"{value}: no such executable ({make})")
+    try:
+        found = subprocess.run([value, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('model2vec') "
+                                "is None)"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if not found:
+        raise argparse.ArgumentTypeError(f"{value}: not a Python with model2vec ({make})")
     return value
 
 

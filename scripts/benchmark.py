@@ -44,6 +44,7 @@ from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, ma
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
                           TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, check_report, collect, read,
                           read_segments, variant_suffixes, write_report)
+from bench_static import python_path  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
 from distill.io import write_json  # noqa: E402
 
@@ -655,7 +656,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--search-trials", type=int, default=12,
                         help="Trials of the student search (nlp-train search --as-fast-as the first student's "
                              "+kd-kl run) on rt, bbc and conll; 0: no search [default: 12; 2 with --quick].")
-    parser.add_argument("--model2vec-python",
+    parser.add_argument("--model2vec-python", type=python_path,
                         help="The Python of an environment with model2vec (it pins transformers<5.4, so not ours; "
                              "scripts/bench_static.py says how to make one): its row beside the static student's. "
                              "None: no model2vec row.")

@@ -595,6 +595,11 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("benchmark.py", ["--students", "lstmm", "--report-only"], "lstmm is no student of any task"),
     ("benchmark.py", ["--tasks", "rt,conll", "--students", "lstm", "--data", "{tmp}", "--out", "{tmp}/out"],
      "--students leaves conll no student"),  # not after its teachers, at its first student's stage (an IndexError)
+    ("benchmark.py", ["--model2vec-python", "{tmp}/python", "--report-only"], "python: no such executable"),
+    ("benchmark.py", ["--model2vec-python", "{python}", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "not a Python with model2vec"),  # said at the static student's peers, hours in, as a traceback of that Python
+    ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out",
+                         "--model2vec-python", "{python}"], "not a Python with model2vec"),
     ("bench_zero_shot.py", ["--dataset", "rt", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv: file not found"),
     ("bench_zero_shot.py", ["--dataset", "bbc", "--epochs", "0", "--out", "{tmp}/out"], "--epochs must be at least 1"),
@@ -615,7 +620,7 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
 def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
     """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
     number is one line on stderr and exit status 2, never a traceback, and nothing is written."""
-    argv = [arg.format(tmp=tmp_path, samples=SAMPLES) for arg in argv]
+    argv = [arg.format(tmp=tmp_path, samples=SAMPLES, python=sys.executable) for arg in argv]
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *argv], capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert done.returncode == 2, done.stderr
