@@ -47,6 +47,7 @@ from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFF
 from bench_static import python_path  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
 from distill.io import write_json  # noqa: E402
+from distill.outputs import check_written_folder  # noqa: E402
 
 if TYPE_CHECKING:
     from distill import Runtime
@@ -722,7 +723,11 @@ def main(argv: list[str] | None = None) -> Path:
         sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
     tasks = args.tasks.split(",")
     report = Path(args.report or Path(args.out) / "benchmarks.md")
-    check_report(report, [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS])
+    inputs = [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS] + \
+        [Path(args.encoder)] * Path(args.encoder).exists()
+    for folder in (args.out, args.teachers or Path(args.out) / "teachers"):  # no model's folder, no input's
+        check_written_folder(folder, inputs)
+    check_report(report, inputs)
     bench = Bench(args, execute=not args.report_only)
     specs = {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
                    "search": bool(TASKS[key].get("search") and args.search_trials), "seed": args.seed} for key in tasks}

@@ -923,3 +923,20 @@ def test_a_teacher_is_checked_against_its_own_record_not_the_store_alone(bench_d
     shutil.copytree(first, second)  # the seed-43 run's folder now holds the seed-42 teacher
     capsys.readouterr()
     assert teacher("d", seed=43) in trained and "reuse" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option, folder", [("--out", "{model}"), ("--out", "{model}/bench"), ("--teachers", "{model}"),
+                                            ("--out", "{encoder}/bench")])
+def test_an_output_folder_in_a_model_or_an_input_is_refused(option, folder, bench_data, tiny_encoder_dir, tmp_path):
+    """--out or --teachers in a model's folder (its stage records, models and the store's index.json were written
+    among the model's files) or in the teacher's encoder: one line before anything is written."""
+    from tests.conftest import snapshot
+    model = small_model(tmp_path / "model")
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, encoder)
+    before = snapshot(tmp_path)
+    options = {"--out": str(tmp_path / "out"), "--report": str(tmp_path / "report.md"), "--encoder": str(encoder),
+               option: folder.format(model=model, encoder=encoder)}
+    with pytest.raises(DistillError, match="lies in the model directory|lies in .*encoder, an input"):
+        benchmark.main(["--data", str(bench_data), "--tasks", "rt", *(w for item in options.items() for w in item)])
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
