@@ -940,3 +940,15 @@ def test_an_output_folder_in_a_model_or_an_input_is_refused(option, folder, benc
     with pytest.raises(DistillError, match="lies in the model directory|lies in .*encoder, an input"):
         benchmark.main(["--data", str(bench_data), "--tasks", "rt", *(w for item in options.items() for w in item)])
     assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"counts"', '{"unlabeled/news.txt": 3', ""])
+def test_get_data_takes_a_manifest_it_cannot_read_for_none(text, tmp_path):
+    """scripts/get_data.py's MANIFEST.json edited into a list or a string, or cut short: no counts known (each step
+    checks its files and remakes them), as for invalid JSON; a list or string was a traceback after the first step."""
+    import get_data
+    (tmp_path / "MANIFEST.json").write_text(text)
+    manifest = get_data.Manifest(tmp_path / "MANIFEST.json")
+    assert manifest.get("unlabeled/news.txt") is None
+    manifest.set("rt_split_seed", 13)
+    assert read_json(tmp_path / "MANIFEST.json") == {"rt_split_seed": 13}
