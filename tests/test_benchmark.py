@@ -563,7 +563,7 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     students = []
     for seed in (42, 43):
         (tmp_path / str(seed)).mkdir()
-        (tmp_path / str(seed) / "train_summary.json").write_text(json.dumps({"seed": seed}))
+        (tmp_path / str(seed) / "train_summary.json").write_text(json.dumps({"settings": {"seed": seed}}))  # as kd's
         students.append(str(tmp_path / str(seed)))
     common = ["--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", str(tmp_path / "out")]
     assert bench_static.parse_args(students + common + ["--seeds", "42,43"]).seeds == [42, 43]
@@ -952,3 +952,18 @@ def test_get_data_takes_a_manifest_it_cannot_read_for_none(text, tmp_path):
     assert manifest.get("unlabeled/news.txt") is None
     manifest.set("rt_split_seed", 13)
     assert read_json(tmp_path / "MANIFEST.json") == {"rt_split_seed": 13}
+
+
+def test_bench_static_says_which_kept_model2vec_record_it_cannot_read(tmp_path):
+    """OUT/model2vec-train.json (the kept record of model2vec's training) cut short or edited into a list: one line
+    naming it, before model2vec's environment is started (it was a JSONDecodeError's or AttributeError's
+    traceback)."""
+    import argparse
+
+    import bench_static
+    (tmp_path / bench_static.M2V_MODEL).mkdir()
+    args = argparse.Namespace(out=str(tmp_path), seed=42)
+    for text, message in (('{"seed": 4', "not valid JSON"), ("[42]", "holds a list")):
+        (tmp_path / f"{bench_static.M2V_MODEL}-train.json").write_text(text)
+        with pytest.raises(DistillError, match=re.escape(f"model2vec-train.json: {message}")):
+            bench_static.trained_model2vec(str(tmp_path / "no-python"), args)
