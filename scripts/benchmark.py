@@ -21,6 +21,7 @@ commit it was started with (when, for which tasks), and the report's header name
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import importlib.util
@@ -32,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -315,9 +316,10 @@ class Bench:
             self.reuse_teacher(stage, content)
         self.model_stage(stage)
         if self.execute:
-            index = self.teacher_index()
-            if index.get(str(output)) != content:
-                write_json(self.teachers / TEACHER_INDEX, {**index, str(output): content})
+            with locked(self.teachers / TEACHER_INDEX):  # another task's process may record its teacher now
+                index = self.teacher_index()
+                if index.get(str(output)) != content:
+                    write_json(self.teachers / TEACHER_INDEX, {**index, str(output): content})
 
     def teacher_index(self) -> dict[str, str]:
         """The finished teachers of the store (`--teachers`): each one's folder and content (`stage_content`)."""
@@ -540,16 +542,25 @@ class Bench:
                 "labels_changed": sum(a != b for a, b in pairs)}
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the lock of the record at `path` (a hidden .NAME.lock beside it) while it is read and written again:
+    processes started together for other tasks (one a task) share OUT/segments.json and the teacher store's index,
+    and each must add its own to the others' (the last to write kept its own alone)."""
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def record_segment(path: Path, tasks: list[str]) -> None:
     """Note the code of this start of the benchmark (the commit, the date, the tasks) where it differs from the
     last start's, and a task the last start's code did not run yet: a run resumed with the same code and tasks adds
     nothing, so its report stays the same. Processes started together for other tasks (one a task) each add theirs:
     one at a time, under a lock, or the last to write kept its own alone."""
     import datetime
-    import fcntl
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(path):
         segments = read_segments(path)
         commit = code_commit()
         if segments and segments[-1]["commit"] == commit:

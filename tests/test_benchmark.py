@@ -967,3 +967,38 @@ def test_bench_static_says_which_kept_model2vec_record_it_cannot_read(tmp_path):
         (tmp_path / f"{bench_static.M2V_MODEL}-train.json").write_text(text)
         with pytest.raises(DistillError, match=re.escape(f"model2vec-train.json: {message}")):
             bench_static.trained_model2vec(str(tmp_path / "no-python"), args)
+
+
+def test_processes_started_together_for_other_tasks_each_record_their_teacher(bench_data, tmp_path, monkeypatch):
+    """Processes started together, one a task, with one teacher store: each finished teacher is added to the index
+    under its lock, as the segments are (three read it before any had written it, and the last to write kept its
+    teacher alone: the others were trained again by a run under another --out)."""
+    import threading
+    import time
+    start = threading.Barrier(3)
+    monkeypatch.setattr(benchmark.Stage, "run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(benchmark.Bench, "reuse_teacher", lambda *args: None)
+    real_index = benchmark.Bench.teacher_index
+
+    def slow_index(self) -> dict:  # the moment between reading the index and writing it, made long
+        index = real_index(self)
+        time.sleep(0.3)
+        return index
+
+    monkeypatch.setattr(benchmark.Bench, "teacher_index", slow_index)
+    store = tmp_path / "store"
+    data = bench_data / "rotten_tomatoes"
+
+    def start_task(task: str) -> None:
+        bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / task),
+                                                      "--teachers", str(store)]))
+        start.wait()
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "teacher", 42)
+
+    threads = [threading.Thread(target=start_task, args=(task,)) for task in ("rt", "conll", "bbc")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(Path(folder).parent.name for folder in read_json(store / benchmark.TEACHER_INDEX)) == \
+        ["bbc", "conll", "rt"]
