@@ -25,6 +25,7 @@ import contextlib
 import csv
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shlex
@@ -47,7 +48,7 @@ from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFF
                           read_segments, variant_suffixes, write_report)
 from bench_static import python_path  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
-from distill.io import write_json  # noqa: E402
+from distill.io import write_json, write_text  # noqa: E402
 from distill.outputs import check_written_folder  # noqa: E402
 
 if TYPE_CHECKING:
@@ -217,20 +218,21 @@ class Bench:
         return path
 
     def subset(self, path: Path, size: int) -> Path:
-        """First `size` examples of a file (CSV rows, CoNLL sentences or lines)."""
+        """First `size` examples of a file (CSV rows, CoNLL sentences or lines), written whole or not at all (temp +
+        rename): one that exists is used as it is, so a run killed while writing it must leave none."""
         target = self.out / "subsets" / f"{size}-{path.parent.name}-{path.name}"
         if target.exists():
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".csv":
             rows = list(csv.reader(text.splitlines(keepends=True)))
-            with open(target, "w", newline="", encoding="utf-8") as handle:
-                csv.writer(handle).writerows(rows[: size + 1])
+            kept = io.StringIO(newline="")
+            csv.writer(kept).writerows(rows[: size + 1])
+            write_text(target, kept.getvalue())
         elif path.parent.name.startswith("conll"):
-            target.write_text("\n\n".join(text.split("\n\n")[:size]) + "\n", encoding="utf-8")
+            write_text(target, "\n\n".join(text.split("\n\n")[:size]) + "\n")
         else:
-            target.write_text("".join(text.splitlines(keepends=True)[:size]), encoding="utf-8")
+            write_text(target, "".join(text.splitlines(keepends=True)[:size]))
         return target
 
     def variants(self, key: str, student: str, teacher: Path) -> dict[str, tuple[str, dict]]:

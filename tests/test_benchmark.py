@@ -1002,3 +1002,32 @@ def test_processes_started_together_for_other_tasks_each_record_their_teacher(be
         thread.join()
     assert sorted(Path(folder).parent.name for folder in read_json(store / benchmark.TEACHER_INDEX)) == \
         ["bbc", "conll", "rt"]
+
+
+def test_a_subset_killed_while_written_leaves_none_to_be_taken_for_whole(bench_data, tmp_path, monkeypatch):
+    """--quick's subsets are used as they are once they exist: one killed while written must leave nothing (half a
+    training set was written in place, and every later run trained on it)."""
+    import csv
+    bench = benchmark.Bench(benchmark.parse_args(["--quick", "--quick-size", "20", "--data", str(bench_data),
+                                                  "--out", str(tmp_path / "out")]))
+    real_writer = csv.writer
+
+    def killed_writer(handle, *args, **kwargs):
+        class Killed:
+            def writerows(self, rows):
+                real_writer(handle).writerows(list(rows)[:3])
+                raise KeyboardInterrupt
+        return Killed()
+
+    monkeypatch.setattr(benchmark.csv, "writer", killed_writer)
+    with pytest.raises(KeyboardInterrupt):
+        bench.data("rt", "train")
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    monkeypatch.setattr(benchmark.csv, "writer", real_writer)
+    assert len(read_csv_rows(bench.data("rt", "train"))) == 21  # the header and 20 rows
+
+
+def read_csv_rows(path: Path) -> list[list[str]]:
+    import csv
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
