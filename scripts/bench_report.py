@@ -167,7 +167,7 @@ def with_seeds(search: dict | None, trials: Path, seed: int | None) -> dict | No
     trials.json) where the stage does not hold them; left out when the trials or the seed are unknown."""
     if search is None or seed is None or not trials.is_file():
         return search
-    records = read_json(trials)["trials"]
+    records = read(trials)["trials"]
     for role in ("best", "default"):
         summary = search.get(role)
         if summary is not None and "seeds" not in summary:

@@ -1031,3 +1031,14 @@ def read_csv_rows(path: Path) -> list[list[str]]:
     import csv
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.reader(handle))
+
+
+def test_a_search_record_of_trials_it_cannot_read_is_one_line(tmp_path):
+    """The search's trials.json (read for the seeds of the report's search rows) without its trials: one line naming
+    it, as every other record the report reads (a KeyError's traceback)."""
+    import bench_report
+    write_json_file(tmp_path / "rt" / "search.json", search_stage((4, "cnn", [0.8, 0.79], 0.8), (0, "lstm", [0.79], 0.79)))
+    write_json_file(tmp_path / "rt" / "search" / "trials.json", {"rows": []})
+    specs = {"rt": {**benchmark.TASKS["rt"], "ensemble": False, "search": True, "seed": 42}}
+    with pytest.raises(DistillError, match=re.escape("trials.json: has no 'trials'")):
+        bench_report.collect(tmp_path, specs)
