@@ -12,7 +12,7 @@ from pathlib import Path
 
 from distill.distillation import DEFAULT_DISTILL_WEIGHT, DEFAULT_STUDENT_WEIGHT, DEFAULT_TEMPERATURE
 from distill.errors import DistillError
-from distill.io import read_json, write_json, write_text
+from distill.io import read_json, write_bytes, write_json, write_text
 from distill.student_search.space import TRIALS_JSON
 
 VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled", "+kd-kl+augment")
@@ -644,14 +644,14 @@ def plotted(results: dict) -> dict[str, list[dict]]:
             "kd_gain": [t for t in tasks if t["kd_gain"]]}
 
 
-def plot(results: dict, folder: Path) -> dict:
-    """PNG plots next to the report: score vs batch-32 throughput with the frontier of the models no other
-    is both faster and better than, and KD gain per task; returns their paths."""
+def plot(results: dict, folder: Path) -> None:
+    """PNG plots next to the report (those `plotted` names): score vs batch-32 throughput with the frontier of the
+    models no other is both faster and better than, and KD gain per task."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
-    written, (timed, gained) = {}, plotted(results).values()
+    timed, gained = plotted(results).values()
     if timed:
         figure, axes = plt.subplots(1, len(timed), figsize=(6.5 * len(timed), 4.8), squeeze=False)
         for axis, task in zip(axes[0], timed):
@@ -677,7 +677,7 @@ def plot(results: dict, folder: Path) -> dict:
                      title=task["name"])
             axis.xaxis.set_minor_formatter(NullFormatter())  # a narrow range labels them all
             axis.grid(alpha=0.3)
-        written["quality_vs_speed"] = save(figure, folder, PLOTS["quality_vs_speed"])
+        save(figure, folder, PLOTS["quality_vs_speed"])
     if gained:
         figure, axes = plt.subplots(1, len(gained), figsize=(6.5 * len(gained), 4.2), squeeze=False)
         for axis, task in zip(axes[0], gained):
@@ -691,18 +691,19 @@ def plot(results: dict, folder: Path) -> dict:
             axis.set_xticks([i + width * (len(KD_SUFFIXES) - 1) / 2 for i in range(len(students))], students)
             axis.set(ylabel=f"points of test {task['metric']} over the student alone", title=task["name"])
             axis.legend(fontsize=8)
-        written["kd_gain"] = save(figure, folder, PLOTS["kd_gain"])
-    return written
+        save(figure, folder, PLOTS["kd_gain"])
 
 
-def save(figure, folder: Path, relative: str) -> str:
+def save(figure, folder: Path, relative: str) -> None:
+    """`figure` as the PNG at `folder`/`relative`, written whole (temp + rename) as every file of the report."""
+    import io
+
     import matplotlib.pyplot as plt
-    path = folder / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=110)
     plt.close(figure)
-    return relative
+    write_bytes(folder / relative, image.getvalue())
 
 
 def check_report(report: Path, inputs: list[Path]) -> None:
