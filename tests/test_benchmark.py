@@ -825,7 +825,8 @@ def test_a_teacher_store_index_not_as_the_benchmark_wrote_it_is_one_line(text, m
                                                   "--teachers", str(store)]))
     data = bench_data / "rotten_tomatoes"
     with pytest.raises(DistillError, match=re.escape(message)):
-        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher", 42)
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher",
+                            42)
     assert not (bench.out / "rt").exists()
 
 
@@ -1037,8 +1038,25 @@ def test_a_search_record_of_trials_it_cannot_read_is_one_line(tmp_path):
     """The search's trials.json (read for the seeds of the report's search rows) without its trials: one line naming
     it, as every other record the report reads (a KeyError's traceback)."""
     import bench_report
-    write_json_file(tmp_path / "rt" / "search.json", search_stage((4, "cnn", [0.8, 0.79], 0.8), (0, "lstm", [0.79], 0.79)))
+    write_json_file(tmp_path / "rt" / "search.json",
+                    search_stage((4, "cnn", [0.8, 0.79], 0.8), (0, "lstm", [0.79], 0.79)))
     write_json_file(tmp_path / "rt" / "search" / "trials.json", {"rows": []})
     specs = {"rt": {**benchmark.TASKS["rt"], "ensemble": False, "search": True, "seed": 42}}
     with pytest.raises(DistillError, match=re.escape("trials.json: has no 'trials'")):
         bench_report.collect(tmp_path, specs)
+
+
+def test_bench_multitask_reuses_a_model_only_of_this_runs_data(tmp_path):
+    """bench_multitask.py reuses a trained model when run again: one whose own record says it learnt from other data
+    (a run with another --limit or --data at the same --out) is refused in one line, not reported as this run's."""
+    import bench_multitask
+    from distill.io import file_sha256
+    model = small_model(tmp_path / "model")
+    recorded = {"train": file_sha256(SAMPLES / "sentiment_train.csv"), "dev": None}  # None: not recorded
+    (model / "train_summary.json").write_text(json.dumps({"inputs": recorded}))
+    ran = []
+    same = {"train": SAMPLES / "sentiment_train.csv", "dev": SAMPLES / "sentiment_dev.csv"}
+    assert bench_multitask.trained(model, ran.append, same) == model and ran == []
+    with pytest.raises(DistillError, match=re.escape("model: a model of other train than this run's")):
+        bench_multitask.trained(model, ran.append, {**same, "train": SAMPLES / "sentiment_test.csv"})
+    assert ran == []
