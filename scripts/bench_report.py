@@ -104,7 +104,8 @@ def read_segments(path: Path) -> list[Record]:
     if not isinstance(segments, list) or not all(isinstance(segment, dict) and set(SEGMENT_KEYS) <= set(segment)
                                                  for segment in segments):
         raise DistillError(f"{path}: its 'segments' are not a list of the run's starts (each with its "
-                           f"{', '.join(SEGMENT_KEYS)}; edited?): remove it, and the benchmark's next run writes it again")
+                           f"{', '.join(SEGMENT_KEYS)}; edited?): remove it, and the benchmark's next run writes it "
+                           "again")
     return segments
 
 
@@ -640,7 +641,8 @@ def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
 def plotted(results: dict) -> dict[str, list[dict]]:
     """The tasks each plot of `PLOTS` shows (none: not drawn): the timed ones, those with a KD gain."""
     tasks = results["tasks"].values()
-    return {"quality_vs_speed": [t for t in tasks if any(r.get("examples_per_second_b32") for r in t["models"].values())],
+    return {"quality_vs_speed": [t for t in tasks
+                                 if any(r.get("examples_per_second_b32") for r in t["models"].values())],
             "kd_gain": [t for t in tasks if t["kd_gain"]]}
 
 

@@ -60,8 +60,8 @@ def python_path(value: str) -> str:
     if shutil.which(value) is None:
         raise argparse.ArgumentTypeError(f"{value}: no such executable ({make})")
     try:
-        found = subprocess.run([value, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('model2vec') "
-                                "is None)"], capture_output=True, timeout=60).returncode == 0
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('model2vec') is None)"
+        found = subprocess.run([value, "-c", probe], capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         found = False
     if not found:
