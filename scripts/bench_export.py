@@ -212,6 +212,9 @@ def main(argv: list[str] | None = None) -> dict:
     tests = [test_set(Path(model), args.data) for model in args.models]  # every input before the first export
     for path in tests:
         require_file(path)
+    if args.report:  # its export section goes in there: no input, no model's file (a model's README.md is checksummed)
+        from distill.outputs import check_output_file
+        check_output_file(args.report, [*args.models, *tests], "the export section's report", beside_model=False)
     results = {"machine": machine(1, 1.0), "onnxruntime": onnxruntime.__version__,
                "command": "python scripts/bench_export.py " + shlex.join(options), "note": args.note,
                "speed_examples": args.speed_examples, "latency_examples": args.latency_examples,

@@ -68,11 +68,22 @@ def subset(path: Path, task: str, limit: int | None, out: Path) -> Path:
     return out
 
 
-def trained(directory: Path, train) -> Path:
-    """`directory` after `train(directory)` ran unless a model is already there (resume by rerunning)."""
+def trained(directory: Path, train, inputs: dict[str, Path]) -> Path:
+    """`directory` after `train(directory)` ran unless a model is already there (resume by rerunning): one that its
+    own record says learnt from other `inputs` (role -> file or teacher, as the run's summary names them) is refused,
+    not reused (a rerun with another --limit or --data reported the models of the first)."""
+    from distill.errors import DistillError
     from distill.models import MODEL_CARD
+    from distill.provenance import input_fingerprints, learnt_record
     if not (directory / MODEL_CARD).exists():
         train(directory)
+        return directory
+    recorded = learnt_record(directory).get("inputs") or {}
+    expected = input_fingerprints({role: str(path) for role, path in inputs.items()})
+    changed = [role for role, fingerprint in expected.items() if recorded.get(role) not in (None, fingerprint)]
+    if changed:
+        raise DistillError(f"{directory}: a model of other {', '.join(changed)} than this run's (another --data, "
+                           "--limit or teacher?): remove it to train it again, or give another --out")
     return directory
 
 
@@ -143,11 +154,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     joint = trained(args.out / "joint", timed("train_joint", lambda d: train_multitask_teacher(
         [TaskData(name, spec["task"], str(train[name]), str(files[name][1])) for name, spec in TASKS.items()],
-        config, training, output=Output(d, overwrite=True), env=env)))
+        config, training, output=Output(d, overwrite=True), env=env)),
+        {f"{part}:{name}": path for name in TASKS for part, path in (("train", train[name]), ("dev", files[name][1]))})
     for name, spec in TASKS.items():
         singles[name] = singles.get(name) or trained(args.out / name, timed(f"train_{name}", lambda d, n=name, s=spec:
             train_teacher(str(train[n]), str(files[n][1]), TeacherConfig(**{**vars(config), "task": s["task"]}),
-                          training, output=Output(d, overwrite=True), env=env)))
+                          training, output=Output(d, overwrite=True), env=env)),
+            {"train": train[name], "dev": files[name][1]})
 
     student_settings = TrainSettings(seed=args.seed, **({"epochs": args.student_epochs} if args.student_epochs else {}))
 
@@ -160,11 +173,13 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     for name, spec in TASKS.items():
         test = files[name][2]
+        data = {"train": train[name], "dev": files[name][1]}
         from_joint = trained(args.out / f"{spec['student']}+kd-kl-from-joint",
-                             timed(f"kd_joint_{name}", distil(joint, name, spec, name)))
+                             timed(f"kd_joint_{name}", distil(joint, name, spec, name)), {"teacher": joint, **data})
         from_single = single_students.get(name) or trained(
             args.out / f"{spec['student']}+kd-kl-from-single", timed(f"kd_single_{name}", distil(singles[name], None,
-                                                                                               spec, name)))
+                                                                                               spec, name)),
+            {"teacher": singles[name], **data})
         scores = {"joint_head": test_score(joint, spec, test, head=name),
                   "single": test_score(singles[name], spec, test),
                   "student_from_joint": test_score(from_joint, spec, test),

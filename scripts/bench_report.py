@@ -11,12 +11,14 @@ import statistics
 from pathlib import Path
 
 from distill.distillation import DEFAULT_DISTILL_WEIGHT, DEFAULT_STUDENT_WEIGHT, DEFAULT_TEMPERATURE
-from distill.io import read_json, write_json, write_text
+from distill.errors import DistillError
+from distill.io import read_json, write_bytes, write_json, write_text
 from distill.student_search.space import TRIALS_JSON
 
 VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled", "+kd-kl+augment")
 KD_SUFFIXES = VARIANT_SUFFIXES[2:]
 SEGMENTS = "segments.json"  # the code of a run spread over starts: each commit, when and for which tasks it began
+SEGMENT_KEYS = ("started", "commit", "tasks")  # of each start in it
 UNLABELED_SUFFIX = VARIANT_SUFFIXES[4]  # its own transfer set: a logit cache of its own, not the shared one
 QUALITY_METRICS = {"classification": ("accuracy", "macro_f1"), "tagging": ("f1", "precision", "recall")}
 TARGETS = {"kd_gain_points": 3.0, "retention": 0.95, "speedup_b32": 25.0, "cached_epoch_ratio": 1.2,
@@ -57,14 +59,60 @@ LEGEND = [
     "columns are speed ratios to the teacher.", ""]
 
 
-def read(path: Path) -> dict | None:
-    return read_json(path) if path.exists() else None
+JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false",
+              type(None): "null"}
+
+
+class Record(dict):
+    """A stored record's JSON object (a stage's result, a model's summary, segments.json): a key it lacks is one
+    line naming the file (a record of older code, or one edited by hand), not a KeyError's traceback hours into a
+    resumed run or in the middle of a report."""
+
+    path = ""
+
+    def __missing__(self, key: str):
+        raise DistillError(f"{self.path}: has no {key!r} (written by older code, or edited?): remove it, and the "
+                           "benchmark's next run writes it again")
+
+
+def as_record(value, path: Path):
+    """`value` read from `path`, with each JSON object in it a `Record` of that file."""
+    if isinstance(value, dict):
+        record = Record({key: as_record(item, path) for key, item in value.items()})
+        record.path = str(path)
+        return record
+    return [as_record(item, path) for item in value] if isinstance(value, list) else value
+
+
+def read(path: Path) -> Record | None:
+    """The record stored at `path`, None while its stage has not run: the one reader of the benchmark's records,
+    so that one that is not a JSON object, or lacks a key, is one line naming it (`Record`)."""
+    if not path.exists():
+        return None
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise DistillError(f"{path}: holds {JSON_KINDS.get(type(value), 'a value')}, not the JSON object the benchmark "
+                           "writes (edited, or another file?): remove it, and the benchmark's next run writes it again")
+    return as_record(value, path)
+
+
+def read_segments(path: Path) -> list[Record]:
+    """OUT/segments.json's starts of a run (`scripts/benchmark.py`'s record_segment), each with `SEGMENT_KEYS`:
+    checked whole when read, as a resumed run adds its start to them and the report renders each."""
+    record = read(path)
+    segments = [] if record is None else record["segments"]
+    if not isinstance(segments, list) or not all(isinstance(segment, dict) and set(SEGMENT_KEYS) <= set(segment)
+                                                 for segment in segments):
+        raise DistillError(f"{path}: its 'segments' are not a list of the run's starts (each with its "
+                           f"{', '.join(SEGMENT_KEYS)}; edited?): remove it, and the benchmark's next run writes it "
+                           "again")
+    return segments
 
 
 def collect(out: Path, specs: dict) -> dict:
     """Every finished stage of every task under `out`, plus derived ratios and target checks."""
     machine = read(out / "machine.json")
-    segments = (read(out / SEGMENTS) or {}).get("segments", [])
+    segments = read_segments(out / SEGMENTS)
     tasks = {}
     for key, spec in specs.items():
         base = out / key
@@ -77,7 +125,8 @@ def collect(out: Path, specs: dict) -> dict:
                 missing.append(name)
                 continue
             history = summary["history"]
-            test = {k: v for k, v in metrics.items() if k not in ("model", "data")}  # paths of this machine
+            test = as_record({k: v for k, v in metrics.items() if k not in ("model", "data")},  # paths of this machine
+                             base / name / "test_metrics.json")
             models[name] = {"score": metrics[spec["metric"]], "test": test, "parameters": summary["parameters"],
                             "best_epoch": summary["best"]["epoch"], "epochs_run": len(history),
                             "mean_epoch_seconds": statistics.mean(h["epoch_seconds"] for h in history),
@@ -87,7 +136,8 @@ def collect(out: Path, specs: dict) -> dict:
                             **((speed or {}).get("models", {}).get(name, {}))}
         task = {"name": spec["name"], "task": spec["task"], "metric": spec["metric"], "students": spec["students"],
                 "models": models, "tfidf": read(base / "tfidf.json"),
-                "speed": {k: v for k, v in speed.items() if k != "models"} if speed else None,
+                "speed": as_record({k: v for k, v in speed.items() if k != "models"}, base / "speed.json") if speed
+                else None,
                 "training_cost": read(base / "training_cost.json"),
                 "teacher_inference": read(base / "teacher_inference.json"), "export": read(base / "export.json"),
                 "onnx_teacher": read(base / "onnx_teacher.json"), "augment_targets": spec.get("augment_targets", {})}
@@ -106,13 +156,19 @@ def collect(out: Path, specs: dict) -> dict:
             "complete": machine is not None and not any(t["missing"] for t in tasks.values())}
 
 
+def check_records(out: Path, specs: dict) -> None:
+    """Read every record under `out` that a report of `specs` reads, and render them: a resumed run says at its
+    start which one it could not read (`Record`), not when it writes its report after the hours of its stages."""
+    markdown(collect(out, specs), "", [], {})
+
+
 def with_seeds(search: dict | None, trials: Path, seed: int | None) -> dict | None:
     """The search stage with the seeds of its chosen and best default students' dev scores, in their order
     (the trial's own run with the search's `seed`, then its finished reseeded runs, from the search's
     trials.json) where the stage does not hold them; left out when the trials or the seed are unknown."""
     if search is None or seed is None or not trials.is_file():
         return search
-    records = read_json(trials)["trials"]
+    records = read(trials)["trials"]
     for role in ("best", "default"):
         summary = search.get(role)
         if summary is not None and "seeds" not in summary:
@@ -582,16 +638,22 @@ def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
     return kept
 
 
-def plot(results: dict, folder: Path) -> dict:
-    """PNG plots next to the report: score vs batch-32 throughput with the frontier of the models no other
-    is both faster and better than, and KD gain per task; returns their paths."""
+def plotted(results: dict) -> dict[str, list[dict]]:
+    """The tasks each plot of `PLOTS` shows (none: not drawn): the timed ones, those with a KD gain."""
+    tasks = results["tasks"].values()
+    return {"quality_vs_speed": [t for t in tasks
+                                 if any(r.get("examples_per_second_b32") for r in t["models"].values())],
+            "kd_gain": [t for t in tasks if t["kd_gain"]]}
+
+
+def plot(results: dict, folder: Path) -> None:
+    """PNG plots next to the report (those `plotted` names): score vs batch-32 throughput with the frontier of the
+    models no other is both faster and better than, and KD gain per task."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
-    tasks = list(results["tasks"].values())
-    written = {}
-    timed = [t for t in tasks if any(r.get("examples_per_second_b32") for r in t["models"].values())]
+    timed, gained = plotted(results).values()
     if timed:
         figure, axes = plt.subplots(1, len(timed), figsize=(6.5 * len(timed), 4.8), squeeze=False)
         for axis, task in zip(axes[0], timed):
@@ -617,8 +679,7 @@ def plot(results: dict, folder: Path) -> dict:
                      title=task["name"])
             axis.xaxis.set_minor_formatter(NullFormatter())  # a narrow range labels them all
             axis.grid(alpha=0.3)
-        written["quality_vs_speed"] = save(figure, folder, PLOTS["quality_vs_speed"])
-    gained = [t for t in tasks if t["kd_gain"]]
+        save(figure, folder, PLOTS["quality_vs_speed"])
     if gained:
         figure, axes = plt.subplots(1, len(gained), figsize=(6.5 * len(gained), 4.2), squeeze=False)
         for axis, task in zip(axes[0], gained):
@@ -632,30 +693,52 @@ def plot(results: dict, folder: Path) -> dict:
             axis.set_xticks([i + width * (len(KD_SUFFIXES) - 1) / 2 for i in range(len(students))], students)
             axis.set(ylabel=f"points of test {task['metric']} over the student alone", title=task["name"])
             axis.legend(fontsize=8)
-        written["kd_gain"] = save(figure, folder, PLOTS["kd_gain"])
-    return written
+        save(figure, folder, PLOTS["kd_gain"])
 
 
-def save(figure, folder: Path, relative: str) -> str:
+def save(figure, folder: Path, relative: str) -> None:
+    """`figure` as the PNG at `folder`/`relative`, written whole (temp + rename) as every file of the report."""
+    import io
+
     import matplotlib.pyplot as plt
-    path = folder / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=110)
     plt.close(figure)
-    return relative
+    write_bytes(folder / relative, image.getvalue())
+
+
+def check_report(report: Path, inputs: list[Path]) -> None:
+    """The rule for `write_report`'s files, checked before a run's first stage: the Markdown and the JSON beside it
+    are two files, neither an input nor in a model's folder (a model's README.md was replaced, and its checksum
+    failed), and an existing one is an earlier report (a re-render replaces it whole); the plots' img/ folder lies
+    in no input and no model either."""
+    from distill.outputs import check_output_file, check_written_folder
+    data = report.with_suffix(".json")
+    if data == report:
+        raise DistillError(f"{report}: the report is Markdown, with its JSON beside it under that name with .json: "
+                           "give a .md name")
+    for path, ours in ((report, lambda text: text.startswith("# Benchmarks") or EXPORT_BEGIN in text),
+                       (data, lambda text: '"tasks"' in text and '"commands"' in text)):
+        check_output_file(path, inputs, "the benchmark's report", beside_model=False)
+        if path.is_file() and path.stat().st_size and not ours(path.read_text(encoding="utf-8", errors="replace")):
+            raise DistillError(f"{path}: exists and is not a report of this benchmark, which a re-render replaces "
+                               "whole: choose another report name")
+    check_written_folder(report.parent / "img", inputs)
 
 
 def write_report(results: dict, report: Path, command: str, commands: list[str]) -> None:
-    """`report` (Markdown), the same results as JSON next to it, and plots in its img/ folder."""
-    report.parent.mkdir(parents=True, exist_ok=True)
-    plots = plot(results, report.parent)
-    write_json(report.with_suffix(".json"), {**results, "command": command, "commands": commands, "plots": plots})
+    """`report` (Markdown), the same results as JSON next to it, and plots in its img/ folder. The Markdown is
+    rendered first: a record it cannot read (`Record`) leaves the report as it was, not its plots and JSON new."""
+    plots = {name: PLOTS[name] for name, tasks in plotted(results).items() if tasks}
     text = markdown(results, command, commands, plots)
     earlier = report.read_text(encoding="utf-8") if report.exists() else ""
     if EXPORT_BEGIN in earlier and EXPORT_END in earlier:
         kept = earlier.partition(EXPORT_BEGIN)[2].partition(EXPORT_END)[0]
         text = text.rstrip("\n") + f"\n\n{EXPORT_BEGIN}{kept}{EXPORT_END}\n"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    plot(results, report.parent)
+    write_json(report.with_suffix(".json"), {**results, "command": command, "commands": commands, "plots": plots})
     write_text(report, text)
 
 

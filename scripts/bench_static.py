@@ -52,12 +52,20 @@ def read_csv(path: str | Path) -> tuple[list[str], list[str]]:
 
 
 def python_path(value: str) -> str:
-    """`--model2vec-python` (argparse's type): an executable, checked before anything runs; a wrong one was said
-    only when model2vec's first stage started, with the output folders made."""
+    """`--model2vec-python` (argparse's type): an executable, and a Python that has model2vec, checked before anything
+    runs; a wrong one was said only when model2vec's first stage started (the benchmark's, hours in), with the
+    output folders made, and a Python without model2vec as its traceback."""
     import shutil
+    make = "model2vec's environment: make .venv-model2vec/.installed, then give .venv-model2vec/bin/python"
     if shutil.which(value) is None:
-        raise argparse.ArgumentTypeError(f"{value}: no such executable (model2vec's environment: make "
-                                         ".venv-model2vec/.installed, then give .venv-model2vec/bin/python)")
+        raise argparse.ArgumentTypeError(f"{value}: no such executable ({make})")
+    try:
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('model2vec') is None)"
+        found = subprocess.run([value, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if not found:
+        raise argparse.ArgumentTypeError(f"{value}: not a Python with model2vec ({make})")
     return value
 
 
@@ -134,10 +142,12 @@ def run_model2vec(python: str, stage: str, args) -> dict:
 def trained_model2vec(python: str, args) -> dict:
     """model2vec's pipeline trained with `args.seed` into OUT/`args.model_name` and its record beside it
     (OUT/NAME-train.json), once: kept when there with that seed."""
+    from bench_report import read
     name = getattr(args, "model_name", M2V_MODEL)
     kept = Path(args.out) / f"{name}-train.json"
-    if kept.is_file() and (Path(args.out) / name).is_dir() and json.loads(kept.read_text()).get("seed") == args.seed:
-        return json.loads(kept.read_text())
+    record = read(kept) if (Path(args.out) / name).is_dir() else None  # one it cannot read: one line naming it
+    if record is not None and record.get("seed") == args.seed:
+        return record
     record = run_model2vec(python, "model2vec-train", args)
     from distill.io import write_json
     write_json(kept, record)
@@ -240,9 +250,10 @@ def seeded_scores(students: list[Path], seeds: list[int], train: Path, dev: Path
 
 
 def trained_seed(student: Path) -> int | None:
-    """The seed a model was trained with (its train_summary.json), None when it does not say."""
-    summary = student / "train_summary.json"
-    return json.loads(summary.read_text()).get("seed") if summary.is_file() else None
+    """The seed a model was trained with (its train_summary.json's settings), None when it does not say."""
+    from bench_report import read
+    summary = read(student / "train_summary.json") if student.is_dir() else None
+    return None if summary is None else summary.get("settings", {}).get("seed")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -21,9 +21,11 @@ commit it was started with (when, for which tasks), and the report's header name
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shlex
@@ -32,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,8 +44,12 @@ from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
-                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, collect, variant_suffixes, write_report)
-from distill.io import read_json, write_json  # noqa: E402
+                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, check_report, collect, read,
+                          read_segments, variant_suffixes, write_report)
+from bench_static import python_path  # noqa: E402
+from distill.errors import DistillError  # noqa: E402
+from distill.io import write_json, write_text  # noqa: E402
+from distill.outputs import check_written_folder  # noqa: E402
 
 if TYPE_CHECKING:
     from distill import Runtime
@@ -68,6 +74,7 @@ TASKS = {
             "unlabeled": "unlabeled/news_articles.txt", "students": ["cnn", "ngram", "static"],
             "search": True},  # issue 42: the search measured on all three tasks
 }
+DATA_SPLITS = ("train", "dev", "test", "unlabeled")  # each task's files under --data
 TEACHER_INDEX = "index.json"  # in the teacher store: each finished teacher's folder and content
 INFERENCE_BATCH = 64  # `nlp-train pseudo-label`'s default batch size, used for the pipeline too
 SEARCH_BATCH, SEARCH_THREADS = 32, 1  # the search's latency budget: the first student's at batch 32, one thread
@@ -162,10 +169,10 @@ class Bench:
         self.env = Runtime(device="cpu", threads=args.train_threads, progress=False)  # of every model stage
         self.execute = execute
         self.out = Path(args.out).resolve()
-        self.out.mkdir(parents=True, exist_ok=True)
         self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
         self.teachers = Path(args.teachers or self.out / "teachers").resolve()  # the store teachers are reused from
-        if execute:
+        if execute:  # a re-render makes no folder (a mistyped --out is refused by parse_args)
+            self.out.mkdir(parents=True, exist_ok=True)
             self.teachers.mkdir(parents=True, exist_ok=True)
         self.model_stages: list[Stage] = []  # in order, for the report's commands
         self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
@@ -198,7 +205,7 @@ class Bench:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
         also when the stored result does not cover this run's models (students added since it ran: every
         model is measured again, side by side)."""
-        stale = self.execute and path.exists() and covers is not None and not covers(read_json(path))
+        stale = self.execute and path.exists() and covers is not None and not covers(read(path))
         if not stale and not self.pending(path):
             return
         log(f"rerun (models added since it ran): {shown(path)}" if stale else f"run: {path.stem} -> {shown(path)}")
@@ -211,20 +218,21 @@ class Bench:
         return path
 
     def subset(self, path: Path, size: int) -> Path:
-        """First `size` examples of a file (CSV rows, CoNLL sentences or lines)."""
+        """First `size` examples of a file (CSV rows, CoNLL sentences or lines), written whole or not at all (temp +
+        rename): one that exists is used as it is, so a run killed while writing it must leave none."""
         target = self.out / "subsets" / f"{size}-{path.parent.name}-{path.name}"
         if target.exists():
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".csv":
             rows = list(csv.reader(text.splitlines(keepends=True)))
-            with open(target, "w", newline="", encoding="utf-8") as handle:
-                csv.writer(handle).writerows(rows[: size + 1])
+            kept = io.StringIO(newline="")
+            csv.writer(kept).writerows(rows[: size + 1])
+            write_text(target, kept.getvalue())
         elif path.parent.name.startswith("conll"):
-            target.write_text("\n\n".join(text.split("\n\n")[:size]) + "\n", encoding="utf-8")
+            write_text(target, "\n\n".join(text.split("\n\n")[:size]) + "\n")
         else:
-            target.write_text("".join(text.splitlines(keepends=True)[:size]), encoding="utf-8")
+            write_text(target, "".join(text.splitlines(keepends=True)[:size]))
         return target
 
     def variants(self, key: str, student: str, teacher: Path) -> dict[str, tuple[str, dict]]:
@@ -310,14 +318,19 @@ class Bench:
             self.reuse_teacher(stage, content)
         self.model_stage(stage)
         if self.execute:
-            index = self.teacher_index()
-            if index.get(str(output)) != content:
-                write_json(self.teachers / TEACHER_INDEX, {**index, str(output): content})
+            with locked(self.teachers / TEACHER_INDEX):  # another task's process may record its teacher now
+                index = self.teacher_index()
+                if index.get(str(output)) != content:
+                    write_json(self.teachers / TEACHER_INDEX, {**index, str(output): content})
 
     def teacher_index(self) -> dict[str, str]:
         """The finished teachers of the store (`--teachers`): each one's folder and content (`stage_content`)."""
-        index = self.teachers / TEACHER_INDEX
-        return read_json(index) if index.exists() else {}
+        path = self.teachers / TEACHER_INDEX
+        index = read(path) or {}
+        if not all(isinstance(folder, str) and isinstance(content, str) for folder, content in index.items()):
+            raise DistillError(f"{path}: not a teacher store's index (each teacher's folder and the digest of its "
+                               "content; edited?): remove it, and the next run records its teachers again")
+        return index
 
     def reuse_teacher(self, stage: Stage, content: str) -> None:
         """Copy into `stage`'s output a finished teacher of the same content (its command and data), checked
@@ -327,12 +340,12 @@ class Bench:
         from distill.models.card import read_model_card, verify_model_files
         index, output = self.teacher_index(), stage.output
         if stage.done.exists():
-            if index.get(str(output), content) != content:
+            if index.get(str(output), content) != content or not trained_as(stage, output):
                 raise SystemExit(f"{shown(output)}: a teacher of other data or settings than this run's (the data "
                                  "changed since it was trained?): remove it, or give another --out")
             return
         source = next((Path(path) for path, known in index.items() if known == content and path != str(output)
-                       and (Path(path) / stage.done.name).exists()), None)
+                       and (Path(path) / stage.done.name).exists() and trained_as(stage, Path(path))), None)
         if source is None:
             return
         verify_model_files(source, read_model_card(source))
@@ -531,17 +544,26 @@ class Bench:
                 "labels_changed": sum(a != b for a, b in pairs)}
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the lock of the record at `path` (a hidden .NAME.lock beside it) while it is read and written again:
+    processes started together for other tasks (one a task) share OUT/segments.json and the teacher store's index,
+    and each must add its own to the others' (the last to write kept its own alone)."""
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def record_segment(path: Path, tasks: list[str]) -> None:
     """Note the code of this start of the benchmark (the commit, the date, the tasks) where it differs from the
     last start's, and a task the last start's code did not run yet: a run resumed with the same code and tasks adds
     nothing, so its report stays the same. Processes started together for other tasks (one a task) each add theirs:
     one at a time, under a lock, or the last to write kept its own alone."""
     import datetime
-    import fcntl
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        segments = read_json(path)["segments"] if path.exists() else []
+    with locked(path):
+        segments = read_segments(path)
         commit = code_commit()
         if segments and segments[-1]["commit"] == commit:
             added = [task for task in tasks if task not in segments[-1]["tasks"]]
@@ -563,6 +585,20 @@ def stage_content(stage: Stage) -> str:
                for name, value in stage.options.items() if name != "output"}
     return hashlib.sha256(json.dumps({"command": stage.command, "options": options}, sort_keys=True)
                           .encode()).hexdigest()
+
+
+def trained_as(stage: Stage, folder: Path) -> bool:
+    """Whether the finished teacher in `folder` was trained as teacher `stage` trains one, as far as its own record
+    says (its card's task; its summary's data, by content, seed, epochs and encoder learning rate): the store's index
+    says it too, but knows no teacher another --teachers recorded, and a folder moved or replaced since."""
+    from distill.io import file_sha256
+    from distill.models.card import MODEL_CARD
+    card, summary = read(folder / MODEL_CARD), read(folder / stage.done.name)
+    inputs, training = summary.get("inputs", {}), summary.get("training", {})
+    return card.get("task") == stage.options["task"] and \
+        all(inputs[name] == file_sha256(stage.options[name]) for name in ("train", "dev") if name in inputs) and \
+        all(training[name] == stage.options[name] for name in ("seed", "epochs", "encoder_lr")
+            if name in training and name in stage.options)
 
 
 def teacher_flops(teacher, examples: list, batch_size: int) -> tuple[float, float]:
@@ -634,7 +670,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--search-trials", type=int, default=12,
                         help="Trials of the student search (nlp-train search --as-fast-as the first student's "
                              "+kd-kl run) on rt, bbc and conll; 0: no search [default: 12; 2 with --quick].")
-    parser.add_argument("--model2vec-python",
+    parser.add_argument("--model2vec-python", type=python_path,
                         help="The Python of an environment with model2vec (it pins transformers<5.4, so not ours; "
                              "scripts/bench_static.py says how to make one): its row beside the static student's. "
                              "None: no model2vec row.")
@@ -658,14 +694,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick-size", type=int, default=1000, help="Training examples per task with --quick.")
     args = parser.parse_args(argv)
     args.pipeline_examples = args.pipeline_examples or (256 if args.quick else 1000)
-    unknown = set(args.tasks.split(",")) - set(TASKS)
+    tasks = args.tasks.split(",")
+    unknown = [task for task in tasks if task not in TASKS]
     if unknown:
-        parser.error(f"unknown task(s) {', '.join(sorted(unknown))}: choose from {', '.join(TASKS)}")
+        parser.error(f"unknown task(s) {', '.join(map(repr, unknown))} in --tasks: choose from {', '.join(TASKS)}")
+    twice = next((task for task in tasks if tasks.count(task) > 1), None)
+    if twice:
+        parser.error(f"--tasks names {twice} twice: give each task once")
+    students = {student for spec in TASKS.values() for student in spec["students"]}
+    unknown = [student for student in args.students or [] if student not in students]
+    if unknown:  # one list may serve processes of other tasks (one a task): a name of no task is a typo
+        parser.error(f"--students: {', '.join(unknown)} is no student of any task (of: {', '.join(sorted(students))})")
+    bare = next((task for task in tasks if args.students and not set(TASKS[task]["students"]) & set(args.students)),
+                None)
+    if bare:  # its stages need a first student: the run failed there, after training the task's teachers
+        parser.error(f"--students leaves {bare} no student (its students: {', '.join(TASKS[bare]['students'])}): "
+                     f"name one of them, or leave {bare} out of --tasks")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         parser.error(f"--out {args.out} is a file, not a folder")
+    if args.report_only and not any((Path(args.out) / name).exists() for name in ("machine.json", SEGMENTS, *tasks)):
+        parser.error(f"--out {args.out} holds no benchmark run (no machine.json, {SEGMENTS} or task folder): "
+                     "nothing to report; give the --out of a run")
     if not args.report_only:  # fail now, not hours in at the first stage that reads a missing file
-        needed = [Path(args.data) / TASKS[key][split] for key in args.tasks.split(",")
-                  for split in ("train", "dev", "test", "unlabeled")]
+        needed = [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS]
         missing = [str(path) for path in needed if not path.is_file()]
         if missing:
             parser.error(f"{missing[0]} not found{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}: "
@@ -683,21 +734,27 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     if not args.report_only and importlib.util.find_spec("onnxruntime") is None:  # fail now, not hours in
         sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
-    bench = Bench(args, execute=not args.report_only)
     tasks = args.tasks.split(",")
+    report = Path(args.report or Path(args.out) / "benchmarks.md")
+    inputs = [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS] + \
+        [Path(args.encoder)] * Path(args.encoder).exists()
+    for folder in (args.out, args.teachers or Path(args.out) / "teachers"):  # no model's folder, no input's
+        check_written_folder(folder, inputs)
+    check_report(report, inputs)
+    bench = Bench(args, execute=not args.report_only)
+    specs = {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
+                   "search": bool(TASKS[key].get("search") and args.search_trials), "seed": args.seed} for key in tasks}
+    if bench.execute:
+        check_records(bench.out, specs)
     bench.stage(bench.out / "machine.json", lambda: machine(args.threads, bench.peak_seconds))  # partial reports too
     if bench.execute:  # a run spread over sessions: each start's date and code, for the report's header
         record_segment(bench.out / SEGMENTS, tasks)
     for key in tasks:
         bench.run_task(key)
-    results = collect(bench.out, {key: {**TASKS[key], "students": bench.students(key), "ensemble": args.ensemble,
-                                        "search": bool(TASKS[key].get("search") and args.search_trials),
-                                        "seed": args.seed}
-                                  for key in tasks})
+    results = collect(bench.out, specs)
     # The command that measures; re-rendering takes the same options plus --report-only.
     options = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
     command = "python scripts/benchmark.py " + shlex.join(options)
-    report = Path(args.report or bench.out / "benchmarks.md")
     write_report(results, report, command, [stage.cli(bench.env) for stage in bench.model_stages])
     exports = [task["export"] for task in results["tasks"].values() if task["export"]]
     if exports:

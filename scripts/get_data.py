@@ -250,11 +250,17 @@ _BAD_NEWS = re.compile("\ufffd|[^\\W\\d_]\\?[^\\W\\d_]")
 
 
 class Manifest:
+    """OUT/MANIFEST.json: the counts of what earlier runs made. One that cannot be read as a JSON object (cut short,
+    edited into a list) is none: each step checks its files again and remakes what does not match (a list was an
+    AttributeError's traceback after the first step)."""
+
     def __init__(self, path: Path):
         self.path = path
         try:
             self.data = json.loads(path.read_text())
         except (OSError, ValueError):
+            self.data = {}
+        if not isinstance(self.data, dict):
             self.data = {}
 
     def get(self, key: str):

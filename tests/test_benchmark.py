@@ -166,7 +166,9 @@ def test_export_benchmark_section_is_replaced_by_the_runs_own_and_kept_otherwise
     assert "| met |" in section and section in report.read_text()
     elsewhere = tmp_path / "report.md"  # a report re-rendered from a run with no export stage keeps the section
     elsewhere.write_text(report.read_text())
-    benchmark.main(["--out", str(tmp_path / "empty"), "--report", str(elsewhere), "--report-only"])
+    (tmp_path / "early").mkdir()  # a run stopped after its first stage
+    shutil.copy(out / "machine.json", tmp_path / "early" / "machine.json")
+    benchmark.main(["--out", str(tmp_path / "early"), "--report", str(elsewhere), "--report-only"])
     assert section in elsewhere.read_text()
     benchmark.main(args + ["--report-only"])  # the run's own export stages replace it
     text = report.read_text()
@@ -561,7 +563,7 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     students = []
     for seed in (42, 43):
         (tmp_path / str(seed)).mkdir()
-        (tmp_path / str(seed) / "train_summary.json").write_text(json.dumps({"seed": seed}))
+        (tmp_path / str(seed) / "train_summary.json").write_text(json.dumps({"settings": {"seed": seed}}))  # as kd's
         students.append(str(tmp_path / str(seed)))
     common = ["--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", str(tmp_path / "out")]
     assert bench_static.parse_args(students + common + ["--seeds", "42,43"]).seeds == [42, 43]
@@ -588,6 +590,16 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
     ("benchmark.py", ["--tasks", "rt,conll,bbc", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv not found (and 11 more)"),
     ("benchmark.py", ["--out", "{samples}/sentiment_test.csv", "--report-only"], "is a file, not a folder"),
+    ("benchmark.py", ["--out", "{tmp}/out", "--report-only"], "holds no benchmark run"),  # an all-missing report
+    ("benchmark.py", ["--tasks", "rt,rt", "--report-only"], "--tasks names rt twice"),
+    ("benchmark.py", ["--students", "lstmm", "--report-only"], "lstmm is no student of any task"),
+    ("benchmark.py", ["--tasks", "rt,conll", "--students", "lstm", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "--students leaves conll no student"),  # not after its teachers, at its first student's stage (an IndexError)
+    ("benchmark.py", ["--model2vec-python", "{tmp}/python", "--report-only"], "python: no such executable"),
+    ("benchmark.py", ["--model2vec-python", "{python}", "--data", "{tmp}", "--out", "{tmp}/out"],
+     "not a Python with model2vec"),  # said at the static student's peers, hours in, as a traceback of that Python
+    ("bench_static.py", ["{tmp}", "--train", "t.csv", "--dev", "d.csv", "--test", "e.csv", "--out", "{tmp}/out",
+                         "--model2vec-python", "{python}"], "not a Python with model2vec"),
     ("bench_zero_shot.py", ["--dataset", "rt", "--data", "{tmp}", "--out", "{tmp}/out"],
      "rotten_tomatoes/train.csv: file not found"),
     ("bench_zero_shot.py", ["--dataset", "bbc", "--epochs", "0", "--out", "{tmp}/out"], "--epochs must be at least 1"),
@@ -608,7 +620,7 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
 def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp_path):
     """Every script's entry point (`distill.errors.run_script`, or argparse for its own arguments): a wrong path or
     number is one line on stderr and exit status 2, never a traceback, and nothing is written."""
-    argv = [arg.format(tmp=tmp_path, samples=SAMPLES) for arg in argv]
+    argv = [arg.format(tmp=tmp_path, samples=SAMPLES, python=sys.executable) for arg in argv]
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *argv], capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert done.returncode == 2, done.stderr
@@ -757,3 +769,294 @@ def test_processes_started_together_for_other_tasks_each_record_their_segment(tm
         thread.join()
     [segment] = read_json(path)["segments"]
     assert sorted(segment["tasks"]) == ["bbc", "conll", "rt"]
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("machine.json", "[1, 2]", "machine.json: holds a list, not the JSON object the benchmark writes"),
+    ("machine.json", '{"cpu": "x', "machine.json: not valid JSON"),
+    ("segments.json", "[]", "segments.json: holds a list"),
+    ("segments.json", '{"started": "2025-01-01"}', "segments.json: has no 'segments'"),
+    ("segments.json", '{"segments": {"commit": "abc"}}', "segments.json: its 'segments' are not a list"),
+    ("segments.json", '{"segments": [{"commit": "abc"}]}', "started, commit, tasks; edited?"),
+    ("rt/tfidf.json", '"0.8"', "tfidf.json: holds a string"),
+    ("rt/speed.json", '{"threads": 1, "models": {}}', "speed.json: has no 'examples_b32'"),
+    ("rt/lstm/train_summary.json", '{"parameters": 10}', "train_summary.json: has no 'history'"),
+])
+def test_a_stored_record_not_as_the_benchmark_wrote_it_is_one_line_naming_it(name, text, message, bench_data,
+                                                                              tmp_path, monkeypatch):
+    """A stage's record, segments.json or a model's summary edited, cut short or written by older code: a re-render
+    says which file and what to do, in one line, and writes no report; a resumed run says so before any stage runs
+    (it said nothing until the report, hours later). Each was a traceback (a list's AttributeError, a KeyError)."""
+    out, report = tmp_path / "out", tmp_path / "report" / "b.md"
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(text)
+    (out / "rt" / "lstm" / "test_metrics.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "rt" / "lstm" / "test_metrics.json").write_text('{"accuracy": 0.8}')
+    common = ["--out", str(out), "--tasks", "rt", "--students", "lstm", "--report", str(report)]
+    with pytest.raises(DistillError, match=re.escape(message)):
+        benchmark.main(common + ["--report-only"])
+    assert not report.parent.exists()
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a stage ran")
+    for stage in (benchmark.Stage.run, benchmark.Bench.search, benchmark.Bench.speed, benchmark.Bench.onnx_teacher):
+        monkeypatch.setattr(benchmark.Stage if stage is benchmark.Stage.run else benchmark.Bench, stage.__name__, ran)
+    monkeypatch.setattr(benchmark, "machine", lambda *args: {})  # not measured: the stored records are the point
+    monkeypatch.setattr(benchmark, "tfidf_baseline", ran)
+    if name.startswith("rt/lstm/"):  # a model's summary is read when its stage is skipped, as each stage's record
+        monkeypatch.setattr(benchmark.Bench, "teacher_stage", lambda *args: None)
+    elif name.startswith("rt/"):
+        monkeypatch.setattr(benchmark.Bench, "teacher_stage", lambda *args: None)
+        monkeypatch.setattr(benchmark.Bench, "model_stage", lambda *args: None)
+    with pytest.raises(DistillError, match=re.escape(message)):
+        benchmark.main(common + ["--data", str(bench_data), "--no-ensemble", "--search-trials", "0"])
+    assert not report.parent.exists()
+
+
+@pytest.mark.parametrize("text, message", [("[]", "index.json: holds a list"), ('{"a": ', "index.json: not valid JSON"),
+                                           ('{"out/rt/teacher": ["abc"]}', "index.json: not a teacher store's index")])
+def test_a_teacher_store_index_not_as_the_benchmark_wrote_it_is_one_line(text, message, bench_data, tmp_path):
+    """--teachers' index.json edited or cut short: one line naming it before any teacher is trained or copied (a
+    list was an AttributeError's traceback, and a digest that is no string compared as never equal)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / benchmark.TEACHER_INDEX).write_text(text)
+    bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / "out"),
+                                                  "--teachers", str(store)]))
+    data = bench_data / "rotten_tomatoes"
+    with pytest.raises(DistillError, match=re.escape(message)):
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher",
+                            42)
+    assert not (bench.out / "rt").exists()
+
+
+def small_model(folder: Path) -> Path:
+    """A model directory in no time: an untrained small static student of the sentiment samples."""
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    data = read_classification(str(SAMPLES / "sentiment_train.csv"))
+    build_student(student_config("static", embedding_dim=8), LabelHierarchy.from_labels(list(data["label"]), None),
+                  list(data["text"])).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("report, message", [
+    ("{data}/rotten_tomatoes/train.csv", "train.csv: is an input of this command"),
+    ("{model}/README.md", "README.md: is a file of the model"),
+    ("{model}/report.md", "report.md: lies in the model directory"),
+    ("{tmp}/report.json", "report.json: the report is Markdown, with its JSON beside it"),
+    ("{tmp}/notes.md", "notes.md: exists and is not a report of this benchmark"),
+    ("{tmp}/kept.md", "kept.json: exists and is not a report of this benchmark"),
+])
+def test_a_report_path_over_an_input_a_model_or_a_file_not_a_report_is_refused(report, message, bench_data, tmp_path):
+    """--report over the data, a model's README (its checksum then failed), a name ending in .json (the Markdown
+    and its JSON one file), a file of the user's, or one whose JSON name is one: one line before any stage, and
+    nothing written (each was replaced by the report, or the report's JSON)."""
+    from tests.conftest import snapshot
+    data = tmp_path / "data"
+    shutil.copytree(bench_data, data)
+    model = small_model(tmp_path / "model")
+    (tmp_path / "notes.md").write_text("my notes\n")
+    (tmp_path / "kept.json").write_text('{"mine": 1}\n')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "machine.json").write_text("{}")
+    before = snapshot(tmp_path)
+    report = report.format(data=data, model=model, tmp=tmp_path)
+    for mode in (["--report-only"], []):
+        with pytest.raises(DistillError, match=re.escape(message)):
+            benchmark.main(["--out", str(tmp_path / "out"), "--data", str(data), "--tasks", "rt", "--report", report,
+                            *mode])
+        assert snapshot(tmp_path) == before
+
+
+def test_bench_export_refuses_a_report_in_a_model(bench_data, tmp_path):
+    """bench_export.py --report in a model's folder (its README.md, whose checksum the card holds): one line before
+    any export (the export section was appended to it, and the model failed its check)."""
+    import bench_export
+    from tests.conftest import snapshot
+    model = small_model(tmp_path / "model")
+    before = snapshot(tmp_path)
+    with pytest.raises(DistillError, match=re.escape("README.md: is a file of the model")):
+        bench_export.main([str(model), "--data", str(bench_data), "--out", str(tmp_path / "out"),
+                           "--report", str(model / "README.md")])
+    assert snapshot(tmp_path) == before
+
+
+def test_a_teacher_is_checked_against_its_own_record_not_the_store_alone(bench_data, tiny_classifier_teacher, tmp_path,
+                                                                         monkeypatch, capsys):
+    """The store's index is one record of a teacher, its own summary another: a finished teacher at the output that
+    the store does not know (another --teachers, or its index.json removed) trained on other data is refused (it was
+    used, and recorded as this data's), and a stored teacher whose folder now holds another one (folders moved) is
+    not copied (it was: a seed-42 teacher became the seed-43 run's)."""
+    from distill.io import file_sha256
+    trained = []
+
+    def train(stage, env, resume=False, overwrite=False):  # the tiny teacher, recorded as trained as `stage` says
+        trained.append(stage.output)
+        shutil.copytree(tiny_classifier_teacher, stage.output, dirs_exist_ok=True)
+        summary = read_json(stage.done)
+        summary["training"]["seed"] = stage.options["seed"]
+        summary["inputs"].update({name: file_sha256(stage.options[name]) for name in ("train", "dev")})
+        stage.done.write_text(json.dumps(summary))
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    data = bench_data / "rotten_tomatoes"
+
+    def teacher(out: str, store: str = "store", dev: Path = data / "dev.csv", seed: int = 42) -> Path:
+        bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / out),
+                                                      "--teachers", str(tmp_path / store)]))
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", dev, bench.out / "rt" / "teacher", seed)
+        return bench.out / "rt" / "teacher"
+
+    first = teacher("a")
+    changed = tmp_path / "dev.csv"
+    changed.write_text((data / "dev.csv").read_text() + "a new review,positive\n")
+    index = tmp_path / "other-store" / benchmark.TEACHER_INDEX
+    with pytest.raises(SystemExit, match="a teacher of other data or settings than this run's"):
+        teacher("a", store="other-store", dev=changed)
+    assert not index.exists() and trained == [first]
+    assert teacher("a", store="other-store") == first and trained == [first]  # its own data: kept, and recorded
+    assert str(first) in read_json(index)
+    second = teacher("c", seed=43)
+    shutil.rmtree(second)
+    shutil.copytree(first, second)  # the seed-43 run's folder now holds the seed-42 teacher
+    capsys.readouterr()
+    assert teacher("d", seed=43) in trained and "reuse" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option, folder", [("--out", "{model}"), ("--out", "{model}/bench"), ("--teachers", "{model}"),
+                                            ("--out", "{encoder}/bench")])
+def test_an_output_folder_in_a_model_or_an_input_is_refused(option, folder, bench_data, tiny_encoder_dir, tmp_path):
+    """--out or --teachers in a model's folder (its stage records, models and the store's index.json were written
+    among the model's files) or in the teacher's encoder: one line before anything is written."""
+    from tests.conftest import snapshot
+    model = small_model(tmp_path / "model")
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, encoder)
+    before = snapshot(tmp_path)
+    options = {"--out": str(tmp_path / "out"), "--report": str(tmp_path / "report.md"), "--encoder": str(encoder),
+               option: folder.format(model=model, encoder=encoder)}
+    with pytest.raises(DistillError, match="lies in the model directory|lies in .*encoder, an input"):
+        benchmark.main(["--data", str(bench_data), "--tasks", "rt", *(w for item in options.items() for w in item)])
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"counts"', '{"unlabeled/news.txt": 3', ""])
+def test_get_data_takes_a_manifest_it_cannot_read_for_none(text, tmp_path):
+    """scripts/get_data.py's MANIFEST.json edited into a list or a string, or cut short: no counts known (each step
+    checks its files and remakes them), as for invalid JSON; a list or string was a traceback after the first step."""
+    import get_data
+    (tmp_path / "MANIFEST.json").write_text(text)
+    manifest = get_data.Manifest(tmp_path / "MANIFEST.json")
+    assert manifest.get("unlabeled/news.txt") is None
+    manifest.set("rt_split_seed", 13)
+    assert read_json(tmp_path / "MANIFEST.json") == {"rt_split_seed": 13}
+
+
+def test_bench_static_says_which_kept_model2vec_record_it_cannot_read(tmp_path):
+    """OUT/model2vec-train.json (the kept record of model2vec's training) cut short or edited into a list: one line
+    naming it, before model2vec's environment is started (it was a JSONDecodeError's or AttributeError's
+    traceback)."""
+    import argparse
+
+    import bench_static
+    (tmp_path / bench_static.M2V_MODEL).mkdir()
+    args = argparse.Namespace(out=str(tmp_path), seed=42)
+    for text, message in (('{"seed": 4', "not valid JSON"), ("[42]", "holds a list")):
+        (tmp_path / f"{bench_static.M2V_MODEL}-train.json").write_text(text)
+        with pytest.raises(DistillError, match=re.escape(f"model2vec-train.json: {message}")):
+            bench_static.trained_model2vec(str(tmp_path / "no-python"), args)
+
+
+def test_processes_started_together_for_other_tasks_each_record_their_teacher(bench_data, tmp_path, monkeypatch):
+    """Processes started together, one a task, with one teacher store: each finished teacher is added to the index
+    under its lock, as the segments are (three read it before any had written it, and the last to write kept its
+    teacher alone: the others were trained again by a run under another --out)."""
+    import threading
+    import time
+    start = threading.Barrier(3)
+    monkeypatch.setattr(benchmark.Stage, "run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(benchmark.Bench, "reuse_teacher", lambda *args: None)
+    real_index = benchmark.Bench.teacher_index
+
+    def slow_index(self) -> dict:  # the moment between reading the index and writing it, made long
+        index = real_index(self)
+        time.sleep(0.3)
+        return index
+
+    monkeypatch.setattr(benchmark.Bench, "teacher_index", slow_index)
+    store = tmp_path / "store"
+    data = bench_data / "rotten_tomatoes"
+
+    def start_task(task: str) -> None:
+        bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / task),
+                                                      "--teachers", str(store)]))
+        start.wait()
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "teacher", 42)
+
+    threads = [threading.Thread(target=start_task, args=(task,)) for task in ("rt", "conll", "bbc")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(Path(folder).parent.name for folder in read_json(store / benchmark.TEACHER_INDEX)) == \
+        ["bbc", "conll", "rt"]
+
+
+def test_a_subset_killed_while_written_leaves_none_to_be_taken_for_whole(bench_data, tmp_path, monkeypatch):
+    """--quick's subsets are used as they are once they exist: one killed while written must leave nothing (half a
+    training set was written in place, and every later run trained on it)."""
+    import csv
+    bench = benchmark.Bench(benchmark.parse_args(["--quick", "--quick-size", "20", "--data", str(bench_data),
+                                                  "--out", str(tmp_path / "out")]))
+    real_writer = csv.writer
+
+    def killed_writer(handle, *args, **kwargs):
+        class Killed:
+            def writerows(self, rows):
+                real_writer(handle).writerows(list(rows)[:3])
+                raise KeyboardInterrupt
+        return Killed()
+
+    monkeypatch.setattr(benchmark.csv, "writer", killed_writer)
+    with pytest.raises(KeyboardInterrupt):
+        bench.data("rt", "train")
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    monkeypatch.setattr(benchmark.csv, "writer", real_writer)
+    assert len(read_csv_rows(bench.data("rt", "train"))) == 21  # the header and 20 rows
+
+
+def read_csv_rows(path: Path) -> list[list[str]]:
+    import csv
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def test_a_search_record_of_trials_it_cannot_read_is_one_line(tmp_path):
+    """The search's trials.json (read for the seeds of the report's search rows) without its trials: one line naming
+    it, as every other record the report reads (a KeyError's traceback)."""
+    import bench_report
+    write_json_file(tmp_path / "rt" / "search.json",
+                    search_stage((4, "cnn", [0.8, 0.79], 0.8), (0, "lstm", [0.79], 0.79)))
+    write_json_file(tmp_path / "rt" / "search" / "trials.json", {"rows": []})
+    specs = {"rt": {**benchmark.TASKS["rt"], "ensemble": False, "search": True, "seed": 42}}
+    with pytest.raises(DistillError, match=re.escape("trials.json: has no 'trials'")):
+        bench_report.collect(tmp_path, specs)
+
+
+def test_bench_multitask_reuses_a_model_only_of_this_runs_data(tmp_path):
+    """bench_multitask.py reuses a trained model when run again: one whose own record says it learnt from other data
+    (a run with another --limit or --data at the same --out) is refused in one line, not reported as this run's."""
+    import bench_multitask
+    from distill.io import file_sha256
+    model = small_model(tmp_path / "model")
+    recorded = {"train": file_sha256(SAMPLES / "sentiment_train.csv"), "dev": None}  # None: not recorded
+    (model / "train_summary.json").write_text(json.dumps({"inputs": recorded}))
+    ran = []
+    same = {"train": SAMPLES / "sentiment_train.csv", "dev": SAMPLES / "sentiment_dev.csv"}
+    assert bench_multitask.trained(model, ran.append, same) == model and ran == []
+    with pytest.raises(DistillError, match=re.escape("model: a model of other train than this run's")):
+        bench_multitask.trained(model, ran.append, {**same, "train": SAMPLES / "sentiment_test.csv"})
+    assert ran == []
