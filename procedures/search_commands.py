@@ -75,8 +75,8 @@ def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, s
                         test=test_path, threads=threads, device=env.device, data=data, progress=env.progress,
                         **dataclasses.asdict(settings))
     summary = result.report
-    states = ", ".join(f"{count} {state}" for state, count in summary["states"].items()) or "no"
-    report(f"search: {states} trials ({summary['wall_seconds']:.0f} s here); table {output}/trials.md, "
+    states = ", ".join(f"{count} {state}" for state, count in summary["states"].items()) or "none"
+    report(f"search: trials {states} ({summary['wall_seconds']:.0f} s here); table {output}/trials.md, "
            f"plot {output}/trials.png, every trial in {output}/trials.json")
     best = summary["best"]
     if best is None:
