@@ -43,6 +43,9 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
                 splits[model.task] = read_split(data_path, model.task, data)
             check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
         except DistillError as err:
+            if not splits:  # the data's fault (an empty file, a blank text): no model has read it
+                raise
+            # labels this model does not know, or data that other models read and this one's task cannot
             raise DistillError(f"model {directory}: {err}") from None
         warn_if_learnt_from(directory, data_path, splits[model.task][0])
         models.append((str(directory), model))
