@@ -367,6 +367,23 @@ def test_the_choice_is_the_best_mean_over_reseeded_runs(finished_search):
     assert best["mean_dev"] >= report["default"]["mean_dev"]
 
 
+def test_reseed_top_0_chooses_on_each_trials_own_run_though_the_study_holds_reseeded_runs():
+    """--reseed-top 0 is "the best single run": a study resumed with it after a run with reseeding chose on the
+    means over the reseeded runs all the same."""
+    from distill.student_search import choose_best
+    from distill.student_search.report import add_seed_means, best_default
+
+    def record(number, dev, reseed_of=None, default=None):
+        return {"number": number, "state": "complete", "within_budget": True, "reseed_of": reseed_of,
+                "dev_score": dev, "latency_ms": 1.0, "default": default}
+    records = [record(0, 0.80, default="lstm"), record(1, 0.82), record(2, 0.70, reseed_of=1),
+               record(3, 0.81, reseed_of=0)]
+    add_seed_means(records)  # trial 0: mean 0.805; trial 1: 0.76
+    assert choose_best(records, 1)["number"] == 0
+    assert choose_best(records, 0)["number"] == 1
+    assert best_default(records, 0)["number"] == 0
+
+
 def test_a_search_writes_its_trials_table_plot_and_best_model(finished_search):
     report = read_report(finished_search)
     trials = search_trials(report)

@@ -84,21 +84,24 @@ def add_seed_means(records: list[dict]) -> None:
             record["mean_dev"] = sum(record["dev_scores"]) / len(record["dev_scores"])
 
 
-def _best_mean(pool: list[dict]) -> dict | None:
-    return max(pool, key=lambda r: (r.get("mean_dev", r["dev_score"]), -r["latency_ms"]), default=None)
+def _best(pool: list[dict], on_mean: bool) -> dict | None:
+    """The best of `pool` on its mean dev score over its seeds (`on_mean`), or on its own run's (no reseeding: a
+    study resumed with --reseed-top 0 chooses so, though it holds reseeded runs); the faster of a tie."""
+    return max(pool, key=lambda r: (r.get("mean_dev", r["dev_score"]) if on_mean else r["dev_score"],
+                                    -r["latency_ms"]), default=None)
 
 
 def choose_best(records: list[dict], reseed_top: int = 0) -> dict | None:
     """The trial within the budget with the highest mean dev score over its seeds (`add_seed_means`) among
     `reseed_candidates`, or, without reseeding, the highest dev score; the faster of a tie."""
-    return _best_mean(reseed_candidates(records, reseed_top) if reseed_top else _fits(records))
+    return _best(reseed_candidates(records, reseed_top) if reseed_top else _fits(records), bool(reseed_top))
 
 
 def best_default(records: list[dict], reseed_top: int = 0) -> dict | None:
     """The default student's trial that `choose_best` weighs against the others (with reseeding: the one
     reseeded, so both means are over as many seeds): what the search must beat."""
     pool = reseed_candidates(records, reseed_top) if reseed_top else _fits(records)
-    return _best_mean([r for r in pool if r["default"] is not None])
+    return _best([r for r in pool if r["default"] is not None], bool(reseed_top))
 
 
 def _describe(settings: dict | None) -> str:
