@@ -136,7 +136,12 @@ def run_model2vec(python: str, stage: str, args) -> dict:
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"model2vec stage {stage} failed ({python}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    try:
+        return json.loads(last)
+    except ValueError:  # nothing printed, or not its record last: one line, not json's traceback
+        raise SystemExit(f"model2vec stage {stage} ({python}) ended without its JSON record as the last line of its "
+                         f"output (it ended {last[-200:]!r})") from None
 
 
 def trained_model2vec(python: str, args) -> dict:

@@ -575,6 +575,20 @@ def test_bench_static_takes_one_student_per_seed_in_the_seeds_order(tmp_path, ca
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("printed", ["", "done\n"])
+def test_a_model2vec_stage_that_ends_without_its_record_is_one_line(printed, tmp_path):
+    """A model2vec stage's record is the last line it prints: one that printed nothing was an IndexError."""
+    import types
+    import bench_static
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nprintf '{printed}'\n")
+    python.chmod(0o755)
+    args = types.SimpleNamespace(train="t.csv", dev="d.csv", test="e.csv", out=str(tmp_path), threads=1, seed=42)
+    with pytest.raises(SystemExit, match=r"model2vec stage model2vec-train \(.*python\) ended without its JSON "
+                                         r"record as the last line of its output"):
+        bench_static.run_model2vec(str(python), "model2vec-train", args)
+
+
 @pytest.mark.parametrize("script, argv, message", [
     ("throughput.py", ["{tmp}/missing", "--data", "{samples}/sentiment_test.csv"], "missing: model directory not found"),
     ("throughput.py", ["{tmp}", "--data", "{samples}/sentiment_test.csv", "--rounds", "0"], "--rounds must be at least 1"),
