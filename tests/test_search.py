@@ -678,7 +678,7 @@ def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_ag
     truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
     copied from it, and named with its damaged file."""
     teacher = read_report(finished_search)["search"]["teacher"]
-    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=1)  # as it chose: no run
     for damage, message in (("distill.json", r"there is no distill.json"),
                             ("model.safetensors", r"model.safetensors: corrupted or truncated")):
         copy = tmp_path / damage
@@ -959,6 +959,45 @@ def test_two_processes_share_one_study(tiny_classifier_teacher, tmp_path):
     assert len({t["process"] for t in trials}) == 2
     reseeded = report["trials"][2]
     assert (reseeded["reseed_of"], reseeded["seed"]) == (report["reseeding"]["candidates"][0], 43)
+
+
+def test_the_next_step_is_decided_on_one_reading_of_the_study():
+    """Two processes, trial 0 (lstm, dev 0.567) done, trial 1 (cnn, 0.583) running in the other: the study was read
+    twice for one decision, and the other process's trial finished in between was running in one reading (no
+    reseeding candidate) and complete in the other (nothing left to wait for), so the lstm was reseeded, not the
+    best trial. The decision is taken on the reading it is given, and reads the study no more."""
+    import datetime
+    import optuna
+    from distill.student_search import study as study_module
+    from distill.student_search.trial import Budget, Job
+
+    def trial(number, student, state, dev=None):
+        attrs = {"default": student, "settings": {"student": student}, "folder": f"trials/{number:04d}",
+                 "seconds": 1.0}
+        if dev is not None:
+            attrs.update(measured={"latency_ms": 1.0, "size_mb": 0.1}, dev={"score": dev, "metric": "accuracy"})
+        return optuna.trial.FrozenTrial(
+            number=number, state=state, value=dev, datetime_start=datetime.datetime.now(),
+            datetime_complete=datetime.datetime.now() if dev is not None else None, params={}, distributions={},
+            user_attrs=attrs, system_attrs={}, intermediate_values={}, trial_id=number + 1)
+
+    class Study:  # the study another process changes: read only through the decision's argument
+        enqueued: list = []
+
+        def get_trials(self, deepcopy=True):
+            raise AssertionError("the decision read the study again")
+
+        def enqueue_trial(self, params, user_attrs):
+            self.enqueued.append(user_attrs)
+
+    job = Job.__new__(Job)
+    job.budget, job.time_budget, job.reseed_top, job.seeds, job.seed = Budget(), None, 1, 1, 42
+    states = optuna.trial.TrialState
+    running = [trial(0, "lstm", states.COMPLETE, 0.567), trial(1, "cnn", states.RUNNING)]
+    assert study_module._next_trial(Study(), job, 2, running) == ("wait", None) and Study.enqueued == []
+    done = [running[0], trial(1, "cnn", states.COMPLETE, 0.583)]
+    assert study_module._next_trial(Study(), job, 2, done) == ("ask", None)
+    assert [(attrs["reseed_of"], attrs["seed"]) for attrs in Study.enqueued] == [(1, 43)]
 
 
 @pytest.fixture

@@ -220,11 +220,13 @@ def _reseeding(trial) -> bool:
     return "reseed_of" in trial.user_attrs
 
 
-def _next_trial(study, job: Job, trials: int, records: list[dict]) -> tuple[str, Any]:
+def _next_trial(study, job: Job, trials: int, held: list) -> tuple[str, Any]:
     """What this process does next: ("ask", None) after queuing what the study should run next (a default
     student not yet tried, or a reseeded run), ("wait", None) while other processes finish the search trials
-    that reseeding needs, or ("stop", why)."""
-    held = study.get_trials(deepcopy=False)
+    that reseeding needs, or ("stop", why). Decided on `held`, one reading of the study's trials: read twice, a
+    trial another process finished in between was complete in one and running in the other, and the best trial
+    so far (running in the first) was passed over for reseeding (the two-process test, once, under load)."""
+    records = [trial_record(t, job.budget) for t in held]
     searched = [t for t in held if not _reseeding(t)]
     states = [t.state.name for t in searched]
     finished, running = states.count("COMPLETE") + states.count("PRUNED"), states.count("RUNNING")
@@ -280,13 +282,13 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
         while timeout is None or time.monotonic() - started < timeout:
             with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
                 optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
-                records = [trial_record(t, job.budget) for t in study.get_trials(deepcopy=False)]
-                step, why = _next_trial(study, job, trials, records)
+                held = study.get_trials(deepcopy=False)
+                step, why = _next_trial(study, job, trials, held)
                 if step == "stop":
                     return why
                 if step == "ask":
                     # seeded by the trials held: a resumed or joining process draws anew, not the first trials'
-                    study.sampler = optuna.samplers.TPESampler(seed=(job.seed + len(records)) % 2**32)
+                    study.sampler = optuna.samplers.TPESampler(seed=(job.seed + len(held)) % 2**32)
                     trial = study.ask()
             if step == "wait":
                 time.sleep(WAIT_SECONDS)
