@@ -35,6 +35,14 @@ class LabelNames:
                     raise DistillError(f"{option('--labels', 'labels')} describes {other} and {name} alike "
                                        f"({words!r}): each label needs words of its own")
 
+    def require_named(self, path: str, labels: list[str], labels_option: str) -> None:
+        """Every label of the labelled file `path` (`labels`) is one of these, else one line naming the rest:
+        the label set is this one, and nothing else can be scored or shown (`labels_option`: how the caller
+        gives these names)."""
+        unknown = sorted(set(labels) - set(self.names))
+        if unknown:
+            raise DistillError(f"{path}: has labels that {labels_option} does not name: {', '.join(unknown[:5])}")
+
     def description(self, name: str) -> str:
         """The first description of `name`: the words a prompt uses for it."""
         return self.descriptions[self.names.index(name)][0]

@@ -155,9 +155,7 @@ def build_prompt(source: str | Path) -> Prompt:
     if settings.labels is not None:
         names = parse_labels(settings.labels)
         for path, found in ((settings.shots_from, gold), (labels_from, seen)):
-            unknown = sorted(set(found) - set(names.names))
-            if unknown:
-                raise DistillError(f"{path}: has labels that {labels_option} does not name: {', '.join(unknown[:5])}")
+            names.require_named(path, found, labels_option)
     elif seen:
         names = parse_labels(sorted(set(seen)))
         unknown = sorted(set(gold) - set(names.names))
