@@ -99,6 +99,33 @@ def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsy
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
 
 
+@pytest.mark.parametrize("template, shots, message", [
+    ("Text: {text}\nLabel: {label}", 0, "{label} is no placeholder of a prompt template ({text}, {labels}, {examples})"),
+    ("{examples}{examples}Text: {text}\nLabel:", 2, "a prompt template holds {examples} at most once, found 2"),
+    (None, 1000, "--shots 1000: FILE has 240 labelled examples, so the prompt cannot show 1000: give at most 240"),
+])
+def test_a_prompt_mistake_is_refused_before_any_output(tiny_causal_lm, tmp_path, capsys, template, shots, message):
+    """Was: "{label}" (for "{labels}") and a second "{examples}" went to the model as they are written, and --shots
+    past the file's examples showed all of them in silence (fewer than asked)."""
+    train = SAMPLES / "sentiment_train.csv"
+    args = ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output", tmp_path / "out.jsonl",
+            "--labels", "negative,positive", "--shots-from", train, "--shots", str(shots or 1)]
+    if template is not None:
+        (tmp_path / "prompt.txt").write_text(template)
+        args += ["--prompt", tmp_path / "prompt.txt"]
+    named = f"{tmp_path / 'prompt.txt'}: " if template else ""
+    assert refused(args, capsys) == f"error: {named}{message.replace('FILE', str(train))}"
+    assert list(tmp_path.iterdir()) == ([tmp_path / "prompt.txt"] if template else [])
+
+
+def test_a_prompt_file_s_byte_order_mark_is_not_part_of_the_prompt(tmp_path):
+    """Was: Notepad's byte-order mark, U+FEFF, began every prompt the model was asked."""
+    from distill.models.prompt import build_prompt, prompt_settings
+    (tmp_path / "prompt.txt").write_bytes("\ufeffReview: {text}\nSentiment:".encode("utf-8"))
+    with prompt_settings(labels="negative,positive", template=str(tmp_path / "prompt.txt")):
+        assert build_prompt("teacher").prefix == "Review: "
+
+
 def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
     """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
     with --overwrite, in every command that writes a file."""

@@ -22,6 +22,7 @@ import contextvars
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,7 @@ DEFAULT_TEMPLATE = "Classify the text as one of: {labels}.\n\n{examples}Text: {t
 CONTENT_FREE = "N/A"  # the content-free input of contextual calibration (Zhao et al. 2021)
 SERVED_PREFIXES = ("openai:", "systemone:")  # `distill.models.served`: a model behind an HTTP endpoint
 PLACEHOLDERS = ("{text}", "{labels}", "{examples}")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")  # a word in braces: meant as a placeholder
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def _template(settings: PromptSettings) -> tuple[str, str]:
         return DEFAULT_TEMPLATE, "the default prompt"
     path = Path(settings.template)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Notepad's) is no word of the prompt
     except (OSError, UnicodeDecodeError) as error:
         raise DistillError(f"{settings.template}: cannot read the prompt template ({type(error).__name__})") from None
     return text.rstrip("\n"), str(settings.template)
@@ -172,6 +174,16 @@ def build_prompt(source: str | Path) -> Prompt:
     if template.count("{text}") != 1:
         raise DistillError(f"{named}: a prompt template holds {{text}} exactly once (where each text goes), "
                            f"found {template.count('{text}')}")
+    unknown = next((f"{{{name}}}" for name in PLACEHOLDER.findall(template) if f"{{{name}}}" not in PLACEHOLDERS), None)
+    if unknown is not None:  # "{label}" for "{labels}": it would be sent to the model as it is
+        raise DistillError(f"{named}: {unknown} is no placeholder of a prompt template ({', '.join(PLACEHOLDERS)})")
+    if template.count("{examples}") > 1:
+        raise DistillError(f"{named}: a prompt template holds {{examples}} at most once, found "
+                           f"{template.count('{examples}')}")
+    if settings.shots > len(texts):  # fewer examples than asked would be shown in silence
+        raise DistillError(f"{option('--shots', 'shots')} {settings.shots}: {settings.shots_from} has "
+                           f"{len(texts)} labelled examples, so the prompt cannot show {settings.shots}: "
+                           f"give at most {len(texts)}")
     if settings.shots and "{examples}" not in template:
         raise DistillError(f"{named}: has no {{examples}}, where {option('--shots', 'shots')} puts its examples")
     if template.find("{examples}") > template.find("{text}"):
