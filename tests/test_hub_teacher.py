@@ -282,6 +282,26 @@ def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, capsys, hf_classi
     assert "missing model.safetensors: a causal language model is read from safetensors weights" in err
 
 
+@pytest.mark.parametrize("model_type", ["internlm2", None])
+def test_a_causal_lm_transformers_does_not_build_is_not_called_a_non_classifier(tiny_causal_lm, tmp_path, capsys,
+                                                                                model_type):
+    """A causal LM of custom code (or whose config lost its model_type) is refused as that, everywhere, before any
+    output; was: 'is a LlamaForCausalLM (a causal language model); distill takes a transformers sequence or token
+    classifier', of a kind distill takes."""
+    folder = shutil.copytree(tiny_causal_lm, tmp_path / "custom")
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("model_type") if model_type is None else config.update(model_type=model_type)
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in (kd_args(folder, tmp_path / "run"), ["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output",
+                                                     tmp_path / "m.json"], ["export", folder, "--output", tmp_path / "x"]):
+        assert refused(capsys, *args) == (
+            f"error: {folder}: is a LlamaForCausalLM, a causal language model of a class transformers does not build "
+            f"for model type {model_type!r} (custom code, which distill never runs, or a config.json without its "
+            "model_type); distill takes a causal language model that transformers builds itself, or a transformers "
+            "sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["custom"]
+
+
 def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier, tmp_path, capsys, caplog, cache):
     with caplog.at_level(logging.WARNING, logger="distill"):
         err = refused(capsys, *kd_args(hf_generic, tmp_path / "run"))

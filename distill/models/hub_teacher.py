@@ -36,6 +36,7 @@ logger = logging.getLogger("distill")
 
 TASKS = {"ForSequenceClassification": "classification", "ForTokenClassification": "tagging"}
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
+CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 EXPECTED = "a transformers sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)"
 
 
@@ -50,8 +51,6 @@ def source_task(source: str | Path) -> str:
 
 def _what(architecture: str) -> str:
     """What a model of `architecture` is, for a refusal."""
-    if architecture.endswith(("ForCausalLM", "LMHeadModel")):
-        return "a causal language model"
     if architecture.endswith("ForMaskedLM"):
         return "a masked language model"
     if architecture.endswith("Model"):
@@ -74,6 +73,11 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     architecture = architectures[0]
     if architecture == DistillTeacherForSequenceClassification.__name__ and model_type == "distilbert":
         return "classification", DistillTeacherForSequenceClassification
+    if architecture.endswith(CAUSAL_LM_SUFFIXES):  # else a causal LM teacher (`distill.models.causal_lm`) took it
+        raise DistillError(f"{source}: is a {architecture}, a causal language model of a class transformers does not "
+                           f"build for model type {model_type!r} (custom code, which distill never runs, or a "
+                           f"{CONFIG_FILE} without its model_type); distill takes a causal language model that "
+                           f"transformers builds itself, or {EXPECTED}")
     suffix = next((suffix for suffix in TASKS if architecture.endswith(suffix)), None)
     if suffix is None:
         raise DistillError(f"{source}: is a {architecture} ({_what(architecture)}); distill takes {EXPECTED}")
