@@ -302,6 +302,21 @@ def test_a_causal_lm_transformers_does_not_build_is_not_called_a_non_classifier(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["custom"]
 
 
+def test_the_fingerprint_holds_the_weights_transformers_loads(hf_classifier, tmp_path):
+    """A folder with model.safetensors and a shards index too: transformers loads model.safetensors. Was: the
+    fingerprint (the logit cache's key) held the index's shards, so new weights in model.safetensors kept the
+    old key and the cache gave the old model's logits."""
+    from distill.models.hub_files import source_fingerprint
+    folder = shutil.copytree(hf_classifier, tmp_path / "both")
+    (folder / "model-00001-of-00001.safetensors").write_bytes(b"a stale shard")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"classifier.weight": "model-00001-of-00001.safetensors"}}))
+    before = source_fingerprint(folder)
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[:-1] + bytes([weights[-1] ^ 1]))
+    assert source_fingerprint(folder) != before
+
+
 def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier, tmp_path, capsys, caplog, cache):
     with caplog.at_level(logging.WARNING, logger="distill"):
         err = refused(capsys, *kd_args(hf_generic, tmp_path / "run"))

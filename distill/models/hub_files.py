@@ -114,9 +114,10 @@ def local_folder(source: str | Path) -> Path:
 
 
 def model_files(folder: Path) -> list[str]:
-    """The files of `folder` the model is loaded from: config, safetensors weights, tokenizer files."""
+    """The files of `folder` the model is loaded from: config, safetensors weights (model.safetensors where there
+    is one, as transformers loads it before an index's shards), tokenizer files."""
     names = [CONFIG_FILE]
-    if (folder / SAFE_INDEX).is_file():
+    if (folder / SAFE_INDEX).is_file() and not (folder / SAFE_WEIGHTS).is_file():
         try:
             shards = sorted(set(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8"))["weight_map"].values()))
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
