@@ -35,6 +35,13 @@ class LabelNames:
                     raise DistillError(f"{option('--labels', 'labels')} describes {other} and {name} alike "
                                        f"({words!r}): each label needs words of its own")
 
+    @classmethod
+    def of_data(cls, labels: list[str]) -> "LabelNames":
+        """The labels a labelled file holds, each standing for itself: a label is read as it is written, never as
+        ``NAME=WORDS`` (``<=50K`` is a label, not ``<`` described as ``50K``)."""
+        names = tuple(sorted(set(labels)))
+        return cls(names, tuple((name,) for name in names))
+
     def require_named(self, path: str, labels: list[str], labels_option: str) -> None:
         """Every label of the labelled file `path` (`labels`) is one of these, else one line naming the rest:
         the label set is this one, and nothing else can be scored or shown (`labels_option`: how the caller

@@ -126,6 +126,19 @@ def test_a_prompt_file_s_byte_order_mark_is_not_part_of_the_prompt(tmp_path):
         assert build_prompt("teacher").prefix == "Review: "
 
 
+def test_labels_taken_from_data_are_read_as_written(tmp_path):
+    """A label set from labelled data (no --labels) is its labels as they are: was read as --labels text, so the
+    label '<=50K' became '<' described as '50K' (then 'was not seen in training', or the file 'has labels that
+    FILE has not', of itself)."""
+    from distill.models.prompt import build_prompt, prompt_settings
+    data = tmp_path / "income.csv"
+    data.write_text("text,label\nsenior engineer,>50K\npart-time cashier,<=50K\n")
+    with prompt_settings(shots=2, shots_from=str(data)):
+        prompt = build_prompt("teacher")
+    assert prompt.names == ("<=50K", ">50K") and prompt.verbalizers == (" <=50K", " >50K")
+    assert prompt.prefix.count("Label: <=50K\n") == prompt.prefix.count("Label: >50K\n") == 1
+
+
 def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
     """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
     with --overwrite, in every command that writes a file."""

@@ -148,7 +148,7 @@ def build_prompt(source: str | Path) -> Prompt:
     """The prompt a language-model teacher named `source` asks, from the current `prompt_settings`: its labels
     (``--labels``, else the labelled file's), its template, its few-shot examples. Refused in one line: no label
     set, a template without ``{text}`` (or ``{examples}`` when examples are asked for), examples without a file."""
-    from distill.label_names import parse_labels
+    from distill.label_names import LabelNames, parse_labels
     settings = current_settings()
     labels_option = option("--labels", "prompt_settings(labels=...)")
     texts, gold = _labelled_examples(settings.shots_from, settings)
@@ -159,7 +159,7 @@ def build_prompt(source: str | Path) -> Prompt:
         for path, found in ((settings.shots_from, gold), (labels_from, seen)):
             names.require_named(path, found, labels_option)
     elif seen:
-        names = parse_labels(sorted(set(seen)))
+        names = LabelNames.of_data(seen)
         unknown = sorted(set(gold) - set(names.names))
         if unknown:
             raise DistillError(f"{settings.shots_from}: has labels that {labels_from} has not: {', '.join(unknown[:5])}")
