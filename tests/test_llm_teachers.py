@@ -541,6 +541,30 @@ def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_p
     assert handler.seen[0] == 0 and not (tmp_path / "kd").exists()
 
 
+def test_an_openai_teacher_refuses_labels_whose_words_begin_alike_before_any_request(tmp_path, capsys):
+    """Scored by the answer's first token, 'very bad' and 'very good' got the same score for every text (a
+    uniform teacher, every request paid for); a System One question names each option whole, so it takes them."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: chat_answer(-0.3)),
+                                                   "seen": [0]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = refused(["pseudo-label", "--teacher", "openai:m", "--base-url",
+                        f"http://127.0.0.1:{server.server_port}/v1", "--labels", "negative=Very bad,positive=very good",
+                        "--input", UNLABELED, "--output", tmp_path / "out.jsonl"], capsys)
+    finally:
+        server.shutdown()
+    assert line == "error: openai:m: labels negative and positive begin with the same word ('very'), and an openai: " \
+                   "teacher scores a label by its answer's first token, which cannot tell them apart: give them " \
+                   "distinct first words (--labels NAME=WORDS,...)"
+    assert handler.seen[0] == 0 and list(tmp_path.iterdir()) == []
+    from distill.models.prompt import prompt_settings
+    from distill.models.served import load_served_teacher
+    with prompt_settings(labels="negative=very bad,positive=very good", base_url="http://127.0.0.1:9/v1"):
+        assert load_served_teacher("systemone:m").prompt.names == ("negative", "positive")
+
+
 def test_student_refuses_a_served_teacher_for_its_embeddings_in_the_kinds_words(tmp_path, capsys, monkeypatch):
     """It pointed at --base-url, then --random-embeddings: options `student` does not have."""
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
