@@ -139,6 +139,16 @@ def test_labels_taken_from_data_are_read_as_written(tmp_path):
     assert prompt.prefix.count("Label: <=50K\n") == prompt.prefix.count("Label: >50K\n") == 1
 
 
+def test_data_of_one_label_is_no_label_set(tiny_causal_lm, tmp_path, capsys):
+    """Was: '--labels needs at least two labels, got ['positive']', of an option not given."""
+    data = tmp_path / "positives.csv"
+    data.write_text("text,label\na moving film,positive\na fine cast,positive\n")
+    assert refused(["evaluate", tiny_causal_lm, data, "--output", tmp_path / "m.json"], capsys) == \
+        f"error: {data}: has one label only (positive), and a language-model teacher chooses between labels: give " \
+        "them all with --labels NAME,NAME,..."
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["positives.csv"]
+
+
 def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
     """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
     with --overwrite, in every command that writes a file."""

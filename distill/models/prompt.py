@@ -158,6 +158,9 @@ def build_prompt(source: str | Path) -> Prompt:
         names = parse_labels(settings.labels)
         for path, found in ((settings.shots_from, gold), (labels_from, seen)):
             names.require_named(path, found, labels_option)
+    elif len(set(seen)) == 1:  # not "--labels needs at least two labels", of an option not given
+        raise DistillError(f"{labels_from}: has one label only ({seen[0]}), and a language-model teacher chooses "
+                           f"between labels: give them all with {labels_option} NAME,NAME,...")
     elif seen:
         names = LabelNames.of_data(seen)
         unknown = sorted(set(gold) - set(names.names))
