@@ -317,6 +317,37 @@ def test_the_fingerprint_holds_the_weights_transformers_loads(hf_classifier, tmp
     assert source_fingerprint(folder) != before
 
 
+@pytest.mark.parametrize("id2label, message", [
+    ({"0": "negative", "2": "positive"}, "numbers its labels [0, 2], not 0 to 1, so an output of the model has no "
+                                         "label; restore the config from the model's source"),
+    ({"0": " ", "1": "positive"}, "gives output 0 no label name: name it in its config.json"),
+    ({"0": "positive", "1": "positive "}, "names 'positive' for two outputs, which could not be told apart: give "
+                                          "each output its own label"),
+])
+def test_an_id2label_that_does_not_name_each_output_once_is_refused(hf_classifier, tmp_path, capsys, id2label,
+                                                                    message):
+    """Was: a KeyError traceback at the first prediction (a number missing), a class named "" in the predictions,
+    or 'duplicate labels in [...]' naming no folder."""
+    folder = shutil.copytree(hf_classifier, tmp_path / "edited")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(id2label=id2label, label2id={name: int(index) for index, name in id2label.items()})
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in (["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json"],
+                 ["predict", folder, SAMPLES / "unlabeled_movies.txt"], kd_args(folder, tmp_path / "run")):
+        assert refused(capsys, *args) == f"error: {folder}: its config.json's id2label {message}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["edited"]
+
+
+def test_labels_are_read_without_the_blanks_around_them(hf_classifier, tmp_path):
+    """As a data file's labels are: 'positive ' was a label no gold file could spell."""
+    from distill.models import load_model
+    folder = shutil.copytree(hf_classifier, tmp_path / "spaced")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(id2label={"0": "negative ", "1": " positive"}, label2id={"negative ": 0, " positive": 1})
+    (folder / "config.json").write_text(json.dumps(config))
+    assert load_model(folder).hierarchy.labels == ["negative", "positive"]
+
+
 def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier, tmp_path, capsys, caplog, cache):
     with caplog.at_level(logging.WARNING, logger="distill"):
         err = refused(capsys, *kd_args(hf_generic, tmp_path / "run"))

@@ -87,6 +87,7 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     if mapping.get(model_type) != architecture:
         raise DistillError(f"{source}: is a {architecture}, which transformers does not build for model type "
                            f"{model_type!r} (a class of custom code, which distill never runs); distill takes {EXPECTED}")
+    _check_id2label(source, config)
     problem = config.get("problem_type")
     one_output = len(config.get("id2label") or "ab") == 1 and task == "classification"
     if problem in ("multi_label_classification", "regression") or one_output and problem is None:
@@ -96,6 +97,31 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     return task, transformers.AutoModelForSequenceClassification if task == "classification" \
         else transformers.AutoModelForTokenClassification
 
+
+
+def _check_id2label(source: str | Path, config: dict) -> None:
+    """A config's ``id2label`` names each of the model's outputs, 0 to N-1, once, with a label that shows something
+    (blanks around it aside, as a data file's are): else one line, not a KeyError at the first prediction, a class
+    named "" or two outputs of one name."""
+    id2label = config.get("id2label")
+    if id2label is None:
+        return  # transformers' generic LABEL_0, LABEL_1 (warned of when it loads)
+    where = f"{source}: its {CONFIG_FILE}'s id2label"
+    try:
+        labels = {int(index): str(name).strip() for index, name in id2label.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise DistillError(f"{where} is not a JSON object of output number: label name") from None
+    if sorted(labels) != list(range(len(labels))):
+        raise DistillError(f"{where} numbers its labels {sorted(labels)[:8]}, not 0 to {len(labels) - 1}, so an "
+                           "output of the model has no label; restore the config from the model's source")
+    unnamed = next((index for index in sorted(labels) if not labels[index]), None)
+    if unnamed is not None:
+        raise DistillError(f"{where} gives output {unnamed} no label name: name it in its {CONFIG_FILE}")
+    names = [labels[index] for index in sorted(labels)]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise DistillError(f"{where} names {twice!r} for two outputs, which could not be told apart: give each "
+                           "output its own label")
 
 
 def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, type, list[str]]:
@@ -190,7 +216,7 @@ class TransformersTeacher(ReadsSubWords, LabelModel):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
-        labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+        labels = [str(model.config.id2label[index]).strip() for index in range(model.config.num_labels)]
         self.hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
             LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
         self.config = TransformersReading(task, source, max_length_of(model, tokenizer))
