@@ -149,6 +149,20 @@ def test_data_of_one_label_is_no_label_set(tiny_causal_lm, tmp_path, capsys):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["positives.csv"]
 
 
+def test_a_tokenizer_that_knows_only_its_special_tokens_is_refused(tiny_causal_lm, tmp_path, capsys):
+    """As a transformers classifier's is; was: a RuntimeError traceback from the model (every text and label read
+    as no token at all)."""
+    folder = shutil.copytree(tiny_causal_lm, tmp_path / "stub")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["model"].update(vocab={token: index for token, index in tokenizer["model"]["vocab"].items() if index < 3},
+                              merges=[])
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert refused(["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json"], capsys) == \
+        f"error: {folder}: cannot load its tokenizer (its vocabulary holds only its 3 special tokens, so every word " \
+        "would read as [UNK]); save the tokenizer beside the model: tokenizer.save_pretrained(DIR)"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["stub"]
+
+
 def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
     """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
     with --overwrite, in every command that writes a file."""

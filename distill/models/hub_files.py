@@ -75,6 +75,15 @@ def require_vocabulary(source: str | Path, folder: Path) -> None:
                            "tokenizer.save_pretrained(DIR)")
 
 
+def require_words(source: str | Path, tokenizer) -> None:
+    """A loaded tokenizer knows more than its special tokens, else one line: with its vocabulary lost (a stub
+    tokenizer.json), every word reads as [UNK] or as no token at all."""
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
+                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
+                           "model: tokenizer.save_pretrained(DIR)")
+
+
 def folder_config(folder: Path) -> dict | None:
     """The folder's config.json as a dict, or None where there is none that reads as one."""
     try:

@@ -30,7 +30,7 @@ from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       cannot_load, files_fingerprint, folder_config, is_transformers_source,
                                       load_whole_model, local_folder, model_files, quiet_transformers,
-                                      require_vocabulary)
+                                      require_vocabulary, require_words)
 
 logger = logging.getLogger("distill")
 
@@ -160,10 +160,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     except Exception as error:  # files it cannot read
         raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)",
                           error) from None
-    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
-        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
-                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
-                           "model: tokenizer.save_pretrained(DIR)")
+    require_words(source, tokenizer)
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
