@@ -111,6 +111,22 @@ def test_a_label_without_a_name_or_named_twice_is_refused(tmp_path, labels, reco
     assert str(error.value).startswith(f"{path}:2: {message}")
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_in_a_jsonl_file_is_said_so(tmp_path, capsys, indent):
+    """Was: 'each JSONL line must be an object' (on one line) or 'invalid JSON (Expecting value)' (indented)."""
+    records = [{"text": "a fine film", "probs": {"negative": 0.2, "positive": 0.8}}]
+    (tmp_path / "soft.jsonl").write_text(json.dumps(records, indent=indent))
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", tmp_path / "soft.jsonl", "--train", SAMPLES / "sentiment_train.csv",
+                   "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'soft.jsonl'}:1: holds a JSON array, not JSON " \
+                                              "lines: write one JSON object per line (or name the file .json)"
+    assert not (tmp_path / "student").exists()
+    (tmp_path / "soft.json").write_text(json.dumps(records, indent=indent))  # as the message says
+    from distill.data import read_soft_labels
+    assert read_soft_labels(tmp_path / "soft.json", ["negative", "positive"]).probabilities == [[0.2, 0.8]]
+
+
 def test_label_and_confidence_spread_the_rest_and_conflicts_are_refused(tmp_path):
     from distill import DataError, SoftLabels
     path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": "b", "confidence": 0.6},
