@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distill.data.checks import _check_visible
 from distill.errors import DistillError, option
 
 
@@ -72,6 +73,8 @@ def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
         if not name or not all(texts):
             raise DistillError(f"{option('--labels', 'labels')}: {item!r} is not NAME or NAME=DESCRIPTION "
                                "(several descriptions joined by '|')")
+        for words in (name, *texts):  # a zero-width space pasted alone: a label that shows nothing, as data's is refused
+            _check_visible(option("--labels", "labels"), words, f"the label {item!r}", None)
         names.append(name)
         descriptions.append(texts)
     return LabelNames(tuple(names), tuple(descriptions))
