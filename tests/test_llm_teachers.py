@@ -139,6 +139,18 @@ def test_labels_taken_from_data_are_read_as_written(tmp_path):
     assert prompt.prefix.count("Label: <=50K\n") == prompt.prefix.count("Label: >50K\n") == 1
 
 
+def test_two_spellings_of_a_label_in_the_data_are_refused_as_the_data_s(tmp_path):
+    """Was: 'labels describes Positive and positive alike', of an option not given."""
+    from distill import DistillError
+    from distill.models.prompt import build_prompt, prompt_settings
+    data = tmp_path / "cased.csv"
+    data.write_text("text,label\na moving film,Positive\na fine cast,positive\na dull plot,negative\n")
+    with prompt_settings(labels_from=str(data)), pytest.raises(DistillError) as error:
+        build_prompt("teacher")
+    assert str(error.value) == f"{data}: labels 'Positive' and 'positive' differ only in case, spacing, Unicode " \
+                               "form, invisible characters or number format; spell each label one way"
+
+
 def test_data_of_one_label_is_no_label_set(tiny_causal_lm, tmp_path, capsys):
     """Was: '--labels needs at least two labels, got ['positive']', of an option not given."""
     data = tmp_path / "positives.csv"

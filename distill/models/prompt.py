@@ -162,6 +162,8 @@ def build_prompt(source: str | Path) -> Prompt:
         raise DistillError(f"{labels_from}: has one label only ({seen[0]}), and a language-model teacher chooses "
                            f"between labels: give them all with {labels_option} NAME,NAME,...")
     elif seen:
+        from distill.labels import build_hierarchy
+        build_hierarchy("classification", seen, None, labels_from)  # two spellings of a label: the data's one rule
         names = LabelNames.of_data(seen)
         unknown = sorted(set(gold) - set(names.names))
         if unknown:
