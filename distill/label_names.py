@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distill.data.checks import _check_visible
 from distill.errors import DistillError, option
 
 
@@ -35,6 +36,21 @@ class LabelNames:
                     raise DistillError(f"{option('--labels', 'labels')} describes {other} and {name} alike "
                                        f"({words!r}): each label needs words of its own")
 
+    @classmethod
+    def of_data(cls, labels: list[str]) -> "LabelNames":
+        """The labels a labelled file holds, each standing for itself: a label is read as it is written, never as
+        ``NAME=WORDS`` (``<=50K`` is a label, not ``<`` described as ``50K``)."""
+        names = tuple(sorted(set(labels)))
+        return cls(names, tuple((name,) for name in names))
+
+    def require_named(self, path: str, labels: list[str], labels_option: str) -> None:
+        """Every label of the labelled file `path` (`labels`) is one of these, else one line naming the rest:
+        the label set is this one, and nothing else can be scored or shown (`labels_option`: how the caller
+        gives these names)."""
+        unknown = sorted(set(labels) - set(self.names))
+        if unknown:
+            raise DistillError(f"{path}: has labels that {labels_option} does not name: {', '.join(unknown[:5])}")
+
     def description(self, name: str) -> str:
         """The first description of `name`: the words a prompt uses for it."""
         return self.descriptions[self.names.index(name)][0]
@@ -57,6 +73,8 @@ def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
         if not name or not all(texts):
             raise DistillError(f"{option('--labels', 'labels')}: {item!r} is not NAME or NAME=DESCRIPTION "
                                "(several descriptions joined by '|')")
+        for words in (name, *texts):  # a zero-width space pasted alone: a label that shows nothing, as data's is refused
+            _check_visible(option("--labels", "labels"), words, f"the label {item!r}", None)
         names.append(name)
         descriptions.append(texts)
     return LabelNames(tuple(names), tuple(descriptions))

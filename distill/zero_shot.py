@@ -60,6 +60,7 @@ def zero_shot_teacher(labels: str | LabelNames | list[str], encoder: str = "mini
     dev_set = None
     if dev is not None:
         dev_set = labelled_examples(dev, "classification", data, "dev")
+        names.require_named(dev_set.where, dev_set.labels, option("--labels", "labels"))  # not "seen in training"
         check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
     started = time.perf_counter()
     with runtime(env.precision, env.threads, env.progress):

@@ -282,6 +282,72 @@ def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, capsys, hf_classi
     assert "missing model.safetensors: a causal language model is read from safetensors weights" in err
 
 
+@pytest.mark.parametrize("model_type", ["internlm2", None])
+def test_a_causal_lm_transformers_does_not_build_is_not_called_a_non_classifier(tiny_causal_lm, tmp_path, capsys,
+                                                                                model_type):
+    """A causal LM of custom code (or whose config lost its model_type) is refused as that, everywhere, before any
+    output; was: 'is a LlamaForCausalLM (a causal language model); distill takes a transformers sequence or token
+    classifier', of a kind distill takes."""
+    folder = shutil.copytree(tiny_causal_lm, tmp_path / "custom")
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("model_type") if model_type is None else config.update(model_type=model_type)
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in (kd_args(folder, tmp_path / "run"), ["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output",
+                                                     tmp_path / "m.json"], ["export", folder, "--output", tmp_path / "x"]):
+        assert refused(capsys, *args) == (
+            f"error: {folder}: is a LlamaForCausalLM, a causal language model of a class transformers does not build "
+            f"for model type {model_type!r} (custom code, which distill never runs, or a config.json without its "
+            "model_type); distill takes a causal language model that transformers builds itself, or a transformers "
+            "sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["custom"]
+
+
+def test_the_fingerprint_holds_the_weights_transformers_loads(hf_classifier, tmp_path):
+    """A folder with model.safetensors and a shards index too: transformers loads model.safetensors. Was: the
+    fingerprint (the logit cache's key) held the index's shards, so new weights in model.safetensors kept the
+    old key and the cache gave the old model's logits."""
+    from distill.models.hub_files import source_fingerprint
+    folder = shutil.copytree(hf_classifier, tmp_path / "both")
+    (folder / "model-00001-of-00001.safetensors").write_bytes(b"a stale shard")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"classifier.weight": "model-00001-of-00001.safetensors"}}))
+    before = source_fingerprint(folder)
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[:-1] + bytes([weights[-1] ^ 1]))
+    assert source_fingerprint(folder) != before
+
+
+@pytest.mark.parametrize("id2label, message", [
+    ({"0": "negative", "2": "positive"}, "numbers its labels [0, 2], not 0 to 1, so an output of the model has no "
+                                         "label; restore the config from the model's source"),
+    ({"0": " ", "1": "positive"}, "gives output 0 no label name: name it in its config.json"),
+    ({"0": "positive", "1": "positive "}, "names 'positive' for two outputs, which could not be told apart: give "
+                                          "each output its own label"),
+])
+def test_an_id2label_that_does_not_name_each_output_once_is_refused(hf_classifier, tmp_path, capsys, id2label,
+                                                                    message):
+    """Was: a KeyError traceback at the first prediction (a number missing), a class named "" in the predictions,
+    or 'duplicate labels in [...]' naming no folder."""
+    folder = shutil.copytree(hf_classifier, tmp_path / "edited")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(id2label=id2label, label2id={name: int(index) for index, name in id2label.items()})
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in (["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json"],
+                 ["predict", folder, SAMPLES / "unlabeled_movies.txt"], kd_args(folder, tmp_path / "run")):
+        assert refused(capsys, *args) == f"error: {folder}: its config.json's id2label {message}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["edited"]
+
+
+def test_labels_are_read_without_the_blanks_around_them(hf_classifier, tmp_path):
+    """As a data file's labels are: 'positive ' was a label no gold file could spell."""
+    from distill.models import load_model
+    folder = shutil.copytree(hf_classifier, tmp_path / "spaced")
+    config = json.loads((folder / "config.json").read_text())
+    config.update(id2label={"0": "negative ", "1": " positive"}, label2id={"negative ": 0, " positive": 1})
+    (folder / "config.json").write_text(json.dumps(config))
+    assert load_model(folder).hierarchy.labels == ["negative", "positive"]
+
+
 def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier, tmp_path, capsys, caplog, cache):
     with caplog.at_level(logging.WARNING, logger="distill"):
         err = refused(capsys, *kd_args(hf_generic, tmp_path / "run"))

@@ -19,3 +19,12 @@ def test_names_and_descriptions_are_read_in_order_and_written_back():
 def test_bad_label_lists_are_refused(text):
     with pytest.raises(DistillError):
         parse_labels(text)
+
+
+@pytest.mark.parametrize("text, shown", [("\u200b,positive", "'\\u200b'"), ("negative=bad,positive=\u200b", "'positive=\\u200b'")])
+def test_a_label_or_words_that_show_nothing_are_refused(text, shown):
+    """A zero-width space pasted alone was a label (or words) that shows nothing, where data's labels are refused so."""
+    with pytest.raises(DistillError) as error:
+        parse_labels(text)
+    assert str(error.value) == f"labels: the label {shown} is only U+200B ZERO WIDTH SPACE, which shows nothing " \
+                               "(pasted from a web page or a word processor?): give it visible text, or remove it"

@@ -99,6 +99,82 @@ def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsy
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.part").exists()
 
 
+@pytest.mark.parametrize("template, shots, message", [
+    ("Text: {text}\nLabel: {label}", 0, "{label} is no placeholder of a prompt template ({text}, {labels}, {examples})"),
+    ("{examples}{examples}Text: {text}\nLabel:", 2, "a prompt template holds {examples} at most once, found 2"),
+    (None, 1000, "--shots 1000: FILE has 240 labelled examples, so the prompt cannot show 1000: give at most 240"),
+])
+def test_a_prompt_mistake_is_refused_before_any_output(tiny_causal_lm, tmp_path, capsys, template, shots, message):
+    """Was: "{label}" (for "{labels}") and a second "{examples}" went to the model as they are written, and --shots
+    past the file's examples showed all of them in silence (fewer than asked)."""
+    train = SAMPLES / "sentiment_train.csv"
+    args = ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output", tmp_path / "out.jsonl",
+            "--labels", "negative,positive", "--shots-from", train, "--shots", str(shots or 1)]
+    if template is not None:
+        (tmp_path / "prompt.txt").write_text(template)
+        args += ["--prompt", tmp_path / "prompt.txt"]
+    named = f"{tmp_path / 'prompt.txt'}: " if template else ""
+    assert refused(args, capsys) == f"error: {named}{message.replace('FILE', str(train))}"
+    assert list(tmp_path.iterdir()) == ([tmp_path / "prompt.txt"] if template else [])
+
+
+def test_a_prompt_file_s_byte_order_mark_is_not_part_of_the_prompt(tmp_path):
+    """Was: Notepad's byte-order mark, U+FEFF, began every prompt the model was asked."""
+    from distill.models.prompt import build_prompt, prompt_settings
+    (tmp_path / "prompt.txt").write_bytes("\ufeffReview: {text}\nSentiment:".encode("utf-8"))
+    with prompt_settings(labels="negative,positive", template=str(tmp_path / "prompt.txt")):
+        assert build_prompt("teacher").prefix == "Review: "
+
+
+def test_labels_taken_from_data_are_read_as_written(tmp_path):
+    """A label set from labelled data (no --labels) is its labels as they are: was read as --labels text, so the
+    label '<=50K' became '<' described as '50K' (then 'was not seen in training', or the file 'has labels that
+    FILE has not', of itself)."""
+    from distill.models.prompt import build_prompt, prompt_settings
+    data = tmp_path / "income.csv"
+    data.write_text("text,label\nsenior engineer,>50K\npart-time cashier,<=50K\n")
+    with prompt_settings(shots=2, shots_from=str(data)):
+        prompt = build_prompt("teacher")
+    assert prompt.names == ("<=50K", ">50K") and prompt.verbalizers == (" <=50K", " >50K")
+    assert prompt.prefix.count("Label: <=50K\n") == prompt.prefix.count("Label: >50K\n") == 1
+
+
+def test_two_spellings_of_a_label_in_the_data_are_refused_as_the_data_s(tmp_path):
+    """Was: 'labels describes Positive and positive alike', of an option not given."""
+    from distill import DistillError
+    from distill.models.prompt import build_prompt, prompt_settings
+    data = tmp_path / "cased.csv"
+    data.write_text("text,label\na moving film,Positive\na fine cast,positive\na dull plot,negative\n")
+    with prompt_settings(labels_from=str(data)), pytest.raises(DistillError) as error:
+        build_prompt("teacher")
+    assert str(error.value) == f"{data}: labels 'Positive' and 'positive' differ only in case, spacing, Unicode " \
+                               "form, invisible characters or number format; spell each label one way"
+
+
+def test_data_of_one_label_is_no_label_set(tiny_causal_lm, tmp_path, capsys):
+    """Was: '--labels needs at least two labels, got ['positive']', of an option not given."""
+    data = tmp_path / "positives.csv"
+    data.write_text("text,label\na moving film,positive\na fine cast,positive\n")
+    assert refused(["evaluate", tiny_causal_lm, data, "--output", tmp_path / "m.json"], capsys) == \
+        f"error: {data}: has one label only (positive), and a language-model teacher chooses between labels: give " \
+        "them all with --labels NAME,NAME,..."
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["positives.csv"]
+
+
+def test_a_tokenizer_that_knows_only_its_special_tokens_is_refused(tiny_causal_lm, tmp_path, capsys):
+    """As a transformers classifier's is; was: a RuntimeError traceback from the model (every text and label read
+    as no token at all)."""
+    folder = shutil.copytree(tiny_causal_lm, tmp_path / "stub")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["model"].update(vocab={token: index for token, index in tokenizer["model"]["vocab"].items() if index < 3},
+                              merges=[])
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert refused(["evaluate", folder, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "m.json"], capsys) == \
+        f"error: {folder}: cannot load its tokenizer (its vocabulary holds only its 3 special tokens, so every word " \
+        "would read as [UNK]); save the tokenizer beside the model: tokenizer.save_pretrained(DIR)"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["stub"]
+
+
 def test_no_output_overwrites_the_prompt_or_its_examples(tiny_causal_lm, tmp_path, capsys):
     """--prompt and --shots-from are inputs of the command as its data is: an output over one is refused, even
     with --overwrite, in every command that writes a file."""
@@ -499,6 +575,30 @@ def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_p
     assert "the teacher must be distill's transformer teacher or a transformer student, not openai:m " \
            "(ServedTeacher)" in line
     assert handler.seen[0] == 0 and not (tmp_path / "kd").exists()
+
+
+def test_an_openai_teacher_refuses_labels_whose_words_begin_alike_before_any_request(tmp_path, capsys):
+    """Scored by the answer's first token, 'very bad' and 'very good' got the same score for every text (a
+    uniform teacher, every request paid for); a System One question names each option whole, so it takes them."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: chat_answer(-0.3)),
+                                                   "seen": [0]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        line = refused(["pseudo-label", "--teacher", "openai:m", "--base-url",
+                        f"http://127.0.0.1:{server.server_port}/v1", "--labels", "negative=Very bad,positive=very good",
+                        "--input", UNLABELED, "--output", tmp_path / "out.jsonl"], capsys)
+    finally:
+        server.shutdown()
+    assert line == "error: openai:m: labels negative and positive begin with the same word ('very'), and an openai: " \
+                   "teacher scores a label by its answer's first token, which cannot tell them apart: give them " \
+                   "distinct first words (--labels NAME=WORDS,...)"
+    assert handler.seen[0] == 0 and list(tmp_path.iterdir()) == []
+    from distill.models.prompt import prompt_settings
+    from distill.models.served import load_served_teacher
+    with prompt_settings(labels="negative=very bad,positive=very good", base_url="http://127.0.0.1:9/v1"):
+        assert load_served_teacher("systemone:m").prompt.names == ("negative", "positive")
 
 
 def test_student_refuses_a_served_teacher_for_its_embeddings_in_the_kinds_words(tmp_path, capsys, monkeypatch):

@@ -93,6 +93,40 @@ def test_bad_records(tmp_path, record, message):
     assert str(error.value).startswith(f"{path}:2: ") and message in str(error.value)
 
 
+@pytest.mark.parametrize("labels", [None, ["negative", "positive"]])
+@pytest.mark.parametrize("record, message", [
+    ({"text": "x", "probs": {"": 0.5, "positive": 0.5}}, "an empty label in 'probs': name each label"),
+    ({"text": "x", "label": "  ", "confidence": 0.9}, "an empty label in 'label': name each label"),
+    ({"text": "x", "probs": {"negative": 0.5, "positive": 0.5, " positive": 0.5}},
+     "\"probs\" names the label 'positive' twice"),
+])
+def test_a_label_without_a_name_or_named_twice_is_refused(tmp_path, labels, record, message):
+    """Was: without a label set, "" became a label of the file's (a student with a class named ""); " positive"
+    beside "positive" replaced its probability in silence (the record above summed to 1 so)."""
+    from distill import DataError
+    from distill.data import read_soft_labels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "fine", "label": "negative", "confidence": 0.9}, record])
+    with pytest.raises(DataError) as error:
+        read_soft_labels(path, labels)
+    assert str(error.value).startswith(f"{path}:2: {message}")
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_in_a_jsonl_file_is_said_so(tmp_path, capsys, indent):
+    """Was: 'each JSONL line must be an object' (on one line) or 'invalid JSON (Expecting value)' (indented)."""
+    records = [{"text": "a fine film", "probs": {"negative": 0.2, "positive": 0.8}}]
+    (tmp_path / "soft.jsonl").write_text(json.dumps(records, indent=indent))
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", tmp_path / "soft.jsonl", "--train", SAMPLES / "sentiment_train.csv",
+                   "--dev", SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'soft.jsonl'}:1: holds a JSON array, not JSON " \
+                                              "lines: write one JSON object per line (or name the file .json)"
+    assert not (tmp_path / "student").exists()
+    (tmp_path / "soft.json").write_text(json.dumps(records, indent=indent))  # as the message says
+    from distill.data import read_soft_labels
+    assert read_soft_labels(tmp_path / "soft.json", ["negative", "positive"]).probabilities == [[0.2, 0.8]]
+
+
 def test_label_and_confidence_spread_the_rest_and_conflicts_are_refused(tmp_path):
     from distill import DataError, SoftLabels
     path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": "b", "confidence": 0.6},

@@ -173,6 +173,23 @@ def test_refusals_of_the_label_set_and_options(tiny_encoder_dir, tmp_path, capsy
         assert not out.exists()
 
 
+@pytest.mark.parametrize("labels, unknown", [("Negative=a bad film,Positive=a great film", "negative, positive"),
+                                             ("negative,positive,neutral", None), ("negative,neutral", "positive")])
+def test_dev_labels_that_the_label_names_do_not_name(tiny_encoder_dir, tmp_path, capsys, labels, unknown):
+    """Was: `label 'negative' is spelt 'Negative' in the training data` (or `was not seen in training`), of a teacher
+    that has no training data: its label set is --labels. A label --labels names and dev lacks is fine."""
+    out = tmp_path / "teacher"
+    capsys.readouterr()
+    status = run_cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", labels, "--dev",
+                     SAMPLES / "sentiment_dev.csv", "--output", out, "--quiet", "--max-length", "64")
+    err = capsys.readouterr().err
+    if unknown is None:
+        assert status == 0 and out.exists()
+        return
+    assert status == 2 and not out.exists()
+    assert err.strip() == f"error: {SAMPLES / 'sentiment_dev.csv'}: has labels that --labels does not name: {unknown}"
+
+
 def test_fit_temperature_finds_the_minimum():
     from distill.models.zero_shot import fit_temperature
     torch.manual_seed(0)

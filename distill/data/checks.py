@@ -152,9 +152,14 @@ def _parsed(path: str | Path, line: str, number: int | None) -> Any:
 
 
 def _json_lines(path: str | Path, text: str | None = None) -> Iterator[tuple[int, dict]]:
+    first = True
     for number, line in enumerate(_split_lines(_read_text(path) if text is None else text), 1):
         if not line.strip():
             continue
+        if first and line.lstrip().startswith("["):  # json.dumps(records, indent=2) of a whole list, in a .jsonl
+            raise DataError(str(path), "holds a JSON array, not JSON lines: write one JSON object per line (or name "
+                                       "the file .json)", number)
+        first = False
         record = _parsed(path, line, number)
         if not isinstance(record, dict):
             raise DataError(str(path), "each JSONL line must be an object", number)

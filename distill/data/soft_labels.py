@@ -45,7 +45,7 @@ def _soft_record_labels(path: str, record: dict, line: int) -> list[str]:
     if has_label:
         if "confidence" not in record:
             raise DataError(path, 'a record with "label" needs its "confidence" (the probability of that label)', line)
-        return [_label_text(path, record["label"], "label", line)]
+        return [_named_label(path, record["label"], "label", line)]
     if "confidence" in record:
         raise DataError(path, '"confidence" goes with "label"; a record with "probs" gives every probability', line)
     probs = record["probs"]
@@ -53,7 +53,19 @@ def _soft_record_labels(path: str, record: dict, line: int) -> list[str]:
         raise DataError(path, f'"probs" must be a JSON object of label: probability, got {_json_kind(probs)}', line)
     if not probs:
         raise DataError(path, '"probs" names no label: give each label\'s probability ({"positive": 0.9, ...})', line)
-    return [_label_text(path, name, "probs", line) for name in probs]
+    names = [_named_label(path, name, "probs", line) for name in probs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:  # " positive" and "positive": one probability would replace the other in silence
+        raise DataError(path, f'"probs" names the label {twice!r} twice: give each label one probability', line)
+    return names
+
+
+def _named_label(path: str, value: Any, field: str, line: int) -> str:
+    """A label a record names (`_label_text`), never an empty one: "" would become a label of its own."""
+    name = _label_text(path, value, field, line)
+    if not name:
+        raise DataError(path, f"an empty label in {field!r}: name each label", line)
+    return name
 
 
 def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,

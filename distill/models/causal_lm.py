@@ -28,7 +28,8 @@ from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, HUB, cannot_load, files_fingerprint, folder_config, load_whole_model,
-                                      local_folder, model_files, quiet_transformers, require_vocabulary)
+                                      local_folder, model_files, quiet_transformers, require_vocabulary,
+                                      require_words)
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
 logger = logging.getLogger("distill")
@@ -73,6 +74,7 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     except Exception as error:  # no tokenizer files, or files it cannot read
         raise cannot_load(source, "tokenizer", error) from None
+    require_words(source, tokenizer)
     model = load_whole_model(transformers.AutoModelForCausalLM, source, folder)
     teacher = CausalLMTeacher(model.eval(), tokenizer, prompt, str(source), files_fingerprint(folder, names))
     teacher.loaded_from = str(folder.resolve())

@@ -75,6 +75,15 @@ def require_vocabulary(source: str | Path, folder: Path) -> None:
                            "tokenizer.save_pretrained(DIR)")
 
 
+def require_words(source: str | Path, tokenizer) -> None:
+    """A loaded tokenizer knows more than its special tokens, else one line: with its vocabulary lost (a stub
+    tokenizer.json), every word reads as [UNK] or as no token at all."""
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
+                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
+                           "model: tokenizer.save_pretrained(DIR)")
+
+
 def folder_config(folder: Path) -> dict | None:
     """The folder's config.json as a dict, or None where there is none that reads as one."""
     try:
@@ -114,9 +123,10 @@ def local_folder(source: str | Path) -> Path:
 
 
 def model_files(folder: Path) -> list[str]:
-    """The files of `folder` the model is loaded from: config, safetensors weights, tokenizer files."""
+    """The files of `folder` the model is loaded from: config, safetensors weights (model.safetensors where there
+    is one, as transformers loads it before an index's shards), tokenizer files."""
     names = [CONFIG_FILE]
-    if (folder / SAFE_INDEX).is_file():
+    if (folder / SAFE_INDEX).is_file() and not (folder / SAFE_WEIGHTS).is_file():
         try:
             shards = sorted(set(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8"))["weight_map"].values()))
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):

@@ -30,12 +30,13 @@ from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       cannot_load, files_fingerprint, folder_config, is_transformers_source,
                                       load_whole_model, local_folder, model_files, quiet_transformers,
-                                      require_vocabulary)
+                                      require_vocabulary, require_words)
 
 logger = logging.getLogger("distill")
 
 TASKS = {"ForSequenceClassification": "classification", "ForTokenClassification": "tagging"}
 GENERIC_LABEL = re.compile(r"LABEL_\d+")
+CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 EXPECTED = "a transformers sequence or token classifier (...ForSequenceClassification or ...ForTokenClassification)"
 
 
@@ -50,8 +51,6 @@ def source_task(source: str | Path) -> str:
 
 def _what(architecture: str) -> str:
     """What a model of `architecture` is, for a refusal."""
-    if architecture.endswith(("ForCausalLM", "LMHeadModel")):
-        return "a causal language model"
     if architecture.endswith("ForMaskedLM"):
         return "a masked language model"
     if architecture.endswith("Model"):
@@ -74,6 +73,11 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     architecture = architectures[0]
     if architecture == DistillTeacherForSequenceClassification.__name__ and model_type == "distilbert":
         return "classification", DistillTeacherForSequenceClassification
+    if architecture.endswith(CAUSAL_LM_SUFFIXES):  # else a causal LM teacher (`distill.models.causal_lm`) took it
+        raise DistillError(f"{source}: is a {architecture}, a causal language model of a class transformers does not "
+                           f"build for model type {model_type!r} (custom code, which distill never runs, or a "
+                           f"{CONFIG_FILE} without its model_type); distill takes a causal language model that "
+                           f"transformers builds itself, or {EXPECTED}")
     suffix = next((suffix for suffix in TASKS if architecture.endswith(suffix)), None)
     if suffix is None:
         raise DistillError(f"{source}: is a {architecture} ({_what(architecture)}); distill takes {EXPECTED}")
@@ -83,6 +87,7 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     if mapping.get(model_type) != architecture:
         raise DistillError(f"{source}: is a {architecture}, which transformers does not build for model type "
                            f"{model_type!r} (a class of custom code, which distill never runs); distill takes {EXPECTED}")
+    _check_id2label(source, config)
     problem = config.get("problem_type")
     one_output = len(config.get("id2label") or "ab") == 1 and task == "classification"
     if problem in ("multi_label_classification", "regression") or one_output and problem is None:
@@ -92,6 +97,31 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     return task, transformers.AutoModelForSequenceClassification if task == "classification" \
         else transformers.AutoModelForTokenClassification
 
+
+
+def _check_id2label(source: str | Path, config: dict) -> None:
+    """A config's ``id2label`` names each of the model's outputs, 0 to N-1, once, with a label that shows something
+    (blanks around it aside, as a data file's are): else one line, not a KeyError at the first prediction, a class
+    named "" or two outputs of one name."""
+    id2label = config.get("id2label")
+    if id2label is None:
+        return  # transformers' generic LABEL_0, LABEL_1 (warned of when it loads)
+    where = f"{source}: its {CONFIG_FILE}'s id2label"
+    try:
+        labels = {int(index): str(name).strip() for index, name in id2label.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise DistillError(f"{where} is not a JSON object of output number: label name") from None
+    if sorted(labels) != list(range(len(labels))):
+        raise DistillError(f"{where} numbers its labels {sorted(labels)[:8]}, not 0 to {len(labels) - 1}, so an "
+                           "output of the model has no label; restore the config from the model's source")
+    unnamed = next((index for index in sorted(labels) if not labels[index]), None)
+    if unnamed is not None:
+        raise DistillError(f"{where} gives output {unnamed} no label name: name it in its {CONFIG_FILE}")
+    names = [labels[index] for index in sorted(labels)]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise DistillError(f"{where} names {twice!r} for two outputs, which could not be told apart: give each "
+                           "output its own label")
 
 
 def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, type, list[str]]:
@@ -130,10 +160,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     except Exception as error:  # files it cannot read
         raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)",
                           error) from None
-    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
-        raise DistillError(f"{source}: cannot load its tokenizer (its vocabulary holds only its {len(tokenizer)} "
-                           "special tokens, so every word would read as [UNK]); save the tokenizer beside the "
-                           "model: tokenizer.save_pretrained(DIR)")
+    require_words(source, tokenizer)
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
@@ -186,7 +213,7 @@ class TransformersTeacher(ReadsSubWords, LabelModel):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
-        labels = [str(model.config.id2label[index]) for index in range(model.config.num_labels)]
+        labels = [str(model.config.id2label[index]).strip() for index in range(model.config.num_labels)]
         self.hierarchy = LabelHierarchy(labels, None) if task == "classification" else \
             LabelHierarchy(labels, None, scheme=scheme_of_labels(labels))
         self.config = TransformersReading(task, source, max_length_of(model, tokenizer))

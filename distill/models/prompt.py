@@ -22,6 +22,7 @@ import contextvars
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,7 @@ DEFAULT_TEMPLATE = "Classify the text as one of: {labels}.\n\n{examples}Text: {t
 CONTENT_FREE = "N/A"  # the content-free input of contextual calibration (Zhao et al. 2021)
 SERVED_PREFIXES = ("openai:", "systemone:")  # `distill.models.served`: a model behind an HTTP endpoint
 PLACEHOLDERS = ("{text}", "{labels}", "{examples}")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")  # a word in braces: meant as a placeholder
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def _template(settings: PromptSettings) -> tuple[str, str]:
         return DEFAULT_TEMPLATE, "the default prompt"
     path = Path(settings.template)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Notepad's) is no word of the prompt
     except (OSError, UnicodeDecodeError) as error:
         raise DistillError(f"{settings.template}: cannot read the prompt template ({type(error).__name__})") from None
     return text.rstrip("\n"), str(settings.template)
@@ -146,7 +148,7 @@ def build_prompt(source: str | Path) -> Prompt:
     """The prompt a language-model teacher named `source` asks, from the current `prompt_settings`: its labels
     (``--labels``, else the labelled file's), its template, its few-shot examples. Refused in one line: no label
     set, a template without ``{text}`` (or ``{examples}`` when examples are asked for), examples without a file."""
-    from distill.label_names import parse_labels
+    from distill.label_names import LabelNames, parse_labels
     settings = current_settings()
     labels_option = option("--labels", "prompt_settings(labels=...)")
     texts, gold = _labelled_examples(settings.shots_from, settings)
@@ -155,11 +157,14 @@ def build_prompt(source: str | Path) -> Prompt:
     if settings.labels is not None:
         names = parse_labels(settings.labels)
         for path, found in ((settings.shots_from, gold), (labels_from, seen)):
-            unknown = sorted(set(found) - set(names.names))
-            if unknown:
-                raise DistillError(f"{path}: has labels that {labels_option} does not name: {', '.join(unknown[:5])}")
+            names.require_named(path, found, labels_option)
+    elif len(set(seen)) == 1:  # not "--labels needs at least two labels", of an option not given
+        raise DistillError(f"{labels_from}: has one label only ({seen[0]}), and a language-model teacher chooses "
+                           f"between labels: give them all with {labels_option} NAME,NAME,...")
     elif seen:
-        names = parse_labels(sorted(set(seen)))
+        from distill.labels import build_hierarchy
+        build_hierarchy("classification", seen, None, labels_from)  # two spellings of a label: the data's one rule
+        names = LabelNames.of_data(seen)
         unknown = sorted(set(gold) - set(names.names))
         if unknown:
             raise DistillError(f"{settings.shots_from}: has labels that {labels_from} has not: {', '.join(unknown[:5])}")
@@ -174,6 +179,16 @@ def build_prompt(source: str | Path) -> Prompt:
     if template.count("{text}") != 1:
         raise DistillError(f"{named}: a prompt template holds {{text}} exactly once (where each text goes), "
                            f"found {template.count('{text}')}")
+    unknown = next((f"{{{name}}}" for name in PLACEHOLDER.findall(template) if f"{{{name}}}" not in PLACEHOLDERS), None)
+    if unknown is not None:  # "{label}" for "{labels}": it would be sent to the model as it is
+        raise DistillError(f"{named}: {unknown} is no placeholder of a prompt template ({', '.join(PLACEHOLDERS)})")
+    if template.count("{examples}") > 1:
+        raise DistillError(f"{named}: a prompt template holds {{examples}} at most once, found "
+                           f"{template.count('{examples}')}")
+    if settings.shots > len(texts):  # fewer examples than asked would be shown in silence
+        raise DistillError(f"{option('--shots', 'shots')} {settings.shots}: {settings.shots_from} has "
+                           f"{len(texts)} labelled examples, so the prompt cannot show {settings.shots}: "
+                           f"give at most {len(texts)}")
     if settings.shots and "{examples}" not in template:
         raise DistillError(f"{named}: has no {{examples}}, where {option('--shots', 'shots')} puts its examples")
     if template.find("{examples}") > template.find("{text}"):

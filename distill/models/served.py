@@ -89,8 +89,26 @@ def load_served_teacher(source: str) -> "ServedTeacher":
         raise DistillError("a served teacher needs the openai client: pip install -e .[llm] (or pip install "
                            "openai)") from None
     url = base_url_of(source)
+    prompt = build_prompt(source)
+    if api == "openai":
+        require_distinct_first_words(source, prompt)
     client = openai.OpenAI(base_url=url, api_key=api_key() or "none", max_retries=RETRIES, timeout=TIMEOUT)
-    return ServedTeacher(client, api, model, url, build_prompt(source), settings.max_requests)
+    return ServedTeacher(client, api, model, url, prompt, settings.max_requests)
+
+
+def require_distinct_first_words(source: str, prompt: Prompt) -> None:
+    """An ``openai:`` teacher scores a label by the answer tokens that begin its words (`label_logprobs`): two
+    labels whose words begin with the same word ("very bad", "very good") get the same score for every text,
+    so they are refused in one line before any request."""
+    first: dict[str, str] = {}
+    for name, words in zip(prompt.names, prompt.verbalizers):
+        word = words.split()[0].casefold()
+        other = first.setdefault(word, name)
+        if other != name:
+            raise DistillError(f"{source}: labels {other} and {name} begin with the same word ({word!r}), and an "
+                               "openai: teacher scores a label by its answer's first token, which cannot tell them "
+                               f"apart: give them distinct first words ({option('--labels', 'prompt_settings(labels=...)')} "
+                               "NAME=WORDS,...)")
 
 
 def label_logprobs(top: Sequence[tuple[str, float]], verbalizers: Sequence[str]) -> list[float]:
