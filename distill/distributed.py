@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from typing import Any, Sequence
 
 import torch
@@ -45,8 +46,15 @@ def check_launch() -> None:
                            "for one process")
     size = int(os.environ["WORLD_SIZE"])
     _launch_number("RANK", f"a process number from 0 to {size - 1} (WORLD_SIZE={size})", size - 1)
-    _launch_number("MASTER_PORT", "a TCP port (1 to 65535)", 65535, low=1)
+    port = _launch_number("MASTER_PORT", "a TCP port (1 to 65535)", 65535, low=1)
     local_rank()
+    address = os.environ["MASTER_ADDR"]
+    try:  # else the rendezvous retries a name no resolver knows, a warning every few seconds, for half an hour
+        socket.getaddrinfo(address, port)
+    except (OSError, UnicodeError) as err:
+        reason = getattr(err, "strerror", None) or err
+        raise DistillError(f"MASTER_ADDR={address!r} is no address this machine can resolve ({reason}): start the run "
+                           "with torchrun, which sets it, or unset WORLD_SIZE for one process") from None
 
 
 def _launch_number(name: str, what: str, high: int | None = None, low: int = 0, default: str | None = None) -> int:

@@ -397,8 +397,11 @@ LAUNCHED = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "1
     ({**LAUNCHED, "LOCAL_RANK": "-1"}, "LOCAL_RANK='-1' is not a process number on this machine (0 or more)"),
     # a process that waited (half an hour, torch's default) for a group it could never join
     ({**LAUNCHED, "RANK": "2"}, "RANK='2' is not a process number from 0 to 1 (WORLD_SIZE=2)"),
+    # the rendezvous warned every few seconds that it could not resolve the name, for half an hour
+    ({**LAUNCHED, "MASTER_ADDR": "nohost.invalid"}, "MASTER_ADDR='nohost.invalid' is no address this machine can "
+                                                    "resolve ("),
 ], ids=["world-size-alone", "no-port", "not-a-number", "rank-not-a-number", "port-not-a-number",
-        "local-rank-negative", "rank-past-world-size"])
+        "local-rank-negative", "rank-past-world-size", "address-unknown"])
 def test_a_launch_environment_that_is_not_whole_is_one_line(environment, message, tmp_path):
     """WORLD_SIZE set by hand (or left by a job script) without torchrun's other variables was the rendezvous'
     traceback (`environment variable RANK expected, but not set`), and a WORLD_SIZE, RANK, LOCAL_RANK or MASTER_PORT
