@@ -96,6 +96,12 @@ class Callback:
         (`distill.outputs.check_written_folder`) before it writes anything."""
         return []
 
+    def stores(self) -> dict[Path, str]:
+        """What this callback writes on this machine besides its folders (a tracking store: an SQLite file, the folder
+        of MLflow's file store), each with how an error names it: the run checks each under the output rule too,
+        before it writes anything (never an input, nor in another model's folder)."""
+        return {}
+
     def on_train_stop(self, error: BaseException) -> None:
         """The run stopped before its end: by `error` (an ``Exception``), or interrupted (Ctrl-C's
         ``KeyboardInterrupt``, the CLI's SIGTERM: not an ``Exception``). Close what the run opened; the
@@ -311,6 +317,24 @@ class MLflowCallback(Callback):
             reason = getattr(err, "reason", None) or err
             raise DistillError(f"MLflow's tracking server {shown_url(uri)} does not answer ({reason}): start it, or "
                                f"set {self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
+
+    def stores(self) -> dict[Path, str]:
+        """The store on this machine that MLflow writes: an SQLite file, or a file store's folder (a path or
+        file:PATH); none for a server. An SQLite URL naming no file is refused when the run opens it (`_reach`)."""
+        uri = self._uri()
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme.split("+")[0] == "sqlite":
+            try:
+                path = sqlite_database(uri)
+            except ValueError:
+                return {}
+        elif parts.scheme == "file":
+            path = Path(urllib.request.url2pathname(parts.path))
+        elif parts.scheme == "" and uri:
+            path = Path(uri)
+        else:
+            return {}
+        return {path: f"MLflow's tracking store {path} ({self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')})"}
 
     def _open_sqlite(self, uri: str) -> None:
         """Open the SQLite file `uri` names once, as MLflow will (its folder made if missing)."""

@@ -50,8 +50,13 @@ def _unique_keys(pairs: list[tuple[Any, Any]], path: str | os.PathLike,
     return found
 
 
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
 def _yaml_loader(path: str | os.PathLike, spelling: Callable | None):
-    """PyYAML's safe loader, refusing a key given twice (which it would silently keep the last of)."""
+    """PyYAML's safe loader, refusing a key given twice (which it would silently keep the last of). A plain
+    2024-01-01 stays the text written: no option takes a date (`seed: 2024-01-01` is refused as its flag's
+    text is, not by int()'s traceback), and a folder may be named so (`output: 2024-01-01`)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -60,6 +65,8 @@ def _yaml_loader(path: str | os.PathLike, spelling: Callable | None):
                      for key, value in node.value]
             return _unique_keys(pairs, path, spelling)
 
+    Loader.yaml_implicit_resolvers = {first: [(tag, pattern) for tag, pattern in resolvers if tag != TIMESTAMP_TAG]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
     return Loader
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from typing import Any, Sequence
 
 import torch
@@ -43,6 +44,29 @@ def check_launch() -> None:
                            f"{'is' if len(missing) == 1 else 'are'} not set: start it with torchrun "
                            f"(torchrun --nproc-per-node {size} -m procedures.cli ...), or unset WORLD_SIZE "
                            "for one process")
+    size = int(os.environ["WORLD_SIZE"])
+    _launch_number("RANK", f"a process number from 0 to {size - 1} (WORLD_SIZE={size})", size - 1)
+    port = _launch_number("MASTER_PORT", "a TCP port (1 to 65535)", 65535, low=1)
+    local_rank()
+    address = os.environ["MASTER_ADDR"]
+    try:  # else the rendezvous retries a name no resolver knows, a warning every few seconds, for half an hour
+        socket.getaddrinfo(address, port)
+    except (OSError, UnicodeError) as err:
+        reason = getattr(err, "strerror", None) or err
+        raise DistillError(f"MASTER_ADDR={address!r} is no address this machine can resolve ({reason}): start the run "
+                           "with torchrun, which sets it, or unset WORLD_SIZE for one process") from None
+
+
+def _launch_number(name: str, what: str, high: int | None = None, low: int = 0, default: str | None = None) -> int:
+    """A whole number a launcher sets in the environment (RANK, LOCAL_RANK, MASTER_PORT), checked from `low` to
+    `high`: junk set by hand is one line, not the rendezvous' int() traceback, and a rank past WORLD_SIZE is not
+    a process that waits for a group it can never join."""
+    value = os.environ.get(name, default)
+    if value is None or not value.strip().isdigit() or not low <= int(value) <= (high if high is not None
+                                                                                  else int(value)):
+        raise DistillError(f"{name}={value!r} is not {what}: start the run with torchrun, which sets it, or unset "
+                           "WORLD_SIZE for one process")
+    return int(value)
 
 
 def active() -> bool:
@@ -58,7 +82,8 @@ def world_size() -> int:
 
 
 def local_rank() -> int:
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    """This process's number on its machine (torchrun's LOCAL_RANK; 0 unset)."""
+    return _launch_number("LOCAL_RANK", "a process number on this machine (0 or more)", default="0")
 
 
 def is_main() -> bool:

@@ -131,31 +131,33 @@ def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.
 
 
 def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
-                         output: str | os.PathLike | None = None, within: str | None = None) -> None:
+                         output: str | os.PathLike | None = None, within: str | None = None,
+                         shown_as: str | None = None) -> None:
     """The output rule for a folder (or file) a command writes into besides its output (TensorBoard's events of
     `--logging-dir`, a search's SQLite study): it is no input and lies in none (a model given as the teacher),
     and it is no model directory and lies in none (a file there changes the model), unless it lies inside the
     command's own `output`, which the command owns: there, in OUTPUT/`within` where given (a training run's
     logs in OUTPUT/runs, which --overwrite knows as the run's; any other name there would be taken for the
-    user's). It may hold inputs: nothing there is removed or replaced."""
-    path = _resolved(folder)
+    user's). It may hold inputs: nothing there is removed or replaced. `shown_as`: how the error names it, where
+    the user gave it otherwise than as a path (MLflow's tracking store, from MLFLOW_TRACKING_URI)."""
+    path, shown = _resolved(folder), shown_as or str(folder)
     if output is not None and _resolved(output) in path.parents:
         own = _resolved(output) / within if within is not None else None
         if own is not None and path != own and own not in path.parents:
-            raise DistillError(f"{folder}: lies in the output {output}, where a run's logs go in "
+            raise DistillError(f"{shown}: lies in the output {output}, where a run's logs go in "
                                f"{Path(output) / within} ({_overwrite()} takes any other folder there for yours): "
                                "choose that, or a folder outside the output")
         return
     if output is not None and path == _resolved(output):  # its files would sit among the model's
-        raise DistillError(f"{folder}: is the output {output} itself; choose a folder inside it (such as "
+        raise DistillError(f"{shown}: is the output {output} itself; choose a folder inside it (such as "
                            f"{Path(output) / (within or TRACKING_FOLDER)}) or outside it")
     for item in _local(inputs):
         source = _resolved(item)
         if path == source or source in path.parents:
-            raise DistillError(f"{folder}: lies in {item}, an input of this command; choose a folder outside it")
+            raise DistillError(f"{shown}: lies in {item}, an input of this command; choose a folder outside it")
     model = path if is_model_folder(path) else enclosing_model(path)
     if model is not None:
-        raise DistillError(f"{folder}: lies in the model directory {model} (a file there changes the model); "
+        raise DistillError(f"{shown}: lies in the model directory {model} (a file there changes the model); "
                            "choose a folder outside it")
 
 

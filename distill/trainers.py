@@ -91,15 +91,18 @@ def _run(output: Output, inputs: dict[str, Examples | str | None], encoder: str 
     changed (another tokenizer, other weights) is refused. Data `inputs` are the examples read: their
     source goes into the signature (`_input_of`), and a digest of what the model learns from into the
     summary (`learnt_from`). Of the `models` given (in memory, or as a directory or a config), the output
-    never replaces the directory one in memory was loaded from; nor does a folder the `callbacks` write (their
-    logs: `check_written_folder`)."""
+    never replaces the directory one in memory was loaded from; nor does a folder or store the `callbacks` write
+    (their logs: `check_written_folder`)."""
     if isinstance(encoder, str) and os.path.isdir(encoder):
         inputs = {**inputs, "encoder": encoder}
     protected = [model.loaded_from for model in models if getattr(model, "loaded_from", None)]
     sources = [*(_input_of(value) if isinstance(value, Examples) else value for value in inputs.values()), *protected]
-    for folder in (folder for callback in CallbackList(callbacks).callbacks for folder in callback.folders()):
-        check_folder(folder)  # a folder, or a path where one can be made: not under a file ('Not a directory')
-        check_written_folder(folder, sources, output.directory, within=TRACKING_FOLDER)
+    for callback in CallbackList(callbacks).callbacks:
+        for folder in callback.folders():
+            check_folder(folder)  # a folder, or a path where one can be made: not under a file ('Not a directory')
+            check_written_folder(folder, sources, output.directory, within=TRACKING_FOLDER)
+        for store, shown_as in callback.stores().items():  # a file, or a store's own folder: the store judges it
+            check_written_folder(store, sources, output.directory, within=TRACKING_FOLDER, shown_as=shown_as)
     if output.directory is None:
         if output.resume:
             raise DistillError("resume needs an output directory to resume from")

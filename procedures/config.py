@@ -76,14 +76,18 @@ def _takes(ctx: click.Context, param: click.Parameter) -> str:
 
 def _typed(ctx: click.Context, param: click.Parameter, key: str, value: Any, path: str) -> str:
     """A file's scalar as it would be typed on the command line, so the option's type judges it as it judges a
-    flag's: a number is its text (``epochs: 1.5`` is refused as ``--epochs 1.5`` is, not cut to 1), and true or
-    false is for an on/off option alone (``lr: true`` is no learning rate)."""
+    flag's: a number is its text (``epochs: 1.5`` is refused as ``--epochs 1.5`` is, not cut to 1), true or
+    false is for an on/off option alone (``lr: true`` is no learning rate), and a value of another type (YAML's
+    ``!!binary``) is refused, not handed to a type that would fail on it with a traceback."""
     if isinstance(value, bool):
         if not isinstance(param.type, click.types.BoolParamType):
             raise click.UsageError(f"{path}: {key}: takes {_takes(ctx, param)}, not {str(value).lower()}", ctx)
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
+    if not isinstance(value, str):  # a tagged YAML value (!!binary, !!timestamp): no option's text
+        raise click.UsageError(f"{path}: {key}: takes {_takes(ctx, param)}, not the {type(value).__name__} "
+                               f"{value!r}", ctx)
     return value
 
 

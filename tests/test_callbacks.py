@@ -297,6 +297,42 @@ def test_an_mlflow_store_that_cannot_be_used_is_one_line_naming_the_setting(stor
     assert not (tmp_path / "out").exists()
 
 
+def sqlite_store_in_a_model(tmp_path, model: str) -> tuple[str, object]:
+    return f"sqlite:///{model}/mlflow.db", model
+
+
+def file_store_in_a_model(tmp_path, model: str) -> tuple[str, object]:
+    return f"file:{model}/mlruns", model
+
+
+def sqlite_store_in_the_output(tmp_path, model: str) -> tuple[str, object]:
+    return f"sqlite:///{tmp_path / 'out' / 'mlflow.db'}", None
+
+
+MISPLACED = {"an SQLite store in another model's folder": sqlite_store_in_a_model,
+             "a file store in another model's folder": file_store_in_a_model,
+             "an SQLite store among the run's own model files": sqlite_store_in_the_output}
+
+
+@pytest.mark.parametrize("place", list(MISPLACED))
+def test_an_mlflow_store_on_this_machine_is_under_the_output_rule(place, tmp_path, capsys, monkeypatch):
+    """MLflow wrote its SQLite file (or a file store's folder) wherever MLFLOW_TRACKING_URI pointed: into another
+    model's folder, or among the run's own model files (whose --overwrite then refused the folder). It is refused
+    in one line naming the setting, as --logging-dir is, before anything is written."""
+    model = tmp_path / "model"
+    cli("student", "--model", "lstm", "--embedding-dim", "8", "--hidden-dim", "6", "--train", TRAIN, "--dev", DEV,
+        "--epochs", "1", "--quiet", "--output", model)
+    before = snapshot(model)
+    uri, where = MISPLACED[place](tmp_path, model)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "MLflow's tracking store" in err and "(MLFLOW_TRACKING_URI)" in err, err
+    assert (f"lies in the model directory {where}" if where else "lies in the output") in err, err
+    assert not (tmp_path / "out").exists() and snapshot(model) == before
+
+
 def mlflow_runs(uri: str) -> list:
     from mlflow.tracking import MlflowClient
     client = MlflowClient(uri)

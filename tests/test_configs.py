@@ -159,6 +159,12 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
     ("flag.yaml", "quiet: 5\n", "flag.yaml: quiet: '5' is not a valid boolean"),
     ("one.yaml", "lr: [0.1]\n", "one.yaml: lr takes one value; got the list [0.1]"),
     ("comma.yaml", "teacher-weights: [1, true]\n", "comma.yaml: teacher-weights: takes W,W,..., not true"),
+    # YAML's dates and tagged values were handed to click's types and the student registry: int()'s traceback
+    ("date.yaml", "seed: 2024-01-01\n", "date.yaml: seed: '2024-01-01' is not a valid integer range"),
+    ("model.yaml", "model: 2024-01-01\n", "model.yaml: model: unknown student model '2024-01-01'"),
+    ("dates.yaml", "class-weights: [2024-01-01, 1]\n", "dates.yaml: class-weights: class weights: use none"),
+    ("binary.yaml", "seed: !!binary aGVsbG8=\n", "binary.yaml: seed: takes a whole number, not the bytes b'hello'"),
+    ("tagged.yaml", "lr: !!timestamp 2024-01-01\n", "tagged.yaml: lr: takes a number, not the date "),
     # a refusal of options judged together names the keys the file set, and the file
     ("given.yaml", "kd-loss: mse\ntemperature: 3\n", "--kd-loss mse compares raw logits; a temperature has no effect "
      "there (kd-loss, temperature: set in "),

@@ -383,16 +383,29 @@ def dev_metrics(out) -> list:
     return [json.loads(line)["dev"] for line in open(out / "metrics.jsonl")]
 
 
+LAUNCHED = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
 @pytest.mark.parametrize("environment, message", [
     ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 makes this process one of 2, but RANK, MASTER_ADDR, MASTER_PORT are not set: "
                           "start it with torchrun (torchrun --nproc-per-node 2 -m procedures.cli ...)"),
     ({"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}, "but MASTER_PORT is not set"),
     ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is no number of processes"),
-], ids=["world-size-alone", "no-port", "not-a-number"])
+    # int()'s traceback from the rendezvous
+    ({**LAUNCHED, "RANK": "x"}, "RANK='x' is not a process number from 0 to 1 (WORLD_SIZE=2): start the run with torchrun"),
+    ({**LAUNCHED, "MASTER_PORT": "junk"}, "MASTER_PORT='junk' is not a TCP port (1 to 65535)"),
+    ({**LAUNCHED, "LOCAL_RANK": "-1"}, "LOCAL_RANK='-1' is not a process number on this machine (0 or more)"),
+    # a process that waited (half an hour, torch's default) for a group it could never join
+    ({**LAUNCHED, "RANK": "2"}, "RANK='2' is not a process number from 0 to 1 (WORLD_SIZE=2)"),
+    # the rendezvous warned every few seconds that it could not resolve the name, for half an hour
+    ({**LAUNCHED, "MASTER_ADDR": "nohost.invalid"}, "MASTER_ADDR='nohost.invalid' is no address this machine can "
+                                                    "resolve ("),
+], ids=["world-size-alone", "no-port", "not-a-number", "rank-not-a-number", "port-not-a-number",
+        "local-rank-negative", "rank-past-world-size", "address-unknown"])
 def test_a_launch_environment_that_is_not_whole_is_one_line(environment, message, tmp_path):
     """WORLD_SIZE set by hand (or left by a job script) without torchrun's other variables was the rendezvous'
-    traceback (`environment variable RANK expected, but not set`), and a WORLD_SIZE not a number int()'s. Run as
-    its own process: one that took part in a launch ends by os._exit."""
+    traceback (`environment variable RANK expected, but not set`), and a WORLD_SIZE, RANK, LOCAL_RANK or MASTER_PORT
+    not a number int()'s (a RANK past WORLD_SIZE waited for a group it could never join). Run as its own process: one that took part in a launch ends by os._exit."""
     env = {name: value for name, value in os.environ.items()
            if name not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     done = subprocess.run([sys.executable, "-m", "procedures.cli", "--threads", "1", "student", "--model", "lstm",

@@ -316,3 +316,27 @@ def test_a_transformers_export_into_a_model_repository_lists_no_hidden_file(tiny
     assert not [name for name in json.loads((out / "distill.json").read_text())["sha256"] if name.startswith(".")]
     (out / ".gitattributes").write_text("*.bin filter=lfs\n")
     load_model(out)
+
+
+@pytest.mark.parametrize("dropped", ["added_tokens.json", "special_tokens_map.json", "vocab.txt"])
+@pytest.mark.parametrize("form", ["transformers", "onnx"])
+def test_a_tokenizer_file_dropped_beside_a_transformers_models_is_refused(tiny_classifier_teacher, tmp_path, capsys,
+                                                                         dropped, form):
+    """transformers' tokenizer reads its files by name, listed in the card or not: an added_tokens.json dropped
+    into a transformers export (or its ONNX export) gave words ids past the embedding table (predict's IndexError
+    traceback), or silently read text otherwise. It is refused as an unlisted file in a teacher's encoder
+    folder is, by every command that loads the model."""
+    from tests.conftest import run_main
+    hf = tmp_path / "hf"
+    cli("export", tiny_classifier_teacher, "--format", "transformers", "--output", hf)
+    model = hf
+    if form == "onnx":
+        model = tmp_path / "onnx"
+        cli("export", hf, "--output", model)
+    load_model(model)
+    (model / dropped).write_text('{"witty": 100000}' if dropped.endswith(".json") else "[PAD]\nwitty\n")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    status, err = run_main(capsys, "predict", model, texts)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{model / dropped}: not part of the model as saved (distill.json does not list it)" in err, err

@@ -3,8 +3,9 @@
 It is written last, so a directory with a card is complete. Loading checks every file the card
 lists (weights, configuration, vocabularies, the teacher's encoder config and tokenizer) against
 the sha256 recorded here, and refuses files in the encoder folder that the card does not list
-(a tokenizer file dropped in changes how text is read). So a deleted, edited, truncated or
-corrupted file is reported before the model is used, never half-loaded.
+(a tokenizer file dropped in changes how text is read), and such files beside a transformers model's own
+(an export's). So a deleted, edited, truncated, added or corrupted file is reported before the model is
+used, never half-loaded.
 """
 
 from __future__ import annotations
@@ -161,6 +162,15 @@ def verify_model_files(directory: str | Path, card: dict) -> None:
         if card_version(card) < 2 and not any(name.startswith(f"{folder}/") for name in recorded):
             continue  # a card from before every file was recorded: nothing to compare with
         extra = [name for name in folder_files(directory, folder) if name not in recorded]
+        if extra:
+            raise DistillError(f"{directory / extra[0]}: not part of the model as saved ({MODEL_CARD} does not "
+                               "list it); remove it or retrain")
+    if card_version(card) >= 2 and "transformers" in (card.get("format"), card.get("model")):
+        # transformers' loaders read the folder's tokenizer and weights files by name, listed or not: one dropped
+        # in (added_tokens.json, a second vocabulary) changes how text is read, as in a teacher's encoder folder
+        from distill.models.hub_files import reads_file
+        extra = sorted(path.name for path in directory.iterdir()
+                       if path.is_file() and reads_file(path.name) and path.name not in recorded)
         if extra:
             raise DistillError(f"{directory / extra[0]}: not part of the model as saved ({MODEL_CARD} does not "
                                "list it); remove it or retrain")
