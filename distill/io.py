@@ -34,6 +34,9 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 STAGING_PREFIX = ".saving-"  # a hidden folder of a model's files being written, before they are moved in
+# A distill model's card (`distill.models.card`), here so that a module below the card's, such as the one that
+# tells a transformers model's folder by its files (`distill.models.hub_files`), knows a distill folder by it.
+MODEL_CARD = "distill.json"
 CACHE_ENV = "DISTILL_CACHE"
 
 

@@ -14,11 +14,10 @@ import json
 from pathlib import Path
 
 from distill.errors import DistillError, option
-from distill.io import file_sha256, read_json, what_is, write_json
+from distill.io import MODEL_CARD, file_sha256, read_json, what_is, write_json
 from distill.runtime import Output
 from distill.settings import named
 
-MODEL_CARD = "distill.json"
 # An interrupted run's end-of-epoch state: a folder that holds it is a run to finish, not a model to use.
 RESUME_FILE = "resume.pt"
 # 2: a student's config.json holds its architecture alone (1: every student's settings and the run's).

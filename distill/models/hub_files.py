@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from distill.errors import DistillError
-from distill.io import file_sha256
-from distill.models.card import MODEL_CARD
+from distill.io import MODEL_CARD, file_sha256
 
 HUB = "hub:"  # a model on the Hugging Face hub, as data on the hub is named (distill.data.HUB_PREFIX)
 CONFIG_FILE = "config.json"
