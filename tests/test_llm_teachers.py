@@ -4,6 +4,7 @@ its label scores checked against plain forward passes, and the same model served
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import logging
@@ -434,6 +435,17 @@ def test_a_served_decision_endpoint_gives_distributions_and_resumes_exactly(serv
     no_key_in(capsys.readouterr().err, tmp_path)
 
 
+@contextlib.contextmanager
+def serving(handler: type):
+    """`handler` served on a free local port while the block runs; the endpoint's base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+
+
 class ErrorServer(http.server.BaseHTTPRequestHandler):
     """Answers every request with the status of `status` (and counts them): a server that refuses."""
 
@@ -462,15 +474,11 @@ def test_a_refusing_server_stops_the_run_in_one_line_without_the_key(status, sai
     monkeypatch.setenv("DISTILL_API_KEY", KEY)
     monkeypatch.setattr(served_module, "RETRIES", 2)
     handler = type("Refusing", (ErrorServer,), {"status": status, "seen": [0], "authorizations": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(handler) as url:
         line = refused(["pseudo-label", "--teacher", "openai:some-model", "--base-url",
-                        f"http://127.0.0.1:{server.server_port}/v1", "--labels", "negative,positive", "--input",
+                        url, "--labels", "negative,positive", "--input",
                         UNLABELED, "--output", tmp_path / "out.jsonl", "--cache-dir",
                         tmp_path / "cache"], capsys)
-    finally:
-        server.shutdown()
     assert said in line and "openai:some-model at http://127.0.0.1" in line, line
     assert handler.authorizations[0] == f"Bearer {KEY}"  # sent to the server, and only there
     assert handler.seen[0] == (1 if status == 401 else 3)  # 429 and 5xx retried RETRIES times
@@ -529,14 +537,10 @@ def test_a_servers_impossible_answers_stop_the_run_in_one_line(api, answer, said
     log-probabilities mixed gave inverted labels, in silence."""
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(answer), "seen": [0]})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        line = refused(["pseudo-label", "--teacher", f"{api}:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1",
+    with serving(handler) as url:
+        line = refused(["pseudo-label", "--teacher", f"{api}:m", "--base-url", url,
                         "--labels", "negative,positive", "--input", UNLABELED, "--output", tmp_path / "out.jsonl",
                         "--no-cache", "--max-requests", "1"], capsys)
-    finally:
-        server.shutdown()
     assert f"{api}:m at http://127.0.0.1" in line and said in line, line
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -546,13 +550,9 @@ def test_compare_asks_a_served_model_each_text_once(tmp_path, capsys):
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: decision_answer(0.3, 0.7)),
                                                    "seen": [0]})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        cli("compare", "systemone:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1", "--labels",
+    with serving(handler) as url:
+        cli("compare", "systemone:m", "--base-url", url, "--labels",
             "negative,positive", "--data", SAMPLES / "sentiment_dev.csv", "--limit", "6", "--rounds", "3")
-    finally:
-        server.shutdown()
     assert "score on the first 6 of" in capsys.readouterr().out
     assert handler.seen[0] <= 6 + 1  # each text once, and the content-free calibration text
 
@@ -563,15 +563,11 @@ def test_kd_refuses_the_layer_terms_of_a_served_teacher_before_any_request(tmp_p
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: chat_answer(-0.3)),
                                                    "seen": [0]})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        line = refused(["kd", "--teacher", "openai:m", "--base-url", f"http://127.0.0.1:{server.server_port}/v1",
+    with serving(handler) as url:
+        line = refused(["kd", "--teacher", "openai:m", "--base-url", url,
                         "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev",
                         SAMPLES / "sentiment_dev.csv", "--random-embeddings", "--hidden-weight", "1", "--cache-dir", tmp_path / "c",
                         "--output", tmp_path / "kd"], capsys)
-    finally:
-        server.shutdown()
     assert "the teacher must be distill's transformer teacher or a transformer student, not openai:m " \
            "(ServedTeacher)" in line
     assert handler.seen[0] == 0 and not (tmp_path / "kd").exists()
@@ -583,14 +579,10 @@ def test_an_openai_teacher_refuses_labels_whose_words_begin_alike_before_any_req
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     handler = type("Scripted", (ScriptedServer,), {"answer": staticmethod(lambda n, path: chat_answer(-0.3)),
                                                    "seen": [0]})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(handler) as url:
         line = refused(["pseudo-label", "--teacher", "openai:m", "--base-url",
-                        f"http://127.0.0.1:{server.server_port}/v1", "--labels", "negative=Very bad,positive=very good",
+                        url, "--labels", "negative=Very bad,positive=very good",
                         "--input", UNLABELED, "--output", tmp_path / "out.jsonl"], capsys)
-    finally:
-        server.shutdown()
     assert line == "error: openai:m: labels negative and positive begin with the same word ('very'), and an openai: " \
                    "teacher scores a label by its answer's first token, which cannot tell them apart: give them " \
                    "distinct first words (--labels NAME=WORDS,...)"
