@@ -28,7 +28,7 @@ import torch
 
 from distill import precision
 from distill.data import DataOptions, read_split
-from distill.errors import DistillError, option
+from distill.errors import DistillError, import_extra, option
 from distill.export_speed import speed_record as measure_speed
 from distill.inference import decode_labels, predict_logits
 from distill.io import file_sha256, save_tensors
@@ -39,7 +39,7 @@ from distill.models.base import LabelModel
 from distill.models.card import write_model_card
 from distill.models.hub_files import local_folder
 from distill.models.kinds import kind_of, require_kind
-from distill.models.onnx import CRF_WEIGHTS, ONNX_FILE
+from distill.models.onnx import CRF_WEIGHTS, EXPORT_EXTRA, ONNX_FILE
 from distill.outputs import model_output
 from distill.provenance import learnt_record, warn_if_learnt_from
 
@@ -66,13 +66,10 @@ __all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_
 
 
 def onnx_module():
-    """The onnx package, or a one-line error saying how to install it (the optional `export` extra); onnxruntime,
-    which checks, times and quantizes every export, is asked for at the same time."""
-    try:
-        import onnx
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        raise DistillError("ONNX export needs onnx and onnxruntime: pip install -e .[export]") from None
+    """The onnx package, or one line naming the `export` extra (`import_extra`); onnxruntime, which checks, times
+    and quantizes every export, is asked for at the same time."""
+    onnx = import_extra("onnx", "ONNX export", EXPORT_EXTRA)
+    import_extra("onnxruntime", "ONNX export", EXPORT_EXTRA)
     return onnx
 
 

@@ -25,7 +25,7 @@ from distill.models.base import LabelModel  # noqa: E402
 from distill.models import MODEL_CARD, load_model  # noqa: E402
 from distill.models.onnx import OnnxModel  # noqa: E402
 from distill.models.students import build_student  # noqa: E402
-from tests.conftest import SAMPLES, cli, config_for, run_main  # noqa: E402
+from tests.conftest import SAMPLES, broken_package, cli, config_for, run_main  # noqa: E402
 
 SENTIMENT_TEST, NER_TEST = SAMPLES / "sentiment_test.csv", SAMPLES / "ner_test.conll"
 # name -> (student config options or None for a teacher, task)
@@ -221,6 +221,18 @@ def test_a_graph_the_int8_quantizer_refuses_is_one_line(model_dir, tmp_path, cap
     assert not (tmp_path / "int8").exists() and [p.name for p in tmp_path.iterdir()] == []
 
 
+@pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
+def test_an_onnx_model_whose_onnxruntime_does_not_import_is_one_line(model_dir, tmp_path, capsys, monkeypatch):
+    """Installed but failing at its import (a broken install), onnxruntime was said to be missing: 'pip install'
+    what is there."""
+    cli("export", model_dir, "--output", tmp_path / "onnx")
+    broken_package(monkeypatch, tmp_path / "site", "onnxruntime")
+    status, err = run_main(capsys, "predict", tmp_path / "onnx", SAMPLES / "unlabeled_movies.txt")
+    assert status == 2 and err == ("error: an ONNX model needs the onnxruntime package: pip install 'distill[export]' "
+                                   "(onnxruntime is installed, but its import fails: ImportError: libdep.so.1: "
+                                   "cannot open shared object file)\n")
+
+
 @pytest.mark.parametrize("package", ["onnx", "onnxruntime"])
 @pytest.mark.parametrize("model_dir", ["lstm"], indirect=True)
 def test_an_onnx_export_without_its_packages_is_one_line_naming_the_extra(package, model_dir, tmp_path, capsys,
@@ -228,7 +240,7 @@ def test_an_onnx_export_without_its_packages_is_one_line_naming_the_extra(packag
     """A missing onnxruntime was a traceback from the card's version record, after the graph was written."""
     monkeypatch.setitem(sys.modules, package, None)  # as an uninstalled package: its import fails
     status, err = run_main(capsys, "export", model_dir, "--output", tmp_path / "onnx")
-    assert status == 2 and err.strip() == "error: ONNX export needs onnx and onnxruntime: pip install -e .[export]"
+    assert status == 2 and err.strip() == f"error: ONNX export needs the {package} package: pip install 'distill[export]'"
     assert not (tmp_path / "onnx").exists()
 
 

@@ -19,11 +19,12 @@ from typing import Any, Sequence
 
 import torch
 
-from distill.errors import DistillError, option, random_embeddings
+from distill.errors import DistillError, import_extra, option, random_embeddings
 from distill.io import file_sha256, load_tensors, read_json
 from distill.models.base import LabelModel
 from distill.models.card import CRF_WEIGHTS, ONNX_FILE
 
+EXPORT_EXTRA = "pip install 'distill[export]'"  # onnx and onnxruntime: exports and running them
 
 __all__ = ["CRF_WEIGHTS", "ONNX_FILE", "OnnxModel", "agreement_line", "made_from", "onnxruntime_module",
            "weightless_model"]
@@ -32,13 +33,9 @@ logger = logging.getLogger("distill")
 
 
 def onnxruntime_module():
-    """onnxruntime, or a one-line error saying how to install it (it is the optional `export` extra)."""
-    try:
-        import onnxruntime
-    except ImportError:
-        raise DistillError("ONNX models need onnxruntime: pip install -e .[export] (or pip install onnxruntime)") \
-            from None
-    return onnxruntime
+    """onnxruntime, or one line naming the `export` extra that installs it (`import_extra`: an installed one that
+    does not import is said so)."""
+    return import_extra("onnxruntime", "an ONNX model", EXPORT_EXTRA)
 
 
 def weightless_model(directory: str | Path, card: dict) -> LabelModel:
