@@ -196,12 +196,12 @@ def _prune_if_far_over_budget(trial, settings, job: "Job", started: float) -> No
     times, limit = [untrained_latency(settings, job)], UNTRAINED_SLACK * job.budget.max_latency_ms
     if times[0] is None or times[0] <= limit:
         return
+    reference = load_model(job.reference["model"]).eval() if job.reference is not None else None
     reference_ms = []
     for _ in range(BESIDE_ROUNDS):
-        if job.reference is not None:  # like with like: its PyTorch time, now
+        if reference is not None:  # like with like: its PyTorch time, now
             with runtime(None, job.threads):
-                reference_ms.append(_latency(load_model(job.reference["model"]).eval(),
-                                             job.dev_examples[:TIMING_EXAMPLES], job.batch_size))
+                reference_ms.append(_latency(reference, job.dev_examples[:TIMING_EXAMPLES], job.batch_size))
         times.append(untrained_latency(settings, job))
     if reference_ms:
         limit = UNTRAINED_SLACK * max(min(reference_ms), job.budget.max_latency_ms)
