@@ -111,6 +111,20 @@ def test_a_label_without_a_name_or_named_twice_is_refused(tmp_path, labels, reco
     assert str(error.value).startswith(f"{path}:2: {message}")
 
 
+@pytest.mark.parametrize("line", ['{"text": "x", "probs": {"negative": 0.3, "positive": 0.5, "positive": 0.7}}',
+                                  '{"text": "x", "probs": {"negative": 0.5, "positive": 0.5, "positive": 0.2}}'])
+def test_a_label_key_written_twice_is_refused_for_the_repetition(tmp_path, line):
+    """Was: JSON kept the last value in silence, so the first record was read as 0.3/0.7 and the second refused
+    only because the kept values summed to 0.7."""
+    from distill import DataError
+    from distill.data import read_soft_labels
+    path = tmp_path / "soft.jsonl"
+    path.write_text('{"text": "fine", "label": "negative", "confidence": 0.9}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as error:
+        read_soft_labels(path)
+    assert str(error.value) == f"{path}:2: \"probs\" names the label 'positive' twice: give each label one probability"
+
+
 @pytest.mark.parametrize("indent", [None, 2])
 def test_a_json_array_in_a_jsonl_file_is_said_so(tmp_path, capsys, indent):
     """Was: 'each JSONL line must be an object' (on one line) or 'invalid JSON (Expecting value)' (indented)."""
