@@ -130,6 +130,21 @@ def report(message: str) -> None:
 SERVED_OPTIONS = ("--base-url", "--max-requests")  # a served teacher's alone: a causal LM folder runs here
 
 
+def labels_option_value(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | list[str] | None:
+    """--labels as the library reads it (`distill.label_names.parse_labels`): given once, its comma-separated text;
+    given once per label, the list of them, whose words may hold commas (``--labels "negative=bad, awful"
+    --labels positive=good``). A name holding a comma there is refused: several labels meant as one option."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    several = next((value for value in values if "," in value.partition("=")[0]), None)
+    if several is not None:
+        raise click.BadParameter(f"given once per label, each --labels is one label, and {several!r} names several: "
+                                 "give them all in one --labels, or one label per --labels", ctx, param)
+    return list(values)
+
+
 def refuse_unasked(options: list[str], models) -> None:
     """A language-model teacher's options given where no model of the command is one (a fine-tuned teacher, a
     student, --soft-labels), or a served teacher's where none is served, would be ignored in silence: refused in
@@ -157,11 +172,14 @@ def llm_teacher_options(models: str, labels_from: str | None = None, shots_from:
     label_names, the label set of --soft-labels). `models`: the parameter holding the command's model or models;
     one of them must be a language-model teacher for any of these options to be given (`refuse_unasked`)."""
     def decorate(func):
-        @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...",
-                      help="A language-model teacher's labels (a causal LM folder, openai:MODEL): NAME, or "
-                           "NAME=WORDS for the words the prompt uses for it [default: the labels of the labelled "
-                           "data]" + ("; with --soft-labels, the file's label set [default: the labels it names]."
-                                      if labels_to else "."))
+        @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...", multiple=True,
+                      callback=labels_option_value,
+                      help="A language-model teacher's labels (a causal LM folder, openai:MODEL), comma-separated: "
+                           "NAME, or NAME=WORDS for the words the prompt uses for it (a name alone after NAME=WORDS "
+                           "is refused: write NAME=NAME; repeat --labels, one label each, for words with commas) "
+                           "[default: the labels of the labelled data]"
+                           + ("; with --soft-labels, the file's label set [default: the labels it names]."
+                              if labels_to else "."))
         @click.option("--prompt", "llm_prompt", type=click.Path(dir_okay=False),
                       help="A language-model teacher's prompt template: {text} once, and optionally {labels} and "
                            "{examples} [default: docs/llm-teachers.md].")

@@ -185,7 +185,8 @@ def test_soft_labels_alone(tmp_path):
     (["--embeddings-from-teacher"], "drop --embeddings-from-teacher"),
     (["--teacher-weights", "1,2"], "no teacher model runs: drop --teacher-weights"),  # was: "one teacher was given"
     (["--labels", "good,bad"], "are not the training data's"),
-    (["--labels", "negative=a bad film,positive"], "--labels: soft labels take label names alone (negative,positive)"),
+    (["--labels", "negative=a bad film,positive=a good film"],
+     "--labels: soft labels take label names alone (negative,positive)"),
 ])
 def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
     soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9}])

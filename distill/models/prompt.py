@@ -41,13 +41,14 @@ PLACEHOLDER = re.compile(r"\{(\w+)\}")  # a word in braces: meant as a placehold
 class PromptSettings:
     """What a language-model teacher is asked, as the command's options give it (`prompt_settings`).
 
-    ``labels``: the ``--labels`` text (`distill.label_names.parse_labels`); ``shots_from``: labelled data (kd's
-    --train, else --shots-from) that the ``shots`` few-shot examples are drawn from; ``labels_from``: labelled data
-    whose labels are the label set when ``labels`` is not given (kd's --train, evaluate's data; default:
+    ``labels``: the ``--labels`` text, or a list of one label each (`distill.label_names.parse_labels`);
+    ``shots_from``: labelled data (kd's --train, else --shots-from) that the ``shots`` few-shot examples are drawn
+    from; ``labels_from``: labelled data whose labels are the label set when ``labels`` is not given (kd's --train,
+    evaluate's data; default:
     ``shots_from``); ``template``: a prompt file; ``base_url`` and ``max_requests``: a served model's endpoint
     and how many requests it has at once."""
 
-    labels: str | None = None
+    labels: str | list[str] | None = None
     shots_from: str | None = None
     labels_from: str | None = None
     data: DataOptions = field(default_factory=DataOptions)
