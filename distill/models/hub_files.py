@@ -74,6 +74,38 @@ def require_vocabulary(source: str | Path, folder: Path) -> None:
                            "tokenizer.save_pretrained(DIR)")
 
 
+def _added_token_ids(folder: Path) -> set[int]:
+    """The ids of the tokens a tokenizer adds to its vocabulary file (added_tokens.json, tokenizer_config.json's
+    added_tokens_decoder); none where those files do not read as such."""
+    ids: set[int] = set()
+    for name, read in (("added_tokens.json", lambda found: found.values()),
+                       ("tokenizer_config.json", lambda found: found.get("added_tokens_decoder", {}).keys())):
+        try:
+            found = json.loads((folder / name).read_text(encoding="utf-8"))
+            ids.update(int(token_id) for token_id in read(found))
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError):
+            continue
+    return ids
+
+
+def require_whole_wordpiece(source: str | Path, folder: Path, config: dict) -> None:
+    """A vocab.txt that the tokenizer is read from (no tokenizer.json beside it) has a line for each of the
+    model's token embeddings (config.json's vocab_size, the added tokens aside), else one line naming the counts:
+    one cut short reads the words of its lost lines as [UNK], one too long gives ids the model has no row for."""
+    path, vocab_size = folder / "vocab.txt", config.get("vocab_size")
+    if (folder / "tokenizer.json").is_file() or not path.is_file() or not isinstance(vocab_size, int) \
+            or isinstance(vocab_size, bool):
+        return
+    data = path.read_bytes()
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+    tokens = lines + sum(1 for token_id in _added_token_ids(folder) if lines <= token_id < vocab_size)
+    if tokens != vocab_size:
+        added = f" (and {tokens - lines} added tokens)" if tokens != lines else ""
+        raise DistillError(f"{source}: its {path.name} has {lines} lines{added}, but the model has {vocab_size} token "
+                           f"embeddings ({CONFIG_FILE}'s vocab_size), so the vocabulary is cut short or another "
+                           "model's; give the folder the model was saved to, whole")
+
+
 def require_words(source: str | Path, tokenizer) -> None:
     """A loaded tokenizer knows more than its special tokens, else one line: with its vocabulary lost (a stub
     tokenizer.json), every word reads as [UNK] or as no token at all."""

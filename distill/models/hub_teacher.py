@@ -30,7 +30,7 @@ from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       cannot_load, files_fingerprint, folder_config, is_transformers_source,
                                       load_whole_model, local_folder, model_files, quiet_transformers,
-                                      require_vocabulary, require_words)
+                                      require_vocabulary, require_whole_wordpiece, require_words)
 
 logger = logging.getLogger("distill")
 
@@ -144,6 +144,7 @@ def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, t
     if missing:
         raise DistillError(f"{source}: missing {missing}, which its weights index lists")
     require_vocabulary(source, folder)
+    require_whole_wordpiece(source, folder, config)
     return task, model_class, names
 
 
