@@ -473,3 +473,29 @@ def test_a_vocab_txt_cut_short_is_refused_by_every_command(hf_classifier, tmp_pa
     (folder / "added_tokens.json").write_text('{"<a>": 598, "<b>": 599}', encoding="utf-8")
     from distill.models import load_teacher
     assert len(load_teacher(folder).predict(["a fine film"])) == 1
+
+
+def test_the_weights_config_json_names_key_the_cache_and_are_safetensors(hf_classifier, tmp_path, capsys, cache):
+    """Was: with config.json's transformers_weights naming other.safetensors, transformers loaded that file, but the
+    fingerprint (the logit cache's key) held model.safetensors: other weights there kept the cached logits."""
+    from safetensors.torch import load_file, save_file
+
+    from distill.models import load_teacher
+    from distill.models.hub_files import source_fingerprint
+    folder = copy_of(hf_classifier, tmp_path, "named")
+    shutil.copy(folder / "model.safetensors", folder / "other.safetensors")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, "transformers_weights": "other.safetensors"}),
+                                        encoding="utf-8")
+    first = load_teacher(folder).fingerprint()
+    save_file({name: tensor + 0.5 for name, tensor in load_file(folder / "other.safetensors").items()},
+              folder / "other.safetensors", metadata={"format": "pt"})
+    assert load_teacher(folder).fingerprint() == source_fingerprint(folder) != first
+    (folder / "other.safetensors").unlink()
+    assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == \
+        f"error: {folder}: missing other.safetensors, which its config.json names (transformers_weights)"
+    for named in ("adapter_model.bin", "../model.safetensors"):
+        (folder / "config.json").write_text(json.dumps({**config, "transformers_weights": named}), encoding="utf-8")
+        assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == \
+            f"error: {folder / 'config.json'}: its transformers_weights, {named!r}, names no safetensors file or " \
+            "index inside the folder, which is all distill loads weights from"
