@@ -8,6 +8,7 @@ are embedded for it (several per label with ``|``: ``positive=a good film|a rave
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from distill.data.checks import _check_visible
 from distill.errors import DistillError, option
@@ -42,6 +43,19 @@ class LabelNames:
         ``NAME=WORDS`` (``<=50K`` is a label, not ``<`` described as ``50K``)."""
         names = tuple(sorted(set(labels)))
         return cls(names, tuple((name,) for name in names))
+
+    @classmethod
+    def named(cls, labels: Sequence[str]) -> "LabelNames":
+        """Labels named in Python, in the order given, each standing for itself and read as it is written (its
+        blanks trimmed), never as ``NAME=WORDS``: ``<=50K`` is a label, as it is in data (`of_data`)."""
+        names = []
+        for name in labels:
+            if not isinstance(name, str) or not name.strip():
+                raise DistillError(f"{option('--labels', 'labels')}: {name!r} is no label name (a text that is not "
+                                   "blank)")
+            _check_visible(option("--labels", "labels"), name, f"the label {name!r}", None)
+            names.append(name.strip())
+        return cls(tuple(names), tuple((name,) for name in names))
 
     def require_named(self, path: str, labels: list[str], labels_option: str) -> None:
         """Every label of the labelled file `path` (`labels`) is one of these, else one line naming the rest:

@@ -33,8 +33,9 @@ PROBABILITY_FLOOR = 1e-12
 
 class SoftLabels:
     """A soft-label file (JSONL) standing for the teacher; `labels`: the label set when no training data gives
-    it (``"negative,positive"``, a list or `LabelNames`; None: the labels the file names, or the training
-    data's). Read when a run starts (`read`), against the label set of its data."""
+    it (``"negative,positive"``, the ``--labels`` spelling; a list of names, each read as written, ``<=50K`` too;
+    or `LabelNames`; None: the labels the file names, or the training data's). Read when a run starts (`read`),
+    against the label set of its data."""
 
     kind = "soft-labels"
     task = "classification"
@@ -43,7 +44,8 @@ class SoftLabels:
         if not isinstance(path, (str, Path)):
             raise DistillError(f"SoftLabels: give the path of a JSONL file, not {type(path).__name__}")
         self.path = str(path)
-        names = None if labels is None else labels if isinstance(labels, LabelNames) else parse_labels(labels)
+        names = labels if labels is None or isinstance(labels, LabelNames) else \
+            parse_labels(labels) if isinstance(labels, str) else LabelNames.named(labels)
         if names is not None and any(described != (name,) for name, described in zip(names.names, names.descriptions)):
             raise DistillError(f"{option('--labels', 'SoftLabels(labels=...)')}: soft labels take label names alone "
                                f"({','.join(names.names)}); words for a label are for a teacher that reads them")

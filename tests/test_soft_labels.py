@@ -159,6 +159,19 @@ def test_label_and_confidence_spread_the_rest_and_conflicts_are_refused(tmp_path
         SoftLabels(path, "a,b,c").read(None)
 
 
+def test_label_names_given_as_a_list_are_read_as_written(tmp_path):
+    """Was: SoftLabels(labels=["<=50K", ">50K"]) refused as words for a label ('<' described as '50K'): the
+    NAME=WORDS spelling is --labels' (a text), and a list in Python names its labels as they are."""
+    from distill import DistillError, SoftLabels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": ">50K", "confidence": 0.9}])
+    soft = SoftLabels(path, ["<=50K", ">50K"]).read(None)
+    assert soft.hierarchy.labels == ["<=50K", ">50K"] and soft.records.probabilities == [[pytest.approx(0.1), 0.9]]
+    with pytest.raises(DistillError):
+        SoftLabels(path, "<=50K,>50K")  # the --labels spelling: '<' described as '50K', and '>50K' after it
+    with pytest.raises(DistillError, match=r"^labels: ' ' is no label name \(a text that is not blank\)$"):
+        SoftLabels(path, ["<=50K", " "])
+
+
 def test_soft_labels_alone(tmp_path):
     """No teacher and no training data: the file's texts and distributions are the whole transfer set."""
     from distill import Distiller, SoftLabels, TrainSettings
