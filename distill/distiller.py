@@ -369,6 +369,7 @@ class Distiller:
                     for row in soft.records.probabilities]  # what `inverse` class weights count
             hierarchy = LabelHierarchy(soft.hierarchy.labels, None, {label: best.count(label) for label in set(best)})
             dev_set = labelled_examples(dev, "classification", data, "dev")
+            soft.require_labels(dev_set.where, dev_set.labels)
             check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
             train_set = Examples([], [], "none", "train")
         seen = set(train_set.inputs)

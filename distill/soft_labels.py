@@ -65,6 +65,17 @@ class SoftLabels:
         self._rows = {text: row for row, text in enumerate(self.records.texts)}
         return self
 
+    def require_labels(self, where: str, labels: Sequence[str]) -> None:
+        """Every label of the labelled data `where` (`labels`, gold labels to score against) is one of the label
+        set read, else one line naming the first other: without training data the soft labels' set is the label
+        set, so no such label was "seen in training" or not."""
+        assert self.hierarchy is not None, "read() first"
+        unknown = next((label for label in labels if label not in self.hierarchy.index), None)
+        if unknown is not None:
+            raise DistillError(f"{where}: label {unknown!r} is outside the teacher's label set, that of the soft "
+                               f"labels of {self.path} ({', '.join(self.hierarchy.labels)}): name every label "
+                               f"with {option('--labels', 'SoftLabels(labels=...)')}")
+
     def holds(self, text: str) -> bool:
         """Whether the file gives `text` a distribution."""
         return text in self._rows

@@ -190,6 +190,21 @@ def test_soft_labels_alone(tmp_path):
     assert result.model.hierarchy.labels == ["negative", "positive"]
 
 
+@pytest.mark.parametrize("labels", [[], ["--labels", "negative,positive"]])
+def test_dev_labels_outside_the_soft_labels_set_are_said_so(tmp_path, capsys, labels):
+    """Was: 'label 'neutral' was not seen in training', of a run with no training data: the soft labels' label set
+    (the file's, or --labels) is the teacher's."""
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9},
+                                                 {"text": "a dull film", "label": "negative", "confidence": 0.9}])
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\na fine film,positive\nan odd film,neutral\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--dev", dev, "--output", tmp_path / "student", *labels, *STUDENT) == 2
+    assert capsys.readouterr().err.strip() == f"error: {dev}: label 'neutral' is outside the teacher's label set, " \
+        f"that of the soft labels of {soft} (negative, positive): name every label with --labels"
+    assert not (tmp_path / "student").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--teacher", "TEACHER"], "give --teacher (a teacher model, repeated for an ensemble) or --soft-labels"),
     (["--cache-dir", "CACHE"], "no teacher model runs: drop --cache-dir"),
