@@ -76,6 +76,26 @@ def current_settings() -> PromptSettings:
     return _settings.get()
 
 
+SERVED_SETTINGS = ("base_url", "max_requests")  # a served teacher's alone: a causal LM folder runs here
+
+
+def setting_name(name: str) -> str:
+    """A field of `PromptSettings` as its caller sets it: the command's option, or ``prompt_settings(...)``."""
+    api = f"prompt_settings({name}=...)"
+    return {"labels": option("--labels", api), "template": option("--prompt", api), "shots": option("--shots", api),
+            "shots_from": option("--shots-from", api), "base_url": option("--base-url", api),
+            "max_requests": option("--max-requests", api)}[name]
+
+
+def settings_given() -> list[str]:
+    """The fields of the current `prompt_settings` that ask a language-model teacher something beyond their
+    defaults (its labels, prompt, examples, endpoint); not shots_from, labels_from or data, which a command sets
+    from its own labelled data, for such a teacher alone to read."""
+    settings, default = current_settings(), PromptSettings()
+    return [name for name in ("labels", "template", "shots", *SERVED_SETTINGS)
+            if getattr(settings, name) != getattr(default, name)]
+
+
 def prompt_files() -> list[str]:
     """The files the current settings read (a template, labelled data for examples or the label set): inputs of
     the command as much as its data, which no output may overwrite."""
