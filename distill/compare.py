@@ -12,7 +12,7 @@ from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
 from distill.models import load_model
-from distill.models.kinds import require_kind
+from distill.models.kinds import refuse_unasked, require_kind
 from distill.models.prompt import is_served
 from distill.provenance import warn_if_learnt_from
 
@@ -34,9 +34,11 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     require_whole("rounds", rounds)
     if not str(data_path).startswith(HUB_PREFIX):  # the data's own fault, said of the data, not of a model
         require_file(data_path)
-    models, splits = [], {}
     for directory in model_dirs:
         require_kind(directory, "compare")
+    refuse_unasked(model_dirs)
+    models, splits = [], {}
+    for directory in model_dirs:
         model = load_model(directory)
         try:
             if model.task not in splits:

@@ -36,7 +36,7 @@ from distill.labels import CLASS_WEIGHTS_OPTION, LabelHierarchy, check_labels_kn
 from distill.metrics import class_f1, classes_beaten, task_metrics
 from distill.models import is_onnx_export, load_teacher, model_card
 from distill.models.base import LabelModel
-from distill.models.kinds import require_kind
+from distill.models.kinds import refuse_unasked, require_kind
 from distill.models.multitask import single_teacher
 from distill.models.protocol import check_student
 from distill.models.student_config import StudentConfig
@@ -335,6 +335,7 @@ class Distiller:
             for source in self.teacher_sources if self.soft_labels is None else ():  # the teacher-kind table,
                 if source:  # before an output is set up
                     require_kind(source, "kd")
+            refuse_unasked(self.teacher_sources if self.soft_labels is None else [])
             self._refuse_for_an_export()
             teachers = {teacher_role(number): source or _teacher_source(model)
                         for number, (model, source) in enumerate(zip(self.teachers, self.teacher_sources))}
@@ -369,6 +370,7 @@ class Distiller:
                     for row in soft.records.probabilities]  # what `inverse` class weights count
             hierarchy = LabelHierarchy(soft.hierarchy.labels, None, {label: best.count(label) for label in set(best)})
             dev_set = labelled_examples(dev, "classification", data, "dev")
+            soft.require_labels(dev_set.where, dev_set.labels)
             check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
             train_set = Examples([], [], "none", "train")
         seen = set(train_set.inputs)

@@ -16,7 +16,7 @@ from distill.inference import evaluate, prediction_records
 from distill.io import write_json
 from distill.labels import check_labels_known
 from distill.models import load_model
-from distill.models.kinds import require_kind
+from distill.models.kinds import refuse_unasked, require_kind
 from distill.models.base import LabelModel
 from distill.models.card import MULTITASK_KIND
 from distill.outputs import file_output, written_by_distill
@@ -60,6 +60,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     `output` (default: MODEL_DIR/eval_metrics.json, or eval_metrics.HEAD.json for a head, in a model directory
     distill wrote; none for a folder it did not write or hub:NAME, whose metrics are only returned)."""
     card = require_kind(model_dir, "evaluate")  # a wrong model path is reported as such before an output is set up
+    refuse_unasked([model_dir])
     if card["kind"] == MULTITASK_KIND and head is None:
         raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
                            f"task's labels): give {option('--head', 'head=')}, one of "
@@ -109,6 +110,7 @@ def predict_file(model_dir: str, input_path: str | None, out: TextIO = sys.stdou
     """Predict for a file (or stdin: one example per line, or JSON lines) and write JSONL; a multi-task teacher
     predicts with head `head`, or with all heads from one encoder pass (`head_records`)."""
     require_kind(model_dir, "predict")
+    refuse_unasked([model_dir])
     model = load_with_head(model_dir, head, device)
     if input_path is None or input_path == "-":
         examples = unlabeled_text(stdin_text(), model.task)  # lines or JSON lines, checked as a file's are

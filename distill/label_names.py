@@ -8,6 +8,7 @@ are embedded for it (several per label with ``|``: ``positive=a good film|a rave
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from distill.data.checks import _check_visible
 from distill.errors import DistillError, option
@@ -43,6 +44,19 @@ class LabelNames:
         names = tuple(sorted(set(labels)))
         return cls(names, tuple((name,) for name in names))
 
+    @classmethod
+    def named(cls, labels: Sequence[str]) -> "LabelNames":
+        """Labels named in Python, in the order given, each standing for itself and read as it is written (its
+        blanks trimmed), never as ``NAME=WORDS``: ``<=50K`` is a label, as it is in data (`of_data`)."""
+        names = []
+        for name in labels:
+            if not isinstance(name, str) or not name.strip():
+                raise DistillError(f"{option('--labels', 'labels')}: {name!r} is no label name (a text that is not "
+                                   "blank)")
+            _check_visible(option("--labels", "labels"), name, f"the label {name!r}", None)
+            names.append(name.strip())
+        return cls(tuple(names), tuple((name,) for name in names))
+
     def require_named(self, path: str, labels: list[str], labels_option: str) -> None:
         """Every label of the labelled file `path` (`labels`) is one of these, else one line naming the rest:
         the label set is this one, and nothing else can be scored or shown (`labels_option`: how the caller
@@ -56,16 +70,24 @@ class LabelNames:
         return self.descriptions[self.names.index(name)][0]
 
     def as_text(self) -> str:
-        """The ``--labels`` spelling of these labels, which `parse_labels` reads back."""
-        return ",".join(name if described == (name,) else f"{name}={'|'.join(described)}"
-                        for name, described in zip(self.names, self.descriptions))
+        """The ``--labels`` spelling of these labels, which `parse_labels` reads back (a label standing for
+        itself after one with descriptions written ``NAME=NAME``, as a name alone there is refused)."""
+        items, described_before = [], False
+        for name, described in zip(self.names, self.descriptions):
+            alone = described == (name,) and not described_before
+            items.append(name if alone else f"{name}={'|'.join(described)}")
+            described_before = described_before or not alone
+        return ",".join(items)
 
 
 def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
     """``"negative,positive"`` or ``"negative=a negative review,positive=a positive review|a rave"`` (or a list of
-    such items), into `LabelNames`; empty names or descriptions are refused in one line."""
-    items = [item.strip() for item in text.split(",")] if isinstance(text, str) else [str(i).strip() for i in text]
-    names, descriptions = [], []
+    such items, one label each), into `LabelNames`; empty names or descriptions are refused in one line. In one
+    text a comma separates labels, so a name alone after a label with descriptions is refused as ambiguous (a label
+    of its own, or the rest of the words before it, "negative=bad, awful"?); a list's items may hold commas."""
+    one_text = isinstance(text, str)
+    items = [item.strip() for item in text.split(",")] if one_text else [str(i).strip() for i in text]
+    names, descriptions, described_before = [], [], None
     for item in items:
         name, equals, described = item.partition("=")
         name = name.strip()
@@ -73,6 +95,12 @@ def parse_labels(text: str | list[str] | tuple[str, ...]) -> LabelNames:
         if not name or not all(texts):
             raise DistillError(f"{option('--labels', 'labels')}: {item!r} is not NAME or NAME=DESCRIPTION "
                                "(several descriptions joined by '|')")
+        if one_text and not equals and described_before is not None:
+            raise DistillError(f"{option('--labels', 'labels')}: {item!r} after {described_before!r} is ambiguous, a "
+                               f"label of its own or words of the one before: write {name}={name} for a label, or "
+                               f"{option('give --labels once per label', 'give labels as a list')}, whose words "
+                               "may hold commas")
+        described_before = item if equals else described_before
         for words in (name, *texts):  # a zero-width space pasted alone: a label that shows nothing, as data's is refused
             _check_visible(option("--labels", "labels"), words, f"the label {item!r}", None)
         names.append(name)

@@ -32,7 +32,7 @@ from distill.ensemble import (TEACHER_WEIGHTS_OPTION, check_distinct_teachers, c
 from distill.inference import ExampleLogits, model_crf, prediction_records, rounded
 from distill.io import appending, atomic_path, check_target, read_json, write_json, writing
 from distill.models import is_onnx_export, load_teacher
-from distill.models.kinds import require_kind
+from distill.models.kinds import refuse_unasked, require_kind
 from distill.models.base import LabelModel
 from distill.models.multitask import MultiTaskTeacher, all_head_logits, head_records
 from distill.outputs import file_output
@@ -356,6 +356,7 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
     check_distinct_teachers(folders, [str(folder) for folder in folders])
     for folder in folders:  # the teacher-kind table, before an output is set up
         require_kind(folder, "pseudo-label")
+    refuse_unasked(folders)
     weights = ensemble_weights(teacher_weights, len(folders))
     if weights and (use_export is not None or head is not None):
         dropped = named(PseudoLabelSettings, "use_export", "use_export") if use_export is not None else \

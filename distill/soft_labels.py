@@ -33,8 +33,9 @@ PROBABILITY_FLOOR = 1e-12
 
 class SoftLabels:
     """A soft-label file (JSONL) standing for the teacher; `labels`: the label set when no training data gives
-    it (``"negative,positive"``, a list or `LabelNames`; None: the labels the file names, or the training
-    data's). Read when a run starts (`read`), against the label set of its data."""
+    it (``"negative,positive"``, the ``--labels`` spelling; a list of names, each read as written, ``<=50K`` too;
+    or `LabelNames`; None: the labels the file names, or the training data's). Read when a run starts (`read`),
+    against the label set of its data."""
 
     kind = "soft-labels"
     task = "classification"
@@ -43,7 +44,8 @@ class SoftLabels:
         if not isinstance(path, (str, Path)):
             raise DistillError(f"SoftLabels: give the path of a JSONL file, not {type(path).__name__}")
         self.path = str(path)
-        names = None if labels is None else labels if isinstance(labels, LabelNames) else parse_labels(labels)
+        names = labels if labels is None or isinstance(labels, LabelNames) else \
+            parse_labels(labels) if isinstance(labels, str) else LabelNames.named(labels)
         if names is not None and any(described != (name,) for name, described in zip(names.names, names.descriptions)):
             raise DistillError(f"{option('--labels', 'SoftLabels(labels=...)')}: soft labels take label names alone "
                                f"({','.join(names.names)}); words for a label are for a teacher that reads them")
@@ -62,6 +64,17 @@ class SoftLabels:
         self.hierarchy = LabelHierarchy(list(self.records.labels), None)
         self._rows = {text: row for row, text in enumerate(self.records.texts)}
         return self
+
+    def require_labels(self, where: str, labels: Sequence[str]) -> None:
+        """Every label of the labelled data `where` (`labels`, gold labels to score against) is one of the label
+        set read, else one line naming the first other: without training data the soft labels' set is the label
+        set, so no such label was "seen in training" or not."""
+        assert self.hierarchy is not None, "read() first"
+        unknown = next((label for label in labels if label not in self.hierarchy.index), None)
+        if unknown is not None:
+            raise DistillError(f"{where}: label {unknown!r} is outside the teacher's label set, that of the soft "
+                               f"labels of {self.path} ({', '.join(self.hierarchy.labels)}): name every label "
+                               f"with {option('--labels', 'SoftLabels(labels=...)')}")
 
     def holds(self, text: str) -> bool:
         """Whether the file gives `text` a distribution."""

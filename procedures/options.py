@@ -127,24 +127,37 @@ def report(message: str) -> None:
         click.echo(message)
 
 
-SERVED_OPTIONS = ("--base-url", "--max-requests")  # a served teacher's alone: a causal LM folder runs here
+# a language-model teacher's options, and the `distill.models.prompt.PromptSettings` field each sets
+PROMPT_SETTINGS = {"--labels": "labels", "--prompt": "template", "--shots": "shots", "--shots-from": "shots_from",
+                   "--base-url": "base_url", "--max-requests": "max_requests"}
+
+
+def labels_option_value(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | list[str] | None:
+    """--labels as the library reads it (`distill.label_names.parse_labels`): given once, its comma-separated text;
+    given once per label, the list of them, whose words may hold commas (``--labels "negative=bad, awful"
+    --labels positive=good``). A name holding a comma there is refused: several labels meant as one option."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    several = next((value for value in values if "," in value.partition("=")[0]), None)
+    if several is not None:
+        raise click.BadParameter(f"given once per label, each --labels is one label, and {several!r} names several: "
+                                 "give them all in one --labels, or one label per --labels", ctx, param)
+    return list(values)
 
 
 def refuse_unasked(options: list[str], models) -> None:
-    """A language-model teacher's options given where no model of the command is one (a fine-tuned teacher, a
-    student, --soft-labels), or a served teacher's where none is served, would be ignored in silence: refused in
-    one line, by every command alike."""
-    from distill.models.kinds import is_prompted
-    from distill.models.prompt import is_served
+    """A language-model teacher's options given where no model of the command is one, or a served teacher's where
+    none is served, would be ignored in silence: refused in one line (`distill.models.kinds.refuse_unasked`, the
+    library's rule for `prompt_settings`), before the command does anything."""
+    from distill.errors import DistillError
+    from distill.models.kinds import refuse_unasked as refuse
     sources = [models] if isinstance(models, str) else list(models or ())
-    for takes, kind, some in ((is_prompted, "a language-model teacher (a causal LM folder, openai:MODEL, "
-                               "systemone:MODEL)", options),
-                              (is_served, "a served teacher (openai:MODEL, systemone:MODEL)",
-                               [name for name in options if name in SERVED_OPTIONS])):
-        if some and not any(takes(str(source)) for source in sources):
-            named = ", ".join(some)
-            raise click.UsageError(f"{named} {'is an option' if len(some) == 1 else 'are options'} of {kind}, and "
-                                   f"{'no model of this command is one' if sources else 'this command is given none'}")
+    try:
+        refuse(sources, [PROMPT_SETTINGS[name] for name in options])
+    except DistillError as err:  # a usage error: the --config file that set an option is named (`_from_file`)
+        raise click.UsageError(str(err)) from None
 
 
 def llm_teacher_options(models: str, labels_from: str | None = None, shots_from: str | None = None,
@@ -157,11 +170,14 @@ def llm_teacher_options(models: str, labels_from: str | None = None, shots_from:
     label_names, the label set of --soft-labels). `models`: the parameter holding the command's model or models;
     one of them must be a language-model teacher for any of these options to be given (`refuse_unasked`)."""
     def decorate(func):
-        @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...",
-                      help="A language-model teacher's labels (a causal LM folder, openai:MODEL): NAME, or "
-                           "NAME=WORDS for the words the prompt uses for it [default: the labels of the labelled "
-                           "data]" + ("; with --soft-labels, the file's label set [default: the labels it names]."
-                                      if labels_to else "."))
+        @click.option("--labels", "llm_labels", metavar="NAME[=WORDS],...", multiple=True,
+                      callback=labels_option_value,
+                      help="A language-model teacher's labels (a causal LM folder, openai:MODEL), comma-separated: "
+                           "NAME, or NAME=WORDS for the words the prompt uses for it (a name alone after NAME=WORDS "
+                           "is refused: write NAME=NAME; repeat --labels, one label each, for words with commas) "
+                           "[default: the labels of the labelled data]"
+                           + ("; with --soft-labels, the file's label set [default: the labels it names]."
+                              if labels_to else "."))
         @click.option("--prompt", "llm_prompt", type=click.Path(dir_okay=False),
                       help="A language-model teacher's prompt template: {text} once, and optionally {labels} and "
                            "{examples} [default: docs/llm-teachers.md].")
@@ -182,7 +198,8 @@ def llm_teacher_options(models: str, labels_from: str | None = None, shots_from:
             given = {"--labels": llm_labels, "--prompt": llm_prompt, "--shots": llm_shots or None,
                      "--shots-from": llm_shots_from, "--base-url": llm_base_url,
                      "--max-requests": llm_max_requests}
-            if labels_to and kwargs.get("soft_labels"):  # --labels: the label set of --soft-labels then
+            soft_labels = labels_to and kwargs.get("soft_labels")
+            if soft_labels:  # --labels: the label set of --soft-labels then
                 given.pop("--labels")
             refuse_unasked([name for name, value in given.items() if value is not None], kwargs.get(models))
             labels_elsewhere = llm_labels or (labels_from and kwargs.get(labels_from))
@@ -194,7 +211,7 @@ def llm_teacher_options(models: str, labels_from: str | None = None, shots_from:
             if labels_to:
                 kwargs[labels_to] = llm_labels
             shots = llm_shots_from or (kwargs.get(shots_from) if shots_from else None)
-            with prompt_settings(labels=llm_labels, shots_from=shots,
+            with prompt_settings(labels=None if soft_labels else llm_labels, shots_from=shots,
                                  labels_from=kwargs.get(labels_from) if labels_from else None,
                                  data=kwargs.get("data") or DataOptions(),
                                  template=llm_prompt, shots=llm_shots, base_url=llm_base_url,

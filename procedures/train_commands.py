@@ -23,8 +23,8 @@ from distill.pseudo_label import PseudoLabelSettings
 from distill.runtime import Output, Runtime
 from distill.settings import field_of
 from procedures.config import config_option, recorded_beside, resolved_config
-from procedures.options import (LEARNING_RATE, FiniteFloatRange, command, data_options, given, llm_teacher_options,
-                                overwrite_option, report, resume_option)
+from procedures.options import (LEARNING_RATE, FiniteFloatRange, command, data_options, given, labels_option_value,
+                                llm_teacher_options, overwrite_option, report, resume_option)
 from procedures.settings_cli import field_option, settings_options
 
 
@@ -220,10 +220,12 @@ def parse_task_spec(value: str):
                    "= cosine similarity / --temperature (fitted on --dev when given); mean pooling unless --pooling "
                    "says otherwise. See "
                    "docs/teachers-without-labels.md.")
-@click.option("--labels", "label_names", metavar="NAME[=DESCRIPTION|...],...",
+@click.option("--labels", "label_names", metavar="NAME[=DESCRIPTION|...],...", multiple=True,
+              callback=labels_option_value,
               help="--zero-shot: the labels, comma-separated, each with descriptions (several joined by '|', their "
                    "embeddings averaged) or standing for itself, e.g. \"negative=a negative review,positive=a "
-                   "positive review\".")
+                   "positive review\"; a name alone after NAME=DESCRIPTION is refused (write NAME=NAME). Repeat "
+                   "--labels, one label each, for descriptions with commas.")
 @click.option("--temperature", type=FiniteFloatRange(min=0.001, max=10.0),
               help="--zero-shot: divide the cosine similarities by this [default: fitted on --dev (NLL), else "
                    "0.05].")
@@ -398,7 +400,7 @@ def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, ou
 
 
 def kd_teacher(context: click.Context, teacher_dirs: tuple[str, ...], soft_labels: str | None,
-               label_names: str | None, train_path: str | None):
+               label_names: str | list[str] | None, train_path: str | None):
     """What kd learns from: --teacher (one, or an ensemble), or --soft-labels; with the options each needs."""
     if bool(teacher_dirs) == bool(soft_labels):
         raise click.BadParameter("give --teacher (a teacher model, repeated for an ensemble) or --soft-labels (a file "

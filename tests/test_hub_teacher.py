@@ -451,4 +451,51 @@ def test_a_folder_without_its_tokenizer_is_refused_by_every_command(fixture, req
         assert "cannot load its tokenizer (none of tokenizer.json, vocab.txt" in err and str(folder) in err
     assert not (tmp_path / "run").exists() and not (tmp_path / "pseudo.jsonl").exists()
     (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")  # specials alone
-    assert "its vocabulary holds only its 5 special tokens" in refused(capsys, *runs[0])
+    assert "its vocab.txt has 5 lines, but the model has" in refused(capsys, *runs[0])  # cut short of the model's
+
+
+def test_a_vocab_txt_cut_short_is_refused_by_every_command(hf_classifier, tmp_path, capsys, cache):
+    """Was: with no tokenizer.json, a vocab.txt of 300 of the model's 600 tokens was read, every word of the lost
+    half as [UNK], and the teacher predicted and taught so."""
+    folder = copy_of(hf_classifier, tmp_path, "cut")
+    (folder / "tokenizer.json").unlink()
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.txt").write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+    expected = f"error: {folder}: its vocab.txt has 300 lines, but the model has 600 token embeddings (config.json's " \
+               "vocab_size), so the vocabulary is cut short or another model's; give the folder the model was " \
+               "saved to, whole"
+    assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == expected
+    assert refused(capsys, "pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt",
+                   "--output", tmp_path / "pseudo.jsonl") == expected
+    assert refused(capsys, *kd_args(folder, tmp_path / "run")) == expected
+    assert not (tmp_path / "run").exists() and not (tmp_path / "pseudo.jsonl").exists()
+    (folder / "vocab.txt").write_text("\n".join(lines[:598]) + "\n", encoding="utf-8")  # and two tokens added
+    (folder / "added_tokens.json").write_text('{"<a>": 598, "<b>": 599}', encoding="utf-8")
+    from distill.models import load_teacher
+    assert len(load_teacher(folder).predict(["a fine film"])) == 1
+
+
+def test_the_weights_config_json_names_key_the_cache_and_are_safetensors(hf_classifier, tmp_path, capsys, cache):
+    """Was: with config.json's transformers_weights naming other.safetensors, transformers loaded that file, but the
+    fingerprint (the logit cache's key) held model.safetensors: other weights there kept the cached logits."""
+    from safetensors.torch import load_file, save_file
+
+    from distill.models import load_teacher
+    from distill.models.hub_files import source_fingerprint
+    folder = copy_of(hf_classifier, tmp_path, "named")
+    shutil.copy(folder / "model.safetensors", folder / "other.safetensors")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, "transformers_weights": "other.safetensors"}),
+                                        encoding="utf-8")
+    first = load_teacher(folder).fingerprint()
+    save_file({name: tensor + 0.5 for name, tensor in load_file(folder / "other.safetensors").items()},
+              folder / "other.safetensors", metadata={"format": "pt"})
+    assert load_teacher(folder).fingerprint() == source_fingerprint(folder) != first
+    (folder / "other.safetensors").unlink()
+    assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == \
+        f"error: {folder}: missing other.safetensors, which its config.json names (transformers_weights)"
+    for named in ("adapter_model.bin", "../model.safetensors"):
+        (folder / "config.json").write_text(json.dumps({**config, "transformers_weights": named}), encoding="utf-8")
+        assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == \
+            f"error: {folder / 'config.json'}: its transformers_weights, {named!r}, names no safetensors file or " \
+            "index inside the folder, which is all distill loads weights from"

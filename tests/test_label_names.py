@@ -7,7 +7,7 @@ from distill.label_names import parse_labels
 
 
 def test_names_and_descriptions_are_read_in_order_and_written_back():
-    labels = parse_labels("negative=a negative review, positive=a positive review|a rave,neutral")
+    labels = parse_labels("negative=a negative review, positive=a positive review|a rave,neutral=neutral")
     assert labels.names == ("negative", "positive", "neutral")
     assert labels.descriptions[1] == ("a positive review", "a rave")
     assert labels.description("neutral") == "neutral"
@@ -28,3 +28,17 @@ def test_a_label_or_words_that_show_nothing_are_refused(text, shown):
         parse_labels(text)
     assert str(error.value) == f"labels: the label {shown} is only U+200B ZERO WIDTH SPACE, which shows nothing " \
                                "(pasted from a web page or a word processor?): give it visible text, or remove it"
+
+
+def test_a_comma_in_words_is_refused_in_one_text_and_kept_in_a_list():
+    """Was: "negative=bad, awful,positive=good" read as three labels, 'awful' one of them."""
+    with pytest.raises(DistillError) as error:
+        parse_labels("negative=bad, awful,positive=good")
+    assert str(error.value) == "labels: 'awful' after 'negative=bad' is ambiguous, a label of its own or words of the " \
+                               "one before: write awful=awful for a label, or give labels as a list, whose words " \
+                               "may hold commas"
+    labels = parse_labels(["negative=bad, awful", "positive=good"])
+    assert labels.names == ("negative", "positive") and labels.descriptions[0] == ("bad, awful",)
+    assert parse_labels("neutral,negative=bad").names == ("neutral", "negative")  # a name alone before: no doubt
+    mixed = parse_labels("neutral,negative=bad,positive=positive")
+    assert mixed.as_text() == "neutral,negative=bad,positive=positive" and parse_labels(mixed.as_text()) == mixed

@@ -209,6 +209,36 @@ def test_a_language_model_teachers_options_without_one_are_refused_by_every_comm
     assert not any(tmp_path.iterdir())
 
 
+def test_prompt_settings_around_no_language_model_are_refused_in_python(tiny_classifier_teacher, tiny_causal_lm,
+                                                                         tmp_path):
+    """Was: prompt_settings(labels=...) around a call whose models include no language-model teacher was ignored
+    in silence in Python, where the command line refused its options."""
+    from distill import Distiller, DistillError, SoftLabels, TrainSettings
+    from distill.compare import compare_models
+    from distill.evaluation import evaluate_model, predict_file
+    from distill.models.prompt import prompt_settings
+    from distill.pseudo_label import pseudo_label
+    teacher, train, data = (tiny_classifier_teacher, str(SAMPLES / "sentiment_train.csv"),
+                            str(SAMPLES / "sentiment_dev.csv"))
+    soft = tmp_path / "soft.jsonl"
+    soft.write_text('{"text": "a fine film", "label": "positive", "confidence": 0.9}\n', encoding="utf-8")
+    calls = [lambda: Distiller(teacher, "lstm", settings=TrainSettings(epochs=1)).fit(train, data),
+             lambda: Distiller(SoftLabels(soft), "lstm", settings=TrainSettings(epochs=1)).fit(train, data),
+             lambda: pseudo_label(teacher, str(UNLABELED), str(tmp_path / "pl.jsonl")),
+             lambda: evaluate_model(teacher, data, output=str(tmp_path / "eval.json")),
+             lambda: predict_file(teacher, str(UNLABELED)), lambda: compare_models([teacher, teacher], data)]
+    for number, call in enumerate(calls):
+        with prompt_settings(labels="negative,positive"), pytest.raises(DistillError) as error:
+            call()
+        whose = "this command is given none" if number == 1 else "no model of this command is one"
+        assert str(error.value) == "prompt_settings(labels=...) is a setting of a language-model teacher (a causal " \
+                                   f"LM folder, openai:MODEL, systemone:MODEL), and {whose}"
+    with prompt_settings(base_url="http://127.0.0.1:1/v1"), pytest.raises(DistillError, match=r"^prompt_settings\("
+                                                                            r"base_url=...\) is a setting of a served"):
+        predict_file(tiny_causal_lm, str(UNLABELED))
+    assert not any(path.name != "soft.jsonl" for path in tmp_path.iterdir())
+
+
 def test_options_a_language_model_teacher_would_ignore_are_refused(tiny_causal_lm, tmp_path, capsys):
     """A served teacher's options beside a causal LM folder, and --shots-from where neither examples nor labels
     come from it, were accepted and unused."""

@@ -111,6 +111,20 @@ def test_a_label_without_a_name_or_named_twice_is_refused(tmp_path, labels, reco
     assert str(error.value).startswith(f"{path}:2: {message}")
 
 
+@pytest.mark.parametrize("line", ['{"text": "x", "probs": {"negative": 0.3, "positive": 0.5, "positive": 0.7}}',
+                                  '{"text": "x", "probs": {"negative": 0.5, "positive": 0.5, "positive": 0.2}}'])
+def test_a_label_key_written_twice_is_refused_for_the_repetition(tmp_path, line):
+    """Was: JSON kept the last value in silence, so the first record was read as 0.3/0.7 and the second refused
+    only because the kept values summed to 0.7."""
+    from distill import DataError
+    from distill.data import read_soft_labels
+    path = tmp_path / "soft.jsonl"
+    path.write_text('{"text": "fine", "label": "negative", "confidence": 0.9}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as error:
+        read_soft_labels(path)
+    assert str(error.value) == f"{path}:2: \"probs\" names the label 'positive' twice: give each label one probability"
+
+
 @pytest.mark.parametrize("indent", [None, 2])
 def test_a_json_array_in_a_jsonl_file_is_said_so(tmp_path, capsys, indent):
     """Was: 'each JSONL line must be an object' (on one line) or 'invalid JSON (Expecting value)' (indented)."""
@@ -145,6 +159,19 @@ def test_label_and_confidence_spread_the_rest_and_conflicts_are_refused(tmp_path
         SoftLabels(path, "a,b,c").read(None)
 
 
+def test_label_names_given_as_a_list_are_read_as_written(tmp_path):
+    """Was: SoftLabels(labels=["<=50K", ">50K"]) refused as words for a label ('<' described as '50K'): the
+    NAME=WORDS spelling is --labels' (a text), and a list in Python names its labels as they are."""
+    from distill import DistillError, SoftLabels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a", "label": ">50K", "confidence": 0.9}])
+    soft = SoftLabels(path, ["<=50K", ">50K"]).read(None)
+    assert soft.hierarchy.labels == ["<=50K", ">50K"] and soft.records.probabilities == [[pytest.approx(0.1), 0.9]]
+    with pytest.raises(DistillError):
+        SoftLabels(path, "<=50K,>50K")  # the --labels spelling: '<' described as '50K', and '>50K' after it
+    with pytest.raises(DistillError, match=r"^labels: ' ' is no label name \(a text that is not blank\)$"):
+        SoftLabels(path, ["<=50K", " "])
+
+
 def test_soft_labels_alone(tmp_path):
     """No teacher and no training data: the file's texts and distributions are the whole transfer set."""
     from distill import Distiller, SoftLabels, TrainSettings
@@ -163,6 +190,21 @@ def test_soft_labels_alone(tmp_path):
     assert result.model.hierarchy.labels == ["negative", "positive"]
 
 
+@pytest.mark.parametrize("labels", [[], ["--labels", "negative,positive"]])
+def test_dev_labels_outside_the_soft_labels_set_are_said_so(tmp_path, capsys, labels):
+    """Was: 'label 'neutral' was not seen in training', of a run with no training data: the soft labels' label set
+    (the file's, or --labels) is the teacher's."""
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9},
+                                                 {"text": "a dull film", "label": "negative", "confidence": 0.9}])
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\na fine film,positive\nan odd film,neutral\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--dev", dev, "--output", tmp_path / "student", *labels, *STUDENT) == 2
+    assert capsys.readouterr().err.strip() == f"error: {dev}: label 'neutral' is outside the teacher's label set, " \
+        f"that of the soft labels of {soft} (negative, positive): name every label with --labels"
+    assert not (tmp_path / "student").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--teacher", "TEACHER"], "give --teacher (a teacher model, repeated for an ensemble) or --soft-labels"),
     (["--cache-dir", "CACHE"], "no teacher model runs: drop --cache-dir"),
@@ -171,7 +213,8 @@ def test_soft_labels_alone(tmp_path):
     (["--embeddings-from-teacher"], "drop --embeddings-from-teacher"),
     (["--teacher-weights", "1,2"], "no teacher model runs: drop --teacher-weights"),  # was: "one teacher was given"
     (["--labels", "good,bad"], "are not the training data's"),
-    (["--labels", "negative=a bad film,positive"], "--labels: soft labels take label names alone (negative,positive)"),
+    (["--labels", "negative=a bad film,positive=a good film"],
+     "--labels: soft labels take label names alone (negative,positive)"),
 ])
 def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
     soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9}])

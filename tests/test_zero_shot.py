@@ -173,6 +173,27 @@ def test_refusals_of_the_label_set_and_options(tiny_encoder_dir, tmp_path, capsy
         assert not out.exists()
 
 
+def test_labels_once_per_label_take_words_with_commas_and_one_text_refuses_them(tiny_encoder_dir, tmp_path, capsys):
+    """Was: --labels "negative=bad, awful,positive=good" made a third label, 'awful'."""
+    out = tmp_path / "teacher"
+    capsys.readouterr()
+    assert run_cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", "negative=bad, awful,positive=good",
+                   "--output", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "--labels: 'awful' after 'negative=bad' is ambiguous" in err and "give --labels once per label" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+    assert run_cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", "negative,positive",
+                   "--labels", "neutral", "--output", out, "--quiet") == 2
+    assert "'negative,positive' names several" in capsys.readouterr().err and not out.exists()
+    cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", "negative=bad, awful", "--labels",
+        "positive=good, great", "--output", out, "--quiet")
+    from distill import load_model
+    assert load_model(out).config.descriptions == {"negative": ["bad, awful"], "positive": ["good, great"]}
+    again = tmp_path / "again"  # the run's record replays it
+    cli("teacher", "--config", out / "run_config.yaml", "--output", again, "--quiet")
+    assert load_model(again).config.descriptions == {"negative": ["bad, awful"], "positive": ["good, great"]}
+
+
 @pytest.mark.parametrize("labels, unknown", [("Negative=a bad film,Positive=a great film", "negative, positive"),
                                              ("negative,positive,neutral", None), ("negative,neutral", "positive")])
 def test_dev_labels_that_the_label_names_do_not_name(tiny_encoder_dir, tmp_path, capsys, labels, unknown):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from distill.data.checks import _format, _json_kind, _json_records, _label_text, _record_text
+from distill.data.checks import _Record, _format, _json_kind, _json_records, _label_text, _record_text
 from distill.errors import DataError, option
 
 
@@ -54,8 +54,11 @@ def _soft_record_labels(path: str, record: dict, line: int) -> list[str]:
     if not probs:
         raise DataError(path, '"probs" names no label: give each label\'s probability ({"positive": 0.9, ...})', line)
     names = [_named_label(path, name, "probs", line) for name in probs]
-    twice = next((name for name in names if names.count(name) > 1), None)
-    if twice is not None:  # " positive" and "positive": one probability would replace the other in silence
+    # a key written twice (JSON keeps its last value), or " positive" beside "positive": one probability would
+    # replace the other in silence
+    twice = probs.twice if isinstance(probs, _Record) and probs.twice is not None else \
+        next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
         raise DataError(path, f'"probs" names the label {twice!r} twice: give each label one probability', line)
     return names
 

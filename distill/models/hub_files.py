@@ -15,6 +15,7 @@ from distill.io import MODEL_CARD, file_sha256
 HUB = "hub:"  # a model on the Hugging Face hub, as data on the hub is named (distill.data.HUB_PREFIX)
 CONFIG_FILE = "config.json"
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+EXPLICIT_WEIGHTS = "transformers_weights"  # config.json's key naming the weights file to load instead
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 # What a tokenizer may be read from: those a folder holds are part of the model's fingerprint.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -74,6 +75,38 @@ def require_vocabulary(source: str | Path, folder: Path) -> None:
                            "tokenizer.save_pretrained(DIR)")
 
 
+def _added_token_ids(folder: Path) -> set[int]:
+    """The ids of the tokens a tokenizer adds to its vocabulary file (added_tokens.json, tokenizer_config.json's
+    added_tokens_decoder); none where those files do not read as such."""
+    ids: set[int] = set()
+    for name, read in (("added_tokens.json", lambda found: found.values()),
+                       ("tokenizer_config.json", lambda found: found.get("added_tokens_decoder", {}).keys())):
+        try:
+            found = json.loads((folder / name).read_text(encoding="utf-8"))
+            ids.update(int(token_id) for token_id in read(found))
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError):
+            continue
+    return ids
+
+
+def require_whole_wordpiece(source: str | Path, folder: Path, config: dict) -> None:
+    """A vocab.txt that the tokenizer is read from (no tokenizer.json beside it) has a line for each of the
+    model's token embeddings (config.json's vocab_size, the added tokens aside), else one line naming the counts:
+    one cut short reads the words of its lost lines as [UNK], one too long gives ids the model has no row for."""
+    path, vocab_size = folder / "vocab.txt", config.get("vocab_size")
+    if (folder / "tokenizer.json").is_file() or not path.is_file() or not isinstance(vocab_size, int) \
+            or isinstance(vocab_size, bool):
+        return
+    data = path.read_bytes()
+    lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+    tokens = lines + sum(1 for token_id in _added_token_ids(folder) if lines <= token_id < vocab_size)
+    if tokens != vocab_size:
+        added = f" (and {tokens - lines} added tokens)" if tokens != lines else ""
+        raise DistillError(f"{source}: its {path.name} has {lines} lines{added}, but the model has {vocab_size} token "
+                           f"embeddings ({CONFIG_FILE}'s vocab_size), so the vocabulary is cut short or another "
+                           "model's; give the folder the model was saved to, whole")
+
+
 def require_words(source: str | Path, tokenizer) -> None:
     """A loaded tokenizer knows more than its special tokens, else one line: with its vocabulary lost (a stub
     tokenizer.json), every word reads as [UNK] or as no token at all."""
@@ -121,18 +154,35 @@ def local_folder(source: str | Path) -> Path:
         raise DistillError(f"{source}: cannot fetch the model from the Hugging Face hub ({detail})") from None
 
 
+def named_weights(folder: Path) -> str | None:
+    """The weights file config.json names (``transformers_weights``), which transformers loads instead of
+    model.safetensors; refused in one line unless it is a safetensors file or index inside the folder (a pickle,
+    which transformers would take as ``adapter_model.bin``, is never loaded)."""
+    named = (folder_config(folder) or {}).get(EXPLICIT_WEIGHTS)
+    if named is None:
+        return None
+    inside = isinstance(named, str) and (folder / named).resolve().parent == folder.resolve()
+    if not inside or not named.endswith((".safetensors", ".safetensors.index.json")):
+        raise DistillError(f"{folder / CONFIG_FILE}: its {EXPLICIT_WEIGHTS}, {named!r}, names no safetensors file or "
+                           "index inside the folder, which is all distill loads weights from")
+    return named
+
+
 def model_files(folder: Path) -> list[str]:
-    """The files of `folder` the model is loaded from: config, safetensors weights (model.safetensors where there
-    is one, as transformers loads it before an index's shards), tokenizer files."""
-    names = [CONFIG_FILE]
-    if (folder / SAFE_INDEX).is_file() and not (folder / SAFE_WEIGHTS).is_file():
+    """The files of `folder` the model is loaded from: config, safetensors weights (those config.json names in
+    ``transformers_weights``, else model.safetensors where there is one, as transformers loads it before an index's
+    shards), tokenizer files."""
+    names, named = [CONFIG_FILE], named_weights(folder)
+    index = named if named is not None and named.endswith(".index.json") else \
+        SAFE_INDEX if named is None and not (folder / SAFE_WEIGHTS).is_file() else None
+    if index is not None and (folder / index).is_file():
         try:
-            shards = sorted(set(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8"))["weight_map"].values()))
+            shards = sorted(set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values()))
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
-            raise DistillError(f"{folder / SAFE_INDEX}: not a safetensors index (no weight_map)") from None
-        names += [SAFE_INDEX, *shards]
+            raise DistillError(f"{folder / index}: not a safetensors index (no weight_map)") from None
+        names += [index, *shards]
     else:
-        names.append(SAFE_WEIGHTS)
+        names.append(named or SAFE_WEIGHTS)
     return names + [name for name in TOKENIZER_FILES if (folder / name).is_file()]
 
 

@@ -27,10 +27,10 @@ from distill import distributed
 from distill.errors import DistillError
 from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
-from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
-                                      cannot_load, files_fingerprint, folder_config, is_transformers_source,
-                                      load_whole_model, local_folder, model_files, quiet_transformers,
-                                      require_vocabulary, require_words)
+from distill.models.hub_files import (CONFIG_FILE, EXPLICIT_WEIGHTS, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS,
+                                      TOKENIZER_FILES, cannot_load, files_fingerprint, folder_config,
+                                      is_transformers_source, load_whole_model, local_folder, model_files, named_weights,
+                                      quiet_transformers, require_vocabulary, require_whole_wordpiece, require_words)
 
 logger = logging.getLogger("distill")
 
@@ -132,7 +132,8 @@ def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, t
     if config is None:
         raise DistillError(f"{source}: {CONFIG_FILE} is not a JSON object, so it is not a transformers model")
     task, model_class = classifier_kind(source, config)
-    if not (folder / SAFE_WEIGHTS).is_file() and not (folder / SAFE_INDEX).is_file():
+    named = named_weights(folder)
+    if named is None and not (folder / SAFE_WEIGHTS).is_file() and not (folder / SAFE_INDEX).is_file():
         pickled = next((name for name in PICKLED_WEIGHTS if (folder / name).is_file()), None)
         if pickled:
             raise DistillError(f"{source}: holds its weights only as {pickled}, a pickle, which distill never loads "
@@ -142,8 +143,10 @@ def verify_transformers_folder(source: str | Path, folder: Path) -> tuple[str, t
     names = model_files(folder)
     missing = next((name for name in names if not (folder / name).is_file()), None)
     if missing:
-        raise DistillError(f"{source}: missing {missing}, which its weights index lists")
+        which = f"its {CONFIG_FILE} names ({EXPLICIT_WEIGHTS})" if missing == named else "its weights index lists"
+        raise DistillError(f"{source}: missing {missing}, which {which}")
     require_vocabulary(source, folder)
+    require_whole_wordpiece(source, folder, config)
     return task, model_class, names
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from distill.errors import DistillError, option
 
@@ -166,3 +166,22 @@ def is_prompted(source: str | Path) -> bool:
     """Whether `source` is a teacher asked a prompt (a causal language model, a served one)."""
     from distill.models import model_card
     return kind_of(model_card(source)).prompted
+
+
+def refuse_unasked(sources: Sequence[str | Path | None], given: Sequence[str] | None = None) -> None:
+    """The prompt settings `given` (fields of `distill.models.prompt.PromptSettings`; default: those the current
+    `prompt_settings` set) are for a teacher asked a prompt, a served teacher's (base_url, max_requests) for a
+    served one: where no source of the command is such (a fine-tuned teacher, a student, soft labels, a model in
+    memory: None), they would be ignored in silence, so they are refused in one line, by every command alike."""
+    from distill.models.prompt import SERVED_SETTINGS, is_served, setting_name, settings_given
+    given = settings_given() if given is None else list(given)
+    named = [str(source) for source in sources if source is not None]
+    for takes, kind, some in ((is_prompted, "a language-model teacher (a causal LM folder, openai:MODEL, "
+                               "systemone:MODEL)", given),
+                              (is_served, "a served teacher (openai:MODEL, systemone:MODEL)",
+                               [name for name in given if name in SERVED_SETTINGS])):
+        if some and not any(takes(source) for source in named):
+            one = len(some) == 1
+            verb = option("is an option" if one else "are options", "is a setting" if one else "are settings")
+            whose = "no model of this command is one" if sources else "this command is given none"
+            raise DistillError(f"{', '.join(map(setting_name, some))} {verb} of {kind}, and {whose}")

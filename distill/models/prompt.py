@@ -41,13 +41,14 @@ PLACEHOLDER = re.compile(r"\{(\w+)\}")  # a word in braces: meant as a placehold
 class PromptSettings:
     """What a language-model teacher is asked, as the command's options give it (`prompt_settings`).
 
-    ``labels``: the ``--labels`` text (`distill.label_names.parse_labels`); ``shots_from``: labelled data (kd's
-    --train, else --shots-from) that the ``shots`` few-shot examples are drawn from; ``labels_from``: labelled data
-    whose labels are the label set when ``labels`` is not given (kd's --train, evaluate's data; default:
+    ``labels``: the ``--labels`` text, or a list of one label each (`distill.label_names.parse_labels`);
+    ``shots_from``: labelled data (kd's --train, else --shots-from) that the ``shots`` few-shot examples are drawn
+    from; ``labels_from``: labelled data whose labels are the label set when ``labels`` is not given (kd's --train,
+    evaluate's data; default:
     ``shots_from``); ``template``: a prompt file; ``base_url`` and ``max_requests``: a served model's endpoint
     and how many requests it has at once."""
 
-    labels: str | None = None
+    labels: str | list[str] | None = None
     shots_from: str | None = None
     labels_from: str | None = None
     data: DataOptions = field(default_factory=DataOptions)
@@ -73,6 +74,26 @@ def prompt_settings(**settings) -> Iterator[PromptSettings]:
 
 def current_settings() -> PromptSettings:
     return _settings.get()
+
+
+SERVED_SETTINGS = ("base_url", "max_requests")  # a served teacher's alone: a causal LM folder runs here
+
+
+def setting_name(name: str) -> str:
+    """A field of `PromptSettings` as its caller sets it: the command's option, or ``prompt_settings(...)``."""
+    api = f"prompt_settings({name}=...)"
+    return {"labels": option("--labels", api), "template": option("--prompt", api), "shots": option("--shots", api),
+            "shots_from": option("--shots-from", api), "base_url": option("--base-url", api),
+            "max_requests": option("--max-requests", api)}[name]
+
+
+def settings_given() -> list[str]:
+    """The fields of the current `prompt_settings` that ask a language-model teacher something beyond their
+    defaults (its labels, prompt, examples, endpoint); not shots_from, labels_from or data, which a command sets
+    from its own labelled data, for such a teacher alone to read."""
+    settings, default = current_settings(), PromptSettings()
+    return [name for name in ("labels", "template", "shots", *SERVED_SETTINGS)
+            if getattr(settings, name) != getattr(default, name)]
 
 
 def prompt_files() -> list[str]:
