@@ -4,6 +4,9 @@ that knows about ranks.
 A run started without a launcher (WORLD_SIZE unset or 1) never creates a process group: every
 helper here then answers for a single process and costs nothing. Under a launcher, `init` joins
 the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors.
+
+Light to import: torch is imported by the helpers that need it, so a command line that joins no group
+(`nlp-train predict --help`, `nlp-train --help`) asks `launched` without paying for torch's import.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Any, Sequence
-
-import torch
-import torch.distributed as dist
+import sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from distill.errors import DistillError
-from distill.losses import LossSum
+
+if TYPE_CHECKING:
+    import torch
+
+    from distill.losses import LossSum
 
 
 # What torchrun (or `accelerate launch`) sets besides WORLD_SIZE, and the env:// rendezvous needs.
@@ -69,16 +74,24 @@ def _launch_number(name: str, what: str, high: int | None = None, low: int = 0, 
     return int(value)
 
 
+def _dist():
+    """torch.distributed, imported when a helper first needs it."""
+    import torch.distributed
+    return torch.distributed
+
+
 def active() -> bool:
-    return dist.is_available() and dist.is_initialized()
+    """Whether this process is in a process group; one that never imported torch.distributed is in none."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
 
 
 def rank() -> int:
-    return dist.get_rank() if active() else 0
+    return _dist().get_rank() if active() else 0
 
 
 def world_size() -> int:
-    return dist.get_world_size() if active() else 1
+    return _dist().get_world_size() if active() else 1
 
 
 def local_rank() -> int:
@@ -96,23 +109,24 @@ def init() -> None:
     if not launched() or active():
         return
     check_launch()
+    import torch
     if torch.cuda.is_available():
         if local_rank() < torch.cuda.device_count():  # else --device cpu, or `pick_device` refuses the GPU
             torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
         backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works
     else:
         backend = "gloo"
-    dist.init_process_group(backend)
+    _dist().init_process_group(backend)
 
 
 def teardown() -> None:
     if active():
-        dist.destroy_process_group()
+        _dist().destroy_process_group()
 
 
 def barrier() -> None:
     if active():
-        dist.barrier()
+        _dist().barrier()
 
 
 def all_gather_objects(obj: Any) -> list:
@@ -120,7 +134,7 @@ def all_gather_objects(obj: Any) -> list:
     if not active():
         return [obj]
     gathered: list = [None] * world_size()
-    dist.all_gather_object(gathered, obj)
+    _dist().all_gather_object(gathered, obj)
     return gathered
 
 
@@ -129,7 +143,7 @@ def broadcast_object(obj: Any) -> Any:
     if not active():
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    _dist().broadcast_object_list(box, src=0)
     return box[0]
 
 
@@ -138,7 +152,7 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     if not active():
         return values
     total = values.clone()
-    dist.all_reduce(total)
+    _dist().all_reduce(total)
     return total
 
 
@@ -155,7 +169,7 @@ def lost_peer(err: BaseException) -> str | None:
     if not launched() or not isinstance(err, RuntimeError):
         return None
     text = str(err).strip()
-    if not isinstance(err, dist.DistError) and not any(marker in text for marker in PEER_LOST_MARKERS):
+    if not isinstance(err, _dist().DistError) and not any(marker in text for marker in PEER_LOST_MARKERS):
         return None
     first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else "")  # "[.../pair.cc:553] "
     return first.split(". ")[0].rstrip(".") or type(err).__name__
@@ -191,6 +205,7 @@ def global_denominators(parts: Sequence[tuple[Sequence[LossSum], bool]]) -> torc
     """Each term's denominator over the whole global batch: summed over this rank's `parts` (its terms of
     each micro-batch of an accumulated step, and whether that share counts) and across all ranks (one
     all-reduce for all terms)."""
+    import torch
     return all_reduce_sum(sum(torch.stack([term.denominator for term in terms]) * (1.0 if counted else 0.0)
                               for terms, counted in parts))
 
@@ -224,6 +239,7 @@ def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:
     which averages gradients across ranks in backward; the model itself otherwise."""
     if not active():
         return model
+    import torch
     device = next(model.parameters()).device
     device_ids = [device] if device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
