@@ -3,7 +3,9 @@ that knows about ranks.
 
 A run started without a launcher (WORLD_SIZE unset or 1) never creates a process group: every
 helper here then answers for a single process and costs nothing. Under a launcher, `init` joins
-the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors.
+the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors. Every
+process waits `join_timeout` for the others to start (DISTILL_JOIN_TIMEOUT, default five minutes), not
+torch's half hour.
 
 Light to import: torch is imported by the helpers that need it, so a command line that joins no group
 (`nlp-train predict --help`, `nlp-train --help`) asks `launched` without paying for torch's import.
@@ -11,10 +13,12 @@ Light to import: torch is imported by the helpers that need it, so a command lin
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from distill.errors import DistillError
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 
 # What torchrun (or `accelerate launch`) sets besides WORLD_SIZE, and the env:// rendezvous needs.
 LAUNCH_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+JOIN_TIMEOUT = "DISTILL_JOIN_TIMEOUT"  # seconds each process waits for the others of its run to start
+DEFAULT_JOIN_SECONDS = 300
 
 
 def launched() -> bool:
@@ -53,6 +59,7 @@ def check_launch() -> None:
     _launch_number("RANK", f"a process number from 0 to {size - 1} (WORLD_SIZE={size})", size - 1)
     port = _launch_number("MASTER_PORT", "a TCP port (1 to 65535)", 65535, low=1)
     local_rank()
+    join_timeout()
     address = os.environ["MASTER_ADDR"]
     try:  # else the rendezvous retries a name no resolver knows, a warning every few seconds, for half an hour
         socket.getaddrinfo(address, port)
@@ -78,6 +85,55 @@ def _dist():
     """torch.distributed, imported when a helper first needs it."""
     import torch.distributed
     return torch.distributed
+
+
+def join_timeout() -> float:
+    """Seconds a process of a launched run waits for every other one to start (`JOIN_TIMEOUT` in the environment,
+    else `DEFAULT_JOIN_SECONDS`): torch's own wait is half an hour, deaf to SIGTERM, for a process never started."""
+    value = os.environ.get(JOIN_TIMEOUT, str(DEFAULT_JOIN_SECONDS))
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise DistillError(f"{JOIN_TIMEOUT}={value!r} is not a number of seconds above 0 (how long each process "
+                           f"waits for the others to start; default {DEFAULT_JOIN_SECONDS})")
+    return seconds
+
+
+def _not_joined(missing: Sequence[int], size: int, seconds: float, where: str = "") -> DistillError:
+    ranks = f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+    return DistillError(f"{ranks} of this run (WORLD_SIZE={size}) did not start within {seconds:g} s{where}: start "
+                        f"every process of the run (torchrun on every node), or wait longer with "
+                        f"{JOIN_TIMEOUT}=SECONDS")
+
+
+def _joined_store(own: int, size: int) -> Any:
+    """The launcher's rendezvous store once every rank has checked in there: torchrun's agent's, else the one rank
+    0 serves (as torch's env:// makes them). A rank missing after `join_timeout` is one line naming it. The waits
+    are short steps in Python, so that SIGTERM stops them and nothing of torch's is logged while they last."""
+    from torch.distributed.constants import default_pg_timeout
+    dist = _dist()
+    seconds, address, port = join_timeout(), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    deadline = time.monotonic() + seconds
+    serves = own == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    while not serves:  # a client: the server must answer first (torch's client retries for the whole timeout)
+        try:
+            socket.create_connection((address, port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise _not_joined([0], size, seconds, f" (nothing answers at {address}:{port})") from None
+            time.sleep(0.2)
+    store = dist.TCPStore(address, port, size, is_master=serves, timeout=default_pg_timeout, wait_for_workers=False,
+                          multi_tenant=True)
+    keys = [f"distill/joined/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{r}" for r in range(size)]
+    store.set(keys[own], "1")
+    while not store.check(keys):
+        if time.monotonic() > deadline:
+            raise _not_joined([r for r, key in enumerate(keys) if not store.check([key])], size, seconds)
+        time.sleep(0.1)
+    return dist.PrefixStore("default_pg", store)  # the keys torch's own rendezvous gives the group
 
 
 def active() -> bool:
@@ -116,7 +172,8 @@ def init() -> None:
         backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works
     else:
         backend = "gloo"
-    _dist().init_process_group(backend)
+    own, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    _dist().init_process_group(backend, store=_joined_store(own, size), rank=own, world_size=size)
 
 
 def teardown() -> None:
