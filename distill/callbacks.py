@@ -468,8 +468,13 @@ def register_reporter(name: str, build: Callable[[ReportTarget], Callback]) -> N
 
 
 def reporter_names(values: Sequence[str]) -> list[str]:
-    """``--report-to`` values (repeated, or joined by commas) as reporter names, once each; ``none``: none."""
-    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    """``--report-to`` values (repeated, or joined by commas) as reporter names, once each; ``none``: none.
+    An empty name (``tensorboard,,``) is refused: it is a typo, and dropping it would hide a reporter meant."""
+    for value in values:
+        if any(not name.strip() for name in value.split(",")):
+            raise DistillError(f"{option('--report-to', 'reporters()')} {value!r} has an empty reporter name: "
+                               f"give names separated by single commas")
+    names = [name.strip() for value in values for name in value.split(",")]
     unknown = [name for name in names if name != "none" and name not in REPORTERS]
     if unknown:
         raise DistillError(f"unknown reporter {unknown[0]!r}: choose from {', '.join([*REPORTERS, 'none'])}")

@@ -3,25 +3,36 @@ that knows about ranks.
 
 A run started without a launcher (WORLD_SIZE unset or 1) never creates a process group: every
 helper here then answers for a single process and costs nothing. Under a launcher, `init` joins
-the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors.
+the group the launcher's environment describes: gloo for CPU tensors, nccl for CUDA tensors. Every
+process waits `join_timeout` for the others to start (DISTILL_JOIN_TIMEOUT, default five minutes), not
+torch's half hour.
+
+Light to import: torch is imported by the helpers that need it, so a command line that joins no group
+(`nlp-train predict --help`, `nlp-train --help`) asks `launched` without paying for torch's import.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
-from typing import Any, Sequence
-
-import torch
-import torch.distributed as dist
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 from distill.errors import DistillError
-from distill.losses import LossSum
+
+if TYPE_CHECKING:
+    import torch
+
+    from distill.losses import LossSum
 
 
 # What torchrun (or `accelerate launch`) sets besides WORLD_SIZE, and the env:// rendezvous needs.
 LAUNCH_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")
+JOIN_TIMEOUT = "DISTILL_JOIN_TIMEOUT"  # seconds each process waits for the others of its run to start
+DEFAULT_JOIN_SECONDS = 300
 
 
 def launched() -> bool:
@@ -48,6 +59,7 @@ def check_launch() -> None:
     _launch_number("RANK", f"a process number from 0 to {size - 1} (WORLD_SIZE={size})", size - 1)
     port = _launch_number("MASTER_PORT", "a TCP port (1 to 65535)", 65535, low=1)
     local_rank()
+    join_timeout()
     address = os.environ["MASTER_ADDR"]
     try:  # else the rendezvous retries a name no resolver knows, a warning every few seconds, for half an hour
         socket.getaddrinfo(address, port)
@@ -69,16 +81,73 @@ def _launch_number(name: str, what: str, high: int | None = None, low: int = 0, 
     return int(value)
 
 
+def _dist():
+    """torch.distributed, imported when a helper first needs it."""
+    import torch.distributed
+    return torch.distributed
+
+
+def join_timeout() -> float:
+    """Seconds a process of a launched run waits for every other one to start (`JOIN_TIMEOUT` in the environment,
+    else `DEFAULT_JOIN_SECONDS`): torch's own wait is half an hour, deaf to SIGTERM, for a process never started."""
+    value = os.environ.get(JOIN_TIMEOUT, str(DEFAULT_JOIN_SECONDS))
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise DistillError(f"{JOIN_TIMEOUT}={value!r} is not a number of seconds above 0 (how long each process "
+                           f"waits for the others to start; default {DEFAULT_JOIN_SECONDS})")
+    return seconds
+
+
+def _not_joined(missing: Sequence[int], size: int, seconds: float, where: str = "") -> DistillError:
+    ranks = f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+    return DistillError(f"{ranks} of this run (WORLD_SIZE={size}) did not start within {seconds:g} s{where}: start "
+                        f"every process of the run (torchrun on every node), or wait longer with "
+                        f"{JOIN_TIMEOUT}=SECONDS")
+
+
+def _joined_store(own: int, size: int) -> Any:
+    """The launcher's rendezvous store once every rank has checked in there: torchrun's agent's, else the one rank
+    0 serves (as torch's env:// makes them). A rank missing after `join_timeout` is one line naming it. The waits
+    are short steps in Python, so that SIGTERM stops them and nothing of torch's is logged while they last."""
+    from torch.distributed.constants import default_pg_timeout
+    dist = _dist()
+    seconds, address, port = join_timeout(), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    deadline = time.monotonic() + seconds
+    serves = own == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    while not serves:  # a client: the server must answer first (torch's client retries for the whole timeout)
+        try:
+            socket.create_connection((address, port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise _not_joined([0], size, seconds, f" (nothing answers at {address}:{port})") from None
+            time.sleep(0.2)
+    store = dist.TCPStore(address, port, size, is_master=serves, timeout=default_pg_timeout, wait_for_workers=False,
+                          multi_tenant=True)
+    keys = [f"distill/joined/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{r}" for r in range(size)]
+    store.set(keys[own], "1")
+    while not store.check(keys):
+        if time.monotonic() > deadline:
+            raise _not_joined([r for r, key in enumerate(keys) if not store.check([key])], size, seconds)
+        time.sleep(0.1)
+    return dist.PrefixStore("default_pg", store)  # the keys torch's own rendezvous gives the group
+
+
 def active() -> bool:
-    return dist.is_available() and dist.is_initialized()
+    """Whether this process is in a process group; one that never imported torch.distributed is in none."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
 
 
 def rank() -> int:
-    return dist.get_rank() if active() else 0
+    return _dist().get_rank() if active() else 0
 
 
 def world_size() -> int:
-    return dist.get_world_size() if active() else 1
+    return _dist().get_world_size() if active() else 1
 
 
 def local_rank() -> int:
@@ -96,23 +165,25 @@ def init() -> None:
     if not launched() or active():
         return
     check_launch()
+    import torch
     if torch.cuda.is_available():
         if local_rank() < torch.cuda.device_count():  # else --device cpu, or `pick_device` refuses the GPU
             torch.cuda.set_device(local_rank())  # so device "cuda" (and --device auto) means this rank's GPU
         backend = "cpu:gloo,cuda:nccl"       # a CPU model on a GPU machine still works
     else:
         backend = "gloo"
-    dist.init_process_group(backend)
+    own, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    _dist().init_process_group(backend, store=_joined_store(own, size), rank=own, world_size=size)
 
 
 def teardown() -> None:
     if active():
-        dist.destroy_process_group()
+        _dist().destroy_process_group()
 
 
 def barrier() -> None:
     if active():
-        dist.barrier()
+        _dist().barrier()
 
 
 def all_gather_objects(obj: Any) -> list:
@@ -120,7 +191,7 @@ def all_gather_objects(obj: Any) -> list:
     if not active():
         return [obj]
     gathered: list = [None] * world_size()
-    dist.all_gather_object(gathered, obj)
+    _dist().all_gather_object(gathered, obj)
     return gathered
 
 
@@ -129,7 +200,7 @@ def broadcast_object(obj: Any) -> Any:
     if not active():
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    _dist().broadcast_object_list(box, src=0)
     return box[0]
 
 
@@ -138,7 +209,7 @@ def all_reduce_sum(values: torch.Tensor) -> torch.Tensor:
     if not active():
         return values
     total = values.clone()
-    dist.all_reduce(total)
+    _dist().all_reduce(total)
     return total
 
 
@@ -155,7 +226,7 @@ def lost_peer(err: BaseException) -> str | None:
     if not launched() or not isinstance(err, RuntimeError):
         return None
     text = str(err).strip()
-    if not isinstance(err, dist.DistError) and not any(marker in text for marker in PEER_LOST_MARKERS):
+    if not isinstance(err, _dist().DistError) and not any(marker in text for marker in PEER_LOST_MARKERS):
         return None
     first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else "")  # "[.../pair.cc:553] "
     return first.split(". ")[0].rstrip(".") or type(err).__name__
@@ -191,6 +262,7 @@ def global_denominators(parts: Sequence[tuple[Sequence[LossSum], bool]]) -> torc
     """Each term's denominator over the whole global batch: summed over this rank's `parts` (its terms of
     each micro-batch of an accumulated step, and whether that share counts) and across all ranks (one
     all-reduce for all terms)."""
+    import torch
     return all_reduce_sum(sum(torch.stack([term.denominator for term in terms]) * (1.0 if counted else 0.0)
                               for terms, counted in parts))
 
@@ -224,6 +296,7 @@ def wrap_for_training(model: torch.nn.Module) -> torch.nn.Module:
     which averages gradients across ranks in backward; the model itself otherwise."""
     if not active():
         return model
+    import torch
     device = next(model.parameters()).device
     device_ids = [device] if device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)

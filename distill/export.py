@@ -188,13 +188,9 @@ def save_slim_files(model: LabelModel, kind: str, source_dir: Path, directory: P
 
 def transformers_network(model: LabelModel, where: str):
     """The teacher module a transformers export holds: the teacher itself, or a transformer student's (the
-    teacher's code with fewer layers); a word student is refused in one line."""
+    teacher's code with fewer layers). A word student never comes here: the teacher-kind table refuses it."""
     from distill.models.teacher import Teacher
-    network = model if isinstance(model, Teacher) else getattr(model, "network", None)
-    if not isinstance(network, Teacher):
-        what = getattr(getattr(model, "config", None), "model", None) or type(model).__name__
-        raise DistillError(f"{where}: a {what} student is not a transformers model (only the teacher and the "
-                           f"transformer students are); export it with {_format('onnx')} for ONNX Runtime")
+    network = model if isinstance(model, Teacher) else model.network
     if not network.exports_to_transformers:
         raise DistillError(f"{where}: a {type(network).__name__} normalises its features before its head, which no "
                            f"stock transformers classifier does; export it with {_format('onnx')} or "

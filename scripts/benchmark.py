@@ -336,8 +336,8 @@ class Bench:
         """Copy into `stage`'s output a finished teacher of the same content (its command and data), checked
         whole, from any run recorded in the store: a run split over several sessions, or another --out, trains
         each teacher once. A finished teacher of other content at the output is refused, not used: the data or
-        the recipe changed since it was trained."""
-        from distill.models.card import read_model_card, verify_model_files
+        the recipe changed since it was trained. A stored teacher that fails its check (`usable_teacher`) is set
+        aside: another run's damaged folder stops no run, which trains its own instead."""
         index, output = self.teacher_index(), stage.output
         if stage.done.exists():
             if index.get(str(output), content) != content or not trained_as(stage, output):
@@ -345,16 +345,34 @@ class Bench:
                                  "changed since it was trained?): remove it, or give another --out")
             return
         source = next((Path(path) for path, known in index.items() if known == content and path != str(output)
-                       and (Path(path) / stage.done.name).exists() and trained_as(stage, Path(path))), None)
+                       and (Path(path) / stage.done.name).exists() and self.usable_teacher(stage, Path(path))), None)
         if source is None:
             return
-        verify_model_files(source, read_model_card(source))
         log(f"reuse (same command and data): {shown(source)} -> {shown(output)}")
         staging = output.with_name(f".{output.name}.copying")
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(source, staging)
         shutil.rmtree(output, ignore_errors=True)  # a killed run's partial teacher: the copy replaces it
         os.replace(staging, output)
+
+    def usable_teacher(self, stage: Stage, folder: Path) -> bool:
+        """Whether the stored teacher in `folder` was trained as `stage` trains one and is whole (its files as its
+        card records them). A damaged one is said in one line and dropped from the store's index, never copied: its
+        folder, another run's, is left as it is for that run to find."""
+        from distill.models.card import read_model_card, verify_model_files
+        try:
+            if not trained_as(stage, folder):
+                return False
+            verify_model_files(folder, read_model_card(folder))
+            return True
+        except DistillError as err:
+            log(f"set aside (a damaged teacher in the store; trained again unless another copy is whole): {err}")
+        with locked(self.teachers / TEACHER_INDEX):
+            index = self.teacher_index()
+            if str(folder) in index:
+                write_json(self.teachers / TEACHER_INDEX, {path: known for path, known in index.items()
+                                                           if path != str(folder)})
+        return False
 
     def ensemble_runs(self, spec: dict, teacher: Path, train: Path, dev: Path, student: str) -> dict[str, Path]:
         """A second teacher (the same recipe, the next seed), the task's first student distilled from it alone

@@ -940,6 +940,51 @@ def test_a_teacher_is_checked_against_its_own_record_not_the_store_alone(bench_d
     assert teacher("d", seed=43) in trained and "reuse" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("damage", ["truncated", "missing", "card"])
+def test_a_damaged_teacher_in_the_store_is_set_aside_and_trained_again(damage, bench_data, tiny_classifier_teacher,
+                                                                       tmp_path, monkeypatch, capsys):
+    """A stored teacher whose files no longer match its card (truncated, one missing, its card cut short), needed by a
+    run under another --out: one line says so, the entry leaves the store's index and the run trains its own teacher
+    (it stopped with the check's error; the damaged folder, another run's, is left as it is)."""
+    from distill.io import file_sha256
+    from tests.conftest import snapshot
+    trained = []
+
+    def train(stage, env, resume=False, overwrite=False):  # the tiny teacher, recorded as trained as `stage` says
+        trained.append(stage.output)
+        shutil.copytree(tiny_classifier_teacher, stage.output, dirs_exist_ok=True)
+        summary = read_json(stage.done)
+        summary["inputs"].update({name: file_sha256(stage.options[name]) for name in ("train", "dev")})
+        stage.done.write_text(json.dumps(summary))
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    data = bench_data / "rotten_tomatoes"
+
+    def teacher(out: str) -> Path:
+        bench = benchmark.Bench(benchmark.parse_args(["--data", str(bench_data), "--out", str(tmp_path / out),
+                                                      "--teachers", str(tmp_path / "store")]))
+        bench.teacher_stage(benchmark.TASKS["rt"], data / "train.csv", data / "dev.csv", bench.out / "rt" / "teacher",
+                            42)
+        return bench.out / "rt" / "teacher"
+
+    first = teacher("a")
+    weights = first / "checkpoint.pt"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif damage == "missing":
+        weights.unlink()
+    else:
+        (first / "distill.json").write_text('{"task": ')
+    damaged = snapshot(first)
+    capsys.readouterr()
+    second = teacher("b")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "set aside" in line]
+    assert trained == [first, second] and len(lines) == 1 and str(first) in lines[0] and "damaged" in lines[0]
+    assert list(read_json(tmp_path / "store" / benchmark.TEACHER_INDEX)) == [str(second)]
+    assert snapshot(first) == damaged  # another run's folder: untouched
+    assert teacher("c") not in trained and "reuse" in capsys.readouterr().out  # the good copy is the store's now
+
+
 @pytest.mark.parametrize("option, folder", [("--out", "{model}"), ("--out", "{model}/bench"), ("--teachers", "{model}"),
                                             ("--out", "{encoder}/bench")])
 def test_an_output_folder_in_a_model_or_an_input_is_refused(option, folder, bench_data, tiny_encoder_dir, tmp_path):

@@ -291,8 +291,8 @@ def collective():
 
 cli.main(["--threads", "1", "collective"])
 """
-# as SIGKILL or the kernel's out-of-memory killer: no message, no clean-up
-KILLED = "import os, torch.distributed as d; d.init_process_group('gloo'); d.barrier(); os._exit(9)"
+# as SIGKILL or the kernel's out-of-memory killer: no message, no clean-up (joined as every rank of a run joins)
+KILLED = "import os; from distill import distributed; distributed.init(); distributed.barrier(); os._exit(9)"
 
 
 def test_the_survivor_of_a_killed_worker_says_so_in_one_line():
@@ -400,8 +400,9 @@ LAUNCHED = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "1
     # the rendezvous warned every few seconds that it could not resolve the name, for half an hour
     ({**LAUNCHED, "MASTER_ADDR": "nohost.invalid"}, "MASTER_ADDR='nohost.invalid' is no address this machine can "
                                                     "resolve ("),
+    ({**LAUNCHED, "DISTILL_JOIN_TIMEOUT": "soon"}, "DISTILL_JOIN_TIMEOUT='soon' is not a number of seconds above 0"),
 ], ids=["world-size-alone", "no-port", "not-a-number", "rank-not-a-number", "port-not-a-number",
-        "local-rank-negative", "rank-past-world-size", "address-unknown"])
+        "local-rank-negative", "rank-past-world-size", "address-unknown", "join-timeout-not-a-number"])
 def test_a_launch_environment_that_is_not_whole_is_one_line(environment, message, tmp_path):
     """WORLD_SIZE set by hand (or left by a job script) without torchrun's other variables was the rendezvous'
     traceback (`environment variable RANK expected, but not set`), and a WORLD_SIZE, RANK, LOCAL_RANK or MASTER_PORT
@@ -415,6 +416,27 @@ def test_a_launch_environment_that_is_not_whole_is_one_line(environment, message
                           timeout=300)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists(), done.stderr
+
+
+@pytest.mark.parametrize("rank, message", [
+    ("0", "rank 1 of this run (WORLD_SIZE=2) did not start within 2 s: start every process of the run"),
+    ("1", "rank 0 of this run (WORLD_SIZE=2) did not start within 2 s (nothing answers at 127.0.0.1:"),
+])
+def test_a_process_whose_others_never_start_says_which_in_one_line(rank, message, tmp_path):
+    """A launched process alone (the others never started: a node not launched, a job script's rank lost) waited
+    torch's half hour, SIGTERM unheard; it waits DISTILL_JOIN_TIMEOUT seconds and names the ranks missing."""
+    env = {name: value for name, value in os.environ.items() if name not in LAUNCHED}
+    launched = {**LAUNCHED, "RANK": rank, "MASTER_PORT": str(free_port()), "DISTILL_JOIN_TIMEOUT": "2"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "procedures.cli", "--threads", "1", "student", "--model", "lstm",
+                           "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
+                           "--epochs", "1", "--quiet", "--output", tmp_path / "out"],
+                          env={**env, "PYTHONPATH": str(ROOT), **launched}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and message in done.stderr and "DISTILL_JOIN_TIMEOUT=SECONDS" in done.stderr, \
+        done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists(), done.stderr
+    assert time.monotonic() - started < 120
 
 
 def test_a_resume_on_another_number_of_processes_says_how_the_run_ran(tmp_path, capsys, monkeypatch):

@@ -627,6 +627,31 @@ def test_a_cache_in_the_search_folder_is_at_a_name_the_search_does_not_write(fin
     assert [t["state"] for t in result.trials] == ["complete"] and any((tmp_path / "new" / "cache").iterdir())
 
 
+def test_a_search_stopped_before_its_first_trial_pins_no_inputs(tiny_classifier_teacher, tmp_path, monkeypatch):
+    """A search on a storage of its own (--storage) stopped after it opened the study but before any trial (Ctrl-C
+    while the teacher's logits were cached, say) had recorded its inputs with the study: the rerun with the right
+    dev data was refused as "other data". The inputs are recorded as the first trial is asked; a study holding
+    trials still refuses other data."""
+    from distill.student_search import study as study_module
+    database = tmp_path / "shared" / "study.db"
+    database.parent.mkdir()
+    again = dict(trials=1, space=SPACE, threads=1, reseed_top=0, storage=f"sqlite:///{database}")
+    wrong = tmp_path / "dev.csv"
+    wrong.write_text(DEV.read_text(encoding="utf-8") + "a review the dev set did not have,positive\n", encoding="utf-8")
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(study_module, "_warm_cache", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, wrong, tmp_path / "out", **again)
+    assert not (tmp_path / "out").exists() and database.is_file()
+    monkeypatch.undo()
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "out", **again)
+    assert [t["state"] for t in result.trials] == ["complete"]
+    with pytest.raises(DistillError, match="study 'distill-search' searched with other data or another teacher"):
+        search(tiny_classifier_teacher, TRAIN, wrong, tmp_path / "out", **{**again, "trials": 2})
+
+
 def test_a_refused_search_leaves_no_storage_file_it_made(finished_search, tmp_path):
     """A new SQLite storage was made before a half-written --as-fast-as model was refused, and by a resume refused
     as another study's: an empty study file was left behind each time."""

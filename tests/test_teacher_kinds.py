@@ -15,7 +15,7 @@ from tests.test_multitask import NER, SENTIMENT
 
 TRAIN, DEV = SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv"
 UNLABELED = SAMPLES / "unlabeled_movies.txt"
-# the kinds a command refuses somewhere: "teacher" and "student" are taken everywhere
+# the kinds a command refuses somewhere: "teacher" and "student" (a transformer student) are taken everywhere
 REFUSED = [(kind.name, command) for kind in KINDS for command in COMMANDS if command not in kind.takes]
 
 
@@ -30,12 +30,15 @@ def sources(tiny_classifier_teacher, tiny_encoder_dir, tiny_hf_classifier, tiny_
     cli("export", folder / "multitask", "--format", "transformers", "--output", folder / "multitask-hf")
     cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", "negative,positive", "--output",
         folder / "zero-shot", "--quiet")
+    cli("student", "--model", "cnn", "--embedding-dim", "8", "--train", TRAIN, "--dev", DEV, "--epochs", "1",
+        "--output", folder / "word-student", "--quiet")
     for kind, teacher in (("transformers", tiny_hf_classifier), ("zero-shot", folder / "zero-shot")):
         cli("export", teacher, "--output", folder / f"{kind}-onnx")  # each one's export, for --use-export
     found = {"onnx": folder / "onnx", "multitask-transformers": folder / "multitask-hf",
              "multitask": folder / "multitask", "causal-lm": tiny_causal_lm, "served": "openai:tiny-model",
              "transformers": tiny_hf_classifier, "zero-shot": folder / "zero-shot",
-             "transformers-onnx": folder / "transformers-onnx", "zero-shot-onnx": folder / "zero-shot-onnx"}
+             "transformers-onnx": folder / "transformers-onnx", "zero-shot-onnx": folder / "zero-shot-onnx",
+             "word-student": folder / "word-student"}
     assert {kind for kind, _ in REFUSED} <= set(found)
     return {name: str(source) for name, source in found.items()}
 
@@ -82,7 +85,7 @@ def test_a_command_refuses_a_kind_it_does_not_take_with_the_tables_line(kind, co
 # test_llm_teachers.py serves one); the commands that train get one epoch and one trial.
 # ("export check-data" takes an ONNX export as the export being scored, not as the model an export reads.)
 TAKEN = [(kind.name, command) for kind in KINDS for command in COMMANDS
-         if command in kind.takes and kind.name not in ("served", "teacher", "student")
+         if command in kind.takes and kind.name not in ("served", "teacher", "student", "word-student")
          and (kind.name, command) != ("onnx", "export check-data")]
 
 

@@ -143,7 +143,8 @@ def test_a_tagger_with_pre_classifier_and_word_students_are_refused(tiny_tagging
         stock_transformers(teacher, "t")
     cli("student", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv",
         "--epochs", "1", "--output", tmp_path / "lstm", "--quiet")
-    with pytest.raises(DistillError, match="a lstm student is not a transformers model.*format='onnx'"):
+    with pytest.raises(DistillError, match=r"format='transformers'\) does not take a word-level student \(lstm\); it "
+                                           "has no transformers class.*format='onnx'"):
         export_model(str(tmp_path / "lstm"), str(tmp_path / "out"), format="transformers")
     assert not (tmp_path / "out").exists()
 

@@ -99,6 +99,25 @@ def _normalised(card: dict) -> str:
             f"{onnx} or {slim}")
 
 
+def _onnx_for_words(card: dict) -> str:
+    return (f"it has no transformers class (only the teacher and the transformer students do): export it "
+            f"{option('--format onnx', 'format=' + repr('onnx'))} for ONNX Runtime")
+
+
+def _word_student(card: dict) -> bool:
+    """Whether the card is a student's whose class has no transformers form (a word-level LSTM, CNN, n-gram or
+    static student; a plugin's unless it says ``exports_to_transformers``). A class that cannot be found is left
+    to the loader, which says what is missing."""
+    if card.get("kind") != "student":
+        return False
+    from distill.models.registry import entry_of_saved
+    try:
+        cls = entry_of_saved(card.get("model"), card.get("class")).cls
+    except DistillError:
+        return False
+    return not getattr(cls, "exports_to_transformers", False)
+
+
 def _distil_it_first(card: dict) -> str:
     return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
             f"{option('kd', 'Distiller')} first, then use that student")
@@ -133,6 +152,8 @@ KINDS: tuple[TeacherKind, ...] = (
                 lambda card: card.get("model") == "ZeroShotTeacher",
                 _EVERYWHERE - {"export transformers"}, {"export transformers": _normalised}),
     TeacherKind("teacher", "a teacher", lambda card: card.get("kind") == "teacher", _EVERYWHERE),
+    TeacherKind("word-student", "a word-level student", _word_student, _EVERYWHERE - {"export transformers"},
+                {"export transformers": _onnx_for_words}, lambda card: f" ({card.get('model')})"),
     TeacherKind("student", "a student", lambda card: card.get("kind") == "student", _EVERYWHERE),
 )
 

@@ -197,6 +197,7 @@ class TransformerStudent(StudentFiles, ReadsSubWords, LabelModel):
 
     config_class = TransformerStudentConfig
     kind = "student"
+    exports_to_transformers = True  # its network is the teacher's code (`export --format transformers`)
     task = "classification"
     default_lr = 5e-5  # the teacher's encoder rate for classification; Adam at 2e-3 wrecks pretrained layers
     # the teacher's patience of 2: copied layers can peak at once (RT, 3 of 6 layers: dev best at epoch 1),

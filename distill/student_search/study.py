@@ -13,7 +13,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -153,19 +153,34 @@ def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, 
             opened.engine.dispose()
             database.unlink(missing_ok=True)
         raise
-    recorded = study.user_attrs.get("search")
-    if recorded is None:
-        study.set_user_attr("search", identity)
-    elif recorded != identity:
-        differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
-        said = {"inputs": "other data or another teacher", "space": "another space",
-                "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
-                "data": "other data options (columns, label separator)"}
-        raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
-                           f"resume it with the same one, or give another {option('--output', 'output')} "
-                           f"(or {named(SearchSettings, 'storage', 'storage')})")
+    _searched_as(study, identity, url, study_name)  # refused now, before the teacher's logits are cached
     _claim_trials(study, study_name, job.output)
     return study, url
+
+
+def _searched_as(study, identity: dict, url: str, study_name: str) -> bool:
+    """Whether `study` records `identity` (`_identity`) as what its trials were searched with; one recording
+    another and holding trials is refused. The record is made as the first trial is asked (`_run_trials`): a study
+    that holds none pins nothing, so a search stopped before its first trial (a wrong file, Ctrl-C while the
+    teacher's logits were cached) is not refused as other data when run again corrected."""
+    recorded = study.user_attrs.get("search")
+    if recorded is None or recorded == identity:
+        return recorded is not None
+    if not study.get_trials(deepcopy=False):
+        return False
+    differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
+    said = {"inputs": "other data or another teacher", "space": "another space",
+            "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
+            "data": "other data options (columns, label separator)"}
+    raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
+                       f"resume it with the same one, or give another {option('--output', 'output')} "
+                       f"(or {named(SearchSettings, 'storage', 'storage')})")
+
+
+def _record_search(study, identity: dict, url: str, study_name: str) -> None:
+    """Pin `identity` on the study as a trial is asked, unless it records it already (`_searched_as`)."""
+    if not _searched_as(study, identity, url, study_name):
+        study.set_user_attr("search", identity)
 
 
 def _claim_trials(study, study_name: str, output: Path) -> None:
@@ -271,10 +286,11 @@ def _reseed_estimate(records: list[dict], job: Job) -> float:
     return job.seeds * sum(r["seconds"] or 0.0 for r in reseed_candidates(records, job.reseed_top))
 
 
-def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float) -> str:
+def _run_trials(study, job: Job, trials: int, timeout: float | None, started: float,
+                record: Callable[[], None]) -> str:
     """Ask the study for trials and run them until it holds `trials` finished or running search trials and the
     reseeded runs of the best (`Job.reseed_top`), or `timeout` (this process's seconds), or the time budget is
-    spent; returns why it stopped."""
+    spent; returns why it stopped. `record` pins the search's inputs on the study before each trial is asked."""
     optuna = optuna_module()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Heartbeat of storage")  # ours is kept as optimize keeps it
@@ -289,6 +305,7 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
                 if step == "ask":
                     # seeded by the trials held: a resumed or joining process draws anew, not the first trials'
                     study.sampler = optuna.samplers.TPESampler(seed=(job.seed + len(held)) % 2**32)
+                    record()
                     trial = study.ask()
             if step == "wait":
                 time.sleep(WAIT_SECONDS)
@@ -507,15 +524,16 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                                                  threads, scratch=output)}
             job.budget.max_latency_ms = job.reference["latency_ms"]
         started = time.monotonic()
+        identity = _identity(str(teacher), train, dev, unlabeled, job_space, batch_size, threads, data)
         with _locked(output):
-            study, _ = _open_study(job, storage, study_name, _identity(str(teacher), train, dev, unlabeled,
-                                                                      job_space, batch_size, threads, data), pruner)
+            study, url = _open_study(job, storage, study_name, identity, pruner)
             _warm_cache(job, task, teacher_model)
     except BaseException:
         if created:  # refused, or stopped, before any trial ran: no folder of a search that never began is left
             shutil.rmtree(output, ignore_errors=True)
         raise
-    stopped = _run_trials(study, job, trials, timeout, started)
+    stopped = _run_trials(study, job, trials, timeout, started,
+                          lambda: _record_search(study, identity, url, study_name))
     with _locked(output):
         report = write_reports(study, job, test, time.monotonic() - started, stopped)
     return SearchResult(report, output)
