@@ -257,6 +257,32 @@ def test_weights_that_lack_a_tensor_or_do_not_fit_the_config_are_refused_in_one_
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_weights_beyond_the_config_or_not_finite_are_refused_in_one_line(fixture, request, tmp_path, capsys):
+    """A config of one layer fewer than the weights (or another head) loaded with the extra tensors dropped in
+    silence, and a NaN weight was used as it was: predict wrote "confidence": NaN (no JSON), pseudo-label labelled
+    every text alike, kd stopped with 'lower the learning rate'."""
+    from safetensors.torch import load_file, save_file
+    source = request.getfixturevalue(fixture)
+    folder = copy_of(source, tmp_path, "edited")
+    config = json.loads((folder / "config.json").read_text())
+    layers = "n_layers" if "n_layers" in config else "num_hidden_layers"
+    (folder / "config.json").write_text(json.dumps({**config, layers: config[layers] - 1}))
+    args = ["pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+            tmp_path / "out.jsonl", "--no-cache"] + (["--labels", "negative,positive"] if fixture == "tiny_causal_lm"
+                                                     else [])
+    err = refused(capsys, *args)
+    assert f"{folder}: its weights hold " in err and "tensors its config.json has no place for (e.g. " in err, err
+    shutil.copy(Path(source) / "config.json", folder / "config.json")
+    tensors = load_file(folder / "model.safetensors")
+    poisoned = sorted(name for name in tensors if tensors[name].is_floating_point())[-1]
+    tensors[poisoned] = torch.full_like(tensors[poisoned], float("nan"))
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    err = refused(capsys, *args)
+    assert f"{folder}: its weights hold NaN or infinite values (in " in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 @pytest.mark.parametrize("text, said", [("{\"architectures\": [", "is not valid JSON (Expecting"),
                                         ("[1]", "is not a JSON object"),
                                         ("{\"dim\": 8}", "names neither architectures nor model_type")])
