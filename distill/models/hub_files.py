@@ -68,19 +68,20 @@ def load_whole_model(model_class, source: str | Path, folder: Path):
         raise DistillError(f"{source}: its weights hold {len(unused)} tensors its {CONFIG_FILE} has no place for "
                            f"(e.g. {unused[0]}), which would be dropped: the config describes another model than "
                            "its weights; give the folder the model was saved to, whole")
-    require_finite(source, model)
+    poisoned = non_finite_weight(model)
+    if poisoned is not None:
+        raise DistillError(f"{source}: its weights hold NaN or infinite values (in {poisoned}), so every output would "
+                           "be NaN; give the folder the model was saved to, whole (the weights of a training run "
+                           "that diverged are none to use)")
     return model
 
 
-def require_finite(source: str | Path, model) -> None:
-    """Every weight of a loaded model is a finite number, else one line: a NaN or infinite weight (a damaged file, a
-    diverged run's save) makes every logit NaN, which no loss, metric or JSON record can hold."""
+def non_finite_weight(model) -> str | None:
+    """The name of the first weight of a loaded model that holds NaN or an infinity (a damaged file, a diverged run's
+    save: every logit would be NaN, which no loss, metric or JSON record can hold), or None."""
     import torch
-    for name, tensor in model.named_parameters():  # not buffers: a mask buffer may hold -inf by design
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise DistillError(f"{source}: its weights hold NaN or infinite values (in {name}), so every output would "
-                               "be NaN; give the folder the model was saved to, whole (the weights of a training run "
-                               "that diverged are none to use)")
+    return next((name for name, tensor in model.named_parameters()  # not buffers: a mask may hold -inf by design
+                 if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())), None)
 
 
 def require_vocabulary(source: str | Path, folder: Path) -> None:
