@@ -283,6 +283,20 @@ def test_weights_beyond_the_config_or_not_finite_are_refused_in_one_line(fixture
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_a_config_value_transformers_refuses_is_said_of_the_config(fixture, request, tmp_path, capsys):
+    """transformers reads the config to choose the tokenizer, so a size written as text was 'cannot load its
+    tokenizer (... Field 'dim' expected int ...)': the tokenizer was fine."""
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "typed")
+    config = json.loads((folder / "config.json").read_text())
+    size_key = "dim" if "dim" in config else "hidden_size"
+    (folder / "config.json").write_text(json.dumps({**config, size_key: str(config[size_key])}))
+    labels = ["--labels", "negative,positive"] if fixture == "tiny_causal_lm" else []
+    err = refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt", *labels)
+    assert f"{folder}: its config.json does not describe a model transformers can build (" in err, err
+    assert f"'{size_key}'" in err and "tokenizer" not in err, err
+
+
 @pytest.mark.parametrize("text, said", [("{\"architectures\": [", "is not valid JSON (Expecting"),
                                         ("[1]", "is not a JSON object"),
                                         ("{\"dim\": 8}", "names neither architectures nor model_type")])

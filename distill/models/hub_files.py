@@ -92,6 +92,25 @@ def require_vocabulary(source: str | Path, folder: Path) -> None:
                            "tokenizer.save_pretrained(DIR)")
 
 
+def load_tokenizer(source: str | Path, folder: Path, why: str = ""):
+    """The tokenizer saved beside a transformers model (`why`: said after "tokenizer" where it fails), knowing more
+    than its special tokens (`require_words`). Its config is read first: transformers reads it to choose the
+    tokenizer, so a config value it refuses (a number written as text) would be said of the tokenizer."""
+    transformers = quiet_transformers()
+    try:
+        transformers.AutoConfig.from_pretrained(folder)
+    except Exception as error:  # a value the config class refuses
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        raise DistillError(f"{source}: its {CONFIG_FILE} does not describe a model transformers can build ({detail}); "
+                           "restore it from the model's source") from None
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    except Exception as error:  # no tokenizer files, or files it cannot read
+        raise cannot_load(source, f"tokenizer{why}", error) from None
+    require_words(source, tokenizer)
+    return tokenizer
+
+
 def require_words(source: str | Path, tokenizer) -> None:
     """A loaded tokenizer knows more than its special tokens, else one line: with its vocabulary lost (a stub
     tokenizer.json), every word reads as [UNK] or as no token at all."""
