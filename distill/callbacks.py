@@ -469,6 +469,10 @@ def register_reporter(name: str, build: Callable[[ReportTarget], Callback]) -> N
 
 def reporter_names(values: Sequence[str]) -> list[str]:
     """``--report-to`` values (repeated, or joined by commas) as reporter names, once each; ``none``: none."""
+    blank = next((value for value in values if not value.replace(",", "").strip()), None)
+    if blank is not None:  # `--report-to "$TRACKER"` with the variable unset: reporting nowhere would pass unseen
+        raise DistillError(f"{option('--report-to', 'reporters()')} {blank!r} names no reporter: give "
+                           f"{', '.join([*REPORTERS, 'none'])}")
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name != "none" and name not in REPORTERS]
     if unknown:

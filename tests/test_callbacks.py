@@ -227,7 +227,11 @@ def test_report_to_takes_registered_reporters_and_refuses_unknown_ones(tmp_path,
     assert len(recorders) == 1 and str(recorders[0].target.output) == str(tmp_path / "out")
     assert isinstance(recorders[0].of("step")[0], Step) and isinstance(recorders[0].of("epoch")[0], EpochEnd)
     for value, message in (("foo", "error: unknown reporter 'foo': choose from tensorboard, mlflow, recorder, none"),
-                           ("none,recorder", "error: --report-to none reports nowhere: give it alone")):
+                           ("none,recorder", "error: --report-to none reports nowhere: give it alone"),
+                           # reported nowhere, unsaid (`--report-to "$TRACKER"` with the variable unset)
+                           ("", "error: --report-to '' names no reporter: give tensorboard, mlflow, recorder, none"),
+                           (" , ", "error: --report-to ' , ' names no reporter: give tensorboard, mlflow, recorder, "
+                                   "none")):
         with pytest.raises(SystemExit) as exit_info:
             main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
                   str(tmp_path / "other"), "--report-to", value])
