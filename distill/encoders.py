@@ -239,11 +239,17 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold {len(unused)} of the encoder's "
                            f"tensors its config.json has no place for (e.g. {unused[0]}), which would be dropped; give "
                            "a whole pretrained encoder")
-    from distill.models.hub_files import non_finite_weight
+    from distill.models.hub_files import non_finite_weight, tokens_past_embeddings
     poisoned = non_finite_weight(model)
     if poisoned is not None:
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold NaN or infinite values (in "
                            f"{poisoned}); give a whole pretrained encoder")
+    past = tokens_past_embeddings(tokenizer, model)
+    if past is not None:
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its tokenizer has {past[0]} tokens and the encoder "
+                           f"embeds {past[1]}, so a text holding one of the others could not be read (tokens added "
+                           "to the tokenizer without model.resize_token_embeddings, or another model's tokenizer); "
+                           "give a whole pretrained encoder")
     return model, tokenizer
 
 

@@ -91,7 +91,9 @@ def test_a_folder_that_is_not_an_encoder_is_refused(tmp_path, capsys):
     ({"max_position_embeddings": -5}, "its config.json does not describe a model that can be built (RuntimeError: "),
     ({"n_layers": 1}, "its weights hold 16 of the encoder's tensors its config.json has no place for (e.g. transformer"
                       ".layer.1."),
-    ("nan", "its weights hold NaN or infinite values (in ")])
+    ("nan", "its weights hold NaN or infinite values (in "),
+    ("added", "its tokenizer has 602 tokens and the encoder embeds 600, so a text holding one of the others could "
+              "not be read")])
 def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refused(edit, said, tiny_encoder_dir,
                                                                                   tmp_path, capsys):
     """A config value transformers cannot build (a number written as text, an unknown activation, a negative size)
@@ -101,7 +103,12 @@ def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refuse
     from safetensors.torch import load_file, save_file
     folder = tmp_path / "encoder"
     shutil.copytree(tiny_encoder_dir, folder)
-    if edit == "nan":
+    if edit == "added":  # tokens added, the model never resized: an IndexError traceback at the first such text
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.add_tokens(["delightful", "muddled"])
+        tokenizer.save_pretrained(folder)
+    elif edit == "nan":
         tensors = load_file(folder / "model.safetensors")
         name = sorted(tensors)[-1]
         tensors[name] = torch.full_like(tensors[name], float("nan"))

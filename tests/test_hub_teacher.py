@@ -284,6 +284,22 @@ def test_weights_beyond_the_config_or_not_finite_are_refused_in_one_line(fixture
 
 
 @pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_a_tokenizer_of_more_tokens_than_the_model_embeds_is_refused(fixture, request, tmp_path, capsys):
+    """Tokens added to the tokenizer and the model never resized (`resize_token_embeddings`): predict, evaluate,
+    kd stopped with an IndexError traceback at the first text holding one."""
+    from transformers import AutoTokenizer
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "added")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    size = len(tokenizer)
+    tokenizer.add_tokens(["delightful", "muddled"])
+    tokenizer.save_pretrained(folder)
+    labels = ["--labels", "negative,positive"] if fixture == "tiny_causal_lm" else []
+    err = refused(capsys, "evaluate", folder, SAMPLES / "sentiment_test.csv", "--output", tmp_path / "m.json", *labels)
+    assert f"{folder}: its tokenizer has {size + 2} tokens and its model embeds {size}, so a text" in err, err
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
 def test_a_config_value_transformers_refuses_is_said_of_the_config(fixture, request, tmp_path, capsys):
     """transformers reads the config to choose the tokenizer, so a size written as text was 'cannot load its
     tokenizer (... Field 'dim' expected int ...)': the tokenizer was fine."""

@@ -29,7 +29,7 @@ from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, load_tokenizer,
                                       load_whole_model, local_folder, model_files, quiet_transformers,
-                                      require_vocabulary)
+                                      require_tokens_fit, require_vocabulary)
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
 logger = logging.getLogger("distill")
@@ -72,6 +72,7 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     prompt = build_prompt(source)
     tokenizer = load_tokenizer(source, folder)
     model = load_whole_model(transformers.AutoModelForCausalLM, source, folder)
+    require_tokens_fit(source, tokenizer, model)
     teacher = CausalLMTeacher(model.eval(), tokenizer, prompt, str(source), files_fingerprint(folder, names))
     teacher.loaded_from = str(folder.resolve())
     return teacher

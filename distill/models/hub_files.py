@@ -76,6 +76,26 @@ def load_whole_model(model_class, source: str | Path, folder: Path):
     return model
 
 
+def tokens_past_embeddings(tokenizer, model) -> tuple[int, int] | None:
+    """(the tokenizer's tokens, the model's embedding rows) where the tokenizer gives ids the model's embedding
+    table has no row for (tokens added with ``tokenizer.add_tokens`` and the model never resized, a tokenizer of
+    another model): the first text holding one would stop with an IndexError. None where every id fits."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    return (len(tokenizer), rows) if isinstance(rows, int) and len(tokenizer) > rows else None
+
+
+def require_tokens_fit(source: str | Path, tokenizer, model) -> None:
+    """A transformers classifier's or causal LM's tokenizer gives no id past its model's embeddings
+    (`tokens_past_embeddings`), else one line before any text is read."""
+    past = tokens_past_embeddings(tokenizer, model)
+    if past is not None:
+        raise DistillError(f"{source}: its tokenizer has {past[0]} tokens and its model embeds {past[1]}, so a text "
+                           "holding one of the others could not be read (tokens added to the tokenizer without "
+                           "model.resize_token_embeddings, or another model's tokenizer); save the model and "
+                           "tokenizer together, whole")
+
+
 def non_finite_weight(model) -> str | None:
     """The name of the first weight of a loaded model that holds NaN or an infinity (a damaged file, a diverged run's
     save: every logit would be NaN, which no loss, metric or JSON record can hold), or None."""

@@ -29,7 +29,8 @@ from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS, TOKENIZER_FILES,
                                       files_fingerprint, folder_config, is_transformers_source, load_tokenizer,
-                                      load_whole_model, local_folder, model_files, require_vocabulary)
+                                      load_whole_model, local_folder, model_files, require_tokens_fit,
+                                      require_vocabulary)
 
 logger = logging.getLogger("distill")
 
@@ -158,6 +159,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
     model = load_whole_model(model_class, source, folder)
+    require_tokens_fit(source, tokenizer, model)
     teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
     teacher.loaded_from = str(folder.resolve())
     labels = teacher.hierarchy.labels
