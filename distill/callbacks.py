@@ -469,8 +469,12 @@ def register_reporter(name: str, build: Callable[[ReportTarget], Callback]) -> N
 
 def reporter_names(values: Sequence[str]) -> list[str]:
     """``--report-to`` values (repeated, or joined by commas) as reporter names, once each; ``none``: none.
-    An empty name (``tensorboard,,``) is refused: it is a typo, and dropping it would hide a reporter meant."""
+    A value naming nothing (``--report-to "$TRACKER"`` with the variable unset) or an empty name among others
+    (``tensorboard,,``) is refused: reporting nowhere, or without a reporter meant, would pass unseen."""
     for value in values:
+        if not value.replace(",", "").strip():
+            raise DistillError(f"{option('--report-to', 'reporters()')} {value!r} names no reporter: give "
+                               f"{', '.join([*REPORTERS, 'none'])}")
         if any(not name.strip() for name in value.split(",")):
             raise DistillError(f"{option('--report-to', 'reporters()')} {value!r} has an empty reporter name: "
                                f"give names separated by single commas")

@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer, DistilBertConfig, DistilBertModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
+from huggingface_hub.errors import StrictDataclassError
 
 from distill.errors import DistillError
 from distill.io import CACHE_ENV, atomic_directory, cache_root, check_folder, make_folder
@@ -189,7 +190,7 @@ def encoder_depth(name_or_path: str) -> int | None:
         return OFFLINE_DEPTHS[name_or_path]
     try:
         config = AutoConfig.from_pretrained(name_or_path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, StrictDataclassError):
         return None
     depth = getattr(config, "num_hidden_layers", None)
     return depth if isinstance(depth, int) else None
@@ -209,9 +210,11 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model, loading = AutoModel.from_pretrained(name_or_path, config=config, dtype=torch.float32,  # v5's "auto"
                                                    output_loading_info=True)  # may be fp16
-    except RuntimeError as err:  # weights of other shapes than the config's
+    except torch.OutOfMemoryError:
+        raise
+    except RuntimeError as err:  # weights of other shapes than the config's, or a size no tensor can have
         if "mismatched_sizes" not in str(err) and "size mismatch" not in str(err):
-            raise
+            raise _unbuildable(name_or_path, err) from None
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights do not fit its config.json (a "
                            "tensor's shape differs from the one the config gives); give a whole pretrained encoder") \
             from None
@@ -222,6 +225,8 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(
             f"cannot load encoder {name_or_path!r} (no model hub reachable?): use a local model folder or an offline "
             f"encoder: {', '.join(OFFLINE_ENCODERS)}") from None
+    except (TypeError, KeyError, AssertionError, StrictDataclassError) as err:  # a config value the model cannot take
+        raise _unbuildable(name_or_path, err) from None
     finally:
         transformers_logging.set_verbosity(verbosity)
     missing = sorted(key for key in loading["missing_keys"] if not key.startswith("pooler."))  # no pooling uses it
@@ -229,7 +234,40 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights lack {len(missing)} of the model's "
                            f"tensors (e.g. {missing[0]}), which would start from random values; give a whole "
                            "pretrained encoder")
+    unused = _encoder_tensors_unused(model, loading["unexpected_keys"])
+    if unused:  # transformers drops them: a config of fewer layers than the weights were saved with
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold {len(unused)} of the encoder's "
+                           f"tensors its config.json has no place for (e.g. {unused[0]}), which would be dropped; give "
+                           "a whole pretrained encoder")
+    from distill.models.hub_files import non_finite_weight, tokens_past_embeddings
+    poisoned = non_finite_weight(model)
+    if poisoned is not None:
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold NaN or infinite values (in "
+                           f"{poisoned}); give a whole pretrained encoder")
+    past = tokens_past_embeddings(tokenizer, model)
+    if past is not None:
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its tokenizer has {past[0]} tokens and the encoder "
+                           f"embeds {past[1]}, so a text holding one of the others could not be read (tokens added "
+                           "to the tokenizer without model.resize_token_embeddings, or another model's tokenizer); "
+                           "give a whole pretrained encoder")
     return model, tokenizer
+
+
+def _unbuildable(name_or_path: str, error: Exception) -> DistillError:
+    """An encoder's config that transformers cannot build a model of (a number given as text, an unknown activation,
+    a negative size), said in one line."""
+    detail = " ".join(f"{type(error).__name__}: {error}".split())[:200]
+    return DistillError(f"cannot load encoder {name_or_path!r}: its config.json does not describe a model that can be "
+                        f"built ({detail}); give a whole pretrained encoder")
+
+
+def _encoder_tensors_unused(model: PreTrainedModel, unexpected: list[str]) -> list[str]:
+    """The tensors of the weights file that belong to the encoder itself (its embeddings, its layers) and that the
+    model its config describes has no place for; a head's tensors (a classifier's, a language model's) are not the
+    encoder's, and `AutoModel` leaves them out by design."""
+    parts = {name for name, _ in model.named_children()}
+    prefix = f"{model.base_model_prefix}."
+    return sorted(key for key in unexpected if key.removeprefix(prefix).split(".")[0] in parts)
 
 
 def encoder_from_config(folder: str | Path) -> PreTrainedModel:

@@ -74,8 +74,8 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     # else a folder distill did not write (a transformers classifier's, hub:NAME) is an input only: the metrics
     # are returned (printed by the CLI) and written only where --output names a file
     written = file_output(output, [model_dir, data_path], overwrite, lambda path: is_metrics_file(
-        path, model_dir, head, data_path), f"an evaluate result of {model_dir} on {data_path}") \
-        if output is not None else nullcontext()
+        path, model_dir, head, data_path), f"an evaluate result of {model_dir} on {data_path}",
+        beside_model=model_dir) if output is not None else nullcontext()
     with written as path:
         model = load_with_head(model_dir, head, device)
         check_columns_read(model.task, data)  # a column option the task's reader ignores did nothing

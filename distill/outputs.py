@@ -478,11 +478,12 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 
 
 def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
-                      what: str = "an output of this command", beside_model: bool = True) -> None:
+                      what: str = "an output of this command", beside_model: bool | str | os.PathLike = True) -> None:
     """The rule for a file a command writes whole, whatever is there now (`file_output` adds what it holds):
     a regular file or a new name in a writable folder, no link, no input (`check_file_output`), and with
-    `beside_model` False not among a model's files either. A script's record (throughput.py --out) is
-    checked so before the minutes it measures."""
+    `beside_model` False not among a model's files either; given a model's folder, among that model's files
+    alone (its evaluate results: in another model's folder they would be taken for that model's). A script's
+    record (throughput.py --out) is checked so before the minutes it measures."""
     path = Path(output)
     refuse_link(path)
     check_writable(output, path.parent)
@@ -491,25 +492,31 @@ def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     if path.exists() and not path.is_file():
         raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
     check_file_output(path, inputs)
-    model = None if beside_model else enclosing_model(_resolved(path))
-    if model is not None:
+    model = None if beside_model is True else enclosing_model(_resolved(path))
+    if model is None:
+        return
+    if beside_model is False:
         raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
                            f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
                            "elsewhere")
+    if model != _resolved(beside_model):
+        raise DistillError(f"{output}: lies in the model directory {model}, which holds that model and its own "
+                           f"evaluate results ({what} there would be taken for one of them): write it beside "
+                           f"{beside_model} or elsewhere")
 
 
 @contextlib.contextmanager
 def file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
                 overwrite: bool = False, ours: Callable[[Path], bool] = lambda path: False,
                 what: str = "an output of this command", replace_earlier: bool = True,
-                beside_model: bool = True) -> Iterator[Path]:
+                beside_model: bool | str | os.PathLike = True) -> Iterator[Path]:
     """A checked, locked output file: the command writes it atomically inside the block.
 
     An existing file is replaced with `overwrite`, or when `ours` recognises it as this command's earlier
     output and `replace_earlier` (evaluate's metrics, computed again as they were; not pseudo-labels, which may
     have been corrected by hand or have cost hours of a served model's time). `beside_model`: whether the file
-    may lie among a model's files (evaluate's result of it), which --overwrite of that model keeps only if it
-    knows it as the model's. The lock is a hidden ``.NAME.lock`` file beside the output.
+    may lie among a model's files, or the model's folder whose files it may lie among (evaluate's result of it),
+    which --overwrite of that model keeps only if it knows it as the model's. The lock is a hidden ``.NAME.lock`` file beside the output.
     """
     if str(output) == "-":  # `--output -` is not stdout here: it would be a file named "-"
         dash = option("--output -", "output '-'")

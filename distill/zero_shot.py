@@ -89,8 +89,8 @@ def zero_shot_teacher(labels: str | LabelNames | list[str], encoder: str = "mini
 def _built(config: ZeroShotConfig, hierarchy: LabelHierarchy, batch_size: int) -> ZeroShotTeacher:
     """The teacher with its head set: each label's descriptions embedded, averaged and normalised."""
     encoder, tokenizer = load_encoder(config.encoder)
-    from distill.models.teacher import check_long_inputs
-    check_long_inputs(config, tokenizer)
+    from distill.models.teacher import check_reading
+    check_reading(config, encoder, tokenizer)
     model = ZeroShotTeacher(config, hierarchy, encoder, tokenizer)
     model.eval()
     rows = []

@@ -79,8 +79,24 @@ def refuse_repeated_options(command: click.Command, ctx: click.Context, args: li
         seen[single[name].name] = name
 
 
+def refuse_empty_paths(command: click.Command, ctx: click.Context) -> None:
+    """A path option or argument given an empty value ("$OUTPUT" with the variable unset, ``output: ''`` in a
+    --config file) names the current folder to the file system: a model trained into it, a file output named by
+    no name. Refused, named, before anything is read or written."""
+    for param in command.params:
+        if not isinstance(param.type, click.Path):
+            continue
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(item, str) and not item.strip() for item in values):
+            blank = next(item for item in values if isinstance(item, str) and not item.strip())
+            raise click.BadParameter(f"{blank!r} is an empty or blank path, which names no file or folder (as a "
+                                     "path, '' is the current folder): give one", ctx, param)
+
+
 class OnceCommand(click.Command):
-    """A command whose single-value options may be given once (`refuse_repeated_options`)."""
+    """A command whose single-value options may be given once (`refuse_repeated_options`), and whose paths name
+    something (`refuse_empty_paths`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         refuse_repeated_options(self, ctx, args)
@@ -90,9 +106,11 @@ class OnceCommand(click.Command):
         """The command, its --config file an input that no output may replace (`distill.outputs.reading`)."""
         from procedures.config import CONFIG_FILE
         if ctx.meta.get(CONFIG_FILE) is None:  # the library loads with the command's own work, not before
+            refuse_empty_paths(self, ctx)
             return super().invoke(ctx)
         from distill.outputs import reading
         try:
+            refuse_empty_paths(self, ctx)
             with reading(ctx.meta[CONFIG_FILE]):
                 return super().invoke(ctx)
         except click.UsageError as err:

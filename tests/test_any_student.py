@@ -85,6 +85,44 @@ def test_a_folder_that_is_not_an_encoder_is_refused(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("edit, said", [
+    ({"activation": "nope"}, "its config.json does not describe a model that can be built (KeyError: "),
+    ({"dim": "32"}, "its config.json does not describe a model that can be built (StrictDataclassFieldValidationError"),
+    ({"max_position_embeddings": -5}, "its config.json does not describe a model that can be built (RuntimeError: "),
+    ({"n_layers": 1}, "its weights hold 16 of the encoder's tensors its config.json has no place for (e.g. transformer"
+                      ".layer.1."),
+    ("nan", "its weights hold NaN or infinite values (in "),
+    ("added", "its tokenizer has 602 tokens and the encoder embeds 600, so a text holding one of the others could "
+              "not be read")])
+def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refused(edit, said, tiny_encoder_dir,
+                                                                                  tmp_path, capsys):
+    """A config value transformers cannot build (a number written as text, an unknown activation, a negative size)
+    was a traceback from every command taking --encoder; a config of fewer layers than the weights dropped the
+    others in silence, and a NaN weight was trained from (zero-shot: a teacher of NaN logits)."""
+    import shutil
+    from safetensors.torch import load_file, save_file
+    folder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, folder)
+    if edit == "added":  # tokens added, the model never resized: an IndexError traceback at the first such text
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.add_tokens(["delightful", "muddled"])
+        tokenizer.save_pretrained(folder)
+    elif edit == "nan":
+        tensors = load_file(folder / "model.safetensors")
+        name = sorted(tensors)[-1]
+        tensors[name] = torch.full_like(tensors[name], float("nan"))
+        save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    else:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **edit}))
+    for args in (["teacher", "--zero-shot", "--labels", "negative,positive"], ["student", "--model", "transformer",
+                                                                                *SENTIMENT, *QUICK]):
+        err = refused(capsys, *args, "--encoder", folder, "--output", tmp_path / "out")
+        assert f"error: cannot load encoder '{folder}': {said}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_layers_are_cut_from_any_family_with_a_layer_list_or_refused():
     """ModernBERT's per-layer `layer_types` follow the kept layers (its config is refused otherwise); ALBERT
     shares one layer's weights across its depth: it keeps all of them or is refused in one line."""

@@ -118,3 +118,24 @@ def test_bad_input_is_one_line_exit_2_nothing_written(build, fragment, tmp_path,
     assert fragment in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert set(tmp_path.rglob("*")) - before == inputs, "bad input left output behind"
+
+
+EMPTY = "is an empty or blank path, which names no file or folder (as a path, '' is the current folder): give one"
+
+
+@pytest.mark.parametrize("build, named", [
+    (lambda te: kd_with(te, ""), "'--output'"),  # trained a student into the working folder
+    (lambda te: ["pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output", ""],
+     "'--output'"),  # a ValueError traceback (PosixPath('.') has an empty name)
+    (lambda te: ["export", te, "--output", " "], "'--output'"),
+    (lambda te: kd_with(te, "out", "--cache-dir", ""), "'--cache-dir'"),  # checked the working folder, used the default
+    (lambda te: ["evaluate", "", SAMPLES / "sentiment_test.csv"], "'MODEL_DIR'"),
+    (lambda te: kd_with(te, "out", "--teacher", ""), "'--teacher'"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_working_folder(build, named, tmp_path, tiny_classifier_teacher,
+                                                                 capsys, monkeypatch):
+    """`--output "$OUT"` with the variable unset: the path '' is the working folder to the file system."""
+    monkeypatch.chdir(tmp_path)
+    status, err = run_main(capsys, *build(tiny_classifier_teacher))
+    assert status == 2 and f"Invalid value for {named}: " in err and EMPTY in err, err
+    assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []

@@ -230,8 +230,10 @@ def test_report_to_takes_registered_reporters_and_refuses_unknown_ones(tmp_path,
                            ("none,recorder", "error: --report-to none reports nowhere: give it alone"),
                            ("recorder,,", "error: --report-to 'recorder,,' has an empty reporter name: give names "
                                           "separated by single commas"),
-                           ("", "error: --report-to '' has an empty reporter name: give names separated by single "
-                                "commas")):
+                           # reported nowhere, unsaid (`--report-to "$TRACKER"` with the variable unset)
+                           ("", "error: --report-to '' names no reporter: give tensorboard, mlflow, recorder, none"),
+                           (" , ", "error: --report-to ' , ' names no reporter: give tensorboard, mlflow, recorder, "
+                                   "none")):
         with pytest.raises(SystemExit) as exit_info:
             main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
                   str(tmp_path / "other"), "--report-to", value])

@@ -257,6 +257,62 @@ def test_weights_that_lack_a_tensor_or_do_not_fit_the_config_are_refused_in_one_
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_weights_beyond_the_config_or_not_finite_are_refused_in_one_line(fixture, request, tmp_path, capsys):
+    """A config of one layer fewer than the weights (or another head) loaded with the extra tensors dropped in
+    silence, and a NaN weight was used as it was: predict wrote "confidence": NaN (no JSON), pseudo-label labelled
+    every text alike, kd stopped with 'lower the learning rate'."""
+    from safetensors.torch import load_file, save_file
+    source = request.getfixturevalue(fixture)
+    folder = copy_of(source, tmp_path, "edited")
+    config = json.loads((folder / "config.json").read_text())
+    layers = "n_layers" if "n_layers" in config else "num_hidden_layers"
+    (folder / "config.json").write_text(json.dumps({**config, layers: config[layers] - 1}))
+    args = ["pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+            tmp_path / "out.jsonl", "--no-cache"] + (["--labels", "negative,positive"] if fixture == "tiny_causal_lm"
+                                                     else [])
+    err = refused(capsys, *args)
+    assert f"{folder}: its weights hold " in err and "tensors its config.json has no place for (e.g. " in err, err
+    shutil.copy(Path(source) / "config.json", folder / "config.json")
+    tensors = load_file(folder / "model.safetensors")
+    poisoned = sorted(name for name in tensors if tensors[name].is_floating_point())[-1]
+    tensors[poisoned] = torch.full_like(tensors[poisoned], float("nan"))
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    err = refused(capsys, *args)
+    assert f"{folder}: its weights hold NaN or infinite values (in " in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_a_tokenizer_of_more_tokens_than_the_model_embeds_is_refused(fixture, request, tmp_path, capsys):
+    """Tokens added to the tokenizer and the model never resized (`resize_token_embeddings`): predict, evaluate,
+    kd stopped with an IndexError traceback at the first text holding one."""
+    from transformers import AutoTokenizer
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "added")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    size = len(tokenizer)
+    tokenizer.add_tokens(["delightful", "muddled"])
+    tokenizer.save_pretrained(folder)
+    labels = ["--labels", "negative,positive"] if fixture == "tiny_causal_lm" else []
+    err = refused(capsys, "evaluate", folder, SAMPLES / "sentiment_test.csv", "--output", tmp_path / "m.json", *labels)
+    assert f"{folder}: its tokenizer has {size + 2} tokens and its model embeds {size}, so a text" in err, err
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_a_config_value_transformers_refuses_is_said_of_the_config(fixture, request, tmp_path, capsys):
+    """transformers reads the config to choose the tokenizer, so a size written as text was 'cannot load its
+    tokenizer (... Field 'dim' expected int ...)': the tokenizer was fine."""
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "typed")
+    config = json.loads((folder / "config.json").read_text())
+    size_key = "dim" if "dim" in config else "hidden_size"
+    (folder / "config.json").write_text(json.dumps({**config, size_key: str(config[size_key])}))
+    labels = ["--labels", "negative,positive"] if fixture == "tiny_causal_lm" else []
+    err = refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt", *labels)
+    assert f"{folder}: its config.json does not describe a model transformers can build (" in err, err
+    assert f"'{size_key}'" in err and "tokenizer" not in err, err
+
+
 @pytest.mark.parametrize("text, said", [("{\"architectures\": [", "is not valid JSON (Expecting"),
                                         ("[1]", "is not a JSON object"),
                                         ("{\"dim\": 8}", "names neither architectures nor model_type")])

@@ -674,3 +674,20 @@ def test_kd_distils_a_served_model(served, tiny_causal_lm, tmp_path, capsys):
     cli(*args, "--output", tmp_path / "student", "--random-embeddings")
     summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
     assert summary["teacher"] == f"systemone:{tiny_causal_lm}" and 0 <= summary["teacher_dev"]["accuracy"] <= 1
+
+
+@pytest.mark.parametrize("state", ["missing", "broken"])
+def test_a_served_teacher_without_a_working_openai_client_names_the_extra(state, tmp_path, capsys, monkeypatch):
+    """An openai client installed but failing at its import (a broken install, a missing libssl) was said to be
+    missing: 'pip install openai', of what is there; and the extra was named otherwise than the others are."""
+    from conftest import broken_package
+    if state == "broken":
+        broken_package(monkeypatch, tmp_path / "site", "openai")
+    else:
+        monkeypatch.setitem(sys.modules, "openai", None)  # as if not installed
+    line = refused(["predict", "openai:m", UNLABELED, "--base-url", "http://127.0.0.1:9/v1", "--labels",
+                    "negative,positive"], capsys)
+    said = "error: a served teacher needs the openai package: pip install 'distill[llm]'"
+    assert line == said if state == "missing" else line == (
+        f"{said} (openai is installed, but its import fails: ImportError: libdep.so.1: cannot open shared object "
+        "file)"), line

@@ -133,6 +133,11 @@ def _data_loss_cases():
         cli("evaluate", other, SAMPLES / "sentiment_test.csv", "--quiet")
         return ["evaluate", st, SAMPLES / "sentiment_test.csv", "--output", other / "eval_metrics.json"], other
 
+    def evaluate_into_another_models_folder(t, te, st):
+        """Was written there under the other model's own result name: taken for its score, kept as its result."""
+        other = copy_of(st, t, "other-student")
+        return ["evaluate", te, SAMPLES / "sentiment_test.csv", "--output", other / "eval_metrics.json"], other
+
     def evaluate_over_its_result_on_other_data(t, te, st):
         """The model's dev result replaced by its test result, without --overwrite."""
         model = copy_of(st, t, "student")
@@ -221,7 +226,9 @@ def _data_loss_cases():
         ("student-output-inside-another-model", student_inside_another_model, "lies inside the model directory"),
         ("evaluate-output-is-another-models-weights", evaluate_over_another_models_weights, "is a file of the model"),
         ("evaluate-output-is-another-models-result", evaluate_over_another_models_result,
-         "exists and is not an evaluate result of"),
+         "which holds that model and its own evaluate results"),
+        ("evaluate-output-in-another-models-folder", evaluate_into_another_models_folder,
+         "which holds that model and its own evaluate results"),
         ("evaluate-output-is-its-result-on-other-data", evaluate_over_its_result_on_other_data,
          "exists and is not an evaluate result of"),
         ("evaluate-overwrite-of-a-training-record", evaluate_over_a_training_record, "is a file of the model"),

@@ -147,6 +147,8 @@ def test_an_edited_folder_is_refused(zero_shot_dir, tmp_path):
     (["--epochs", "2"], "--epochs does not apply to --zero-shot"),
     (["--task", "tagging"], "--task tagging does not apply to --zero-shot"),
     (["--temperature", "0.1", "--dev", SAMPLES / "sentiment_dev.csv"], "fixes the temperature that --dev would fit"),
+    # was written, a teacher whose every text past 128 sub-tokens was a RuntimeError traceback in predict, kd, ...
+    (["--max-length", "1000"], "--max-length 1000 is more than the 128 positions encoder "),
 ])
 def test_refusals(tiny_encoder_dir, tmp_path, capsys, args, message):
     out = tmp_path / "teacher"

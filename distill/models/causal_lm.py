@@ -27,9 +27,9 @@ from distill import distributed
 from distill.errors import DistillError, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
-from distill.models.hub_files import (CONFIG_FILE, HUB, cannot_load, files_fingerprint, folder_config, load_whole_model,
-                                      local_folder, model_files, quiet_transformers, require_vocabulary,
-                                      require_words)
+from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, load_tokenizer,
+                                      load_whole_model, local_folder, model_files, quiet_transformers,
+                                      require_tokens_fit, require_vocabulary)
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, prompt_digest
 
 logger = logging.getLogger("distill")
@@ -70,12 +70,9 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
                            f"beside its {CONFIG_FILE} and tokenizer (never a pickle)")
     require_vocabulary(source, folder)
     prompt = build_prompt(source)
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    except Exception as error:  # no tokenizer files, or files it cannot read
-        raise cannot_load(source, "tokenizer", error) from None
-    require_words(source, tokenizer)
+    tokenizer = load_tokenizer(source, folder)
     model = load_whole_model(transformers.AutoModelForCausalLM, source, folder)
+    require_tokens_fit(source, tokenizer, model)
     teacher = CausalLMTeacher(model.eval(), tokenizer, prompt, str(source), files_fingerprint(folder, names))
     teacher.loaded_from = str(folder.resolve())
     return teacher

@@ -64,7 +64,45 @@ def load_whole_model(model_class, source: str | Path, folder: Path):
     if missing:
         raise DistillError(f"{source}: its weights lack {len(missing)} of the model's tensors (e.g. {missing[0]}), "
                            "which would start from random values; give the folder the model was saved to, whole")
+    unused = sorted(loading["unexpected_keys"])
+    if unused:  # transformers drops them: a config of fewer layers (or another head) than the weights were saved with
+        raise DistillError(f"{source}: its weights hold {len(unused)} tensors its {CONFIG_FILE} has no place for "
+                           f"(e.g. {unused[0]}), which would be dropped: the config describes another model than "
+                           "its weights; give the folder the model was saved to, whole")
+    poisoned = non_finite_weight(model)
+    if poisoned is not None:
+        raise DistillError(f"{source}: its weights hold NaN or infinite values (in {poisoned}), so every output would "
+                           "be NaN; give the folder the model was saved to, whole (the weights of a training run "
+                           "that diverged are none to use)")
     return model
+
+
+def tokens_past_embeddings(tokenizer, model) -> tuple[int, int] | None:
+    """(the tokenizer's tokens, the model's embedding rows) where the tokenizer gives ids the model's embedding
+    table has no row for (tokens added with ``tokenizer.add_tokens`` and the model never resized, a tokenizer of
+    another model): the first text holding one would stop with an IndexError. None where every id fits."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    return (len(tokenizer), rows) if isinstance(rows, int) and len(tokenizer) > rows else None
+
+
+def require_tokens_fit(source: str | Path, tokenizer, model) -> None:
+    """A transformers classifier's or causal LM's tokenizer gives no id past its model's embeddings
+    (`tokens_past_embeddings`), else one line before any text is read."""
+    past = tokens_past_embeddings(tokenizer, model)
+    if past is not None:
+        raise DistillError(f"{source}: its tokenizer has {past[0]} tokens and its model embeds {past[1]}, so a text "
+                           "holding one of the others could not be read (tokens added to the tokenizer without "
+                           "model.resize_token_embeddings, or another model's tokenizer); save the model and "
+                           "tokenizer together, whole")
+
+
+def non_finite_weight(model) -> str | None:
+    """The name of the first weight of a loaded model that holds NaN or an infinity (a damaged file, a diverged run's
+    save: every logit would be NaN, which no loss, metric or JSON record can hold), or None."""
+    import torch
+    return next((name for name, tensor in model.named_parameters()  # not buffers: a mask may hold -inf by design
+                 if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())), None)
 
 
 def require_vocabulary(source: str | Path, folder: Path) -> None:
@@ -105,6 +143,25 @@ def require_whole_wordpiece(source: str | Path, folder: Path, config: dict) -> N
         raise DistillError(f"{source}: its {path.name} has {lines} lines{added}, but the model has {vocab_size} token "
                            f"embeddings ({CONFIG_FILE}'s vocab_size), so the vocabulary is cut short or another "
                            "model's; give the folder the model was saved to, whole")
+
+
+def load_tokenizer(source: str | Path, folder: Path, why: str = ""):
+    """The tokenizer saved beside a transformers model (`why`: said after "tokenizer" where it fails), knowing more
+    than its special tokens (`require_words`). Its config is read first: transformers reads it to choose the
+    tokenizer, so a config value it refuses (a number written as text) would be said of the tokenizer."""
+    transformers = quiet_transformers()
+    try:
+        transformers.AutoConfig.from_pretrained(folder)
+    except Exception as error:  # a value the config class refuses
+        detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        raise DistillError(f"{source}: its {CONFIG_FILE} does not describe a model transformers can build ({detail}); "
+                           "restore it from the model's source") from None
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    except Exception as error:  # no tokenizer files, or files it cannot read
+        raise cannot_load(source, f"tokenizer{why}", error) from None
+    require_words(source, tokenizer)
+    return tokenizer
 
 
 def require_words(source: str | Path, tokenizer) -> None:

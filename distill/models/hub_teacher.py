@@ -28,9 +28,9 @@ from distill.errors import DistillError
 from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, EXPLICIT_WEIGHTS, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS,
-                                      TOKENIZER_FILES, cannot_load, files_fingerprint, folder_config,
-                                      is_transformers_source, load_whole_model, local_folder, model_files, named_weights,
-                                      quiet_transformers, require_vocabulary, require_whole_wordpiece, require_words)
+                                      TOKENIZER_FILES, files_fingerprint, folder_config, is_transformers_source,
+                                      load_tokenizer, load_whole_model, local_folder, model_files, named_weights,
+                                      require_tokens_fit, require_vocabulary, require_whole_wordpiece)
 
 logger = logging.getLogger("distill")
 
@@ -154,20 +154,15 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     """The teacher of a transformers classifier folder (or ``hub:NAME``), checked whole
     (`verify_transformers_folder`) and loaded: a fast tokenizer for tagging (it needs each sub-token's word)
     that knows more than its special tokens."""
-    transformers = quiet_transformers()
     folder = local_folder(source)
     task, model_class, names = verify_transformers_folder(source, folder)
     fingerprint = files_fingerprint(folder, names)
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    except Exception as error:  # files it cannot read
-        raise cannot_load(source, "tokenizer (a teacher reads text with the tokenizer saved beside it)",
-                          error) from None
-    require_words(source, tokenizer)
+    tokenizer = load_tokenizer(source, folder, " (a teacher reads text with the tokenizer saved beside it)")
     if task == "tagging" and not tokenizer.is_fast:
         raise DistillError(f"{source}: its tokenizer is a slow (Python) one, which cannot say which word a "
                            "sub-token belongs to; save the model with a fast tokenizer (tokenizer.json)")
     model = load_whole_model(model_class, source, folder)
+    require_tokens_fit(source, tokenizer, model)
     teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
     teacher.loaded_from = str(folder.resolve())
     labels = teacher.hierarchy.labels

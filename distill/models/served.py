@@ -30,7 +30,7 @@ from typing import Sequence
 import torch
 
 from distill import distributed
-from distill.errors import DistillError, option
+from distill.errors import DistillError, import_extra, option
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel
 from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, current_settings, prompt_digest
@@ -38,6 +38,7 @@ from distill.models.prompt import CONTENT_FREE, Prompt, build_prompt, current_se
 logger = logging.getLogger("distill")
 
 KEY_VARIABLES = ("DISTILL_API_KEY", "OPENAI_API_KEY")
+LLM_EXTRA = "pip install 'distill[llm]'"  # the openai client
 RETRIES = 5  # the openai client's backoff: 0.5 s doubling to 8 s, or the server's Retry-After
 TIMEOUT = 120.0  # seconds a request may take
 TOP_LOGPROBS = 20  # the most OpenAI's API lists
@@ -83,11 +84,7 @@ def load_served_teacher(source: str) -> "ServedTeacher":
     if api == "systemone" and settings.shots:
         raise DistillError(f"{source}: a System One question has no place for examples: drop "
                            f"{option('--shots', 'shots')}, or use openai:{model}")
-    try:
-        import openai
-    except ImportError:
-        raise DistillError("a served teacher needs the openai client: pip install -e .[llm] (or pip install "
-                           "openai)") from None
+    openai = import_extra("openai", "a served teacher", LLM_EXTRA)
     url = base_url_of(source)
     prompt = build_prompt(source)
     if api == "openai":

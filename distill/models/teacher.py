@@ -156,9 +156,18 @@ def split_checkpoint_config(data: dict, where: str, version: int) -> tuple[Teach
             TeacherTraining(**{k: v for k, v in data.items() if k in training_keys}))
 
 
-def check_long_inputs(config: TeacherConfig, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Refuse long-input settings that cannot work with this tokenizer, before a teacher is built to train
-    (the values' own ranges are `TeacherConfig`'s)."""
+def check_reading(config: TeacherConfig, encoder: nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse reading settings this encoder cannot follow, before a teacher is built on it (to train, or a
+    zero-shot one): a `max_length` past its position table (longer inputs would index past it, mid-epoch or at
+    the first long text a command reads), long-input settings its tokenizer leaves no room for (the values' own
+    ranges are `TeacherConfig`'s)."""
+    limits = [n for n in (getattr(encoder.config, "max_position_embeddings", None),
+                          getattr(tokenizer, "model_max_length", None)) if n]
+    limit = min(limits, default=None)
+    if limit is not None and config.max_length > limit:
+        length = option(f"--max-length {config.max_length}", f"TeacherConfig(max_length={config.max_length})")
+        raise DistillError(f"{length} is more than the {limit} positions encoder {config.encoder} can read; use "
+                           f"at most {limit}")
     if config.long_inputs == "truncate":
         return
     if config.task != "classification":
@@ -215,15 +224,7 @@ class Teacher(ReadsSubWords, LabelModel):
                      training_settings: TeacherTraining | None = None) -> "Teacher":
         """A teacher to fine-tune: the pretrained encoder `config.encoder` and a fresh head."""
         encoder, tokenizer = load_encoder(config.encoder)
-        # longer inputs would index past the position table: refuse before training, not mid-epoch
-        limits = [n for n in (getattr(encoder.config, "max_position_embeddings", None),
-                              getattr(tokenizer, "model_max_length", None)) if n]
-        limit = min(limits, default=None)
-        if limit is not None and config.max_length > limit:
-            length = option(f"--max-length {config.max_length}", f"TeacherConfig(max_length={config.max_length})")
-            raise DistillError(f"{length} is more than the {limit} positions encoder {config.encoder} can read; use "
-                               f"at most {limit}")
-        check_long_inputs(config, tokenizer)
+        check_reading(config, encoder, tokenizer)
         return cls(config, hierarchy, encoder, tokenizer, training_settings)
 
     @property
