@@ -55,6 +55,9 @@ class Output:
     def __post_init__(self) -> None:
         require_flag("overwrite", self.overwrite)
         require_flag("resume", self.resume)
+        if isinstance(self.directory, str) and not self.directory.strip():  # to the file system, the working folder
+            raise DistillError(f"{named(Output, 'directory', f'directory={self.directory!r}')}: an empty or blank path "
+                               "names no folder (as a path, '' is the current folder): give the model's directory")
         if self.config is not None and not isinstance(self.config, dict):
             raise DistillError(f"config must be a dict of option names and values, got {type(self.config).__name__}")
         if self.overwrite and self.resume:

@@ -80,6 +80,14 @@ def test_output_resume_and_overwrite_together_are_refused_as_one_line():
         Output("x", overwrite=True, resume=True)
 
 
+@pytest.mark.parametrize("directory", ["", "  "])
+def test_output_to_an_empty_directory_name_is_refused(directory, tmp_path, monkeypatch):
+    """Output(directory='') (a variable unset) wrote the model into the working folder, as --output '' is refused."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DistillError, match=f"^directory={directory!r}: an empty or blank path names no folder"):
+        Output(directory)
+
+
 SPELLING = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
