@@ -239,7 +239,13 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold {len(unused)} of the encoder's "
                            f"tensors its config.json has no place for (e.g. {unused[0]}), which would be dropped; give "
                            "a whole pretrained encoder")
-    from distill.models.hub_files import non_finite_weight, tokens_past_embeddings
+    from distill.models.hub_files import integer_weight, non_finite_weight, tokens_past_embeddings
+    stored = integer_weight(model, sorted(Path(name_or_path).glob("*.safetensors"))) \
+        if os.path.isdir(name_or_path) else None
+    if stored is not None:
+        raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold {stored[0]} as {stored[1]}, where "
+                           "the encoder's is a floating tensor (cast to one, its fractions would be lost in silence); "
+                           "give a whole pretrained encoder")
     poisoned = non_finite_weight(model)
     if poisoned is not None:
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold NaN or infinite values (in "

@@ -8,6 +8,7 @@ same mixture at T = 1.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from pathlib import Path
@@ -76,19 +77,59 @@ def _identity(source: object) -> object:
     return ("folder", os.path.realpath(source))
 
 
+def _export_record(source: object) -> dict | None:
+    """The ``export`` record of an export's model card (the model it was made from: that model's card sha256, or a
+    transformers folder's fingerprint), None for any other teacher."""
+    if not isinstance(source, (str, Path)) or not os.path.isdir(source):
+        return None
+    from distill.models.card import MODEL_CARD
+    try:
+        export = json.loads((Path(source) / MODEL_CARD).read_text(encoding="utf-8")).get("export")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None  # no card, or not one of an export: loading the teacher says what is wrong with it
+    return export if isinstance(export, dict) else None
+
+
+def _one_model(first: object, second: object) -> str | None:
+    """How two teachers of other paths are one model all the same (an export and the model it was made from, as
+    its card records it; two exports of one model), or None: an export labels as its source does, to its
+    precision, so the two mixed are that teacher alone."""
+    from distill.models.onnx import made_from
+    records = _export_record(first), _export_record(second)
+    if all(records):
+        made = [record.get("source_card_sha256") or record.get("source_fingerprint") for record in records]
+        return "exports of one model" if made[0] and made[0] == made[1] else None
+    if any(records):
+        record, other = (records[0], second) if records[0] else (records[1], first)
+        if isinstance(other, (str, Path)) and os.path.isdir(other) and made_from(record, other):
+            return "one an export of the other"
+    return None
+
+
 def check_distinct_teachers(sources: Sequence[object], names: Sequence[str]) -> None:
     """An ensemble names each teacher once (`sources`: folders, served models' names or models in memory, named
-    by `names`): one teacher twice mixes it with itself, which is that teacher alone at twice the cost, and is most
-    likely another teacher mistyped; refused before anything is loaded."""
+    by `names`), an export and its source model being one teacher (`_one_model`): one teacher twice mixes it with
+    itself, which is that teacher alone at twice the cost, and is most likely another teacher mistyped; refused
+    before anything is loaded."""
     seen: dict[object, str] = {}
     for source, name in zip(sources, names, strict=True):
         key = _identity(source)
         if key in seen:
-            raise DistillError(f"teachers {seen[key]} and {name} are one teacher given twice: an ensemble mixes "
-                               f"different teachers (a teacher mixed with itself is that teacher alone); give each "
-                               f"{option('--teacher', 'teacher')} once, and {option('--teacher-weights', 'teacher_weights')}"
-                               " to weight one more")
+            raise _given_twice(seen[key], name, "")
         seen[key] = name
+    for later in range(len(sources)):
+        for earlier in range(later):
+            how = _one_model(sources[earlier], sources[later])
+            if how is not None:
+                raise _given_twice(names[earlier], names[later], f" ({how})")
+
+
+def _given_twice(first: str, second: str, how: str) -> DistillError:
+    """The refusal of teachers `first` and `second` as one, `how` saying why where their paths differ."""
+    return DistillError(f"teachers {first} and {second} are one teacher given twice{how}: an ensemble mixes "
+                        f"different teachers (a teacher mixed with itself is that teacher alone); give each "
+                        f"{option('--teacher', 'teacher')} once, and {option('--teacher-weights', 'teacher_weights')}"
+                        " to weight one more")
 
 
 def check_ensemble(teachers: Sequence[torch.nn.Module], names: Sequence[str]) -> None:

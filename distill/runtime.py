@@ -21,6 +21,11 @@ def _is_device_name(name: str) -> bool:
     return True
 
 
+# The most torch threads a run may ask for: past a few thousand, libgomp cannot create them (the run stops at its
+# first parallel step, or aborts), and no CPU has more cores than this.
+MAX_THREADS = 1024
+
+
 @dataclass
 class Runtime:
     """Where and how a run computes: device, precision (fp32, bf16, fp16 on CUDA, auto; None keeps the
@@ -32,7 +37,7 @@ class Runtime:
     progress: bool = setting(True, option="--quiet", negated=True, help="No progress bars.")
 
     def __post_init__(self):
-        require_whole("threads", self.threads, optional=True)
+        require_whole("threads", self.threads, high=MAX_THREADS, optional=True)
         require_flag("progress", self.progress)
         if not isinstance(self.device, str) or (self.device != "auto" and not _is_device_name(self.device)):
             raise DistillError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
@@ -55,6 +60,9 @@ class Output:
     def __post_init__(self) -> None:
         require_flag("overwrite", self.overwrite)
         require_flag("resume", self.resume)
+        if isinstance(self.directory, str) and not self.directory.strip():  # to the file system, the working folder
+            raise DistillError(f"{named(Output, 'directory', f'directory={self.directory!r}')}: an empty or blank path "
+                               "names no folder (as a path, '' is the current folder): give the model's directory")
         if self.config is not None and not isinstance(self.config, dict):
             raise DistillError(f"config must be a dict of option names and values, got {type(self.config).__name__}")
         if self.overwrite and self.resume:

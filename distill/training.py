@@ -40,6 +40,7 @@ from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import SELECTABLE
 from distill.progress import bars_shown, progress_bar, progress_message
 from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_state, runtime_settings
+from distill.runtime import MAX_THREADS
 from distill.settings import setting
 
 logger = logging.getLogger("distill")
@@ -217,8 +218,7 @@ def runtime(precision_name: str | None = None, threads: int | None = None, progr
     if precision_name is not None:
         precision.set_precision(precision_name)
     if threads is not None:
-        if threads < 1:
-            raise DistillError(f"threads must be >= 1, got {threads}")
+        require_whole("threads", threads, high=MAX_THREADS)
         torch.set_num_threads(threads)
     try:
         with bars_shown(progress):

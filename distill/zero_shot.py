@@ -72,7 +72,7 @@ def zero_shot_teacher(labels: str | LabelNames | list[str], encoder: str = "mini
             label_embeddings = model.classifier.weight.detach().float() * model.config.temperature  # rows: e / T
             similarities = model.embed(dev_set.inputs, batch_size) @ label_embeddings.T
             gold = torch.tensor([hierarchy.index[label] for label in dev_set.labels])
-            fitted = fit_temperature(similarities.cpu(), gold)
+            fitted = fit_temperature(similarities.cpu(), gold, dev_set.where)
             model.config.temperature = fitted
             model.set_labels(label_embeddings, fitted)
             predicted = [hierarchy.labels[index] for index in similarities.argmax(-1).tolist()]  # as its logits rank

@@ -22,7 +22,8 @@ import click
 
 from distill.errors import DistillError, Terminated, on_command_line, os_error_message, raise_terminated
 from distill.precision import PRECISIONS, set_precision
-from procedures.options import POSITIVE_INT, OnceCommand, refuse_repeated_options
+from distill.runtime import MAX_THREADS
+from procedures.options import OnceCommand, refuse_repeated_options
 
 # Every command: where it is defined, and its short help as `nlp-train --help` lists it without importing
 # it (the first paragraph of its docstring: tests/test_startup.py checks that they agree).
@@ -135,7 +136,7 @@ class Commands(click.Group):
 @click.group(cls=Commands, lazy_commands=COMMANDS,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="distill")
-@click.option("--threads", type=POSITIVE_INT,
+@click.option("--threads", type=click.IntRange(1, MAX_THREADS),
               help="CPU threads for torch (default: all cores). 1 is often fastest for small students, "
                    "and avoids slow-downs when several jobs share a machine.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,

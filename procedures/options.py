@@ -79,12 +79,17 @@ def refuse_repeated_options(command: click.Command, ctx: click.Context, args: li
         seen[single[name].name] = name
 
 
+# The data files the commands read, taken as text (a hub:NAME:SPLIT dataset, '-' for stdin): paths all the same.
+DATA_FILES = frozenset({"train_path", "dev_path", "test_path", "unlabeled_path", "input_path", "input_file",
+                        "data_file", "check_data", "llm_shots_from"})
+
+
 def refuse_empty_paths(command: click.Command, ctx: click.Context) -> None:
-    """A path option or argument given an empty value ("$OUTPUT" with the variable unset, ``output: ''`` in a
-    --config file) names the current folder to the file system: a model trained into it, a file output named by
-    no name. Refused, named, before anything is read or written."""
+    """A path option or argument (`DATA_FILES` among them) given an empty value ("$OUTPUT" with the variable unset,
+    ``output: ''`` in a --config file) names the current folder to the file system: a model trained into it, a file
+    output named by no name, the folder read as data. Refused, named, before anything is read or written."""
     for param in command.params:
-        if not isinstance(param.type, click.Path):
+        if not isinstance(param.type, click.Path) and param.name not in DATA_FILES:
             continue
         value = ctx.params.get(param.name)
         values = value if isinstance(value, (list, tuple)) else [value]

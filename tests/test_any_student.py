@@ -92,6 +92,8 @@ def test_a_folder_that_is_not_an_encoder_is_refused(tmp_path, capsys):
     ({"n_layers": 1}, "its weights hold 16 of the encoder's tensors its config.json has no place for (e.g. transformer"
                       ".layer.1."),
     ("nan", "its weights hold NaN or infinite values (in "),
+    ("int", "its weights hold transformer.layer.1.sa_layer_norm.weight as int64, where the encoder's is a "
+            "floating tensor"),
     ("added", "its tokenizer has 602 tokens and the encoder embeds 600, so a text holding one of the others could "
               "not be read")])
 def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refused(edit, said, tiny_encoder_dir,
@@ -108,10 +110,11 @@ def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refuse
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokenizer.add_tokens(["delightful", "muddled"])
         tokenizer.save_pretrained(folder)
-    elif edit == "nan":
+    elif edit in ("nan", "int"):  # int: was cast back to float in silence, its fractions cut off
         tensors = load_file(folder / "model.safetensors")
         name = sorted(tensors)[-1]
-        tensors[name] = torch.full_like(tensors[name], float("nan"))
+        tensors[name] = torch.full_like(tensors[name], float("nan")) if edit == "nan" else \
+            tensors[name].to(torch.int64)
         save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     else:
         config = json.loads((folder / "config.json").read_text())

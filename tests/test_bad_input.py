@@ -131,6 +131,13 @@ EMPTY = "is an empty or blank path, which names no file or folder (as a path, ''
     (lambda te: kd_with(te, "out", "--cache-dir", ""), "'--cache-dir'"),  # checked the working folder, used the default
     (lambda te: ["evaluate", "", SAMPLES / "sentiment_test.csv"], "'MODEL_DIR'"),
     (lambda te: kd_with(te, "out", "--teacher", ""), "'--teacher'"),
+    # a data file given '': "': is a directory, expected a file" (the working folder, read as data)
+    (lambda te: ["kd", "--teacher", te, *SMALL_LSTM, "--train", "", "--dev", DEV, "--output", "out"], "'--train'"),
+    (lambda te: ["kd", "--teacher", te, *SMALL_LSTM, "--train", TRAIN, "--dev", " ", "--output", "out"], "'--dev'"),
+    (lambda te: ["pseudo-label", "--teacher", te, "--input", "", "--output", "out.jsonl"], "'--input'"),
+    (lambda te: ["predict", te, ""], "'[INPUT_FILE]'"),
+    (lambda te: ["evaluate", te, " "], "'DATA_FILE'"),
+    (lambda te: ["export", te, "--output", "out", "--check-data", ""], "'--check-data'"),
 ])
 def test_an_empty_path_is_refused_not_read_as_the_working_folder(build, named, tmp_path, tiny_classifier_teacher,
                                                                  capsys, monkeypatch):

@@ -284,6 +284,23 @@ def test_weights_beyond_the_config_or_not_finite_are_refused_in_one_line(fixture
 
 
 @pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
+def test_a_weight_stored_as_integers_is_refused_in_one_line(fixture, request, tmp_path, capsys):
+    """A floating weight saved as int64 (a damaged or hand-edited model.safetensors) was cast to float in silence
+    and used with its fractions cut off: a teacher of truncated weights."""
+    from safetensors.torch import load_file, save_file
+    folder = copy_of(request.getfixturevalue(fixture), tmp_path, "ints")
+    tensors = load_file(folder / "model.safetensors")
+    name = sorted(name for name in tensors if tensors[name].is_floating_point())[-1]
+    tensors[name] = tensors[name].to(torch.int64)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    labels = ["--labels", "negative,positive"] if fixture == "tiny_causal_lm" else []
+    err = refused(capsys, "pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt",
+                  "--output", tmp_path / "out.jsonl", "--no-cache", *labels)
+    assert f"{folder}: its weights hold {name} as int64, where the model's is a floating tensor" in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("fixture", ["hf_classifier", "tiny_causal_lm"])
 def test_a_tokenizer_of_more_tokens_than_the_model_embeds_is_refused(fixture, request, tmp_path, capsys):
     """Tokens added to the tokenizer and the model never resized (`resize_token_embeddings`): predict, evaluate,
     kd stopped with an IndexError traceback at the first text holding one."""

@@ -329,3 +329,26 @@ def test_use_export_refuses_an_export_of_another_teacher(exports, tmp_path, caps
     status, err = run_main(capsys, *args, "--teacher", teacher, "--use-export", teacher)
     assert status == 2 and len(err.strip().splitlines()) == 1 and "is not an ONNX export; --use-export takes" in err
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_teacher_and_its_export_are_refused_as_one_teacher_given_twice(exports, tmp_path, capsys):
+    """--teacher A --teacher A's int8 export (or two exports of A) was taken as a two-teacher ensemble: A mixed with
+    itself at twice the cost, as A given twice (which was refused, by its path only)."""
+    from distill.distiller import Distiller
+    teacher, fp32, int8 = (exports["classification"][kind] for kind in ("pytorch", "fp32", "int8"))
+    train, dev, corpus, _ = DATA["classification"]
+    for first, second in ((teacher, int8), (fp32, teacher), (fp32, int8)):
+        for args in (["kd", "--teacher", first, "--teacher", second, "--model", "lstm", "--train", train, "--dev", dev,
+                      "--output", tmp_path / "run"],
+                     ["pseudo-label", "--teacher", first, "--teacher", second, "--input", corpus, "--output",
+                      tmp_path / "out.jsonl"]):
+            status, err = run_main(capsys, *args)
+            assert status == 2 and len(err.strip().splitlines()) == 1, err
+            assert f"teachers {first} and {second} are one teacher given twice (" in err and "--teacher-weights" in err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out.jsonl").exists()
+    with pytest.raises(DistillError, match=f"teachers {teacher} and {int8} are one teacher given twice .*: an "
+                                           "ensemble mixes different teachers"):
+        Distiller([teacher, int8], "lstm")
+    status, err = run_main(capsys, "pseudo-label", "--teacher", exports["tagging"]["pytorch"], "--teacher", int8,
+                           "--input", corpus, "--output", tmp_path / "out.jsonl")
+    assert "one teacher given twice" not in err, err  # an export of another teacher is another teacher

@@ -80,6 +80,26 @@ def test_output_resume_and_overwrite_together_are_refused_as_one_line():
         Output("x", overwrite=True, resume=True)
 
 
+def test_threads_past_the_cap_are_refused_before_torch_takes_them(capsys):
+    """--threads 20000 stopped the run with libgomp's 'Thread creation failed' at the first parallel step, and
+    100000 aborted the process; the option and Runtime refuse more than MAX_THREADS alike."""
+    from distill.runtime import MAX_THREADS
+    from tests.conftest import run_main
+    with pytest.raises(DistillError, match=f"threads must be a whole number from 1 to {MAX_THREADS}, got 100000"):
+        Runtime(threads=100000)
+    status, err = run_main(capsys, "--threads", "20000", "evaluate", "model", "data.csv")
+    assert status == 2 and f"'--threads': 20000 is not in the range 1<=x<={MAX_THREADS}" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("directory", ["", "  "])
+def test_output_to_an_empty_directory_name_is_refused(directory, tmp_path, monkeypatch):
+    """Output(directory='') (a variable unset) wrote the model into the working folder, as --output '' is refused."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DistillError, match=f"^directory={directory!r}: an empty or blank path names no folder"):
+        Output(directory)
+
+
 SPELLING = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 

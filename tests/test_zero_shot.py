@@ -222,3 +222,23 @@ def test_fit_temperature_finds_the_minimum():
     grid = [10 ** (k / 200) for k in range(-600, 200)]
     best = min(grid, key=lambda t: float(functional.cross_entropy(similarities / t, gold)))
     assert math.isclose(fitted, best, rel_tol=0.02)
+
+
+def test_a_dev_file_of_one_label_fits_no_temperature(tiny_encoder_dir, tmp_path, capsys):
+    """--dev of one label only: the NLL falls the more confident the teacher is, whatever it says of the other
+    labels, so the temperature was driven to the range's end (0.0099) and written: a teacher near one-hot on every
+    text. Refused in one line, nothing written."""
+    from distill.errors import DistillError
+    from distill.models.zero_shot import fit_temperature
+    rows = (SAMPLES / "sentiment_dev.csv").read_text(encoding="utf-8").splitlines()
+    dev = tmp_path / "negative.csv"
+    dev.write_text("\n".join([rows[0], *(row for row in rows[1:] if row.endswith(",negative"))]) + "\n")
+    out = tmp_path / "teacher"
+    capsys.readouterr()
+    assert run_cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", LABELS, "--dev", dev,
+                   "--output", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert f"error: {dev}: all its examples have one label, " in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    with pytest.raises(DistillError, match="all its examples have one label"):
+        fit_temperature(torch.rand(5, 2), torch.zeros(5, dtype=torch.long))

@@ -69,6 +69,11 @@ def load_whole_model(model_class, source: str | Path, folder: Path):
         raise DistillError(f"{source}: its weights hold {len(unused)} tensors its {CONFIG_FILE} has no place for "
                            f"(e.g. {unused[0]}), which would be dropped: the config describes another model than "
                            "its weights; give the folder the model was saved to, whole")
+    stored = integer_weight(model, [folder / name for name in model_files(folder) if name.endswith(".safetensors")])
+    if stored is not None:
+        raise DistillError(f"{source}: its weights hold {stored[0]} as {stored[1]}, where the model's is a floating "
+                           "tensor (cast to one, its fractions would be lost in silence); give the folder the model "
+                           "was saved to, whole")
     poisoned = non_finite_weight(model)
     if poisoned is not None:
         raise DistillError(f"{source}: its weights hold NaN or infinite values (in {poisoned}), so every output would "
@@ -103,6 +108,29 @@ def non_finite_weight(model) -> str | None:
     import torch
     return next((name for name, tensor in model.named_parameters()  # not buffers: a mask may hold -inf by design
                  if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())), None)
+
+
+def integer_weight(model, files: Sequence[Path]) -> tuple[str, str] | None:
+    """(name, dtype) of the first tensor of the safetensors `files` stored as integers or booleans where the loaded
+    `model`'s parameter of that name is floating (a damaged or hand-edited file: transformers casts it to the
+    parameter's dtype without a word, truncated weights), or None. Read from the files' headers: once loaded,
+    every parameter is floating."""
+    floating = {name for name, tensor in model.named_parameters() if tensor.is_floating_point()}
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    for path in files:
+        try:
+            with path.open("rb") as stream:
+                header = json.loads(stream.read(int.from_bytes(stream.read(8), "little")))
+        except (OSError, UnicodeDecodeError, ValueError):  # transformers has read it: nothing to check here
+            continue
+        for name, entry in header.items():
+            dtype = entry.get("dtype", "F") if isinstance(entry, dict) else "F"
+            saved_as = name.removeprefix(prefix) if name.startswith(prefix) else prefix + name
+            if not dtype.startswith(("F", "BF")) and (name in floating or saved_as in floating):
+                readable = {"I": "int", "U": "uint"}.get(dtype[:1], "") + dtype[1:] if dtype[:1] in ("I", "U") else \
+                    dtype.lower()  # I64 -> int64, U8 -> uint8, BOOL -> bool: as torch names them
+                return name, readable
+    return None
 
 
 def require_vocabulary(source: str | Path, folder: Path) -> None:

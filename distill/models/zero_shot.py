@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch.nn import functional
 
-from distill.errors import DistillError, require_number
+from distill.errors import DistillError, option, require_number
 from distill.labels import LabelHierarchy
 from distill.models.card import folder_files, write_model_card
 from distill.models.slim import save_slim_checkpoint
@@ -119,9 +119,15 @@ class ZeroShotTeacher(Teacher):
         return cls(ZeroShotConfig(**data), LabelHierarchy.from_dict(checkpoint["hierarchy"]), encoder, tokenizer)
 
 
-def fit_temperature(similarities: torch.Tensor, gold: torch.Tensor) -> float:
+def fit_temperature(similarities: torch.Tensor, gold: torch.Tensor, where: str = "the calibration data") -> float:
     """The temperature T that minimises the NLL of `gold` label indices under softmax(similarities / T): the NLL
-    is convex in 1/T, so a golden-section search over log T within `TEMPERATURE_RANGE` finds it."""
+    is convex in 1/T, so a golden-section search over log T within `TEMPERATURE_RANGE` finds it. `gold` (read from
+    `where`) of one label is refused: its NLL says nothing of how the labels compare, so the fit ends at a bound."""
+    if gold.unique().numel() < 2:
+        raise DistillError(f"{where}: all its examples have one label, on which no temperature can be fitted (their "
+                           "loss only says how sure the teacher is of that label, and the fit runs toward "
+                           f"{TEMPERATURE_RANGE[0]:g} or {TEMPERATURE_RANGE[1]:g}); give data of two labels or more, or "
+                           f"{option('--temperature', 'temperature=')}")
     def nll(log_t: float) -> float:
         return float(functional.cross_entropy(similarities / math.exp(log_t), gold))
     low, high = (math.log(bound) for bound in TEMPERATURE_RANGE)
