@@ -10,7 +10,9 @@ store (`--teachers`, default OUT/teachers): a run under another --out that needs
 it instead of training it again, and a finished teacher of other data at a run's output is refused.
 The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
 are marked as such. A run spread over sessions may be resumed with newer code: OUT/segments.json keeps each
-commit it was started with (when, for which tasks), and the report's header names them.
+commit it was started with (when, for which tasks), and the report's header names them. Processes may share
+one --out (one a task, or one task's students split between them with --students): a stage one runs, another
+waits for and then skips.
 
     python scripts/benchmark.py                      # full run on data/ (make data first)
     python scripts/benchmark.py --quick              # minutes: subsets, fewer epochs
@@ -175,6 +177,7 @@ class Bench:
             self.out.mkdir(parents=True, exist_ok=True)
             self.teachers.mkdir(parents=True, exist_ok=True)
         self.model_stages: list[Stage] = []  # in order, for the report's commands
+        self.held: set[Path] = set()  # the stages this process holds (`claimed`)
         self.peak_seconds = 0.5 if args.quick else 3.0  # per dtype, for each matmul-peak measurement
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -188,28 +191,58 @@ class Bench:
             log(f"skip (done): {shown(done)}")
         return self.execute and not done.exists()
 
+    @contextlib.contextmanager
+    def claimed(self, done: Path) -> Iterator[None]:
+        """Hold the stage whose output is `done` for this process while it is checked and run: processes started
+        together over the same task (each given some of its students) reach the stages they share, and the second
+        waits for the first, then finds the stage done, instead of both writing one folder. Reentrant (a teacher
+        stage holds its own while it reuses and trains); the lock is a file under OUT/.locks, released when the
+        process ends however it ends."""
+        if not self.execute or done in self.held:
+            yield
+            return
+        import fcntl
+        folder = self.out / ".locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = str(done.relative_to(self.out)) if done.is_relative_to(self.out) else hashlib.sha256(
+            str(done).encode()).hexdigest()[:16]
+        with open(folder / (name.replace(os.sep, "%") + ".lock"), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log(f"wait (another process runs it): {shown(done)}")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            self.held.add(done)
+            try:
+                yield
+            finally:
+                self.held.discard(done)
+
     def model_stage(self, stage: Stage) -> None:
         """List `stage` and run it unless done; a stage killed part-way resumes from its last epoch where
         it left a resume state, else starts over."""
         self.model_stages.append(stage)
-        if not self.pending(stage.done):
-            return
-        from distill.models.card import RESUME_FILE
-        output = stage.output
-        partial = stage.command != "evaluate" and output.is_dir() and any(output.iterdir())
-        resume = partial and (output / RESUME_FILE).exists()
-        log(f"run: nlp-train {stage.command}{' (resumed)' if resume else ''} -> {shown(output)}")
-        stage.run(self.env, resume=resume, overwrite=partial and not resume)
+        with self.claimed(stage.done):
+            if not self.pending(stage.done):
+                return
+            from distill.models.card import RESUME_FILE
+            output = stage.output
+            partial = stage.command != "evaluate" and output.is_dir() and any(output.iterdir())
+            resume = partial and (output / RESUME_FILE).exists()
+            log(f"run: nlp-train {stage.command}{' (resumed)' if resume else ''} -> {shown(output)}")
+            stage.run(self.env, resume=resume, overwrite=partial and not resume)
 
     def stage(self, path: Path, compute, covers: Callable[[dict], bool] | None = None) -> None:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
         also when the stored result does not cover this run's models (students added since it ran: every
         model is measured again, side by side)."""
-        stale = self.execute and path.exists() and covers is not None and not covers(read(path))
-        if not stale and not self.pending(path):
-            return
-        log(f"rerun (models added since it ran): {shown(path)}" if stale else f"run: {path.stem} -> {shown(path)}")
-        write_json(path, compute())
+        with self.claimed(path):
+            stale = self.execute and path.exists() and covers is not None and not covers(read(path))
+            if not stale and not self.pending(path):
+                return
+            log(f"rerun (models added since it ran): {shown(path)}" if stale
+                else f"run: {path.stem} -> {shown(path)}")
+            write_json(path, compute())
 
     def data(self, key: str, split: str) -> Path:
         path = Path(self.args.data) / TASKS[key][split]
@@ -314,9 +347,10 @@ class Bench:
             "task": spec["task"], "encoder": self.args.encoder, "train": train, "dev": dev, "output": output,
             "seed": seed, **{name: value for name, value in chosen.items() if value is not None}})
         content = stage_content(stage) if self.execute else ""
-        if self.execute:
-            self.reuse_teacher(stage, content)
-        self.model_stage(stage)
+        with self.claimed(stage.done):
+            if self.execute:
+                self.reuse_teacher(stage, content)
+            self.model_stage(stage)
         if self.execute:
             with locked(self.teachers / TEACHER_INDEX):  # another task's process may record its teacher now
                 index = self.teacher_index()

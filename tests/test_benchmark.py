@@ -375,6 +375,31 @@ def test_a_stage_stopped_part_way_resumes_else_starts_over(bench_data, tmp_path,
     assert [r["epoch"] for r in read_json(stage.done)["history"]] == [1, 2, 3]
 
 
+def test_a_stage_another_process_runs_is_waited_for_then_found_done_not_run_twice(bench_data, tmp_path, monkeypatch):
+    """Two processes over the same task (each given some of its students) reached the stages they share at once and
+    both wrote one folder: the second now waits for the first's stage, then finds it done."""
+    import threading
+    argv = ["--data", str(bench_data), "--out", str(tmp_path), "--train-threads", "1"]
+    first, second = (benchmark.Bench(benchmark.parse_args(argv)) for _ in range(2))  # a lock file opened by each
+    path, waiting, runs = tmp_path / "rt" / "speed.json", threading.Event(), []
+    real_log = benchmark.log
+    monkeypatch.setattr(benchmark, "log", lambda message: (real_log(message), "wait (another" in message
+                                                           and waiting.set()))
+
+    def second_process() -> None:
+        second.stage(path, lambda: runs.append("second") or {"by": "second"})
+
+    with first.claimed(path):
+        thread = threading.Thread(target=second_process)
+        thread.start()
+        assert waiting.wait(timeout=60), "the second process did not wait for the first's stage"
+        benchmark.write_json(path, {"by": "first"})
+    thread.join()
+    assert runs == [] and read_json(path) == {"by": "first"}
+    second.stage(path, lambda: runs.append("again"))  # held by none now: done, so not run
+    assert runs == []
+
+
 def test_teachers_are_reused_by_content_across_runs_and_refused_when_the_data_changed(
         bench_data, tiny_classifier_teacher, tmp_path, monkeypatch, capsys):
     """A run split over sessions (another --out, one store of teachers) trains each teacher once: one of the same
