@@ -205,8 +205,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    import onnxruntime
     args = parse_args(argv)
+    from distill.export import onnx_module
+    from distill.models.onnx import onnxruntime_module
+    onnx_module()  # onnx and onnxruntime, or one line naming the export extra
+    onnxruntime = onnxruntime_module()
     options = argv if argv is not None else sys.argv[1:]
     from distill.data.checks import require_file
     tests = [test_set(Path(model), args.data) for model in args.models]  # every input before the first export

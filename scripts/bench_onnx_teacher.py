@@ -225,8 +225,11 @@ def check_inputs(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    import onnxruntime
     import torch
+    from distill.export import onnx_module
+    from distill.models.onnx import onnxruntime_module
+    onnx_module()  # onnx and onnxruntime, or one line naming the export extra
+    onnxruntime = onnxruntime_module()
     torch.set_num_threads(args.threads)  # before any session: ONNX Runtime takes torch's thread count
     check_inputs(args)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,55 @@
+"""The scripts in scripts/ other than the benchmark's driver: what they reuse from an earlier run is what this run
+would make, their outputs never replace an input, and a wrong number or a missing extra is one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import DEV, ROOT, SAMPLES, TRAIN
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def saved_student(folder: Path, seed: int) -> Path:
+    """A tiny untrained BiLSTM sentiment student saved in `folder` (another `seed`, other weights)."""
+    from distill.data import read_classification
+    from distill.labels import LabelHierarchy
+    from distill.models.registry import student_config
+    from distill.models.students import build_student
+    data = read_classification(str(TRAIN))
+    torch.manual_seed(seed)
+    shutil.rmtree(folder, ignore_errors=True)
+    build_student(student_config("lstm", embedding_dim=8, hidden_dim=8),
+                  LabelHierarchy.from_labels(list(data["label"]), None), list(data["text"])).save_pretrained(folder)
+    return folder
+
+
+def run_script(script: str, *argv: str, blocked: str | None = None) -> subprocess.CompletedProcess:
+    """scripts/SCRIPT run as a user runs it; `blocked`: a module made unimportable first, as where not installed."""
+    path = str(ROOT / "scripts" / script)
+    block = f"sys.modules[{blocked!r}] = None; " if blocked else ""
+    code = f"import runpy, sys; {block}sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    return subprocess.run([sys.executable, "-c", code, path, *map(str, argv)], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("bench_export.py", ["{model}", "--data", "{tmp}", "--out", "{tmp}/out"]),
+    ("bench_onnx_teacher.py", ["{model}", "--input", str(SAMPLES / "unlabeled_movies.txt"), "--check-data", str(DEV),
+                               "--out", "{tmp}/out"]),
+])
+def test_an_export_script_without_onnxruntime_names_the_extra_in_one_line(script, argv, tmp_path):
+    """Without the export extra's onnxruntime the script says which extra to install (it was an import's
+    traceback), before anything is written."""
+    model = saved_student(tmp_path / "lstm", 0)
+    done = run_script(script, *(arg.format(model=model, tmp=tmp_path) for arg in argv), blocked="onnxruntime")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "needs the onnxruntime package: pip install 'distill[export]'" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
