@@ -15,7 +15,8 @@ with VNNI-like instructions), so measure where the bulk pass will run:
 Each pseudo-label run times the teacher alone (no logit cache; model loading and the up-front truncation
 count are outside its seconds), the pipeline its call; every variant runs `--rounds` times, alternating,
 the best kept (the machine may be shared). Labels changed count against the PyTorch teacher's (words, for
-tagging). Exports are written under OUT (reused when a card exists); OUT/onnx-teacher.json holds every number.
+tagging). Exports are written under OUT (an earlier run's are reused while they are of this teacher as it is
+now, checked on the same data); OUT/onnx-teacher.json holds every number.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ VARIANTS = ("onnx-int8", "onnx-fp32", "pytorch")
 
 
 def exports(teacher: Path, out: Path, check_data: str) -> dict[str, Path]:
-    """The teacher and its fp32 and int8 ONNX exports (both checked on `check_data`): variant -> directory."""
-    from distill.export import export_model
-    from distill.models import MODEL_CARD
+    """The teacher and its fp32 and int8 ONNX exports (both checked on `check_data`; an earlier run's reused where
+    they are of this teacher as it is now, checked on that data: `finished_export`): variant -> directory."""
+    from distill.export import export_model, finished_export
     found = {"pytorch": teacher}
     for variant, quantize in (("onnx-fp32", None), ("onnx-int8", "int8")):
         target = out / variant
-        if not (target / MODEL_CARD).exists():
+        if not finished_export(target, teacher, "onnx", quantize, check_data):
             log(f"export {shown(teacher)} -> {shown(target)}")
             export_model(str(teacher), str(target), "onnx", quantize, check_data, overwrite=True)
         found[variant] = target

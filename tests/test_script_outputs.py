@@ -40,6 +40,43 @@ def run_script(script: str, *argv: str, blocked: str | None = None) -> subproces
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=ROOT, timeout=300)
 
 
+def test_bench_export_reuses_an_export_only_of_the_model_as_it_is_now_on_the_same_data(tmp_path, monkeypatch):
+    """A rerun keeps a finished export of the same model checked on the same data; a model retrained (or another
+    one at its path) or other check data is exported again (each was reported by its predecessor's export), and
+    so is an export with a file missing."""
+    import bench_export
+    import distill.export
+    from distill.models import read_model_card
+    from distill.io import file_sha256
+    model, out = saved_student(tmp_path / "lstm", 0), tmp_path / "exports"
+    exported = []
+    real_export = distill.export.export_model
+
+    def counted(model_dir, output, *args, **kwargs):
+        exported.append(Path(output).name)
+        return real_export(model_dir, output, *args, **kwargs)
+
+    monkeypatch.setattr(distill.export, "export_model", counted)
+
+    def source_of(variant: str) -> str:
+        return read_model_card(out / variant)["export"]["source_card_sha256"]
+
+    bench_export.export_all(model, out, DEV)
+    assert exported == ["onnx-fp32", "onnx-int8"]
+    bench_export.export_all(model, out, DEV)  # the same model on the same data: kept
+    assert exported == ["onnx-fp32", "onnx-int8"]
+    saved_student(model, 1)  # retrained: other weights at the same path
+    bench_export.export_all(model, out, DEV)
+    assert exported[2:] == ["onnx-fp32", "onnx-int8"]
+    assert source_of("onnx-fp32") == source_of("onnx-int8") == file_sha256(model / "distill.json")
+    bench_export.export_all(model, out, SAMPLES / "sentiment_test.csv")  # checked on other data
+    assert exported[4:] == ["onnx-fp32", "onnx-int8"]
+    assert read_model_card(out / "onnx-int8")["agreement"]["data"] == str(SAMPLES / "sentiment_test.csv")
+    (out / "onnx-fp32" / "model.onnx").unlink()
+    bench_export.export_all(model, out, SAMPLES / "sentiment_test.csv")
+    assert exported[6:] == ["onnx-fp32"]
+
+
 @pytest.mark.parametrize("script, argv", [
     ("bench_export.py", ["{model}", "--data", "{tmp}", "--out", "{tmp}/out"]),
     ("bench_onnx_teacher.py", ["{model}", "--input", str(SAMPLES / "unlabeled_movies.txt"), "--check-data", str(DEV),
