@@ -216,12 +216,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file."""
+    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file; and
+    OUT, where the exports, the corpus, the labels and the students go: it is, holds and lies in no input, and is
+    and lies in no model (its corpus-N.txt and pseudo-*.jsonl replaced an input of that name there, and OUT in the
+    teacher was made there before the export was refused)."""
     from distill.data.checks import require_file
+    from distill.io import check_folder
     from distill.models.kinds import require_kind
+    from distill.outputs import check_directory_output, check_written_folder
     require_kind(str(args.teacher), "pseudo-label")
-    for path in (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ())):
+    files = (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ()))
+    for path in files:
         require_file(path)
+    check_folder(args.out)
+    check_directory_output(args.out, [args.teacher, *files])
+    check_written_folder(args.out, [args.teacher, *files])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -90,3 +90,25 @@ def test_an_export_script_without_onnxruntime_names_the_extra_in_one_line(script
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "needs the onnxruntime package: pip install 'distill[export]'" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_onnx_teacher_refuses_an_out_in_the_teacher_or_holding_an_input(tmp_path):
+    """OUT is checked before it is made: in the teacher (it was made there, then the export refused), holding the
+    --input it would cut to --lines as OUT/corpus-N.txt, or the --check-data that pseudo-label replaced; nothing is
+    written."""
+    import bench_onnx_teacher
+    from distill.errors import DistillError
+    from tests.conftest import snapshot
+    teacher = saved_student(tmp_path / "teacher", 0)
+    (tmp_path / "out").mkdir()
+    corpus = shutil.copy(SAMPLES / "unlabeled_movies.txt", tmp_path / "out" / "corpus-5.txt")
+    check = shutil.copy(DEV, tmp_path / "out" / "pseudo-pytorch.jsonl")
+    before = snapshot(tmp_path)
+    for out, given, message in ((teacher / "bench", {}, "lies inside"),
+                                (tmp_path / "out", {"input": corpus}, "holds"),
+                                (tmp_path / "out", {"check-data": check}, "holds")):
+        options = {"input": SAMPLES / "unlabeled_movies.txt", "check-data": DEV, **given}
+        with pytest.raises(DistillError, match=message):
+            bench_onnx_teacher.main([str(teacher), "--lines", "5", "--rounds", "1", "--no-pipeline", "--out", str(out),
+                                     *(f"--{key}={value}" for key, value in options.items())])
+        assert snapshot(tmp_path) == before and not (teacher / "bench").exists()
