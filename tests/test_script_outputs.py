@@ -112,3 +112,18 @@ def test_bench_onnx_teacher_refuses_an_out_in_the_teacher_or_holding_an_input(tm
             bench_onnx_teacher.main([str(teacher), "--lines", "5", "--rounds", "1", "--no-pipeline", "--out", str(out),
                                      *(f"--{key}={value}" for key, value in options.items())])
         assert snapshot(tmp_path) == before and not (teacher / "bench").exists()
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("bench_multitask.py", ["--threads", "0"], "--threads must be at least 1, got 0"),  # torch's traceback
+    ("bench_multitask.py", ["--limit", "-5"], "--limit must be at least 1, got -5"),  # all but the last 5 examples
+    ("bench_multitask.py", ["--limit", "0"], "--limit must be at least 1, got 0"),  # an empty file, then its error
+    ("bench_multitask.py", ["--repeats", "0"], "--repeats must be at least 1, got 0"),  # a ratio of inf / inf
+    ("bench_multitask.py", ["--unlabeled", "-1"], "--unlabeled must be at least 1, got -1"),
+])
+def test_a_script_given_a_number_it_cannot_use_says_so_in_one_line(script, argv, message, tmp_path):
+    """Refused at its option, before anything is written."""
+    done = run_script(script, "--data", tmp_path, "--out", tmp_path / "out", *argv)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
