@@ -120,10 +120,26 @@ def test_bench_onnx_teacher_refuses_an_out_in_the_teacher_or_holding_an_input(tm
     ("bench_multitask.py", ["--limit", "0"], "--limit must be at least 1, got 0"),  # an empty file, then its error
     ("bench_multitask.py", ["--repeats", "0"], "--repeats must be at least 1, got 0"),  # a ratio of inf / inf
     ("bench_multitask.py", ["--unlabeled", "-1"], "--unlabeled must be at least 1, got -1"),
+    ("bench_startup.py", ["--repeats", "0"], "--repeats must be at least 1, got 0"),  # a median of nothing, timed
 ])
 def test_a_script_given_a_number_it_cannot_use_says_so_in_one_line(script, argv, message, tmp_path):
     """Refused at its option, before anything is written."""
-    done = run_script(script, "--data", tmp_path, "--out", tmp_path / "out", *argv)
+    where = ["--data", tmp_path, "--out", tmp_path / "out"] if script != "bench_startup.py" else []
+    done = run_script(script, *where, *argv)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert message in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_startup_refuses_a_json_record_over_its_data_before_timing(tmp_path):
+    """--json at the --data it reads is refused before the student is trained or timed (the data was replaced by
+    the timings at the end), and so is one among a model's files."""
+    from tests.conftest import snapshot
+    data = Path(shutil.copy(DEV, tmp_path / "dev.csv"))
+    student = saved_student(tmp_path / "lstm", 0)
+    before = snapshot(tmp_path)
+    for record, message in ((data, "is an input of this command"), (student / "timings.json", "lies in the model")):
+        done = run_script("bench_startup.py", "--student", student, "--data", data, "--repeats", "1", "--json", record)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert message in done.stderr.strip().splitlines()[-1]
+        assert snapshot(tmp_path) == before
