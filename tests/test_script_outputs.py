@@ -143,3 +143,46 @@ def test_bench_startup_refuses_a_json_record_over_its_data_before_timing(tmp_pat
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert message in done.stderr.strip().splitlines()[-1]
         assert snapshot(tmp_path) == before
+
+
+def test_a_model2vec_model_killed_while_saved_leaves_none_a_rerun_takes_for_whole(tmp_path, monkeypatch):
+    """bench_static.py keeps model2vec's models by their folders: one killed while it was saved left a folder that
+    the next run loaded as whole; now it is saved beside and moved in. And the record of a pipeline about to be
+    replaced (another seed) is gone first: killed, a rerun at the record's seed took the new pipeline for its own."""
+    import argparse
+    import types
+    import bench_static
+
+    class Killed(BaseException):
+        pass
+
+    class Static:
+        embedding = torch.zeros(3, 2)
+
+        def save_pretrained(self, path: str) -> None:
+            Path(path).mkdir()
+            (Path(path) / "config.json").write_text("{}")
+            raise Killed  # as a kill while the weights are written
+
+    fake = types.ModuleType("model2vec")
+    fake.StaticModel = object
+    fake.distill = types.SimpleNamespace(distill=lambda *args, **kwargs: Static())
+    fake.train = types.SimpleNamespace(StaticModelForClassification=object)
+    for name, module in (("model2vec", fake), ("model2vec.distill", fake.distill), ("model2vec.train", fake.train)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(bench_static, "encoder_path", lambda: "encoder")
+    args = argparse.Namespace(train=str(TRAIN), dev=str(DEV), test=str(DEV), out=str(tmp_path), threads=1, seed=42)
+    with pytest.raises(Killed):
+        bench_static.model2vec_train(args)
+    assert not (tmp_path / bench_static.M2V_DISTILLED).exists()
+
+    (tmp_path / bench_static.M2V_MODEL).mkdir()
+    record = tmp_path / f"{bench_static.M2V_MODEL}-train.json"
+    record.write_text('{"seed": 42, "test_accuracy": 0.5, "dev_accuracy": 0.5}')
+
+    def killed_training(python, stage, args):
+        raise Killed  # after it replaced the pipeline with seed 43's
+    monkeypatch.setattr(bench_static, "run_model2vec", killed_training)
+    with pytest.raises(Killed):
+        bench_static.trained_model2vec("python", argparse.Namespace(**{**vars(args), "seed": 43}))
+    assert not record.exists()
