@@ -186,3 +186,35 @@ def test_a_model2vec_model_killed_while_saved_leaves_none_a_rerun_takes_for_whol
     with pytest.raises(Killed):
         bench_static.trained_model2vec("python", argparse.Namespace(**{**vars(args), "seed": 43}))
     assert not record.exists()
+
+
+def test_get_data_remakes_a_rotten_tomatoes_split_a_killed_run_left_half_rewritten(tmp_path, monkeypatch):
+    """A run of another --rt-split-seed killed after its train.csv left that file of the new split beside dev and
+    test of the old one, and the manifest naming the old seed: the next run said 'ok' to the mix (train and test
+    then share texts). Now the manifest names no seed until the three files are written, and the split is remade."""
+    import pandas as pd
+    import get_data
+
+    class Killed(BaseException):
+        pass
+
+    frame = pd.DataFrame({"text": [f"text {i}" for i in range(get_data.RT_TOTAL)],
+                          "category": ["fresh", "rotten"] * (get_data.RT_TOTAL // 2)})
+    manifest = get_data.Manifest(tmp_path / "MANIFEST.json")
+    get_data.step_rotten_tomatoes(tmp_path, False, [], {"rt": frame}, manifest, 13)
+    written, real_write = [], get_data.write_csv
+
+    def killed_after_one(path, part):
+        if written:
+            raise Killed
+        written.append(path)
+        real_write(path, part)
+
+    monkeypatch.setattr(get_data, "write_csv", killed_after_one)
+    with pytest.raises(Killed):
+        get_data.step_rotten_tomatoes(tmp_path, False, [], {"rt": frame}, manifest, 14)
+    monkeypatch.setattr(get_data, "write_csv", real_write)
+    get_data.step_rotten_tomatoes(tmp_path, False, [], {"rt": frame}, get_data.Manifest(tmp_path / "MANIFEST.json"), 13)
+    splits = {name: set(pd.read_csv(tmp_path / "rotten_tomatoes" / f"{name}.csv")["text"]) for name in
+              ("train", "dev", "test")}
+    assert not splits["train"] & splits["test"] and not splits["train"] & splits["dev"]
