@@ -218,3 +218,33 @@ def test_get_data_remakes_a_rotten_tomatoes_split_a_killed_run_left_half_rewritt
     splits = {name: set(pd.read_csv(tmp_path / "rotten_tomatoes" / f"{name}.csv")["text"]) for name in
               ("train", "dev", "test")}
     assert not splits["train"] & splits["test"] and not splits["train"] & splits["dev"]
+
+
+def test_bench_zero_shot_refuses_to_continue_a_run_of_other_settings_or_data(tmp_path, monkeypatch):
+    """Every step whose output exists is skipped: a rerun with another --test-size (or other data) reported the first
+    run's scores, its models trained on the first run's data. OUT/settings.json says what they were made with."""
+    import bench_zero_shot
+    from distill.errors import DistillError
+
+    class Started(Exception):
+        pass
+
+    def started(out, *args):
+        raise Started
+    monkeypatch.setattr(bench_zero_shot, "nlp_train", started)
+    data = tmp_path / "data"
+    for target, sample in (("rotten_tomatoes/train.csv", TRAIN), ("rotten_tomatoes/dev.csv", DEV),
+                           ("rotten_tomatoes/test.csv", SAMPLES / "sentiment_test.csv"),
+                           ("unlabeled/movies.txt", SAMPLES / "unlabeled_movies.txt")):
+        (data / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sample, data / target)
+    argv = ["--dataset", "rt", "--data", str(data), "--out", str(tmp_path / "out"), "--test-size", "20"]
+    for _ in range(2):  # the first run, then its continuation
+        with pytest.raises(Started):
+            bench_zero_shot.main(argv)
+    with pytest.raises(DistillError, match=r"holds a run made with different --test-size \(its settings.json\)"):
+        bench_zero_shot.main([*argv[:-1], "30"])
+    with open(data / "rotten_tomatoes" / "test.csv", "a", encoding="utf-8") as handle:
+        handle.write("one more,positive\n")
+    with pytest.raises(DistillError, match="holds a run made with different data under --data"):
+        bench_zero_shot.main(argv)
