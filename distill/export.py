@@ -61,8 +61,8 @@ INT8_OPS = ("MatMul", "Attention", "LSTM", "Conv")
 INT8_ONNXRUNTIME = "1.31"  # 1.30's quantizer stopped at a weight that several Conv nodes share (the ID-CNN's block)
 GRID_INPUTS = ("word_slots", "grid_shape")  # the teacher tagger's grid placement stays outside the graph
 
-__all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "quantize_int8",
-           "save_onnx_files", "save_slim_files", "save_transformers_files"]
+__all__ = ["FORMATS", "QUANTIZATIONS", "agreement", "copy_description", "export_onnx", "finished_export",
+           "quantize_int8", "save_onnx_files", "save_slim_files", "save_transformers_files"]
 
 
 def onnx_module():
@@ -292,6 +292,30 @@ def _where(model_dir: str | os.PathLike) -> str:
     """The source as the card records it: a local folder by its absolute path, so an export used from another
     working directory still finds it (the online teacher, a transformer student's layers); hub:NAME as given."""
     return str(model_dir) if str(model_dir).startswith("hub:") else os.path.abspath(model_dir)
+
+
+def finished_export(directory: str | os.PathLike, model_dir: str | os.PathLike, format: str = "onnx",
+                    quantize: str | None = None, check_data: str | None = None) -> bool:
+    """Whether `directory` holds a whole export (every file as its card records it) of `model_dir` as that model is
+    now (`made_from`), in `format` and `quantize`, checked on `check_data` (None: unchecked): one a script rerun to
+    resume may keep. A card alone said so, and a benchmark reported a retrained model, or another one at that
+    path, by its predecessor's export."""
+    from distill.models.card import verify_model_files
+    from distill.models.onnx import made_from
+    directory = Path(directory)
+    if not (directory / MODEL_CARD).is_file():
+        return False
+    try:
+        card = read_model_card(directory)
+        verify_model_files(directory, card)
+    except DistillError:
+        return False
+    export, agreed = card.get("export") or {}, card.get("agreement") or {}
+    checked_on = agreed.get("data")
+    same_data = checked_on is None if check_data is None else \
+        checked_on is not None and os.path.abspath(checked_on) == os.path.abspath(check_data)
+    return card.get("format") == format and export.get("quantize") == quantize and same_data \
+        and made_from(export, model_dir)
 
 
 def export_model(model_dir: str, output: str, format: str = "onnx", quantize: str | None = None,

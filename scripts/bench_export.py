@@ -34,9 +34,10 @@ TARGETS = {"onnx_b1": 1.5, "int8_teacher": 2.0, "int8_points": 0.5, "slim_share"
 
 
 def export_all(model_dir: Path, out: Path, test: Path) -> dict[str, Path]:
-    """The exports of one model (reused when an earlier run finished them): variant -> directory."""
-    from distill.models import MODEL_CARD, read_model_card
-    from distill.export import export_model
+    """The exports of one model (reused when an earlier run finished them of this model as it is now, checked on
+    `test`: `finished_export`): variant -> directory."""
+    from distill.models import read_model_card
+    from distill.export import export_model, finished_export
     kind = read_model_card(model_dir)["kind"]
     plan = {"onnx-fp32": ("onnx", None), "onnx-int8": ("onnx", "int8")}
     if kind == "teacher":
@@ -44,7 +45,7 @@ def export_all(model_dir: Path, out: Path, test: Path) -> dict[str, Path]:
     exports = {}
     for variant, (format, quantize) in plan.items():
         target = out / variant
-        if not (target / MODEL_CARD).exists():
+        if not finished_export(target, model_dir, format, quantize, str(test)):
             log(f"export {shown(model_dir)} -> {shown(target)}")
             export_model(str(model_dir), str(target), format, quantize, str(test), overwrite=True)
         exports[variant] = target
@@ -205,8 +206,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    import onnxruntime
     args = parse_args(argv)
+    from distill.export import onnx_module
+    from distill.models.onnx import onnxruntime_module
+    onnx_module()  # onnx and onnxruntime, or one line naming the export extra
+    onnxruntime = onnxruntime_module()
     options = argv if argv is not None else sys.argv[1:]
     from distill.data.checks import require_file
     tests = [test_set(Path(model), args.data) for model in args.models]  # every input before the first export

@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="The student distilled from that single teacher, already trained.")
     parser.add_argument("--student-epochs", type=int, help="Student epoch cap (default: nlp-train kd's).")
     args = parser.parse_args(argv)
+    for name in ("epochs", "limit", "unlabeled", "repeats", "threads", "student_epochs"):  # None: the default
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
 
     import torch
     from distill import (Distiller, DistillSettings, MultiTaskTeacher, Output, Runtime, TaskData, TeacherConfig, TeacherStudentDistill,

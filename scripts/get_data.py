@@ -339,6 +339,7 @@ def step_rotten_tomatoes(out: Path, force: bool, summary: list, cache: dict, man
             print(f"ok   {p}")
     else:
         parts = seeded_split(rt_labelled(rt_frame(cache)), seed)
+        manifest.set("rt_split_seed", None)  # until all three are written: a killed run leaves a split of no seed
         for split, path in paths.items():
             part = parts[split]
             write_csv(path, part)
