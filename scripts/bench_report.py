@@ -11,9 +11,11 @@ import statistics
 from pathlib import Path
 
 from distill.distillation import DEFAULT_DISTILL_WEIGHT, DEFAULT_STUDENT_WEIGHT, DEFAULT_TEMPERATURE
-from distill.errors import DistillError
+from distill.errors import DistillError, import_extra
 from distill.io import read_json, write_bytes, write_json, write_text
 from distill.student_search.space import TRIALS_JSON
+
+BENCH_EXTRA = "pip install -e '.[bench]'"  # matplotlib, for the plots
 
 VARIANT_SUFFIXES = ("", "+teacher-emb", "+kd-kl", "+kd-mse", "+kd-kl+unlabelled", "+kd-kl+augment")
 KD_SUFFIXES = VARIANT_SUFFIXES[2:]
@@ -646,11 +648,18 @@ def plotted(results: dict) -> dict[str, list[dict]]:
             "kd_gain": [t for t in tasks if t["kd_gain"]]}
 
 
+def plotting():
+    """matplotlib, drawing to files (no display), or one line naming the `bench` extra: the report's plots need it,
+    so the benchmark asks for it before its first stage, not at the report hours later."""
+    module = import_extra("matplotlib", "the benchmark report's plots", BENCH_EXTRA)
+    module.use("Agg")
+    return module
+
+
 def plot(results: dict, folder: Path) -> None:
     """PNG plots next to the report (those `plotted` names): score vs batch-32 throughput with the frontier of the
     models no other is both faster and better than, and KD gain per task."""
-    import matplotlib
-    matplotlib.use("Agg")
+    plotting()
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
     timed, gained = plotted(results).values()

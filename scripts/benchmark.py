@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import csv
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -46,11 +45,12 @@ from bench_export import bench_model, into_report  # noqa: E402
 from bench_export import markdown as export_markdown  # noqa: E402
 from bench_measure import best_speeds, code_commit, disk_bytes, log, machine, matmul_peak, shown  # noqa: E402
 from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFFIX, SEGMENTS,  # noqa: E402
-                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, check_report, collect, read,
-                          read_segments, variant_suffixes, write_report)
+                          TRANSFORMER_STUDENTS, VARIANT_SUFFIXES, check_records, check_report, collect, plotting,
+                          read, read_segments, variant_suffixes, write_report)
 from bench_static import python_path  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
 from distill.io import write_json, write_text  # noqa: E402
+from distill.models.onnx import onnxruntime_module  # noqa: E402
 from distill.outputs import check_written_folder  # noqa: E402
 
 if TYPE_CHECKING:
@@ -471,8 +471,7 @@ class Bench:
     def export(self, models: list[Path], test: Path, out: Path) -> dict:
         """`nlp-train export` of the teacher and each architecture's kd-kl student: ONNX fp32 and int8
         (and the slim teacher) against PyTorch, agreement on the test set and speed at each thread count."""
-        import onnxruntime
-        return {"onnxruntime": onnxruntime.__version__,
+        return {"onnxruntime": onnxruntime_module().__version__,
                 "models": [bench_model(model, test, out, self.args.export_threads, self.args.speed_examples,
                                        self.args.latency_examples) for model in models]}
 
@@ -562,7 +561,6 @@ class Bench:
         PyTorch teacher against the transformers pipeline on the same corpus (alternating rounds, best kept), and
         the task's first student distilled from the int8 export's logits against one from the fp32 export's,
         on the training data and that corpus (scripts/bench_onnx_teacher.py measures both)."""
-        import onnxruntime
         import torch
         from bench_onnx_teacher import cpu_name, exports, kd_stage, pseudo_label_stage
         torch.set_num_threads(self.args.threads)  # before any session: ONNX Runtime takes torch's thread count
@@ -571,7 +569,8 @@ class Bench:
         models = exports(teacher, out, str(dev))
         corpus = self.subset(Path(self.args.data) / TASKS[key]["unlabeled"], self.args.pipeline_examples)
         student = self.students(key)[0]
-        return {"cpu": cpu_name(), "threads": self.args.threads, "onnxruntime": onnxruntime.__version__,
+        return {"cpu": cpu_name(), "threads": self.args.threads,
+                "onnxruntime": onnxruntime_module().__version__,
                 "pseudo_label": pseudo_label_stage(models, corpus, out, 2, INFERENCE_BATCH, with_pipeline=True),
                 "student": student,
                 "kd": kd_stage(models, corpus, out, student, str(train), str(dev), str(test), self.args.student_epochs)}
@@ -784,8 +783,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> Path:
     """Run the stages not yet done (unless --report-only), then render the report; returns its path."""
     args = parse_args(argv)
-    if not args.report_only and importlib.util.find_spec("onnxruntime") is None:  # fail now, not hours in
-        sys.exit("the export stages need ONNX Runtime: pip install -e '.[export]'")
+    plotting()  # the optional packages the run needs, or one line naming the extra: now, not hours in
+    if not args.report_only:
+        onnxruntime_module()
     tasks = args.tasks.split(",")
     report = Path(args.report or Path(args.out) / "benchmarks.md")
     inputs = [Path(args.data) / TASKS[key][split] for key in tasks for split in DATA_SPLITS] + \

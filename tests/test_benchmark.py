@@ -667,6 +667,20 @@ def test_a_script_given_bad_input_says_so_in_one_line(script, argv, message, tmp
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("package, extra", [
+    ("onnxruntime", "distill[export]"),  # the export stages, hours in
+    ("matplotlib", ".[bench]"),  # the report's plots, at its end
+])
+def test_a_benchmark_without_an_optional_package_it_needs_is_one_line_naming_the_extra(package, extra, bench_data,
+                                                                                     tmp_path, monkeypatch):
+    """A missing (or broken) onnxruntime or matplotlib is said before the first stage, naming the extra: one was a
+    traceback at the report's plots, after the whole run."""
+    monkeypatch.setitem(sys.modules, package, None)  # as an uninstalled package: its import fails
+    with pytest.raises(DistillError, match=rf"needs the {package} package: .*{re.escape(extra)}"):
+        benchmark.main(["--data", str(bench_data), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
 def test_bench_static_refuses_another_student_foreign_labels_and_an_output_in_the_student(tmp_path, monkeypatch):
     """A model other than a static student, a --train of other labels (TF-IDF's, beside the student's) or an --out
     in the student or in another model: one line before anything is measured or written (each was measured and
