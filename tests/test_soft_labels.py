@@ -225,3 +225,21 @@ def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.parametrize("spellings", [("positive", "Positive"), ("caf\u00e9", "cafe\u0301"), ("good", "good\u200b")])
+def test_one_label_spelt_two_ways_in_the_file_is_refused_as_in_data(tmp_path, capsys, spellings):
+    """Was: with no training data, a file naming 'positive' on some lines and 'Positive' on others trained a student
+    of both as two classes (dev accuracy 0.0 on the samples), in silence; a data file of the two is refused."""
+    first, second = spellings
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "probs": {first: 0.9, "bad": 0.1}},
+                                                 {"text": "a dull film", "probs": {"bad": 0.8, second: 0.2}},
+                                                 {"text": "a good film", "label": first, "confidence": 0.7}])
+    dev = tmp_path / "dev.csv"
+    dev.write_text(f"text,label\na fine film,{first}\nan odd film,bad\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--dev", dev, "--output", tmp_path / "student", *STUDENT) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {soft}: labels {first!r} and {second!r} differ only in case, spacing, Unicode " \
+                          "form, invisible characters or number format; spell each label one way", err
+    assert not (tmp_path / "student").exists()
