@@ -373,8 +373,7 @@ class Distiller:
             soft.require_labels(dev_set.where, dev_set.labels)
             check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
             train_set = Examples([], [], "none", "train")
-        seen = set(train_set.inputs)
-        texts = [text for text in soft.records.texts if text not in seen]
+        texts = soft.other_texts(train_set.inputs)
         return hierarchy, train_set, dev_set, Examples(texts, None, soft.path, "soft labels") if texts else None
 
     def _refuse_unlabeled_settings_without_text(self, unlabeled: Any) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from distill.data.checks import _Record, _format, _json_kind, _json_records, _label_text, _record_text
+from distill.data.checks import _Record, _format, _json_kind, _json_records, _label_text, _record_text, same_text
 from distill.errors import DataError, option
 from distill.labels import check_one_spelling
 
@@ -80,7 +80,7 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
     names must belong to; None: the labels the file names, sorted (each spelt one way, as in a data file). A label a ``probs`` object leaves out has
     probability 0. Each bad record is refused with its file and line: probabilities that are not finite numbers
     in [0, 1] or do not sum to 1 within `SOFT_LABEL_TOLERANCE`, a confidence below an even split, a text given
-    twice with two distributions. Kept probabilities are rescaled to sum exactly 1."""
+    twice with two distributions (`same_text`: blanks around it aside). Kept probabilities are rescaled to sum exactly 1."""
     path = str(path)
     if _format(path) != "jsonl":
         raise DataError(path, "soft labels are JSON lines: name the file .jsonl, one record per line")
@@ -119,7 +119,7 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
                 raise DataError(path, f"the probabilities sum to {total:.6g}, not 1 (within {SOFT_LABEL_TOLERANCE:g})",
                                 line)
             row = [value / total for value in row]
-        seen = first.setdefault(text, (line, row))
+        seen = first.setdefault(same_text(text), (line, row))
         if seen[1] != row:
             raise DataError(path, f"the text of line {seen[0]} again, with another distribution: give each text "
                                   "one", line)
