@@ -275,3 +275,21 @@ def test_a_text_given_twice_with_blanks_and_two_distributions_is_refused(tmp_pat
                                                  {"text": " a fine film ", "label": "bad", "confidence": 0.9}])
     with pytest.raises(DataError, match=r"soft.jsonl:2: the text of line 1 again, with another distribution"):
         SoftLabels(path).read(None)
+
+
+@pytest.mark.parametrize("option, value", [("--unlabeled-ratio", "0.5"), ("--min-confidence", "0.9")])
+def test_unlabeled_settings_are_refused_where_the_file_adds_no_text(tmp_path, capsys, option, value):
+    """Was: with every text of the file a training text, --unlabeled-ratio and --min-confidence were accepted and
+    changed nothing (the student of a run without them), where beside a teacher without unlabeled text they are
+    refused."""
+    from distill.data import read_split
+    texts, labels = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": text, "label": label, "confidence": 0.9}
+                                                 for text, label in zip(texts, labels)])
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                   SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT, option, value) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {option} applies to unlabeled text, and the soft labels of {soft} give none (each " \
+                          f"of its texts is a training text): drop {option}", err
+    assert not (tmp_path / "student").exists()
