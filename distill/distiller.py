@@ -325,6 +325,7 @@ class Distiller:
             task = _student_task(self.student)
             if self.soft_labels is not None:
                 hierarchy, train_set, dev_set, extra = self._soft_labelled(train, dev, unlabeled, data)
+                self._refuse_unlabeled_settings_without_text(extra)
             else:
                 hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
                 extra = unlabeled_examples(unlabeled, task, data, "unlabeled") if unlabeled is not None else None
@@ -373,13 +374,13 @@ class Distiller:
             soft.require_labels(dev_set.where, dev_set.labels)
             check_labels_known(dev_set.where, hierarchy, "classification", dev_set.labels)
             train_set = Examples([], [], "none", "train")
-        seen = set(train_set.inputs)
-        texts = [text for text in soft.records.texts if text not in seen]
+        texts = soft.other_texts(train_set.inputs)
         return hierarchy, train_set, dev_set, Examples(texts, None, soft.path, "soft labels") if texts else None
 
     def _refuse_unlabeled_settings_without_text(self, unlabeled: Any) -> None:
         """`unlabeled_ratio` samples the unlabeled text and `min_confidence` filters its pseudo-labels: without
-        unlabeled text either would be accepted and change nothing."""
+        unlabeled text (given, or with soft labels the file's texts that are not training texts) either would be
+        accepted and change nothing."""
         if unlabeled is not None:
             return
         named = [option("--unlabeled-ratio", "unlabeled_ratio") if self.distill.unlabeled_ratio is not None else None,
@@ -387,6 +388,9 @@ class Distiller:
                  if self.loss.min_confidence > 0 and not self.distill.augment else None]
         if any(named):
             name = next(filter(None, named))
+            if self.soft_labels is not None:
+                raise DistillError(f"{name} applies to unlabeled text, and the soft labels of {self.soft_labels.path} "
+                                   f"give none (each of its texts is a training text): drop {name}")
             raise DistillError(f"{name} applies to unlabeled text, and none was given: give "
                                f"{option('--unlabeled', 'fit(..., unlabeled=...)')}, or drop {name}")
 

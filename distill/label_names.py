@@ -12,6 +12,7 @@ from typing import Sequence
 
 from distill.data.checks import _check_visible
 from distill.errors import DistillError, option
+from distill.labels import spelling_key
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,8 @@ class LabelNames:
             raise DistillError("each label needs its descriptions")
         owner: dict[str, str] = {}
         for name, described in zip(self.names, self.descriptions):
-            for words in described:  # two labels asked or embedded alike would score alike for every text
-                other = owner.setdefault(" ".join(words.lower().split()), name)
+            for words in described:  # two labels asked or embedded alike would score alike for every text: the
+                other = owner.setdefault(spelling_key(words), name)  # data's rule for two spellings of one label
                 if other != name:
                     raise DistillError(f"{option('--labels', 'labels')} describes {other} and {name} alike "
                                        f"({words!r}): each label needs words of its own")

@@ -238,6 +238,17 @@ def check_levels(where: str, label: str, separator: str | None, line: int | None
                            f"or, if {separator!r} is part of flat labels, read them flat with {flat}", line)
 
 
+def check_one_spelling(labels: Iterable[str], path: str) -> None:
+    """Every label of a file spelt one way (`spelling_key`): ``Positive`` beside ``positive`` would become two
+    classes, the model splitting one label's examples between them."""
+    seen: dict[str, str] = {}
+    for label in labels:
+        other = seen.setdefault(spelling_key(label), label)
+        if other != label:
+            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form, "
+                                  "invisible characters or number format; spell each label one way")
+
+
 def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -> LabelHierarchy:
     """Leaf labels from training data; tags are flat with the outside tag (``O``, or ``o`` in a lower-case
     tag set) first: a word the model reads no sub-token of keeps zero logits and so gets tag 0.
@@ -253,12 +264,7 @@ def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -
         outside = "o" if "o" in tags and "O" not in tags else "O"
         hierarchy = LabelHierarchy.from_labels(tags, None, first=outside)
         hierarchy.scheme = detect_tag_scheme(labels)
-    seen: dict[str, str] = {}
-    for label in hierarchy.labels:
-        other = seen.setdefault(spelling_key(label), label)
-        if other != label:
-            raise DataError(path, f"labels {other!r} and {label!r} differ only in case, spacing, Unicode form, "
-                                  "invisible characters or number format; spell each label one way")
+    check_one_spelling(hierarchy.labels, path)
     if task == "classification" and len(hierarchy) < 2:
         raise DataError(path, f"every example has the label {hierarchy.labels[0]!r}: a classifier needs at least "
                               "two labels to learn anything")

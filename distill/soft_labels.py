@@ -21,6 +21,7 @@ from typing import Sequence
 import torch
 
 from distill.data import SoftLabelRecords, read_soft_labels
+from distill.data.checks import same_text
 from distill.errors import DataError, DistillError, option
 from distill.inference import ExampleLogits
 from distill.label_names import LabelNames, parse_labels
@@ -62,7 +63,7 @@ class SoftLabels:
                                f"{list(labels)}")
         self.records = read_soft_labels(self.path, labels if labels is not None else self.labels, text_column)
         self.hierarchy = LabelHierarchy(list(self.records.labels), None)
-        self._rows = {text: row for row, text in enumerate(self.records.texts)}
+        self._rows = {same_text(text): row for row, text in enumerate(self.records.texts)}
         return self
 
     def require_labels(self, where: str, labels: Sequence[str]) -> None:
@@ -77,8 +78,13 @@ class SoftLabels:
                                f"with {option('--labels', 'SoftLabels(labels=...)')}")
 
     def holds(self, text: str) -> bool:
-        """Whether the file gives `text` a distribution."""
-        return text in self._rows
+        """Whether the file gives `text` a distribution (blanks around either aside: `same_text`)."""
+        return same_text(text) in self._rows
+
+    def other_texts(self, texts: Sequence[str]) -> list[str]:
+        """The file's texts that are none of `texts` (the training data's): the transfer set's unlabeled part."""
+        given = set(map(same_text, texts))
+        return [text for text in self.records.texts if same_text(text) not in given]
 
     def logits(self, examples: Sequence[str], gold: Sequence[str | None] | None = None,
                where: Sequence[str] | None = None) -> ExampleLogits:
@@ -89,7 +95,7 @@ class SoftLabels:
         labels, rows = self.hierarchy.labels, []
         floor = math.log(PROBABILITY_FLOOR)
         for number, text in enumerate(examples):
-            row = self._rows.get(text)
+            row = self._rows.get(same_text(text))
             if row is not None:
                 rows.append(self.records.probabilities[row])
             elif gold is not None and gold[number] is not None:

@@ -97,8 +97,21 @@ def _built(config: ZeroShotConfig, hierarchy: LabelHierarchy, batch_size: int) -
     for name in hierarchy.labels:
         mean = model.embed(config.descriptions[name], batch_size).mean(0)
         rows.append(torch.nn.functional.normalize(mean, dim=0))
+    _refuse_alike(config, hierarchy, torch.stack(rows))
     model.set_labels(torch.stack(rows), config.temperature)
     return model
+
+
+def _refuse_alike(config: ZeroShotConfig, hierarchy: LabelHierarchy, rows: torch.Tensor) -> None:
+    """Two labels of one embedding (`rows`: each label's, normalised) would score alike for every text: words
+    `LabelNames` tells apart that the encoder's tokenizer does not ('café' and 'cafe' once accents are stripped,
+    'Film' and 'film' once lower-cased) are refused in one line, before a teacher is written."""
+    same = (rows @ rows.T).triu(1) > 1 - 1e-6
+    if same.any():
+        first, second = (hierarchy.labels[int(i)] for i in same.nonzero()[0])
+        raise DistillError(f"{option('--labels', 'labels')}: the encoder {config.encoder} reads the descriptions of "
+                           f"{first} and {second} alike (its tokenizer makes them the same sub-tokens), so they would "
+                           "score alike for every text: give each label words of its own")
 
 
 def _write(model: ZeroShotTeacher, output: Output, dev: Any, summary: dict) -> None:

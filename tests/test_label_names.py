@@ -42,3 +42,13 @@ def test_a_comma_in_words_is_refused_in_one_text_and_kept_in_a_list():
     assert parse_labels("neutral,negative=bad").names == ("neutral", "negative")  # a name alone before: no doubt
     mixed = parse_labels("neutral,negative=bad,positive=positive")
     assert mixed.as_text() == "neutral,negative=bad,positive=positive" and parse_labels(mixed.as_text()) == mixed
+
+
+@pytest.mark.parametrize("text", ["caf\u00e9,cafe\u0301", "good,goo\u200bd", "x=\ufb01ne,y=fine", "a=Bad  Film,b=bad film"])
+def test_labels_described_alike_by_the_datas_spelling_rule_are_refused(text):
+    """Was: two labels whose words differ only in Unicode form or an invisible character (café typed two ways, a
+    zero-width space) were two labels that print alike and that a teacher reads alike: every score 0.5. A data file
+    of the two spellings is refused (labels.spelling_key)."""
+    with pytest.raises(DistillError, match=r"^labels describes \S+ and \S+ alike \(.*\): each label needs words of its "
+                                           r"own$"):
+        parse_labels(text)

@@ -323,6 +323,25 @@ def test_the_cache_key_holds_the_prompt_and_the_labels(tiny_causal_lm, tmp_path)
     assert len(prints) == 4
 
 
+def test_a_system_one_cache_key_holds_the_question_it_asks(tmp_path):
+    """Was: a System One request asks the template's words before the text (the instruction), which the cache key
+    left out: the default template with {examples} dropped (the prompt's text unchanged) reused the cached answers
+    to the other question. The key is the same in the run's record as in the teacher's."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    from distill.models import load_teacher
+    from distill.models.prompt import build_prompt, prompt_settings
+    from distill.models.served import served_fingerprint
+    (tmp_path / "plain.txt").write_text("Classify the text as one of: {labels}.\n\nText: {text}\nLabel:")
+    prints, questions = set(), set()
+    for template in (None, str(tmp_path / "plain.txt")):
+        with prompt_settings(labels="negative,positive", template=template, base_url="http://127.0.0.1:9/v1"):
+            teacher = load_teacher("systemone:m", device="cpu")
+            assert teacher.fingerprint() == served_fingerprint("systemone:m")
+            prints.add(teacher.fingerprint())
+            questions.add(build_prompt("systemone:m").instruction)
+    assert len(questions) == 2 and len(prints) == 2
+
+
 def test_causal_lm_teaches_pseudo_label_kd_evaluate_compare_and_ensembles(tiny_causal_lm, tiny_hf_classifier,
                                                                           tmp_path, capsys):
     pseudo, cache = tmp_path / "pseudo.jsonl", tmp_path / "cache"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -224,4 +225,71 @@ def test_refusals(tiny_classifier_teacher, tmp_path, capsys, args, message):
                    SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT, *args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.parametrize("spellings", [("positive", "Positive"), ("caf\u00e9", "cafe\u0301"), ("good", "good\u200b")])
+def test_one_label_spelt_two_ways_in_the_file_is_refused_as_in_data(tmp_path, capsys, spellings):
+    """Was: with no training data, a file naming 'positive' on some lines and 'Positive' on others trained a student
+    of both as two classes (dev accuracy 0.0 on the samples), in silence; a data file of the two is refused."""
+    first, second = spellings
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "probs": {first: 0.9, "bad": 0.1}},
+                                                 {"text": "a dull film", "probs": {"bad": 0.8, second: 0.2}},
+                                                 {"text": "a good film", "label": first, "confidence": 0.7}])
+    dev = tmp_path / "dev.csv"
+    dev.write_text(f"text,label\na fine film,{first}\nan odd film,bad\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--dev", dev, "--output", tmp_path / "student", *STUDENT) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {soft}: labels {first!r} and {second!r} differ only in case, spacing, Unicode " \
+                          "form, invisible characters or number format; spell each label one way", err
+    assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.parametrize("padded", ["file", "train"])
+def test_a_text_is_matched_to_its_soft_label_whatever_blanks_surround_it(tmp_path, padded):
+    """Was: a text written ' text ' in the file (or in the training CSV) was not the training text 'text': the
+    training example learnt its gold label alone and the file's copy joined the transfer set as one more text (240
+    training texts became 480 examples, 240 'unlabeled'), in silence. A plain-text line is read stripped, a CSV field
+    is not, and every model reads the two alike (as check_held_out compares them)."""
+    from distill.data import read_split
+    texts, labels = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
+    pad = (lambda text: f"  {text} ") if padded == "file" else (lambda text: text)
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": pad(text), "label": label, "confidence": 0.9}
+                                                 for text, label in zip(texts, labels)])
+    train = tmp_path / "train.csv"
+    with open(train, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows([(text if padded == "file" else f" {text}  ", label) for text, label in zip(texts, labels)])
+    cli("kd", "--soft-labels", soft, "--train", train, "--dev", SAMPLES / "sentiment_dev.csv", "--output",
+        tmp_path / "student", *STUDENT)
+    summary = json.loads((tmp_path / "student" / "train_summary.json").read_text())
+    assert summary["train_examples"] == len(texts) and summary["unlabeled_examples"] == 0
+    assert summary["soft_labelled_examples"] == len(texts)
+
+
+def test_a_text_given_twice_with_blanks_and_two_distributions_is_refused(tmp_path):
+    from distill import DataError, SoftLabels
+    path = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "good", "confidence": 0.9},
+                                                 {"text": " a fine film ", "label": "bad", "confidence": 0.9}])
+    with pytest.raises(DataError, match=r"soft.jsonl:2: the text of line 1 again, with another distribution"):
+        SoftLabels(path).read(None)
+
+
+@pytest.mark.parametrize("option, value", [("--unlabeled-ratio", "0.5"), ("--min-confidence", "0.9")])
+def test_unlabeled_settings_are_refused_where_the_file_adds_no_text(tmp_path, capsys, option, value):
+    """Was: with every text of the file a training text, --unlabeled-ratio and --min-confidence were accepted and
+    changed nothing (the student of a run without them), where beside a teacher without unlabeled text they are
+    refused."""
+    from distill.data import read_split
+    texts, labels = read_split(str(SAMPLES / "sentiment_train.csv"), "classification")
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": text, "label": label, "confidence": 0.9}
+                                                 for text, label in zip(texts, labels)])
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                   SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "student", *STUDENT, option, value) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {option} applies to unlabeled text, and the soft labels of {soft} give none (each " \
+                          f"of its texts is a training text): drop {option}", err
     assert not (tmp_path / "student").exists()

@@ -242,3 +242,17 @@ def test_a_dev_file_of_one_label_fits_no_temperature(tiny_encoder_dir, tmp_path,
     assert not out.exists()
     with pytest.raises(DistillError, match="all its examples have one label"):
         fit_temperature(torch.rand(5, 2), torch.zeros(5, dtype=torch.long))
+
+
+def test_labels_the_encoder_reads_alike_are_refused(tiny_encoder_dir, tmp_path, capsys):
+    """Was: 'café' and 'cafe' (or 'Film' and 'film', words an uncased tokenizer makes the same sub-tokens) were two
+    labels of one embedding: a teacher written whose every text scored 0.5."""
+    out = tmp_path / "teacher"
+    capsys.readouterr()
+    assert run_cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels",
+                   "negative=a caf\u00e9 film,positive=a cafe film", "--output", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: --labels: the encoder {tiny_encoder_dir} reads the descriptions of negative and " \
+                          "positive alike (its tokenizer makes them the same sub-tokens), so they would score alike " \
+                          "for every text: give each label words of its own", err
+    assert not out.exists()

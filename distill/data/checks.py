@@ -324,6 +324,12 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def same_text(text: str) -> str:
+    """A text as compared across files: without its surrounding blanks. A plain-text line is read stripped, a CSV
+    field is not, and every model reads the two alike."""
+    return text.strip()
+
+
 def _record_text(path: str, text: Any, where: str, line: int | None) -> str:
     """The text of a record (in column or field `where`): a string that shows something, within the length limit,
     with no lone surrogate; else an error naming the file and line."""

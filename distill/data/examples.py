@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from distill.data.checks import TASKS, _check_labels, checked_examples
+from distill.data.checks import TASKS, _check_labels, checked_examples, same_text
 from distill.data.classification import read_classification
 from distill.data.conll import check_tag_scheme, read_tagging
 from distill.data.unlabeled import read_unlabeled
@@ -207,9 +207,8 @@ HELD_OUT_WARNED = 0.2  # natural splits share a few short examples (CoNLL-2003: 
 
 
 def _example_key(example: Any) -> str:
-    """An example as compared across sets: a text without its surrounding spaces (a plain-text line is read
-    stripped, a CSV field is not), or a token list."""
-    return json.dumps(example.strip() if isinstance(example, str) else example, ensure_ascii=False)
+    """An example as compared across sets: a text as `same_text` compares it, or a token list."""
+    return json.dumps(same_text(example) if isinstance(example, str) else example, ensure_ascii=False)
 
 
 def check_held_out(train: Examples, dev: Examples, other: str = "the training data") -> None:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from distill.data.checks import _Record, _format, _json_kind, _json_records, _label_text, _record_text
+from distill.data.checks import _Record, _format, _json_kind, _json_records, _label_text, _record_text, same_text
 from distill.errors import DataError, option
+from distill.labels import check_one_spelling
 
 
 SOFT_LABEL_TOLERANCE = 1e-3  # how far a record's probabilities may sum from 1 (rounding in an exported file)
@@ -76,10 +77,10 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
     """Read a JSONL file of soft labels: ``{"text": ..., "probs": {"negative": 0.2, "positive": 0.8}}`` or
     ``{"text": ..., "label": "positive", "confidence": 0.8}`` (the rest of the probability spread evenly over the
     other labels). `labels`: the label set (the training data's, or ``--labels``), which every label a record
-    names must belong to; None: the labels the file names, sorted. A label a ``probs`` object leaves out has
+    names must belong to; None: the labels the file names, sorted (each spelt one way, as in a data file). A label a ``probs`` object leaves out has
     probability 0. Each bad record is refused with its file and line: probabilities that are not finite numbers
     in [0, 1] or do not sum to 1 within `SOFT_LABEL_TOLERANCE`, a confidence below an even split, a text given
-    twice with two distributions. Kept probabilities are rescaled to sum exactly 1."""
+    twice with two distributions (`same_text`: blanks around it aside). Kept probabilities are rescaled to sum exactly 1."""
     path = str(path)
     if _format(path) != "jsonl":
         raise DataError(path, "soft labels are JSON lines: name the file .jsonl, one record per line")
@@ -89,6 +90,8 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
             raise DataError(path, f"no {text_column!r} field (fields: {', '.join(map(str, record))})", line)
         records.append((line, _record_text(path, record[text_column], repr(text_column), line), record,
                         _soft_record_labels(path, record, line)))
+    if labels is None:  # the labels the file names: one label spelt two ways would be two classes
+        check_one_spelling(dict.fromkeys(name for *_, named in records for name in named), path)
     names = list(labels) if labels is not None else sorted({name for *_, named in records for name in named})
     if len(names) < 2:
         raise DataError(path, f"names one label only, {names}: soft labels need a distribution over at least two "
@@ -116,7 +119,7 @@ def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
                 raise DataError(path, f"the probabilities sum to {total:.6g}, not 1 (within {SOFT_LABEL_TOLERANCE:g})",
                                 line)
             row = [value / total for value in row]
-        seen = first.setdefault(text, (line, row))
+        seen = first.setdefault(same_text(text), (line, row))
         if seen[1] != row:
             raise DataError(path, f"the text of line {seen[0]} again, with another distribution: give each text "
                                   "one", line)

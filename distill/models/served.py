@@ -74,7 +74,15 @@ def base_url_of(source: str) -> str:
 def served_fingerprint(source: str) -> str:
     """The endpoint, the model's name and the prompt, never the key: what keys the logit cache."""
     api, model = split_source(source)
-    return prompt_digest(build_prompt(source), "served", api, model, base_url_of(source))
+    return _digest(build_prompt(source), api, model, base_url_of(source))
+
+
+def _digest(prompt: Prompt, api: str, model: str, base_url: str) -> str:
+    """What decides a served model's answers: the prompt, and for ``systemone:`` the question it asks instead (the
+    template's words before the text, which two templates of one prompt may part differently), the endpoint and the
+    model's name."""
+    asked = [{"instruction": prompt.instruction}] if api == "systemone" else []
+    return prompt_digest(prompt, "served", api, model, base_url, *asked)
 
 
 def load_served_teacher(source: str) -> "ServedTeacher":
@@ -155,7 +163,7 @@ class ServedTeacher(LabelModel):
         return torch.device("cpu")
 
     def fingerprint(self) -> str:
-        return prompt_digest(self.prompt, "served", self.api, self.model_name, self.base_url)
+        return _digest(self.prompt, self.api, self.model_name, self.base_url)
 
     def where(self) -> str:
         return f"{self.source} at {self.base_url}"
