@@ -75,12 +75,13 @@ def _named_label(path: str, value: Any, field: str, line: int) -> str:
 def read_soft_labels(path: str | Path, labels: Sequence[str] | None = None,
                      text_column: str = "text") -> SoftLabelRecords:
     """Read a JSONL file of soft labels: ``{"text": ..., "probs": {"negative": 0.2, "positive": 0.8}}`` or
-    ``{"text": ..., "label": "positive", "confidence": 0.8}`` (the rest of the probability spread evenly over the
-    other labels). `labels`: the label set (the training data's, or ``--labels``), which every label a record
-    names must belong to; None: the labels the file names, sorted (each spelt one way, as in a data file). A label a ``probs`` object leaves out has
-    probability 0. Each bad record is refused with its file and line: probabilities that are not finite numbers
-    in [0, 1] or do not sum to 1 within `SOFT_LABEL_TOLERANCE`, a confidence below an even split, a text given
-    twice with two distributions (`same_text`: blanks around it aside). Kept probabilities are rescaled to sum exactly 1."""
+    ``{"text": ..., "label": "positive", "confidence": 0.8}`` (the rest of the probability spread evenly over the other
+    labels). `labels`: the label set (the training data's, or ``--labels``), which every label a record names must
+    belong to; None: the labels the file names, sorted (each spelt one way, as in a data file). A label a ``probs``
+    object leaves out has probability 0. Each bad record is refused with its file and line: probabilities that are
+    not finite numbers in [0, 1] or do not sum to 1 within `SOFT_LABEL_TOLERANCE`, a confidence below an even split,
+    a text given twice with two distributions (`same_text`: blanks around it aside). Kept probabilities are rescaled
+    to sum exactly 1."""
     path = str(path)
     if _format(path) != "jsonl":
         raise DataError(path, "soft labels are JSON lines: name the file .jsonl, one record per line")
