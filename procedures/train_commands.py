@@ -384,10 +384,6 @@ def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, ou
     if loss_settings.kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    layer_terms = loss_settings.hidden_weight + loss_settings.attention_weight + loss_settings.cosine_weight
-    if given(context, "teacher_layers") and not layer_terms:
-        raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
-                                 "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
     teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
     distiller = Distiller(teacher, student_config, loss_settings.loss(), train_settings, distill=distill, env=env)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,

@@ -516,6 +516,35 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
         "--check-data was given" in stderr and not (tmp_path / "e").exists(), stderr
 
 
+def test_a_loss_setting_whose_term_is_off_is_refused_in_every_way(tiny_classifier_teacher, tmp_path):
+    """--min-confidence with --student-weight 0, --teacher-mistakes with --distill-weight 0, and --teacher-layers
+    with every layer term 0 trained the student of a run without them: refused by TeacherStudentDistill, so in
+    Python (where --teacher-layers was accepted), on the command line and from a --config file alike."""
+    from distill import LossSettings
+    cases = [
+        (lambda: TeacherStudentDistill(student_weight=0, min_confidence=0.5),
+         "min_confidence drops unsure pseudo-labels from the student's loss on the labels, whose weight "
+         "(student_weight) is 0", "--min-confidence drops unsure pseudo-labels"),
+        (lambda: LossSettings(distill_weight=0, teacher_mistakes="drop").loss(),
+         "teacher_mistakes drop changes the distillation term, whose weight (distill_weight) is 0",
+         "--teacher-mistakes drop changes the distillation term, whose weight (--distill-weight) is 0"),
+        (lambda: TeacherStudentDistill(teacher_layers=[0, 1]),
+         "teacher_layers pairs the layers that the layer terms (hidden_weight, attention_weight, cosine_weight) "
+         "compare, and all three are 0", "--teacher-layers pairs the layers that --hidden-weight"),
+    ]
+    assert_worded_for_caller(cases)
+    TeacherStudentDistill(student_weight=0, distill_weight=1, min_confidence=0, teacher_mistakes="shift")
+    TeacherStudentDistill(cosine_weight=1, teacher_layers="0,1")
+    config = tmp_path / "kd.yaml"
+    config.write_text("teacher-mistakes: shift\ndistill-weight: 0\n")
+    status, stderr = run_cli(*kd_with(tiny_classifier_teacher, tmp_path / "out", "--config", config))
+    assert status == 2 and stderr.startswith("error: --teacher-mistakes shift changes the distillation term") \
+        and len(stderr.splitlines()) == 1 and not (tmp_path / "out").exists(), stderr
+    status, stderr = run_cli(*kd_with(tiny_classifier_teacher, tmp_path / "out", "--student-weight", "0",
+                                      "--min-confidence", "0.5", "--unlabeled", SAMPLES / "unlabeled_movies.txt"))
+    assert status == 2 and "(--student-weight) is 0" in stderr and not (tmp_path / "out").exists(), stderr
+
+
 @pytest.mark.parametrize("temperature", [1e-6, 1e-40, 5e-324])
 def test_a_temperature_too_small_for_float32_is_refused_with_the_reason(temperature, tiny_classifier_teacher, tmp_path):
     """1e-6 turned distillation off in silence (the loss matched --distill-weight 0 to 7 digits); 1e-40 trained an
