@@ -3,6 +3,8 @@ caller's words, or is reported by numbers that mislead: each class refused or wo
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -543,6 +545,32 @@ def test_a_loss_setting_whose_term_is_off_is_refused_in_every_way(tiny_classifie
     status, stderr = run_cli(*kd_with(tiny_classifier_teacher, tmp_path / "out", "--student-weight", "0",
                                       "--min-confidence", "0.5", "--unlabeled", SAMPLES / "unlabeled_movies.txt"))
     assert status == 2 and "(--student-weight) is 0" in stderr and not (tmp_path / "out").exists(), stderr
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("chunk_size", 0, "chunk_size must be a whole number from 1 to"), ("batch_size", 0, "batch_size must be a whole "
+                                                                                       "number >= 1, got 0"),
+    ("batch_size", 1.5, "batch_size must be a whole number >= 1, got 1.5"), ("chunk_size", True, "got True")])
+def test_pseudo_label_counts_are_checked_in_python_as_on_the_command_line(setting, value, message,
+                                                                         tiny_classifier_teacher, tmp_path):
+    """The command line's --batch-size and --chunk-size took whole numbers >= 1, pseudo_label anything: chunk_size=0
+    wrote an empty output as a success, and a cached teacher pass never ran the batch size it was given."""
+    from distill.pseudo_label import pseudo_label
+    label = functools.partial(pseudo_label, tiny_classifier_teacher, str(SAMPLES / "unlabeled_movies.txt"),
+                              progress=False, cache_dir=str(tmp_path / "cache"))
+    label(str(tmp_path / "first.jsonl"))  # the teacher's logits cached: no teacher pass to trip over the batch size
+    with pytest.raises(DistillError, match=message):
+        label(str(tmp_path / "p.jsonl"), **{setting: value})
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_chunk_beyond_what_a_slice_takes_is_refused_at_the_option(tiny_classifier_teacher, tmp_path):
+    """Was: --chunk-size 10**30 passed the option and ended in islice's ValueError traceback."""
+    status, stderr = run_cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
+                             SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "p.jsonl", "--chunk-size",
+                             str(10 ** 30), "--quiet")
+    assert status == 2 and "--chunk-size" in stderr and "1<=x<=9223372036854775807" in stderr, stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("temperature", [1e-6, 1e-40, 5e-324])
