@@ -573,6 +573,16 @@ def test_a_chunk_beyond_what_a_slice_takes_is_refused_at_the_option(tiny_classif
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("setting, value", [("limit", 0), ("limit", -3), ("batch_size", 1.5), ("batch_size", 0)])
+def test_compare_counts_are_checked_in_python_as_on_the_command_line(setting, value, tiny_student):
+    """--limit and --batch-size took whole numbers >= 1, compare_models anything: limit=0 scored every example and
+    limit=-3 all but the last three, batch_size=1.5 ended in a TypeError traceback."""
+    from distill.compare import compare_models
+    from distill.data import DataOptions
+    with pytest.raises(DistillError, match=rf"^{setting} must be a whole number >= 1, got {value}$"):
+        compare_models([tiny_student], str(DEV), DataOptions(), **{"rounds": 1, setting: value})
+
+
 @pytest.mark.parametrize("temperature", [1e-6, 1e-40, 5e-324])
 def test_a_temperature_too_small_for_float32_is_refused_with_the_reason(temperature, tiny_classifier_teacher, tmp_path):
     """1e-6 turned distillation off in silence (the loss matched --distill-weight 0 to 7 digits); 1e-40 trained an
