@@ -27,9 +27,6 @@ GLOBALS = "distill.config.globals"  # ctx.meta: the group's options that the fil
 CONFIG_FILE = "distill.config.file"  # ctx.meta: the --config file, an input of the command
 NOT_REPLAYED = ("output", "resume", "overwrite")  # a replay names its own output
 GROUP_OPTIONS = ("threads", "precision")
-# Options that may name a local file or folder, or something else (a hub dataset or model): written absolute
-# where they name one that exists. Options of type click.Path always are; --task-spec's TRAIN and DEV too.
-PATH_OPTIONS = ("train", "dev", "input", "unlabeled", "encoder")
 NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
 NATIVE_TYPES = (click.types.IntParamType, click.types.FloatParamType, click.types.BoolParamType, click.Choice,
                 click.Path, click.types.StringParamType)  # casting their value again gives it back
@@ -201,7 +198,8 @@ def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
     from distill.models.transformer_student import FROM_TEACHER
     if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside such a folder
         return value
-    return _absolute(value) if key in PATH_OPTIONS else value
+    from procedures.options import DATA_FILES  # options that may name a local file or something else (hub:...)
+    return _absolute(value) if param.name in DATA_FILES or key == "encoder" else value
 
 
 def _plain(value: Any) -> bool:

@@ -209,6 +209,25 @@ def test_task_specs_are_recorded_with_absolute_paths(monkeypatch):
     assert config["train"] is None and config["encoder"] == "distilbert-base-uncased"  # a hub name stays one
 
 
+@pytest.mark.parametrize("command", ["pseudo-label", "kd"])
+def test_a_prompts_shots_file_is_recorded_absolute(command, monkeypatch):
+    """Was: --shots-from samples/sentiment_train.csv recorded as typed, so the replay that the config's header
+    offers, from another folder, found no such file (or another folder's file of that name)."""
+    from procedures.cli import cli as group
+    from procedures.config import resolved_config
+    monkeypatch.chdir(SAMPLES.parent)
+    root = group.make_context("nlp-train", [command])
+    found = group.get_command(root, command)
+    args = ["--teacher", "openai:model", "--shots", "1", "--shots-from", "samples/sentiment_train.csv", "--output",
+            "out.jsonl" if command == "pseudo-label" else "out"]
+    args += ["--input", "samples/unlabeled_movies.txt"] if command == "pseudo-label" else \
+        ["--model", "lstm", "--train", "hub:rotten_tomatoes:train", "--dev", "samples/sentiment_dev.csv"]
+    with found.make_context(command, args, parent=root) as ctx:
+        config = resolved_config(ctx)
+    assert config["shots-from"] == str(TRAIN)
+    assert config.get("train") in (None, "hub:rotten_tomatoes:train")  # a hub dataset stays one
+
+
 def test_the_api_reads_a_run_config(tmp_path):
     from distill.config import load_run_config, settings_from
     from distill.trainers import Output
