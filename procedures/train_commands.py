@@ -301,11 +301,15 @@ def zero_shot_command(context: click.Context, data) -> None:
             other, other.replace("_", "-"))
         raise click.BadParameter(f"{flag} does not apply to --zero-shot, which trains nothing and classifies texts: "
                                  "drop it", param_hint=f"'{flag.split()[0]}'")
+    pooling = params["pooling"] if given(context, "pooling") else "mean"  # a zero-shot teacher's default
+    if pooling == "auto":  # as the teacher reads it (`TeacherConfig.resolved`): the run config records the pooling
+        from distill.encoders import native_pooling  # used, which its replay, "auto" being the option's default,
+        pooling = native_pooling(params["encoder"])  # would otherwise read as not given (mean)
     result = zero_shot_teacher(params["label_names"], params["encoder"], params["dev_path"], params["temperature"],
-                               params["max_length"], params["pooling"] if given(context, "pooling") else "mean",
-                               params["long_inputs"],
+                               params["max_length"], pooling, params["long_inputs"],
                                params["window_overlap"], params["max_windows"], params["batch_size"], data,
-                               Output(params["output"], params["overwrite"], False, resolved_config()),
+                               Output(params["output"], params["overwrite"], False,
+                                      {**resolved_config(), "pooling": pooling}),
                                Runtime(params["device"], progress=not params["quiet"]))
     summary = result.summary
     dev = f"; dev {json.dumps(headline_of(summary['best']['dev']))}" if "best" in summary else ""
