@@ -151,6 +151,10 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
     ("bad.json", '{"epochs": 3,}', "bad.json: not valid JSON (line 1, column 14: Expecting property name"),
     ("twice.yaml", "kd-loss: kl\nkd_loss: mse\n", "twice.yaml: kd-loss is given twice; give it once"),
     ("list.yaml", "- epochs\n", "list.yaml: holds a list, not option names with their values"),
+    # was: an empty file (a copy cut short) or a comment alone ran every default as a success
+    ("empty.yaml", "", "empty.yaml: sets no option (the file is empty, or comments alone)"),
+    ("comment.yaml", "# epochs: 3\n", "comment.yaml: sets no option"), ("empty.json", "{}", "empty.json: sets no option"),
+    ("int.yaml", "3\n", "int.yaml: holds an int, not option names"),
     ("nested.yaml", "epochs: {a: 1}\n", "nested.yaml: epochs takes one value; got {'a': 1}"),
     # a YAML number or true/false is judged as the flag's text would be: never cut, cast or crashed on
     ("float.yaml", "epochs: 1.5\n", "float.yaml: epochs: '1.5' is not a valid integer range"),
