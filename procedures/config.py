@@ -128,16 +128,29 @@ def load_config(ctx: click.Context, param: click.Parameter, path: str | None) ->
                 group[key] = target.process_value(root, _checked(root, target, key, value, path))
             continue
         if key not in options:
-            known = [*options, *GROUP_OPTIONS]
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else \
-                f"; the options are those of '{ctx.command_path} --help'"
+            others = _siblings_taking(ctx, key)
+            close = difflib.get_close_matches(key, [*options, *GROUP_OPTIONS], n=1)
+            hint = f": it is an option of {' and '.join(others)}" if others else \
+                f"; did you mean {close[0]!r}?" if close else ""  # the --help to see is named after it
             raise click.UsageError(f"{path}: unknown option {key!r} for {ctx.command.name}{hint}", ctx)
         if value is not None:  # null: the option's default
             defaults[options[key].name] = _checked(ctx, options[key], key, value, path)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     _apply_group_options(root, group)
     ctx.meta[GLOBALS] = group
+
+
+def _siblings_taking(ctx: click.Context, key: str) -> list[str]:
+    """The commands defined beside this one (those that take --config, loaded with it) that have option `key`: a
+    config of another command's run (a kd run_config.yaml given to student) is said to be one."""
+    group = ctx.find_root().command
+    lazy = getattr(group, "lazy_commands", {})
+    if ctx.command.name not in lazy:
+        return []
+    module = lazy[ctx.command.name][0].partition(":")[0]
+    siblings = [group.get_command(ctx, name) for name, (where, _) in lazy.items()
+                if name != ctx.command.name and where.partition(":")[0] == module]
+    return [command.name for command in siblings if key in _options(command)]
 
 
 def _apply_group_options(root: click.Context, values: dict[str, Any]) -> None:

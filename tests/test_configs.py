@@ -146,6 +146,9 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
 
 @pytest.mark.parametrize("name, text, expected", [
     ("typo.yaml", "tempreature: 3\n", "typo.yaml: unknown option 'tempreature' for kd; did you mean 'temperature'?"),
+    # was: "did you mean 'encoder'?", an option of kd that means another thing
+    ("teacher.yaml", "encoder-lr: 0.001\n", "teacher.yaml: unknown option 'encoder-lr' for kd: it is an option of "
+                                           "teacher ("),
     ("type.yaml", "epochs: many\n", "type.yaml: epochs: 'many' is not a valid integer range"),
     ("bad.yaml", "epochs: [3\n", "bad.yaml: not valid YAML (line 2, column 1: expected ',' or ']'"),
     ("bad.json", '{"epochs": 3,}', "bad.json: not valid JSON (line 1, column 14: Expecting property name"),
