@@ -32,6 +32,8 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     round of every model, not every round of one; a served model (``openai:MODEL``), whose every text is a
     request, is timed by its scoring pass alone."""
     require_whole("rounds", rounds)
+    require_whole("batch_size", batch_size)
+    require_whole("limit", limit, optional=True)  # 0 or -3 would keep every example, or all but the last three
     if not str(data_path).startswith(HUB_PREFIX):  # the data's own fault, said of the data, not of a model
         require_file(data_path)
     for directory in model_dirs:

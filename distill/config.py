@@ -102,11 +102,13 @@ def read_settings_file(path: str | os.PathLike, what: str, spelling: Callable | 
 def read_config(path: str | os.PathLike) -> dict[str, Any]:
     """The options a config file sets, keyed as on the command line (``kd-loss``)."""
     values = read_settings_file(path, "config", _option_spelling)
-    if values is None:  # an empty file, or comments alone: it sets nothing
-        return {}
+    if values is None or values == {}:  # given as the run's options, it would run every default in silence
+        raise DistillError(f"{path}: sets no option (the file is empty, or comments alone): give option names with "
+                           "their values (such as epochs: 3)")
     if not isinstance(values, dict):
-        raise DistillError(f"{path}: holds a {type(values).__name__}, not option names with their values "
-                           "(such as epochs: 3)")
+        kind = type(values).__name__
+        raise DistillError(f"{path}: holds {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not option names with their "
+                           "values (such as epochs: 3)")
     return values
 
 

@@ -14,10 +14,11 @@ layers' states) can join them (`LayerObjective`).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import re
 import weakref
-from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -114,6 +115,39 @@ def refuse_unweighted_class_weights(student_weight: float, class_weights: object
                            f"drop them, or give that loss a weight")
 
 
+def inert_settings(settings: dict[str, Any]) -> list[str]:
+    """Those of `TeacherStudentDistill`'s keyword `settings` (the others at their defaults) that the rest leave
+    nothing to act on: `min_confidence` drops pseudo-labels from the student's loss on the labels (weight
+    `student_weight`), `teacher_mistakes` judges the distillation term (weight `distill_weight`), and
+    `teacher_layers` pairs the layers that the layer terms compare. A search trial leaves them out."""
+    values = {**DEFAULT_SETTINGS, **settings}
+    layer_weights = (values["hidden_weight"], values["attention_weight"], values["cosine_weight"])
+    inert = {"min_confidence": values["min_confidence"] > 0 and values["student_weight"] == 0,
+             "teacher_mistakes": values["teacher_mistakes"] != "keep" and values["distill_weight"] == 0,
+             "teacher_layers": values["teacher_layers"] != "uniform" and not any(layer_weights)}
+    return [name for name, unused in inert.items() if unused]
+
+
+def refuse_inert_settings(settings: dict[str, Any]) -> None:
+    """A loss setting that the others leave nothing to act on (`inert_settings`) would be accepted and change
+    nothing: refused, named as the caller knows it."""
+    inert = inert_settings(settings)
+    if "min_confidence" in inert:
+        weight = option("--student-weight", "student_weight")
+        raise DistillError(f"{option('--min-confidence', 'min_confidence')} drops unsure pseudo-labels from the "
+                           f"student's loss on the labels, whose weight ({weight}) is 0: it would change nothing; "
+                           "drop it, or give that loss a weight")
+    if "teacher_mistakes" in inert:
+        raise DistillError(f"{option('--teacher-mistakes', 'teacher_mistakes')} {settings['teacher_mistakes']} changes "
+                           f"the distillation term, whose weight ({option('--distill-weight', 'distill_weight')}) is "
+                           "0: it would change nothing; drop it, or give that term a weight")
+    if "teacher_layers" in inert:
+        terms = option("--hidden-weight, --attention-weight and --cosine-weight",
+                       "the layer terms (hidden_weight, attention_weight, cosine_weight)")
+        raise DistillError(f"{option('--teacher-layers', 'teacher_layers')} pairs the layers that {terms} compare, "
+                           "and all three are 0: drop it, or give a layer term a weight")
+
+
 class TeacherStudentDistill(nn.Module):
     """The distillation loss: w_s * the student's loss on gold (or pseudo) labels + w_d * a distillation
     term (`distill.losses.KD_LOSSES`: ``kl``, ``mse`` or a registered one) against the teacher's logits
@@ -170,6 +204,10 @@ class TeacherStudentDistill(nn.Module):
         for name, weight in (("hidden", hidden_weight), ("attention", attention_weight), ("cosine", cosine_weight)):
             if not weight >= 0:
                 raise DistillError(f"{name} weight must be >= 0, got {weight}")
+        refuse_inert_settings({"student_weight": student_weight, "distill_weight": distill_weight,
+                               "min_confidence": min_confidence, "teacher_mistakes": teacher_mistakes,
+                               "teacher_layers": teacher_layers, "hidden_weight": hidden_weight,
+                               "attention_weight": attention_weight, "cosine_weight": cosine_weight})
         super().__init__()
         self.hidden_weight, self.attention_weight, self.cosine_weight = hidden_weight, attention_weight, cosine_weight
         chosen = parse_teacher_layers(teacher_layers)  # its form now; its length and range once the layers are known
@@ -284,6 +322,11 @@ class TeacherStudentDistill(nn.Module):
         """The loss of one batch: logits (batch[, words], labels), targets (batch[, words]) label
         indices (`distill.losses.IGNORE_INDEX`: none), `mask` (batch, words) for tagging."""
         return losses.combine(self.terms(student_logits, teacher_logits, targets, mask, labelled))
+
+
+# TeacherStudentDistill's keyword defaults, against which `inert_settings` reads a partial set of settings
+DEFAULT_SETTINGS = {name: parameter.default for name, parameter in
+                    inspect.signature(TeacherStudentDistill.__init__).parameters.items() if name != "self"}
 
 
 def check_logits(student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor) -> None:

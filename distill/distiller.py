@@ -362,6 +362,11 @@ class Distiller:
             raise DistillError(f"the texts of {soft.path} are the unlabeled text that soft labels teach on: drop "
                                f"{option('--unlabeled', 'unlabeled')}, or add its texts with their soft labels to "
                                "the file")
+        if train is None and self.loss.teacher_mistakes != "keep":  # every text unlabeled: no gold label to judge by
+            name = option("--teacher-mistakes", "TeacherStudentDistill(teacher_mistakes=...)")
+            raise DistillError(f"{name} judges the teacher where a labelled example's gold label is not its top class, "
+                               f"and without training data every text of {soft.path} is unlabeled: drop {name}, or "
+                               f"give {option('--train', 'train')}")
         if train is not None:
             hierarchy, train_set, dev_set = _labelled(train, dev, "classification", data)
             soft.read(hierarchy.labels, data.text_column)

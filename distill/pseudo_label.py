@@ -17,6 +17,7 @@ import heapq
 import itertools
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Callable, Iterator, Sequence
 
 from distill import distributed
 from distill.data import iter_unlabeled
-from distill.errors import DistillError, ResumeRefused, option
+from distill.errors import DistillError, ResumeRefused, option, require_whole
 from distill.cache import CACHE_DIR_OPTION, LogitStore, check_cache_beside, check_cache_dir, example_key, teacher_logits
 from distill.ensemble import (TEACHER_WEIGHTS_OPTION, check_distinct_teachers, check_ensemble, ensemble_logits,
                               ensemble_weights)
@@ -289,8 +290,8 @@ class PseudoLabelSettings:
     ``pseudo_label(teacher, input, output, **dataclasses.asdict(settings))``."""
 
     batch_size: int = setting(64, low=1, help="Examples a teacher pass.")
-    chunk_size: int = setting(1024, low=1, help="Examples read, labelled and written at a time (memory stays flat); "
-                              "under torchrun, the unit dealt out to the processes.")
+    chunk_size: int = setting(1024, low=1, high=sys.maxsize, help="Examples read, labelled and written at a time "
+                              "(memory stays flat); under torchrun, the unit dealt out to the processes.")
     min_confidence: float = setting(0.0, low=0, high=1, help="Drop examples whose teacher confidence (tagging: lowest "
                                     "word) is below this.")
     with_logits: bool = setting(False, option="--logits", help="Include the teacher's raw logits.")
@@ -340,6 +341,9 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
     teacher (`distill.export_speed.choose_teacher_pass`); one log line says which and why, and ``teacher_pass``
     in the result records it.
     """
+    require_whole(named(PseudoLabelSettings, "batch_size", "batch_size"), batch_size)
+    # a chunk is a slice of the input's lines (itertools.islice): at most sys.maxsize, the whole file in one
+    require_whole(named(PseudoLabelSettings, "chunk_size", "chunk_size"), chunk_size, high=sys.maxsize)
     if not 0.0 <= min_confidence <= 1.0:
         raise DistillError(f"{named(PseudoLabelSettings, 'min_confidence', 'min_confidence')} must be within [0, 1], got "
                            f"{min_confidence}")

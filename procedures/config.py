@@ -27,9 +27,6 @@ GLOBALS = "distill.config.globals"  # ctx.meta: the group's options that the fil
 CONFIG_FILE = "distill.config.file"  # ctx.meta: the --config file, an input of the command
 NOT_REPLAYED = ("output", "resume", "overwrite")  # a replay names its own output
 GROUP_OPTIONS = ("threads", "precision")
-# Options that may name a local file or folder, or something else (a hub dataset or model): written absolute
-# where they name one that exists. Options of type click.Path always are; --task-spec's TRAIN and DEV too.
-PATH_OPTIONS = ("train", "dev", "input", "unlabeled", "encoder")
 NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
 NATIVE_TYPES = (click.types.IntParamType, click.types.FloatParamType, click.types.BoolParamType, click.Choice,
                 click.Path, click.types.StringParamType)  # casting their value again gives it back
@@ -131,16 +128,29 @@ def load_config(ctx: click.Context, param: click.Parameter, path: str | None) ->
                 group[key] = target.process_value(root, _checked(root, target, key, value, path))
             continue
         if key not in options:
-            known = [*options, *GROUP_OPTIONS]
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else \
-                f"; the options are those of '{ctx.command_path} --help'"
+            others = _siblings_taking(ctx, key)
+            close = difflib.get_close_matches(key, [*options, *GROUP_OPTIONS], n=1)
+            hint = f": it is an option of {' and '.join(others)}" if others else \
+                f"; did you mean {close[0]!r}?" if close else ""  # the --help to see is named after it
             raise click.UsageError(f"{path}: unknown option {key!r} for {ctx.command.name}{hint}", ctx)
         if value is not None:  # null: the option's default
             defaults[options[key].name] = _checked(ctx, options[key], key, value, path)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     _apply_group_options(root, group)
     ctx.meta[GLOBALS] = group
+
+
+def _siblings_taking(ctx: click.Context, key: str) -> list[str]:
+    """The commands defined beside this one (those that take --config, loaded with it) that have option `key`: a
+    config of another command's run (a kd run_config.yaml given to student) is said to be one."""
+    group = ctx.find_root().command
+    lazy = getattr(group, "lazy_commands", {})
+    if ctx.command.name not in lazy:
+        return []
+    module = lazy[ctx.command.name][0].partition(":")[0]
+    siblings = [group.get_command(ctx, name) for name, (where, _) in lazy.items()
+                if name != ctx.command.name and where.partition(":")[0] == module]
+    return [command.name for command in siblings if key in _options(command)]
 
 
 def _apply_group_options(root: click.Context, values: dict[str, Any]) -> None:
@@ -201,7 +211,8 @@ def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
     from distill.models.transformer_student import FROM_TEACHER
     if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside such a folder
         return value
-    return _absolute(value) if key in PATH_OPTIONS else value
+    from procedures.options import DATA_FILES  # options that may name a local file or something else (hub:...)
+    return _absolute(value) if param.name in DATA_FILES or key == "encoder" else value
 
 
 def _plain(value: Any) -> bool:

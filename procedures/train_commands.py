@@ -301,11 +301,15 @@ def zero_shot_command(context: click.Context, data) -> None:
             other, other.replace("_", "-"))
         raise click.BadParameter(f"{flag} does not apply to --zero-shot, which trains nothing and classifies texts: "
                                  "drop it", param_hint=f"'{flag.split()[0]}'")
+    pooling = params["pooling"] if given(context, "pooling") else "mean"  # a zero-shot teacher's default
+    if pooling == "auto":  # as the teacher reads it (`TeacherConfig.resolved`): the run config records the pooling
+        from distill.encoders import native_pooling  # used, which its replay, "auto" being the option's default,
+        pooling = native_pooling(params["encoder"])  # would otherwise read as not given (mean)
     result = zero_shot_teacher(params["label_names"], params["encoder"], params["dev_path"], params["temperature"],
-                               params["max_length"], params["pooling"] if given(context, "pooling") else "mean",
-                               params["long_inputs"],
+                               params["max_length"], pooling, params["long_inputs"],
                                params["window_overlap"], params["max_windows"], params["batch_size"], data,
-                               Output(params["output"], params["overwrite"], False, resolved_config()),
+                               Output(params["output"], params["overwrite"], False,
+                                      {**resolved_config(), "pooling": pooling}),
                                Runtime(params["device"], progress=not params["quiet"]))
     summary = result.summary
     dev = f"; dev {json.dumps(headline_of(summary['best']['dev']))}" if "best" in summary else ""
@@ -384,10 +388,6 @@ def kd(context, teacher_dirs, soft_labels, label_names, train_path, dev_path, ou
     if loss_settings.kd_loss == "mse" and given(context, "temperature"):
         raise click.BadParameter("--kd-loss mse compares raw logits; a temperature has no effect there",
                                  param_hint="'--temperature'")
-    layer_terms = loss_settings.hidden_weight + loss_settings.attention_weight + loss_settings.cosine_weight
-    if given(context, "teacher_layers") and not layer_terms:
-        raise click.BadParameter("--teacher-layers pairs the layers that --hidden-weight, --attention-weight and "
-                                 "--cosine-weight compare, and all three are 0", param_hint="'--teacher-layers'")
     teacher = kd_teacher(context, teacher_dirs, soft_labels, label_names, train_path)
     distiller = Distiller(teacher, student_config, loss_settings.loss(), train_settings, distill=distill, env=env)
     summary = distiller.fit(train_path, dev_path, unlabeled_path, data,

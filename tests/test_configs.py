@@ -146,11 +146,18 @@ def test_pseudo_label_records_its_options_beside_its_output(tiny_classifier_teac
 
 @pytest.mark.parametrize("name, text, expected", [
     ("typo.yaml", "tempreature: 3\n", "typo.yaml: unknown option 'tempreature' for kd; did you mean 'temperature'?"),
+    # was: "did you mean 'encoder'?", an option of kd that means another thing
+    ("teacher.yaml", "encoder-lr: 0.001\n", "teacher.yaml: unknown option 'encoder-lr' for kd: it is an option of "
+                                           "teacher ("),
     ("type.yaml", "epochs: many\n", "type.yaml: epochs: 'many' is not a valid integer range"),
     ("bad.yaml", "epochs: [3\n", "bad.yaml: not valid YAML (line 2, column 1: expected ',' or ']'"),
     ("bad.json", '{"epochs": 3,}', "bad.json: not valid JSON (line 1, column 14: Expecting property name"),
     ("twice.yaml", "kd-loss: kl\nkd_loss: mse\n", "twice.yaml: kd-loss is given twice; give it once"),
     ("list.yaml", "- epochs\n", "list.yaml: holds a list, not option names with their values"),
+    # was: an empty file (a copy cut short) or a comment alone ran every default as a success
+    ("empty.yaml", "", "empty.yaml: sets no option (the file is empty, or comments alone)"),
+    ("comment.yaml", "# epochs: 3\n", "comment.yaml: sets no option"), ("empty.json", "{}", "empty.json: sets no option"),
+    ("int.yaml", "3\n", "int.yaml: holds an int, not option names"),
     ("nested.yaml", "epochs: {a: 1}\n", "nested.yaml: epochs takes one value; got {'a': 1}"),
     # a YAML number or true/false is judged as the flag's text would be: never cut, cast or crashed on
     ("float.yaml", "epochs: 1.5\n", "float.yaml: epochs: '1.5' is not a valid integer range"),
@@ -207,6 +214,25 @@ def test_task_specs_are_recorded_with_absolute_paths(monkeypatch):
     train, dev = SAMPLES / "ner_train.conll", SAMPLES / "ner_dev.conll"
     assert config["task-spec"] == [f"ner:tagging:{train}:{dev}:pooling=first"]
     assert config["train"] is None and config["encoder"] == "distilbert-base-uncased"  # a hub name stays one
+
+
+@pytest.mark.parametrize("command", ["pseudo-label", "kd"])
+def test_a_prompts_shots_file_is_recorded_absolute(command, monkeypatch):
+    """Was: --shots-from samples/sentiment_train.csv recorded as typed, so the replay that the config's header
+    offers, from another folder, found no such file (or another folder's file of that name)."""
+    from procedures.cli import cli as group
+    from procedures.config import resolved_config
+    monkeypatch.chdir(SAMPLES.parent)
+    root = group.make_context("nlp-train", [command])
+    found = group.get_command(root, command)
+    args = ["--teacher", "openai:model", "--shots", "1", "--shots-from", "samples/sentiment_train.csv", "--output",
+            "out.jsonl" if command == "pseudo-label" else "out"]
+    args += ["--input", "samples/unlabeled_movies.txt"] if command == "pseudo-label" else \
+        ["--model", "lstm", "--train", "hub:rotten_tomatoes:train", "--dev", "samples/sentiment_dev.csv"]
+    with found.make_context(command, args, parent=root) as ctx:
+        config = resolved_config(ctx)
+    assert config["shots-from"] == str(TRAIN)
+    assert config.get("train") in (None, "hub:rotten_tomatoes:train")  # a hub dataset stays one
 
 
 def test_the_api_reads_a_run_config(tmp_path):

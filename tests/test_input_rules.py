@@ -3,6 +3,8 @@ caller's words, or is reported by numbers that mislead: each class refused or wo
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -514,6 +516,71 @@ def test_a_setting_that_would_change_nothing_is_refused_in_the_library_and_on_th
                              "--text-column", "body", "--tag-column", "2")
     assert status == 2 and "--text-column, --tag-column say where --check-data holds its texts and labels, and no " \
         "--check-data was given" in stderr and not (tmp_path / "e").exists(), stderr
+
+
+def test_a_loss_setting_whose_term_is_off_is_refused_in_every_way(tiny_classifier_teacher, tmp_path):
+    """--min-confidence with --student-weight 0, --teacher-mistakes with --distill-weight 0, and --teacher-layers
+    with every layer term 0 trained the student of a run without them: refused by TeacherStudentDistill, so in
+    Python (where --teacher-layers was accepted), on the command line and from a --config file alike."""
+    from distill import LossSettings
+    cases = [
+        (lambda: TeacherStudentDistill(student_weight=0, min_confidence=0.5),
+         "min_confidence drops unsure pseudo-labels from the student's loss on the labels, whose weight "
+         "(student_weight) is 0", "--min-confidence drops unsure pseudo-labels"),
+        (lambda: LossSettings(distill_weight=0, teacher_mistakes="drop").loss(),
+         "teacher_mistakes drop changes the distillation term, whose weight (distill_weight) is 0",
+         "--teacher-mistakes drop changes the distillation term, whose weight (--distill-weight) is 0"),
+        (lambda: TeacherStudentDistill(teacher_layers=[0, 1]),
+         "teacher_layers pairs the layers that the layer terms (hidden_weight, attention_weight, cosine_weight) "
+         "compare, and all three are 0", "--teacher-layers pairs the layers that --hidden-weight"),
+    ]
+    assert_worded_for_caller(cases)
+    TeacherStudentDistill(student_weight=0, distill_weight=1, min_confidence=0, teacher_mistakes="shift")
+    TeacherStudentDistill(cosine_weight=1, teacher_layers="0,1")
+    config = tmp_path / "kd.yaml"
+    config.write_text("teacher-mistakes: shift\ndistill-weight: 0\n")
+    status, stderr = run_cli(*kd_with(tiny_classifier_teacher, tmp_path / "out", "--config", config))
+    assert status == 2 and stderr.startswith("error: --teacher-mistakes shift changes the distillation term") \
+        and len(stderr.splitlines()) == 1 and not (tmp_path / "out").exists(), stderr
+    status, stderr = run_cli(*kd_with(tiny_classifier_teacher, tmp_path / "out", "--student-weight", "0",
+                                      "--min-confidence", "0.5", "--unlabeled", SAMPLES / "unlabeled_movies.txt"))
+    assert status == 2 and "(--student-weight) is 0" in stderr and not (tmp_path / "out").exists(), stderr
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("chunk_size", 0, "chunk_size must be a whole number from 1 to"), ("batch_size", 0, "batch_size must be a whole "
+                                                                                       "number >= 1, got 0"),
+    ("batch_size", 1.5, "batch_size must be a whole number >= 1, got 1.5"), ("chunk_size", True, "got True")])
+def test_pseudo_label_counts_are_checked_in_python_as_on_the_command_line(setting, value, message,
+                                                                         tiny_classifier_teacher, tmp_path):
+    """The command line's --batch-size and --chunk-size took whole numbers >= 1, pseudo_label anything: chunk_size=0
+    wrote an empty output as a success, and a cached teacher pass never ran the batch size it was given."""
+    from distill.pseudo_label import pseudo_label
+    label = functools.partial(pseudo_label, tiny_classifier_teacher, str(SAMPLES / "unlabeled_movies.txt"),
+                              progress=False, cache_dir=str(tmp_path / "cache"))
+    label(str(tmp_path / "first.jsonl"))  # the teacher's logits cached: no teacher pass to trip over the batch size
+    with pytest.raises(DistillError, match=message):
+        label(str(tmp_path / "p.jsonl"), **{setting: value})
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_chunk_beyond_what_a_slice_takes_is_refused_at_the_option(tiny_classifier_teacher, tmp_path):
+    """Was: --chunk-size 10**30 passed the option and ended in islice's ValueError traceback."""
+    status, stderr = run_cli("pseudo-label", "--teacher", tiny_classifier_teacher, "--input",
+                             SAMPLES / "unlabeled_movies.txt", "--output", tmp_path / "p.jsonl", "--chunk-size",
+                             str(10 ** 30), "--quiet")
+    assert status == 2 and "--chunk-size" in stderr and "1<=x<=9223372036854775807" in stderr, stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("setting, value", [("limit", 0), ("limit", -3), ("batch_size", 1.5), ("batch_size", 0)])
+def test_compare_counts_are_checked_in_python_as_on_the_command_line(setting, value, tiny_student):
+    """--limit and --batch-size took whole numbers >= 1, compare_models anything: limit=0 scored every example and
+    limit=-3 all but the last three, batch_size=1.5 ended in a TypeError traceback."""
+    from distill.compare import compare_models
+    from distill.data import DataOptions
+    with pytest.raises(DistillError, match=rf"^{setting} must be a whole number >= 1, got {value}$"):
+        compare_models([tiny_student], str(DEV), DataOptions(), **{"rounds": 1, setting: value})
 
 
 @pytest.mark.parametrize("temperature", [1e-6, 1e-40, 5e-324])

@@ -86,6 +86,9 @@ def test_task_sampling_weights_follow_data_size_temperature_or_uniform():
     assert TaskSampling("uniform").weights(sizes) == pytest.approx({"big": 0.5, "small": 0.5})
     with pytest.raises(DistillError, match="cannot select on 'nope'"):
         TaskSampling(select="nope").check(["big", "small"])
+    for temperature in (0, -1.0, float("nan"), float("inf"), "2", True):  # was: inf accepted, as --task-temperature
+        with pytest.raises(DistillError, match=r"task temperature must be a number in \(0, inf\)"):  # refuses it
+            TaskSampling("temperature", temperature).check(["big", "small"])
 
 
 def test_epoch_batches_are_seeded_single_task_batches_in_the_sampled_proportions():

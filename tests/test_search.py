@@ -81,6 +81,25 @@ def test_a_space_is_checked_against_the_classes_it_sets(space, message):
         parse_space(space, "classification")
 
 
+def test_a_trial_leaves_out_a_loss_setting_its_other_draws_turn_off():
+    """TeacherStudentDistill refuses min_confidence beside a student weight of 0 (it would change nothing), so a
+    trial drawing both leaves min_confidence out, as one drawing mse leaves out the temperature; a space in which no
+    trial could use it is refused, as one of mse alone with a temperature is."""
+    from optuna.trial import FixedTrial
+    space = parse_space({"students": {"lstm": {}}, "loss": {"min_confidence": 0.5, "student_weight": [0.0, 0.5],
+                                                            "teacher_mistakes": "drop"}}, "classification")
+    off = space.sample(FixedTrial({"student": "lstm", "loss.student_weight": 0.0}))
+    on = space.sample(FixedTrial({"student": "lstm", "loss.student_weight": 0.5}))
+    assert off.loss == {"student_weight": 0.0, "teacher_mistakes": "drop"}
+    assert on.loss == {"min_confidence": 0.5, "student_weight": 0.5, "teacher_mistakes": "drop"}
+    with pytest.raises(DistillError, match=r"loss: a trial may draw distill_weight 0.0, teacher_mistakes 'shift': "
+                                           r"teacher_mistakes shift changes the distillation term"):
+        parse_space({"students": {"lstm": {}}, "loss": {"distill_weight": 0.0, "teacher_mistakes": "shift"}},
+                    "classification")
+    parse_space({"students": {"lstm": {}}, "loss": {"teacher_layers": "0,1", "cosine_weight": [0.0, 1.0]}},
+                "classification")
+
+
 def test_a_registered_students_fields_are_searchable_without_an_edit(monkeypatch):
     """A student registered outside the package (examples/bag_student.py) is searched by its config's fields."""
     from distill.models import registry

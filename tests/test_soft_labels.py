@@ -293,3 +293,23 @@ def test_unlabeled_settings_are_refused_where_the_file_adds_no_text(tmp_path, ca
     assert err.strip() == f"error: {option} applies to unlabeled text, and the soft labels of {soft} give none (each " \
                           f"of its texts is a training text): drop {option}", err
     assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.parametrize("mistakes", ["shift", "drop"])
+def test_teacher_mistakes_are_refused_where_no_text_has_a_gold_label(tmp_path, capsys, mistakes):
+    """Was: without --train every text of the file is unlabeled, which --teacher-mistakes does not judge, so shift and
+    drop were accepted and trained the student of a run without them."""
+    from distill import Distiller, SoftLabels, TeacherStudentDistill
+    from distill.errors import DistillError
+    soft = write_jsonl(tmp_path / "soft.jsonl", [{"text": "a fine film", "label": "positive", "confidence": 0.9},
+                                                 {"text": "a dull film", "label": "negative", "confidence": 0.9}])
+    capsys.readouterr()
+    assert run_cli("kd", "--soft-labels", soft, "--dev", SAMPLES / "sentiment_dev.csv", "--output",
+                   tmp_path / "student", *STUDENT, "--teacher-mistakes", mistakes) == 2
+    assert capsys.readouterr().err.strip() == "error: --teacher-mistakes judges the teacher where a labelled " \
+        f"example's gold label is not its top class, and without training data every text of {soft} is unlabeled: " \
+        "drop --teacher-mistakes, or give --train"
+    assert not (tmp_path / "student").exists()
+    distiller = Distiller(SoftLabels(soft), "lstm", TeacherStudentDistill(teacher_mistakes=mistakes))
+    with pytest.raises(DistillError, match=r"^TeacherStudentDistill\(teacher_mistakes=...\) judges the teacher"):
+        distiller.fit(None, str(SAMPLES / "sentiment_dev.csv"))

@@ -256,3 +256,17 @@ def test_labels_the_encoder_reads_alike_are_refused(tiny_encoder_dir, tmp_path, 
                           "positive alike (its tokenizer makes them the same sub-tokens), so they would score alike " \
                           "for every text: give each label words of its own", err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("pooling, used", [([], "mean"), (["--pooling", "auto"], "first"), (["--pooling", "first"],
+                                                                                           "first")])
+def test_a_replay_reads_text_with_the_pooling_of_the_run(pooling, used, tiny_encoder_dir, tmp_path):
+    """Was: --pooling auto (the first token's state, for an encoder not trained for mean-pooled sentences) was
+    recorded as auto, the option's default, which the replay of run_config.yaml read as not given: a zero-shot
+    teacher's mean, another teacher. The record holds the pooling the teacher used."""
+    from distill import load_model
+    out, again = tmp_path / "teacher", tmp_path / "again"
+    cli("teacher", "--zero-shot", "--encoder", tiny_encoder_dir, "--labels", LABELS, "--output", out, "--quiet",
+        *pooling)
+    cli("teacher", "--config", out / "run_config.yaml", "--output", again, "--quiet")
+    assert load_model(out).config.pooling == load_model(again).config.pooling == used

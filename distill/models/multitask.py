@@ -13,6 +13,7 @@ for all heads (`forward` returns every head's logits). The checkpoint keeps the 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence
@@ -24,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 from distill.cache import LogitStore, example_key
 from distill.data import DataOptions
 from distill.settings import named, setting
-from distill.errors import DistillError, option
+from distill.errors import DistillError, option, require_number
 from distill.inference import ExampleLogits, decode_labels, prediction_records, readable_examples, score_examples
 from distill.io import load_checkpoint, save_checkpoint
 from distill.labels import LabelHierarchy
@@ -61,8 +62,7 @@ class TaskSampling:
     def check(self, names: Sequence[str]) -> None:
         if self.sampling not in SAMPLING:
             raise DistillError(f"unknown task sampling {self.sampling!r}: choose one of {', '.join(SAMPLING)}")
-        if not self.temperature > 0:
-            raise DistillError(f"task temperature must be > 0, got {self.temperature}")
+        require_number("task temperature", self.temperature, 0, math.inf, low_open=True)  # as --task-temperature
         if self.select != "mean" and self.select not in names:
             raise DistillError(f"cannot select on {self.select!r}: give mean or a head name ({', '.join(names)})")
 

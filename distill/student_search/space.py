@@ -213,6 +213,9 @@ class SearchSpace:
                 continue  # mse compares raw logits: TeacherStudentDistill refuses a temperature with it
             outside = default is not None and not p.contains(default[group][name])
             chosen[group][name] = default[group][name] if outside else p.sample(trial, key)
+        from distill.distillation import inert_settings
+        for name in inert_settings(chosen["loss"]):  # one the trial's other draws leave nothing to act on
+            del chosen["loss"][name]
         return TrialSettings(student, **chosen)
 
     def defaults(self, student: str) -> dict[str, dict]:
@@ -308,8 +311,9 @@ def _group_fields(group: str) -> list[str]:
 def _builder(group: str, name: str):
     from distill.distillation import TeacherStudentDistill
     from distill.training import TrainSettings
-    if group == "loss":
-        return lambda value: TeacherStudentDistill(**{name: value})
+    if group == "loss":  # the layer map judged where a layer term uses it (`_check_loss_together` judges both)
+        return lambda value: TeacherStudentDistill(**{name: value, **({"hidden_weight": 1.0}
+                                                                       if name == "teacher_layers" else {})})
     if group == "training":
         return lambda value: TrainSettings(**{name: value})
     from distill.distiller import DistillSettings
@@ -378,17 +382,20 @@ def _check_loss_together(loss: dict[str, Param], source: str) -> None:
     """The loss's settings judged together, at the bounds of each (both weights 0 is no loss): a trial drawing a
     combination its class refuses would fail the search after the trials before it, and leave the study with a
     space that cannot be corrected in place."""
-    from distill.distillation import TeacherStudentDistill
+    from distill.distillation import TeacherStudentDistill, inert_settings
     kd_losses = loss["kd_loss"].candidates() if "kd_loss" in loss else []
     if "temperature" in loss and kd_losses and all(value == "mse" for value in kd_losses):
         # a trial drawing mse leaves the temperature out (`SearchSpace.sample`): here every trial would
         raise DistillError(f"{source}: loss.temperature: every trial's kd_loss is mse, which compares raw logits and "
                            "takes no temperature: remove it, or search kl too (kd_loss: [kl, mse])")
     names = list(loss)
-    for values in itertools.product(*(loss[name].candidates() for name in names)):
-        settings = dict(zip(names, values))
+    drawn = [dict(zip(names, values)) for values in itertools.product(*(loss[name].candidates() for name in names))]
+    never_used = set.intersection(*(set(inert_settings(settings)) for settings in drawn))  # refused below
+    for settings in drawn:
         if settings.get("kd_loss") == "mse":
             settings.pop("temperature", None)  # as a trial samples it (`SearchSpace.sample`)
+        for name in set(inert_settings(settings)) - never_used:  # as a trial leaves it out (`SearchSpace.sample`)
+            del settings[name]
         try:
             TeacherStudentDistill(**settings)
         except DistillError as err:
