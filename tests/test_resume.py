@@ -172,6 +172,19 @@ def test_resume_refuses_any_change_that_alters_the_result(change, fragment, tmp_
         assert snapshot(out) == before, "a refused resume touched the interrupted run"
 
 
+@pytest.mark.parametrize("content", [b"hi\n", b"\x80\x02.", b"\x80\x02X\x02\x00\x00\x00\xff\xfe.",
+                                     b"\x80\x02J\x01\x00."], ids=["text", "empty-stack", "bad-utf-8", "cut-number"])
+def test_a_resume_state_that_is_no_checkpoint_is_one_line(content, tmp_path, capsys, monkeypatch):
+    """A text or damaged file at resume.pt was torch's unpickler's KeyError, IndexError, UnicodeDecodeError or
+    struct.error traceback (after its warning of the pickle protocol it read)."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    (out / "resume.pt").write_bytes(content)
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "resume.pt: corrupt or truncated checkpoint" in err, err
+
+
 def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     args = interrupted_student(out, TRAIN, capsys, monkeypatch)
