@@ -186,7 +186,17 @@ def rng_state(generator: torch.Generator) -> dict:
     return state
 
 
-def restore_rng_state(state: dict, generator: torch.Generator) -> None:
+def rng_states(generator: torch.Generator) -> list[dict]:
+    """Every rank's random streams (`rng_state`), in rank order, for the resume state: each rank draws its own
+    dropout masks for its share of a batch, so a resumed rank continues its own streams, not rank 0's. A
+    collective under a launcher: every rank calls it."""
+    return distributed.all_gather_objects(rng_state(generator))
+
+
+def restore_rng_state(state: dict | list[dict], generator: torch.Generator) -> None:
+    """Put back what `rng_state` gave, or this rank's streams of what `rng_states` gave."""
+    if isinstance(state, list):
+        state = state[distributed.rank()]
     random.setstate((state["python_version"], tuple(state["python"].tolist()), state["python_gauss"]))
     np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), state["numpy_pos"],
                          state["numpy_has_gauss"], state["numpy_gauss"]))

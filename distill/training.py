@@ -39,7 +39,7 @@ from distill.io import appending, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import SELECTABLE
 from distill.progress import bars_shown, progress_bar, progress_message
-from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_state, runtime_settings
+from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_states, runtime_settings
 from distill.runtime import MAX_THREADS
 from distill.settings import setting
 
@@ -507,6 +507,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                       "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
             if len(tasks) > 1:
                 record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
+            # every rank's random streams (a collective: outside the block below, where SIGTERM is held)
+            streams = rng_states(generator) if run is not None else None
             with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
                 history.append(record)
                 if log_path is not None and main:
@@ -533,7 +535,7 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                         "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
                         "scheduler": scheduler.state_dict() if scheduler is not None else {},
                         "scaler": scaler.state_dict(), "step": step,
-                        "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
+                        "rng": streams, "best": json.dumps(best), "history": json.dumps(history),
                         "stale": stale, "callbacks": json.dumps(reports.state_dict())})
         distributed.barrier()  # no rank returns before rank 0 has saved
         result = {"best": best, "history": history}
