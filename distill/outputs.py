@@ -380,6 +380,19 @@ def _put_back(path: Path) -> None:
                    f"(to {backup.name}); the killed run's partial output is gone")
 
 
+def _clear_partial_writes(path: Path) -> None:
+    """Remove what a killed run was writing in `path` when it stopped (a SIGKILL during a save: the temporary file
+    of a resume state or of a model file, a staging folder), before the run resumes there: a rename never came,
+    so no command reads them, and the finished model's folder would keep them for good (a teacher's resume state,
+    hundreds of megabytes). The mark of an unfinished output stays; so do the user's hidden files (a .git)."""
+    for entry in path.iterdir():
+        if entry.name.startswith(".") and _ours_hidden(entry.name) and entry.name != UNFINISHED:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
 def _clear_killed(path: Path) -> None:
     """Remove what a run killed with no time to clean up (SIGKILL, the kernel out of memory) wrote into `path`
     before it had a model, resume state or summary (a run_config.yaml, an export's first files, its temporary
@@ -439,6 +452,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         if existed:
             stack.enter_context(_lock(path))
         replace = existed and _refuse_unless(path, overwrite, resume)
+        if resume:
+            _clear_partial_writes(path)
         made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
         with writing(path, folder=True):
             if replace:

@@ -185,6 +185,19 @@ def test_a_resume_state_that_is_no_checkpoint_is_one_line(content, tmp_path, cap
     assert "resume.pt: corrupt or truncated checkpoint" in err, err
 
 
+def test_a_resume_clears_what_a_killed_save_left_half_written(tmp_path, capsys, monkeypatch):
+    """A SIGKILL while the resume state or a best model was saved leaves its temporary file or staging folder;
+    the resumed run's finished folder kept them (a teacher's resume state: hundreds of megabytes, never read)."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    (out / ".resume.pt.k1x2.tmp").write_bytes((out / "resume.pt").read_bytes()[:1000])
+    (out / ".saving-k3y4").mkdir()
+    (out / ".saving-k3y4" / "model.safetensors").write_bytes(b"\0" * 100)
+    (out / ".gitattributes").write_text("*.safetensors filter=lfs\n")  # the user's: kept
+    cli(*args, "--resume")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".gitattributes"]
+
+
 def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     args = interrupted_student(out, TRAIN, capsys, monkeypatch)
