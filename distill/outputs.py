@@ -422,8 +422,14 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 
     With `overwrite` the old content is moved aside to ``.NAME.replaced`` and put back if the run
     fails; it is deleted once the run has finished. Under a launcher rank 0 alone checks, locks
-    and cleans up; the other ranks only learn whether to go on.
+    and cleans up; the other ranks only learn whether to go on. A path naming nothing ('', None: `save_pretrained`
+    and `export_model` pass theirs here as given) is refused: as a path, '' is the current folder.
     """
+    if not isinstance(output, (str, os.PathLike)):
+        raise DistillError(f"give the model's output directory as a path, not {type(output).__name__}")
+    if not os.fspath(output).strip():
+        raise DistillError(f"output directory {os.fspath(output)!r}: an empty or blank path names no folder (as a "
+                           "path, '' is the current folder): give the model's directory")
     path = Path(output)
     inputs = list(inputs)
     backup = moved_aside(path)
