@@ -299,11 +299,23 @@ class MLflowCallback(Callback):
                                f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
                                "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
 
+    def _parts(self, uri: str) -> urllib.parse.SplitResult:
+        """The store's URI in parts; one that is no URL (an unclosed IPv6 bracket, a port past 65535) is one line
+        naming the setting, not urllib's ValueError."""
+        try:
+            parts = urllib.parse.urlsplit(uri)
+            parts.port  # noqa: B018 - parsed on access
+        except ValueError as err:
+            raise DistillError(f"MLflow cannot use the tracking store {shown_url(uri)} (not a URL: {err}): set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
+                               "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
+        return parts
+
     def _reach(self, uri: str) -> None:
         """A store that cannot be reached is refused at once: MLflow's own client retries a refused connection,
         and an SQLite file it cannot open, for minutes before it gives up. An in-memory SQLite store, which
         keeps nothing once the run ends, is refused too."""
-        parts = urllib.parse.urlsplit(uri)
+        parts = self._parts(uri)
         if parts.scheme.split("+")[0] == "sqlite":
             self._open_sqlite(uri)
         if parts.scheme not in ("http", "https"):
@@ -322,7 +334,7 @@ class MLflowCallback(Callback):
         """The store on this machine that MLflow writes: an SQLite file, or a file store's folder (a path or
         file:PATH); none for a server. An SQLite URL naming no file is refused when the run opens it (`_reach`)."""
         uri = self._uri()
-        parts = urllib.parse.urlsplit(uri)
+        parts = self._parts(uri)
         if parts.scheme.split("+")[0] == "sqlite":
             try:
                 path = sqlite_database(uri)

@@ -287,6 +287,8 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
     # the run was tracked in memory, and nothing of it was kept
     "an in-memory SQLite database": (lambda tmp, mp: "sqlite:///:memory:", "MLFLOW_TRACKING_URI"),
     "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
+    # urllib's ValueError traceback, before the run began
+    "no URL (an unclosed IPv6 bracket)": (lambda tmp, mp: "http://[::1", "MLFLOW_TRACKING_URI"),
 }
 
 
