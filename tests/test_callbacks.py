@@ -478,3 +478,17 @@ def test_a_tracking_uris_password_is_not_shown(tmp_path, capsys, monkeypatch):
     status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
     assert status == 2 and "tracking server http://me:***@127.0.0.1:" in err and "s3cret" not in err, err
     assert "Connection refused" in err, err  # the address asked, not a host named "me:s3cret@127.0.0.1"
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql+pymysql"])
+def test_a_tracking_database_that_does_not_answer_is_refused_at_once(scheme, tmp_path, capsys, monkeypatch):
+    """MLflow's engine retried a database server that refuses connections for two minutes, a warning at each
+    retry, before the line; its password is not shown."""
+    port = free_port()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"{scheme}://me:s3cret@127.0.0.1:{port}/mlflow")
+    started = time.monotonic()
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"tracking database {scheme}://me:***@127.0.0.1:{port}/mlflow does not answer at 127.0.0.1:{port}" in err
+    assert "set MLFLOW_TRACKING_URI to one that runs" in err and "s3cret" not in err, err
+    assert time.monotonic() - started < 30 and not (tmp_path / "out").exists()
