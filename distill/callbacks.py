@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -245,6 +246,7 @@ class TensorBoardCallback(Callback):
 
 
 MLFLOW_BATCH = 1000  # the most metrics MLflow takes in one log_batch
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # MLflow's database stores besides SQLite
 FLUSH_SECONDS = 10.0  # how stale a tracked run's step metrics may be while an epoch runs
 
 
@@ -299,13 +301,27 @@ class MLflowCallback(Callback):
                                f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
                                "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
 
+    def _parts(self, uri: str) -> urllib.parse.SplitResult:
+        """The store's URI in parts; one that is no URL (an unclosed IPv6 bracket, a port past 65535) is one line
+        naming the setting, not urllib's ValueError."""
+        try:
+            parts = urllib.parse.urlsplit(uri)
+            parts.port  # noqa: B018 - parsed on access
+        except ValueError as err:
+            raise DistillError(f"MLflow cannot use the tracking store {shown_url(uri)} (not a URL: {err}): set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to a tracking server "
+                               "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
+        return parts
+
     def _reach(self, uri: str) -> None:
         """A store that cannot be reached is refused at once: MLflow's own client retries a refused connection,
         and an SQLite file it cannot open, for minutes before it gives up. An in-memory SQLite store, which
         keeps nothing once the run ends, is refused too."""
-        parts = urllib.parse.urlsplit(uri)
+        parts = self._parts(uri)
         if parts.scheme.split("+")[0] == "sqlite":
             self._open_sqlite(uri)
+        if parts.scheme.split("+")[0] in DATABASE_PORTS:
+            self._reach_database(uri, parts)
         if parts.scheme not in ("http", "https"):
             return
         netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ is MLflow's to send, not part of the address
@@ -318,11 +334,26 @@ class MLflowCallback(Callback):
             raise DistillError(f"MLflow's tracking server {shown_url(uri)} does not answer ({reason}): start it, or "
                                f"set {self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
 
+    def _reach_database(self, uri: str, parts: urllib.parse.SplitResult) -> None:
+        """A database server (PostgreSQL, MySQL, SQL Server) that does not take a connection at its host and port
+        is refused at once, before MLflow's engine retries it for two minutes, warning at each retry; a URL of no
+        host (a local socket) is MLflow's to open."""
+        if not parts.hostname:
+            return
+        port = parts.port or DATABASE_PORTS[parts.scheme.split("+")[0]]
+        try:
+            socket.create_connection((parts.hostname, port), timeout=10).close()
+        except OSError as err:
+            reason = err.strerror or err
+            raise DistillError(f"MLflow's tracking database {shown_url(uri)} does not answer at "
+                               f"{parts.hostname}:{port} ({reason}): start it, or set "
+                               f"{self._setting('tracking_uri', 'MLFLOW_TRACKING_URI')} to one that runs") from None
+
     def stores(self) -> dict[Path, str]:
         """The store on this machine that MLflow writes: an SQLite file, or a file store's folder (a path or
         file:PATH); none for a server. An SQLite URL naming no file is refused when the run opens it (`_reach`)."""
         uri = self._uri()
-        parts = urllib.parse.urlsplit(uri)
+        parts = self._parts(uri)
         if parts.scheme.split("+")[0] == "sqlite":
             try:
                 path = sqlite_database(uri)

@@ -15,6 +15,7 @@ import signal
 import stat
 import tempfile
 import threading
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator, TextIO
@@ -359,9 +360,13 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load with weights_only=True, so a planted pickle payload is refused, never run."""
+    """Load with weights_only=True, so a planted pickle payload is refused, never run. Bytes that are no
+    checkpoint (a text file, a damaged one) are one error: torch's unpickler raises whatever its parsing hits
+    (a KeyError, an IndexError, a UnicodeDecodeError, struct.error), and warns of the protocol it read."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise DistillError(f"{path}: file not found") from None
     except pickle.UnpicklingError as err:
@@ -370,6 +375,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DistillError(f"{path}: corrupt or truncated checkpoint ({first})") from None
+    except Exception as err:  # noqa: BLE001 - see above: any failure to read the bytes is a damaged file
+        raise DistillError(f"{path}: corrupt or truncated checkpoint ({type(err).__name__} reading it)") from None
 
 
 def save_sealed(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:

@@ -380,6 +380,19 @@ def _put_back(path: Path) -> None:
                    f"(to {backup.name}); the killed run's partial output is gone")
 
 
+def _clear_partial_writes(path: Path) -> None:
+    """Remove what a killed run was writing in `path` when it stopped (a SIGKILL during a save: the temporary file
+    of a resume state or of a model file, a staging folder), before the run resumes there: a rename never came,
+    so no command reads them, and the finished model's folder would keep them for good (a teacher's resume state,
+    hundreds of megabytes). The mark of an unfinished output stays; so do the user's hidden files (a .git)."""
+    for entry in path.iterdir():
+        if entry.name.startswith(".") and _ours_hidden(entry.name) and entry.name != UNFINISHED:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
 def _clear_killed(path: Path) -> None:
     """Remove what a run killed with no time to clean up (SIGKILL, the kernel out of memory) wrote into `path`
     before it had a model, resume state or summary (a run_config.yaml, an export's first files, its temporary
@@ -409,8 +422,14 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 
     With `overwrite` the old content is moved aside to ``.NAME.replaced`` and put back if the run
     fails; it is deleted once the run has finished. Under a launcher rank 0 alone checks, locks
-    and cleans up; the other ranks only learn whether to go on.
+    and cleans up; the other ranks only learn whether to go on. A path naming nothing ('', None: `save_pretrained`
+    and `export_model` pass theirs here as given) is refused: as a path, '' is the current folder.
     """
+    if not isinstance(output, (str, os.PathLike)):
+        raise DistillError(f"give the model's output directory as a path, not {type(output).__name__}")
+    if not os.fspath(output).strip():
+        raise DistillError(f"output directory {os.fspath(output)!r}: an empty or blank path names no folder (as a "
+                           "path, '' is the current folder): give the model's directory")
     path = Path(output)
     inputs = list(inputs)
     backup = moved_aside(path)
@@ -439,6 +458,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         if existed:
             stack.enter_context(_lock(path))
         replace = existed and _refuse_unless(path, overwrite, resume)
+        if resume:
+            _clear_partial_writes(path)
         made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
         with writing(path, folder=True):
             if replace:

@@ -164,6 +164,31 @@ class RunState:
         from distill.models.card import RESUME_FILE
         return Path(self.directory) / RESUME_FILE
 
+    def model_print(self) -> str | None:
+        """Which model the run's folder holds, recorded in the resume state each time an epoch's best model is
+        saved: one digest of the sha256 its card lists for each file but the README (which the run's end
+        rewrites, with its scores, before the summary); None without a readable card."""
+        from distill.models.card import MODEL_CARD
+        from distill.models.readme import README
+        try:
+            files = json.loads((Path(self.directory) / MODEL_CARD).read_text(encoding="utf-8"))["sha256"]
+            listed = {name: digest for name, digest in files.items() if name != README}
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
+
+    def check_best_kept(self, best: dict | None, recorded: str | None) -> None:
+        """A resumed run that no epoch since improved ends on the model in its folder: refused unless that is
+        the model the resume state recorded for its best epoch (`model_print`). A resume state copied in from
+        another run of the same settings (or an older copy of this one's) passes every other check, and named
+        a best epoch the folder's model never was. States that recorded none are not checked."""
+        if best is None or recorded is None or self.model_print() == recorded:
+            return
+        raise ResumeRefused(f"{self.directory}: the model there is not the one the resume state saved for its best "
+                            f"epoch ({best['epoch']}), which no epoch since has beaten: the resume state is another "
+                            f"run's, or the model was replaced; start over with "
+                            f"{named(Output, 'overwrite', 'overwrite=True')}")
+
     def finish(self, write_summary: Callable[[], None]) -> None:
         """Write the finished run's summary, then drop its resume state, with Ctrl-C and SIGTERM held
         between: an interrupt at any moment leaves either the state to resume from or a finished run,
@@ -186,7 +211,17 @@ def rng_state(generator: torch.Generator) -> dict:
     return state
 
 
-def restore_rng_state(state: dict, generator: torch.Generator) -> None:
+def rng_states(generator: torch.Generator) -> list[dict]:
+    """Every rank's random streams (`rng_state`), in rank order, for the resume state: each rank draws its own
+    dropout masks for its share of a batch, so a resumed rank continues its own streams, not rank 0's. A
+    collective under a launcher: every rank calls it."""
+    return distributed.all_gather_objects(rng_state(generator))
+
+
+def restore_rng_state(state: dict | list[dict], generator: torch.Generator) -> None:
+    """Put back what `rng_state` gave, or this rank's streams of what `rng_states` gave."""
+    if isinstance(state, list):
+        state = state[distributed.rank()]
     random.setstate((state["python_version"], tuple(state["python"].tolist()), state["python_gauss"]))
     np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), state["numpy_pos"],
                          state["numpy_has_gauss"], state["numpy_gauss"]))

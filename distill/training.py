@@ -39,7 +39,7 @@ from distill.io import appending, save_sealed, uninterrupted, write_text
 from distill.losses import IGNORE_INDEX, LossSum, combine
 from distill.metrics import SELECTABLE
 from distill.progress import bars_shown, progress_bar, progress_message
-from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_state, runtime_settings
+from distill.provenance import RunState, input_fingerprints, restore_rng_state, rng_states, runtime_settings
 from distill.runtime import MAX_THREADS
 from distill.settings import setting
 
@@ -438,6 +438,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
     scaler = precision.grad_scaler(model.device)
     best, history, stale, first_epoch, step = None, [], 0, 1, 0
     saved = run.saved if run is not None else None
+    best_print = saved.get("best_model") if saved is not None else None  # the folder's model as last saved
+    improved_since = False
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -507,6 +509,8 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                       "train_examples_per_second": round(seen / seconds, 1), "dev": dev}
             if len(tasks) > 1:
                 record["task_batches"] = {name: sum(drawn == name for drawn, _ in batches) for name in tasks}
+            # every rank's random streams (a collective: outside the block below, where SIGTERM is held)
+            streams = rng_states(generator) if run is not None else None
             with uninterrupted():  # the log, the best model and the resume state agree after any interrupt
                 history.append(record)
                 if log_path is not None and main:
@@ -520,9 +524,10 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                 ended = EpochEnd(epoch, step, train_loss, dev, settings.select_metric, score, improved)
                 reports.on_epoch_end(ended)
                 if improved:
-                    best, stale = record, 0
+                    best, stale, improved_since = record, 0, True
                     if main:
                         save_best(record)
+                        best_print = run.model_print() if run is not None else None
                         reports.on_best_saved(ended)
                 else:
                     stale += 1
@@ -533,8 +538,10 @@ def fit_tasks(model: torch.nn.Module, tasks: dict[str, FitTask], optimizer: torc
                         "objectives": {name: task.objective.state_dict() for name, task in tasks.items()},
                         "scheduler": scheduler.state_dict() if scheduler is not None else {},
                         "scaler": scaler.state_dict(), "step": step,
-                        "rng": rng_state(generator), "best": json.dumps(best), "history": json.dumps(history),
-                        "stale": stale, "callbacks": json.dumps(reports.state_dict())})
+                        "rng": streams, "best": json.dumps(best), "history": json.dumps(history),
+                        "stale": stale, "callbacks": json.dumps(reports.state_dict()), "best_model": best_print})
+        if saved is not None and not improved_since:  # it ends on the model in the folder: the best epoch's?
+            run.check_best_kept(best, best_print)
         distributed.barrier()  # no rank returns before rank 0 has saved
         result = {"best": best, "history": history}
         reports.on_train_end({**result, "steps": step})

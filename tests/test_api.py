@@ -387,6 +387,20 @@ def test_save_pretrained_keeps_to_the_output_rules(tmp_path, tiny_classifier_tea
     assert LSTMClassifier.from_pretrained(saved).config.hidden_dim == 4
 
 
+def test_save_pretrained_refuses_a_path_that_names_no_folder(tmp_path, monkeypatch):
+    """save_pretrained('') wrote the model into the working folder (refused only when that held other files);
+    save_pretrained(None) was os.fspath's TypeError."""
+    student = build_student(config_for("lstm", embedding_dim=8, hidden_dim=8), LabelHierarchy(["neg", "pos"]),
+                            ["good film", "bad film"])
+    monkeypatch.chdir(tmp_path)
+    for blank in ("", "  "):
+        with pytest.raises(DistillError, match="an empty or blank path names no folder"):
+            student.save_pretrained(blank)
+    with pytest.raises(DistillError, match="give the model's output directory as a path, not NoneType"):
+        student.save_pretrained(None)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_predict_and_evaluate_refuse_what_they_cannot_read():
     """A string alone was read as one example per character; numbers failed in the tokenizer; an empty
     list failed in torch.stack; gold labels the model lacks were scored as plain misses."""

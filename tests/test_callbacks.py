@@ -287,6 +287,8 @@ MISCONFIGURED = {  # name: (MLFLOW_TRACKING_URI for tmp_path and monkeypatch, th
     # the run was tracked in memory, and nothing of it was kept
     "an in-memory SQLite database": (lambda tmp, mp: "sqlite:///:memory:", "MLFLOW_TRACKING_URI"),
     "a deleted experiment": (deleted_experiment, "MLFLOW_EXPERIMENT_NAME"),
+    # urllib's ValueError traceback, before the run began
+    "no URL (an unclosed IPv6 bracket)": (lambda tmp, mp: "http://[::1", "MLFLOW_TRACKING_URI"),
 }
 
 
@@ -476,3 +478,17 @@ def test_a_tracking_uris_password_is_not_shown(tmp_path, capsys, monkeypatch):
     status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
     assert status == 2 and "tracking server http://me:***@127.0.0.1:" in err and "s3cret" not in err, err
     assert "Connection refused" in err, err  # the address asked, not a host named "me:s3cret@127.0.0.1"
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql+pymysql"])
+def test_a_tracking_database_that_does_not_answer_is_refused_at_once(scheme, tmp_path, capsys, monkeypatch):
+    """MLflow's engine retried a database server that refuses connections for two minutes, a warning at each
+    retry, before the line; its password is not shown."""
+    port = free_port()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"{scheme}://me:s3cret@127.0.0.1:{port}/mlflow")
+    started = time.monotonic()
+    status, err = run_cli(capsys, *STUDENT, "--epochs", "1", "--output", tmp_path / "out")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"tracking database {scheme}://me:***@127.0.0.1:{port}/mlflow does not answer at 127.0.0.1:{port}" in err
+    assert "set MLFLOW_TRACKING_URI to one that runs" in err and "s3cret" not in err, err
+    assert time.monotonic() - started < 30 and not (tmp_path / "out").exists()

@@ -365,6 +365,30 @@ def test_a_node_killed_mid_run_ends_the_run_cleanly_and_resume_continues_it(tiny
     assert not (out / "resume.pt").exists()
 
 
+def test_a_resume_on_two_processes_continues_each_ranks_own_random_streams(tmp_path):
+    """Each rank draws its own dropout masks: the resume state held rank 0's random streams alone, every rank
+    went on with them, and a resumed run with dropout ended on another model than the uninterrupted one."""
+    args = ["student", "--model", "lstm", "--embedding-dim", "16", "--hidden-dim", "16", "--dropout", "0.3",
+            "--train", SAMPLES / "sentiment_train.csv", "--dev", SAMPLES / "sentiment_dev.csv", "--epochs", "3",
+            "--patience", "3", "--batch-size", "2", "--quiet"]
+    torchrun(*args, "--output", tmp_path / "whole")
+    out = tmp_path / "resumed"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+               "procedures.cli", "--threads", "1", *map(str, args), "--output", str(out)]
+    launcher = subprocess.Popen(command, env=TORCHRUN_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (out / "resume.pt").exists():
+        assert launcher.poll() is None and time.monotonic() < deadline, launcher.stderr.read()[-2000:]
+        time.sleep(0.05)
+    time.sleep(0.3)
+    launcher.terminate()  # torchrun passes SIGTERM on to its workers
+    launcher.communicate(timeout=120)
+    assert (out / "resume.pt").exists() and len(dev_metrics(out)) < 3, "the run ended before it was stopped"
+    torchrun(*args, "--output", out, "--resume")
+    assert dev_metrics(out) == dev_metrics(tmp_path / "whole")
+    assert (out / "model.safetensors").read_bytes() == (tmp_path / "whole" / "model.safetensors").read_bytes()
+
+
 def kill_node(node: subprocess.Popen) -> None:
     """SIGKILL a node's launcher and its workers (torchrun starts each in a session of its own): a machine lost."""
     workers = []

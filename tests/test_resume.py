@@ -16,7 +16,7 @@ import torch
 
 from distill.models import load_model
 from tests.conftest import (DEV, SAMPLES, SMALL_LSTM, TRAIN, cli, copy_of, dev_metrics, interrupted_in_epoch_2, kd_with,
-                            nlp_train, run_main, snapshot, with_option, write)
+                            nlp_train, run_main, snapshot, student_on, with_option, write)
 
 
 def kill_after(process: subprocess.Popen, ready, delay: float, timeout: float = 120) -> None:
@@ -172,6 +172,32 @@ def test_resume_refuses_any_change_that_alters_the_result(change, fragment, tmp_
         assert snapshot(out) == before, "a refused resume touched the interrupted run"
 
 
+@pytest.mark.parametrize("content", [b"hi\n", b"\x80\x02.", b"\x80\x02X\x02\x00\x00\x00\xff\xfe.",
+                                     b"\x80\x02J\x01\x00."], ids=["text", "empty-stack", "bad-utf-8", "cut-number"])
+def test_a_resume_state_that_is_no_checkpoint_is_one_line(content, tmp_path, capsys, monkeypatch):
+    """A text or damaged file at resume.pt was torch's unpickler's KeyError, IndexError, UnicodeDecodeError or
+    struct.error traceback (after its warning of the pickle protocol it read)."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    (out / "resume.pt").write_bytes(content)
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "resume.pt: corrupt or truncated checkpoint" in err, err
+
+
+def test_a_resume_clears_what_a_killed_save_left_half_written(tmp_path, capsys, monkeypatch):
+    """A SIGKILL while the resume state or a best model was saved leaves its temporary file or staging folder;
+    the resumed run's finished folder kept them (a teacher's resume state: hundreds of megabytes, never read)."""
+    out = tmp_path / "run"
+    args = interrupted_student(out, TRAIN, capsys, monkeypatch)
+    (out / ".resume.pt.k1x2.tmp").write_bytes((out / "resume.pt").read_bytes()[:1000])
+    (out / ".saving-k3y4").mkdir()
+    (out / ".saving-k3y4" / "model.safetensors").write_bytes(b"\0" * 100)
+    (out / ".gitattributes").write_text("*.safetensors filter=lfs\n")  # the user's: kept
+    cli(*args, "--resume")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".gitattributes"]
+
+
 def test_an_interrupted_run_is_neither_restarted_nor_lost_without_a_choice(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     args = interrupted_student(out, TRAIN, capsys, monkeypatch)
@@ -194,6 +220,62 @@ def test_an_interrupted_run_is_not_used_as_a_model(tmp_path, capsys, monkeypatch
     assert not (out / "eval_metrics.json").exists()
     cli(*args, "--resume")
     assert run_main(capsys, "evaluate", out, DEV)[0] == 0
+
+
+def interrupted_before_its_summary(out: Path, capsys, monkeypatch) -> list:
+    """A student run of 2 epochs stopped by Ctrl-C as it writes its summary: its resume state is of its last epoch,
+    so a resume trains nothing and ends on the model in the folder; returns its argv."""
+    import distill.trainers
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distill.trainers, "_finish_files", interrupt)
+    args = [*student_on(TRAIN, out), "--epochs", "2", "--patience", "2"]
+    assert run_main(capsys, *args)[0] == 130 and (out / "resume.pt").exists()
+    monkeypatch.undo()
+    return args
+
+
+def test_a_resume_that_ends_on_the_folders_model_refuses_one_its_state_did_not_save(tmp_path, capsys, monkeypatch):
+    """A resume state copied in from another run of the same settings, or a model of the same student put in the
+    folder: every file whole, so the resume ended on a model that was never its best epoch's, whose record the
+    summary kept (a model of 0.55 dev accuracy reported as 0.75). The state records the model it saved."""
+    out = tmp_path / "run"
+    args = interrupted_before_its_summary(out, capsys, monkeypatch)
+    cli(*with_option(args, "--output", tmp_path / "other"), "--seed", "7")
+    for name in json.loads((tmp_path / "other" / "distill.json").read_text())["sha256"]:
+        (out / name).write_bytes((tmp_path / "other" / name).read_bytes())
+    (out / "distill.json").write_bytes((tmp_path / "other" / "distill.json").read_bytes())
+    status, err = run_main(capsys, *args, "--resume")
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "the model there is not the one the resume state saved for its best epoch" in err, err
+    assert (out / "resume.pt").exists() and not (out / "train_summary.json").exists()
+
+
+def test_a_resume_of_a_run_stopped_between_its_best_model_and_its_state_is_exact(tmp_path, capsys, monkeypatch):
+    """Stopped after epoch 2's model was saved, before its resume state (a SIGKILL there): the folder's model is
+    newer than the state, and the resume, which trains epoch 2 again and saves it again, ends as the whole run."""
+    import distill.training
+    cli(*student_on(TRAIN, tmp_path / "whole"), "--epochs", "3", "--patience", "3")
+    first, second = (record["accuracy"] for record in dev_metrics(tmp_path / "whole")[:2])
+    assert second > first, "epoch 2 saves no model: the stop would not fall between a model and its state"
+    real_save, saves = distill.training.save_sealed, []
+
+    def save_once(*args, **kwargs):
+        saves.append(1)
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+        real_save(*args, **kwargs)
+
+    monkeypatch.setattr(distill.training, "save_sealed", save_once)
+    args = [*student_on(TRAIN, tmp_path / "run"), "--epochs", "3", "--patience", "3"]
+    assert run_main(capsys, *args)[0] == 130
+    monkeypatch.undo()
+    cli(*args, "--resume")
+    assert dev_metrics(tmp_path / "run") == dev_metrics(tmp_path / "whole")
+    assert (tmp_path / "run" / "model.safetensors").read_bytes() == \
+        (tmp_path / "whole" / "model.safetensors").read_bytes()
 
 
 @pytest.mark.parametrize("damage", ["deleted", "truncated"])
