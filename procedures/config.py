@@ -27,6 +27,9 @@ GLOBALS = "distill.config.globals"  # ctx.meta: the group's options that the fil
 CONFIG_FILE = "distill.config.file"  # ctx.meta: the --config file, an input of the command
 NOT_REPLAYED = ("output", "resume", "overwrite")  # a replay names its own output
 GROUP_OPTIONS = ("threads", "precision")
+# The data files (their parameter names) the commands read, taken as text (a hub:NAME:SPLIT dataset, '-' for stdin): paths all the same.
+DATA_FILES = frozenset({"train_path", "dev_path", "test_path", "unlabeled_path", "input_path", "input_file",
+                        "data_file", "check_data", "llm_shots_from"})
 NO_DEFAULT = getattr(click.core, "UNSET", None)  # click >= 8.3: an option declared without a default
 NATIVE_TYPES = (click.types.IntParamType, click.types.FloatParamType, click.types.BoolParamType, click.Choice,
                 click.Path, click.types.StringParamType)  # casting their value again gives it back
@@ -211,8 +214,7 @@ def _absolute_paths(param: click.Option, key: str, value: Any) -> Any:
     from distill.models.transformer_student import FROM_TEACHER
     if key == "encoder" and value == FROM_TEACHER:  # a student's layers from its teacher, even beside such a folder
         return value
-    from procedures.options import DATA_FILES  # options that may name a local file or something else (hub:...)
-    return _absolute(value) if param.name in DATA_FILES or key == "encoder" else value
+    return _absolute(value) if param.name in DATA_FILES or key == "encoder" else value  # hub: names aside
 
 
 def _plain(value: Any) -> bool:

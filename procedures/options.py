@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from distill.data import DataOptions
 from distill.runtime import Output, Runtime
 from distill.settings import field_of
+from procedures.config import CONFIG_FILE, DATA_FILES, option_name, set_in_file
 from procedures.settings_cli import FiniteFloatRange, field_option
 
 
@@ -27,7 +28,6 @@ LEARNING_RATE = FiniteFloatRange(min=0, max=1, min_open=True)
 def given(context: click.Context, name: str) -> bool:
     """Whether the user set option `name` (rather than it taking its default): on the command line, or in
     the --config file to other than its default (a run's run_config.yaml lists the defaults too)."""
-    from procedures.config import set_in_file
     source = context.get_parameter_source(name)
     return source is not None and (source.name in ("COMMANDLINE", "ENVIRONMENT") or
                                    source.name == "DEFAULT_MAP" and set_in_file(context, name))
@@ -79,9 +79,6 @@ def refuse_repeated_options(command: click.Command, ctx: click.Context, args: li
         seen[single[name].name] = name
 
 
-# The data files the commands read, taken as text (a hub:NAME:SPLIT dataset, '-' for stdin): paths all the same.
-DATA_FILES = frozenset({"train_path", "dev_path", "test_path", "unlabeled_path", "input_path", "input_file",
-                        "data_file", "check_data", "llm_shots_from"})
 
 
 def refuse_empty_paths(command: click.Command, ctx: click.Context) -> None:
@@ -109,7 +106,6 @@ class OnceCommand(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         """The command, its --config file an input that no output may replace (`distill.outputs.reading`)."""
-        from procedures.config import CONFIG_FILE
         if ctx.meta.get(CONFIG_FILE) is None:  # the library loads with the command's own work, not before
             refuse_empty_paths(self, ctx)
             return super().invoke(ctx)
@@ -125,7 +121,6 @@ class OnceCommand(click.Command):
 def _from_file(ctx: click.Context, err: click.UsageError) -> click.UsageError:
     """A refusal that names options the --config file set (`--temperature` judged beside `--kd-loss`) says so, as
     the user wrote no such flag: the keys and the file are added."""
-    from procedures.config import CONFIG_FILE, option_name
     named = set(re.findall(r"--[a-z][a-z0-9-]*", err.format_message()))
     keys = [option_name(param) for param in ctx.command.params if isinstance(param, click.Option)
             and set(param.opts) & named and ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT_MAP]
