@@ -234,11 +234,12 @@ def _ours_hidden(name: str) -> bool:
 def _written_by_distill(path: Path, listed: set[str]) -> bool:
     """Whether `path`, in a run's folder, is what a run writes there (its files, those its card lists) or an
     `evaluate` result of the model: one that names this folder, or under evaluate's own default name (the
-    folder may have been renamed since). Anything else may be the user's work, pseudo-label output too (it
+    folder may have been renamed since), whatever its name ends in, as evaluate itself knows its results
+    (`distill.evaluation.is_metrics_file`). Anything else may be the user's work, pseudo-label output too (it
     may have been corrected by hand, or be an interrupted run's part to resume): never deleted."""
     if path.name in RUN_FILES or path.name in listed:
         return True
-    if path.suffix != ".json" or not path.is_file():
+    if not path.is_file():
         return False
     try:
         with open(path, "rb") as handle:

@@ -117,6 +117,14 @@ def test_ordinary_unlabeled_text_is_not_mistaken_for_another_format(tmp_path, co
     assert sniff_unlabeled(content.splitlines()) is None
 
 
+def test_hub_dataset_as_unlabeled_input_is_refused_by_name():
+    """predict (and pseudo-label, --unlabeled) read unlabeled files only: hub:NAME:SPLIT was 'file not found',
+    though troubleshooting.md sends a test split without gold labels to predict."""
+    for task in ("classification", "tagging"):
+        with pytest.raises(DataError, match="hub:glue:sst2:test: a hub dataset is read as labelled data"):
+            next(iter_unlabeled("hub:glue:sst2:test", task))
+
+
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["cr", "crlf", "lf"])
 def test_unlabeled_files_split_at_every_line_end(end, tmp_path):
     """A file with old Mac line ends (\\r) was one example (tagging: one sentence of every word), while the

@@ -86,6 +86,10 @@ MODEL_DAMAGE = [
      "its files do not make a model"),
     *[(f"student-card-version-{version!r}", "student", lambda d, v=version: _edit_card(d, lambda c: c.update(
         format_version=v)), "is not a version (1, 2, ...)") for version in ("2", 2.0, None, True, -7)],
+    *[(f"student-card-{field}-not-a-name", "student", lambda d, f=field: _edit_card(d, lambda c: c.update({f: 5})),
+       f"its field {field!r} is 5, not a name") for field in ("class", "model", "task")],
+    ("teacher-card-model-a-list", "teacher", lambda d: _edit_card(d, lambda c: c.update(model=["Teacher"])),
+     "its field 'model' is [\"Teacher\"], not a name"),
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
     ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
     ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),

@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator
 
-from distill.data.checks import (MAX_EXAMPLE_CHARS, _check_length, _check_visible, _format, _json_kind, _json_records,
-                                 _json_words, _parsed, _require_columns, _split_lines, _surrogate_free, _wrong_task,
-                                 require_file)
+from distill.data.checks import (HUB_PREFIX, MAX_EXAMPLE_CHARS, _check_length, _check_visible, _format, _json_kind,
+                                 _json_records, _json_words, _parsed, _require_columns, _split_lines, _surrogate_free,
+                                 _wrong_task, require_file)
 from distill.data.conll import _is_conllu
 from distill.errors import DataError
 from distill.labels import shows_nothing as _invisible
@@ -239,8 +239,13 @@ def iter_unlabeled(path: str, task: str, text_column: str = "text",
 
     Tagging examples are token lists (plain lines are split on spaces). Blank lines are skipped. A file
     not named .jsonl whose first lines look like CoNLL, CoNLL-U, CSV, TSV or JSON lines is refused
-    (`sniff_unlabeled`): read line by line, its tags, header or braces would become examples.
+    (`sniff_unlabeled`): read line by line, its tags, header or braces would become examples. A hub dataset
+    (``hub:NAME:SPLIT``), which only the labelled readers load, is refused by name, not as a missing file.
     """
+    if str(path).startswith(HUB_PREFIX):
+        raise DataError(path, "a hub dataset is read as labelled data (evaluate, compare, training); unlabeled input "
+                              "(predict, pseudo-label, kd's unlabeled data) is a file: one example per line or JSONL, "
+                              "e.g. written with datasets' Dataset.to_json")
     require_file(path)
     fmt = _format(path)
     if fmt in ("csv", "tsv", "conll"):

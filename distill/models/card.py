@@ -34,6 +34,8 @@ SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teac
 ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
 LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
+# Card fields naming what loads the model (its class, registered name, task, export format): strings where given
+NAME_FIELDS = ("model", "class", "task", "format")
 
 __all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card",
            "rewrite_readme", "verify_model_files", "weights_sha256", "write_model_card"]
@@ -121,6 +123,10 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     if version > CARD_VERSION:
         raise DistillError(f"{directory / MODEL_CARD}: format version {version} is newer than this distill reads "
                            f"({CARD_VERSION}); upgrade distill")
+    named = next((field for field in NAME_FIELDS if field in card and not isinstance(card[field], str)), None)
+    if named is not None:  # the card holds no checksum of itself: a hand-edited name fails here, not as a TypeError
+        raise DistillError(f"{directory / MODEL_CARD}: its field {named!r} is {json.dumps(card[named])[:40]}, not a "
+                           "name (a string); restore the card from a good copy or retrain")
     return card
 
 
