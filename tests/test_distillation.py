@@ -381,6 +381,27 @@ def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher
     assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
 
 
+def test_a_cache_shard_whose_shapes_were_edited_is_recomputed_not_trusted(tiny_classifier_teacher, tmp_path):
+    """The shard's checksum covered its values, not their shapes: a header edited from logits (20, 2) to (40, 1)
+    (the same bytes) was trusted, and pseudo-label wrote one logit per example of a two-label teacher, labels
+    and confidences of other examples' halves."""
+    import struct
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    pseudo_label(tiny_classifier_teacher, str(texts), str(tmp_path / "a.jsonl"), with_logits=True, progress=False,
+                 cache_dir=str(tmp_path / "cache"))
+    [shard] = (tmp_path / "cache").rglob("*.safetensors")
+    data = shard.read_bytes()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = data[8:8 + size].replace(b'"shape":[20,2]', b'"shape":[40,1]')
+    assert len(header) == size and header != data[8:8 + size]
+    shard.write_bytes(data[:8] + header + data[8 + size:])
+    counts = pseudo_label(tiny_classifier_teacher, str(texts), str(tmp_path / "b.jsonl"), with_logits=True,
+                          progress=False, cache_dir=str(tmp_path / "cache"))
+    assert counts["cached"] == 0
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
+
+
 @pytest.mark.parametrize("student, teacher, targets, message", [
     ((4, 2), (4, 3), [0, 1, 0, 1], "the teacher scores 3 labels, the student 2: build the student with the teacher's"),
     ((4, 2), (4, 5, 2), [0, 1, 0, 1], "the loss takes (batch, labels) logits, or (batch, words, labels)"),
