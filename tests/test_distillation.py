@@ -1,5 +1,6 @@
 """Distillation: the composed loss, teacher/student alignment, the logit cache, pseudo-labelling."""
 
+import functools
 import json
 import re
 
@@ -399,6 +400,27 @@ def test_a_cache_shard_whose_shapes_were_edited_is_recomputed_not_trusted(tiny_c
     counts = pseudo_label(tiny_classifier_teacher, str(texts), str(tmp_path / "b.jsonl"), with_logits=True,
                           progress=False, cache_dir=str(tmp_path / "cache"))
     assert counts["cached"] == 0
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
+
+
+def test_a_damaged_cache_shard_does_not_hide_the_shard_written_again_beside_it(tiny_classifier_teacher, tmp_path):
+    """A key's first shard by name was the only one looked up: a damaged shard of 20 examples hid the whole
+    shard written again for 5 of them, and every later run recomputed those 5 (the newest shard won only in
+    the run that wrote it)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    first = tmp_path / "first.txt"
+    first.write_text("".join(texts.read_text().splitlines(keepends=True)[:5]))
+    cache = str(tmp_path / "cache")
+    label = functools.partial(pseudo_label, tiny_classifier_teacher, progress=False, cache_dir=cache, overwrite=True)
+    label(str(texts), str(tmp_path / "all.jsonl"))
+    [damaged] = (tmp_path / "cache").rglob("*.safetensors")
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0x40  # one logit's value changes; the keys still read
+    damaged.write_bytes(bytes(data))
+    damaged.rename(damaged.with_name(f"0{damaged.name}"))  # first by name, before the shard written for the 5
+    assert label(str(first), str(tmp_path / "a.jsonl"))["cached"] == 0
+    assert label(str(first), str(tmp_path / "b.jsonl"))["cached"] == 5
     assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
 
 
