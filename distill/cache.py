@@ -84,8 +84,15 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     if folder.exists() and not folder.is_dir():
         raise DistillError(f"{cache_dir}: is {what_is(folder)}; the logit cache is a folder")
     check_folder(given, cache_dir)
+    check_writable(folder, cache_dir)
+
+
+def check_writable(folder: Path, cache_dir: str) -> None:
+    """The cache writes shards in `folder` (the cache, or a teacher's folder in it; `cache_dir` names the cache):
+    it, or the folder it will be made in, is writable by this user, found before the teacher's pass and not at
+    its first shard."""
     existing = next(path for path in (folder, *folder.parents) if path.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):  # found before the teacher's pass, not at its first shard
+    if not os.access(existing, os.W_OK | os.X_OK):
         raise DistillError(f"{cache_dir}: {existing} is not writable by this user, and the logit cache writes there; "
                            f"give a cache folder you may write ({option('--cache-dir', 'cache_dir=')}, or "
                            f"${CACHE_ENV})")
@@ -124,6 +131,7 @@ class LogitStore:
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
+        check_writable(self.folder.expanduser().resolve(), _named(cache_dir)[1])  # made by another user, perhaps
         self._where: dict[bytes, Path] | None = None
         self._also: dict[bytes, list[Path]] = {}
         self._damaged: set[Path] = set()  # shards `lookup` found damaged: their keys are looked up elsewhere
