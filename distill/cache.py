@@ -84,8 +84,15 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     if folder.exists() and not folder.is_dir():
         raise DistillError(f"{cache_dir}: is {what_is(folder)}; the logit cache is a folder")
     check_folder(given, cache_dir)
+    check_writable(folder, cache_dir)
+
+
+def check_writable(folder: Path, cache_dir: str) -> None:
+    """The cache writes shards in `folder` (the cache, or a teacher's folder in it; `cache_dir` names the cache):
+    it, or the folder it will be made in, is writable by this user, found before the teacher's pass and not at
+    its first shard."""
     existing = next(path for path in (folder, *folder.parents) if path.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):  # found before the teacher's pass, not at its first shard
+    if not os.access(existing, os.W_OK | os.X_OK):
         raise DistillError(f"{cache_dir}: {existing} is not writable by this user, and the logit cache writes there; "
                            f"give a cache folder you may write ({option('--cache-dir', 'cache_dir=')}, or "
                            f"${CACHE_ENV})")
@@ -124,9 +131,14 @@ class LogitStore:
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
+        check_writable(self.folder.expanduser().resolve(), _named(cache_dir)[1])  # made by another user, perhaps
         self._where: dict[bytes, Path] | None = None
+        self._also: dict[bytes, list[Path]] = {}
+        self._damaged: set[Path] = set()  # shards `lookup` found damaged: their keys are looked up elsewhere
 
     def _index(self) -> dict[bytes, Path]:
+        """Each key's first shard; the rare key that more shards hold (one written again beside a damaged shard,
+        or by two runs at once) has the others in `_also`, for `lookup` to pass on to when the first is damaged."""
         if self._where is None:
             self._where = {}
             for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
@@ -135,27 +147,43 @@ class LogitStore:
                         keys = handle.get_tensor("keys")
                 except (SafetensorError, OSError, ValueError):
                     continue  # unreadable: as if absent (its examples are computed afresh)
-                for key in keys.numpy():
-                    self._where.setdefault(bytes(key), shard)
+                for key in map(bytes, keys.numpy()):
+                    self._index_shard(key, shard)
         return self._where
+
+    def _index_shard(self, key: bytes, shard: Path) -> None:
+        """Index `shard` as holding `key`: its first shard, or one more."""
+        first = self._where.setdefault(key, shard)
+        if first != shard and shard not in self._also.get(key, ()):
+            self._also.setdefault(key, []).append(shard)
+
+    def _shard(self, key: bytes) -> Path | None:
+        """The first shard holding `key` that `lookup` has not found damaged."""
+        index = self._index()
+        held = [index[key], *self._also.get(key, ())] if key in index else []
+        return next((shard for shard in held if shard not in self._damaged), None)
 
     def holds(self, key: bytes) -> bool:
         """Whether the store has the logits of example `key`, by its index (a shard found damaged later, at
         `lookup`, has its examples computed afresh)."""
-        return key in self._index()
+        return self._shard(key) is not None
 
     def lookup(self, keys: set[bytes]) -> dict[bytes, PerExample]:
-        """The cached (logits, scored) of those `keys` the store holds."""
-        index = self._index()
+        """The cached (logits, scored) of those `keys` the store holds: a key of a damaged shard is looked up in
+        its other shards, and counts as missing where none is whole."""
         found: dict[bytes, PerExample] = {}
-        for shard in sorted({index[key] for key in keys if key in index}):
-            tensors = load_checked_tensors(shard)
-            if tensors is None:
-                continue  # damaged: its examples count as missing and are computed afresh
-            results = ExampleLogits.from_dict(tensors)
-            for row, key in enumerate(bytes(k) for k in tensors["keys"].numpy()):
-                if key in keys and key not in found:
-                    found[key] = results.example(row)
+        read: set[Path] = set()
+        while shards := sorted({self._shard(key) for key in keys - found.keys()} - read - {None}):
+            for shard in shards:
+                read.add(shard)
+                tensors = load_checked_tensors(shard)
+                if tensors is None:
+                    self._damaged.add(shard)
+                    continue
+                results = ExampleLogits.from_dict(tensors)
+                for row, key in enumerate(bytes(k) for k in tensors["keys"].numpy()):
+                    if key in keys and key not in found:
+                        found[key] = results.example(row)
         return found
 
     def add(self, keys: list[bytes], results: ExampleLogits) -> Path | None:
@@ -166,8 +194,10 @@ class LogitStore:
         path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
         make_folder(self.folder)
         save_checked_tensors(path, tensors)
-        index = self._index()
-        index.update(dict.fromkeys(keys, path))  # the newest shard wins over a damaged older one
+        self._damaged.discard(path)  # written whole over a damaged shard of the same examples
+        self._index()
+        for key in keys:
+            self._index_shard(key, path)
         return path
 
 

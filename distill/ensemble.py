@@ -62,7 +62,11 @@ def ensemble_weights(weights: Sequence[float] | None, teachers: int) -> list[flo
     if len(weights) != teachers:
         raise DistillError(f"{named} gives {len(weights)} weights for {teachers} teachers: give one per teacher, in "
                            "the teachers' order")
-    return [w / sum(weights) for w in weights]
+    total = sum(weights)
+    if not math.isfinite(total):  # weights each finite but summing past the largest float: their ratios are meant
+        weights = [w / max(weights) for w in weights]
+        total = sum(weights)
+    return [w / total for w in weights]
 
 
 def _identity(source: object) -> object:

@@ -322,21 +322,29 @@ def content_fingerprint(description: dict, tensors: dict[str, torch.Tensor]) -> 
     return hashlib.sha256((reading + tensors_sha256(tensors)).encode()).hexdigest()[:40]
 
 
+def _checked_sha256(tensors: dict[str, torch.Tensor]) -> str:
+    """The checksum `save_checked_tensors` records: the values (`tensors_sha256`) and each tensor's shape, which
+    the file's header holds apart from them (the same bytes under another shape are other values)."""
+    shapes = json.dumps({name: list(tensors[name].shape) for name in sorted(tensors)})
+    return hashlib.sha256(f"{tensors_sha256(tensors)}:{shapes}".encode()).hexdigest()
+
+
 def save_checked_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor]) -> None:
-    """`save_tensors` with the values' checksum in the file's metadata, for `load_checked_tensors`."""
-    save_tensors(path, tensors, {"sha256": tensors_sha256(tensors)})
+    """`save_tensors` with a checksum of the values and their shapes in the file's metadata, for
+    `load_checked_tensors`."""
+    save_tensors(path, tensors, {"sha256": _checked_sha256(tensors)})
 
 
 def load_checked_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor] | None:
-    """What `save_checked_tensors` wrote, or None when the file is damaged (unreadable, or its values
-    differ from their checksum): for derived files that are recomputed rather than trusted."""
+    """What `save_checked_tensors` wrote, or None when the file is damaged (unreadable, or its values or
+    their shapes differ from their checksum): for derived files that are recomputed rather than trusted."""
     try:
         with safe_open(str(path), framework="pt") as handle:
             expected = (handle.metadata() or {}).get("sha256")
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError):
         return None
-    return tensors if expected == tensors_sha256(tensors) else None
+    return tensors if expected == _checked_sha256(tensors) else None
 
 
 def load_tensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:

@@ -1,5 +1,6 @@
 """Distillation: the composed loss, teacher/student alignment, the logit cache, pseudo-labelling."""
 
+import functools
 import json
 import re
 
@@ -379,6 +380,48 @@ def test_a_damaged_logit_cache_is_recomputed_not_trusted(tiny_classifier_teacher
     summary = json.loads((tmp_path / "b" / "train_summary.json").read_text())
     assert summary["cached_examples"] == 0
     assert dev_metrics(tmp_path / "b") == dev_metrics(tmp_path / "a")
+
+
+def test_a_cache_shard_whose_shapes_were_edited_is_recomputed_not_trusted(tiny_classifier_teacher, tmp_path):
+    """The shard's checksum covered its values, not their shapes: a header edited from logits (20, 2) to (40, 1)
+    (the same bytes) was trusted, and pseudo-label wrote one logit per example of a two-label teacher, labels
+    and confidences of other examples' halves."""
+    import struct
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    pseudo_label(tiny_classifier_teacher, str(texts), str(tmp_path / "a.jsonl"), with_logits=True, progress=False,
+                 cache_dir=str(tmp_path / "cache"))
+    [shard] = (tmp_path / "cache").rglob("*.safetensors")
+    data = shard.read_bytes()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = data[8:8 + size].replace(b'"shape":[20,2]', b'"shape":[40,1]')
+    assert len(header) == size and header != data[8:8 + size]
+    shard.write_bytes(data[:8] + header + data[8 + size:])
+    counts = pseudo_label(tiny_classifier_teacher, str(texts), str(tmp_path / "b.jsonl"), with_logits=True,
+                          progress=False, cache_dir=str(tmp_path / "cache"))
+    assert counts["cached"] == 0
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
+
+
+def test_a_damaged_cache_shard_does_not_hide_the_shard_written_again_beside_it(tiny_classifier_teacher, tmp_path):
+    """A key's first shard by name was the only one looked up: a damaged shard of 20 examples hid the whole
+    shard written again for 5 of them, and every later run recomputed those 5 (the newest shard won only in
+    the run that wrote it)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    first = tmp_path / "first.txt"
+    first.write_text("".join(texts.read_text().splitlines(keepends=True)[:5]))
+    cache = str(tmp_path / "cache")
+    label = functools.partial(pseudo_label, tiny_classifier_teacher, progress=False, cache_dir=cache, overwrite=True)
+    label(str(texts), str(tmp_path / "all.jsonl"))
+    [damaged] = (tmp_path / "cache").rglob("*.safetensors")
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0x40  # one logit's value changes; the keys still read
+    damaged.write_bytes(bytes(data))
+    damaged.rename(damaged.with_name(f"0{damaged.name}"))  # first by name, before the shard written for the 5
+    assert label(str(first), str(tmp_path / "a.jsonl"))["cached"] == 0
+    assert label(str(first), str(tmp_path / "b.jsonl"))["cached"] == 5
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
 
 
 @pytest.mark.parametrize("student, teacher, targets, message", [

@@ -123,6 +123,13 @@ def test_teacher_weights_are_normalised():
     assert ensemble_weights(None, 1) is None
 
 
+def test_teacher_weights_too_large_to_sum_keep_their_ratio():
+    """Two weights of 1e308 summed to inf, and each normalised to 0: the mixture of no teacher labelled every
+    example with the first label at confidence 1/K."""
+    assert ensemble_weights([1e308, 1e308], 2) == [0.5, 0.5]
+    assert ensemble_weights([1.5e308, 0.5e308, 1e308], 3) == pytest.approx([0.5, 1 / 6, 1 / 3])
+
+
 def test_what_an_ensemble_cannot_do_is_refused(tiny_classifier_teacher, tmp_path):
     teachers = [tiny_classifier_teacher, str(copy_of(tiny_classifier_teacher, tmp_path, "copy"))]
     for settings, message in [({"online_teacher": True}, "drop online_teacher=True, or give one teacher"),

@@ -393,6 +393,24 @@ def test_a_cache_folder_this_user_may_not_write_is_refused_before_the_teachers_p
                    "logit cache writes there; give a cache folder you may write (--cache-dir")
 
 
+@pytest.mark.parametrize("command", ["kd", "pseudo-label"])
+def test_a_teachers_cache_folder_this_user_may_not_write_is_refused_before_the_teachers_pass(
+        command, tiny_classifier_teacher, tmp_path, capsys, monkeypatch):
+    """A shared cache that this user may write, whose folder of this teacher another user made (umask 022), was
+    found only at the first shard, after the teacher's pass (kd's over the whole transfer set): the check looked
+    at the cache folder alone. Judged by os.access, faked here: as root every folder is writable."""
+    cache = tmp_path / "cache"
+    cli(*pseudo_label_args(tiny_classifier_teacher, tmp_path / "first.jsonl", "--cache-dir", cache))
+    [teachers] = cache.iterdir()
+    real_access = os.access
+    monkeypatch.setattr("distill.cache.os.access", lambda path, mode: Path(path) != teachers
+                        and real_access(path, mode))
+    argv = kd_args(tiny_classifier_teacher, tmp_path / "kd", "--cache-dir", cache) if command == "kd" else \
+        pseudo_label_args(tiny_classifier_teacher, tmp_path / "p.jsonl", "--cache-dir", cache)
+    assert_refused(capsys, argv, tmp_path, f"cache: {teachers} is not writable by this user, and the logit cache "
+                   "writes there; give a cache folder you may write (--cache-dir")
+
+
 @pytest.mark.parametrize("inner", ["config.json", "sub"])
 def test_a_resumed_run_refuses_a_link_inside_its_encoder_folder(inner, tmp_path):
     """A resumed teacher checked its own files but not encoder/: a finished model kept encoder/config.json as a
