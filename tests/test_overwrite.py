@@ -37,8 +37,9 @@ def test_a_model_that_a_killed_overwrite_run_moved_aside_is_put_back(left, tmp_p
 
 def test_overwrite_replaces_a_model_beside_its_evaluate_results_only(tiny_classifier_teacher, tmp_path, capsys):
     """The model's evaluate results, under any name evaluate was given, are no reason to refuse --overwrite (under
-    evaluate's default name also once the folder was renamed); anything else may be the user's work and is refused, pseudo-label output too (it
-    may have been corrected by hand, or be a part to resume), and a JSON that merely looks like a result."""
+    evaluate's default name also once the folder was renamed); anything else may be the user's work and is
+    refused, pseudo-label output too (it may have been corrected by hand, or be a part to resume), and a JSON that
+    merely looks like a result."""
     model = tmp_path / "student"
     args = ["student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", model]
     cli(*args)
