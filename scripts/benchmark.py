@@ -11,8 +11,8 @@ it instead of training it again, and a finished teacher of other data at a run's
 The report (Markdown, JSON, PNG plots) is rendered from whatever stages have finished; missing ones
 are marked as such. A run spread over sessions may be resumed with newer code: OUT/segments.json keeps each
 commit it was started with (when, for which tasks), and the report's header names them. Processes may share
-one --out (one a task, or one task's students split between them with --students): a stage one runs, another
-waits for and then skips.
+one --out (one a task, or several over one task): a stage one runs, another waits for and then skips, except the
+students' runs, where it trains the next one meanwhile and comes back to wait for those held at the end.
 
     python scripts/benchmark.py                      # full run on data/ (make data first)
     python scripts/benchmark.py --quick              # minutes: subsets, fewer epochs
@@ -192,14 +192,14 @@ class Bench:
         return self.execute and not done.exists()
 
     @contextlib.contextmanager
-    def claimed(self, done: Path) -> Iterator[None]:
+    def claimed(self, done: Path, wait: bool = True) -> Iterator[bool]:
         """Hold the stage whose output is `done` for this process while it is checked and run: processes started
         together over the same task (each given some of its students) reach the stages they share, and the second
-        waits for the first, then finds the stage done, instead of both writing one folder. Reentrant (a teacher
-        stage holds its own while it reuses and trains); the lock is a file under OUT/.locks, released when the
-        process ends however it ends."""
+        waits for the first, then finds the stage done, instead of both writing one folder; with `wait` off it
+        yields False at once where another process holds it. Reentrant (a teacher stage holds its own while it
+        reuses and trains); the lock is a file under OUT/.locks, released when the process ends however it ends."""
         if not self.execute or done in self.held:
-            yield
+            yield True
             return
         import fcntl
         folder = self.out / ".locks"
@@ -210,11 +210,14 @@ class Bench:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                if not wait:
+                    yield False
+                    return
                 log(f"wait (another process runs it): {shown(done)}")
                 fcntl.flock(lock, fcntl.LOCK_EX)
             self.held.add(done)
             try:
-                yield
+                yield True
             finally:
                 self.held.discard(done)
 
@@ -222,15 +225,32 @@ class Bench:
         """List `stage` and run it unless done; a stage killed part-way resumes from its last epoch where
         it left a resume state, else starts over."""
         self.model_stages.append(stage)
-        with self.claimed(stage.done):
+        self.run_stage(stage)
+
+    def model_stages_shared(self, stages: list[Stage]) -> None:
+        """List `stages` and run those not done, each one another process runs left for last: processes over one
+        task's students (two, say, each given them all) train different ones side by side, then each waits for
+        those the other held, and finds them done (or finishes one whose process stopped)."""
+        self.model_stages.extend(stages)
+        held_elsewhere = [stage for stage in stages if not self.run_stage(stage, wait=False)]
+        for stage in held_elsewhere:
+            self.run_stage(stage)
+
+    def run_stage(self, stage: Stage, wait: bool = True) -> bool:
+        """Run `stage` unless done: False (and nothing run) where another process holds it and `wait` is off."""
+        with self.claimed(stage.done, wait) as held:
+            if not held:
+                log(f"later (another process runs it): {shown(stage.output)}")
+                return False
             if not self.pending(stage.done):
-                return
+                return True
             from distill.models.card import RESUME_FILE
             output = stage.output
             partial = stage.command != "evaluate" and output.is_dir() and any(output.iterdir())
             resume = partial and (output / RESUME_FILE).exists()
             log(f"run: nlp-train {stage.command}{' (resumed)' if resume else ''} -> {shown(output)}")
             stage.run(self.env, resume=resume, overwrite=partial and not resume)
+            return True
 
     def stage(self, path: Path, compute, covers: Callable[[dict], bool] | None = None) -> None:
         """Run `compute` and store its JSON at `path`, unless a finished run left it there; given `covers`,
@@ -326,17 +346,18 @@ class Bench:
             self.model_stage(Stage("evaluate", {"output": output / "test_metrics.json"}, (output, test)))
 
     def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path) -> dict[str, Path]:
-        """Every variant of each of `students` (`variants`), trained unless done: each run's folder by name."""
-        args, runs = self.args, {}
+        """Every variant of each of `students` (`variants`), trained unless done, those another process trains
+        left for last (`model_stages_shared`): each run's folder by name."""
+        args, runs, stages = self.args, {}, []
         for student in students:
             common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
                       **({"epochs": args.student_epochs} if args.student_epochs else {}),
                       **({"crf": True} if student == "lstm-tagger" and args.crf else {}),
                       **({"layers": args.transformer_layers} if student in TRANSFORMER_STUDENTS else {})}
             for name, (command, head) in self.variants(key, student, teacher).items():
-                output = self.out / key / name
-                self.model_stage(Stage(command, {**head, **common, "output": output}))
-                runs[name] = output
+                runs[name] = self.out / key / name
+                stages.append(Stage(command, {**head, **common, "output": runs[name]}))
+        self.model_stages_shared(stages)
         return runs
 
     def teacher_stage(self, spec: dict, train: Path, dev: Path, output: Path, seed: int) -> None:

@@ -400,6 +400,34 @@ def test_a_stage_another_process_runs_is_waited_for_then_found_done_not_run_twic
     assert runs == []
 
 
+def test_processes_over_one_tasks_students_train_other_ones_then_wait_for_those_held(bench_data, tmp_path,
+                                                                                     monkeypatch):
+    """Two processes given one task's students: the second leaves the stage the first trains for last and trains the
+    next one meanwhile, then waits for the first's, and finds it done: side by side, nothing done twice."""
+    import threading
+    argv = ["--data", str(bench_data), "--out", str(tmp_path), "--train-threads", "1"]
+    first, second = (benchmark.Bench(benchmark.parse_args(argv)) for _ in range(2))
+    trained, waiting = [], threading.Event()
+
+    def train(stage, env, resume=False, overwrite=False) -> None:
+        trained.append(stage.output.name)
+        benchmark.write_json(stage.done, {})
+
+    monkeypatch.setattr(benchmark.Stage, "run", train)
+    real_log = benchmark.log
+    monkeypatch.setattr(benchmark, "log", lambda message: (real_log(message), "wait (another" in message
+                                                           and waiting.set()))
+    stages = [benchmark.Stage("student", {"model": "lstm", "output": tmp_path / "rt" / name}) for name in "ab"]
+    with first.claimed(stages[0].done):
+        thread = threading.Thread(target=second.model_stages_shared, args=(stages,))
+        thread.start()
+        assert waiting.wait(timeout=60), "the second process did not come back to wait for the stage held"
+        assert trained == ["b"]  # trained while the first process held a
+        train(stages[0], first.env)  # the first process finishes a
+    thread.join()
+    assert trained == ["b", "a"] and second.model_stages == stages  # a trained once, by the first; listed once
+
+
 def test_teachers_are_reused_by_content_across_runs_and_refused_when_the_data_changed(
         bench_data, tiny_classifier_teacher, tmp_path, monkeypatch, capsys):
     """A run split over sessions (another --out, one store of teachers) trains each teacher once: one of the same
