@@ -123,9 +123,9 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     if version > CARD_VERSION:
         raise DistillError(f"{directory / MODEL_CARD}: format version {version} is newer than this distill reads "
                            f"({CARD_VERSION}); upgrade distill")
-    named = next((field for field in NAME_FIELDS if field in card and not isinstance(card[field], str)), None)
-    if named is not None:  # the card holds no checksum of itself: a hand-edited name fails here, not as a TypeError
-        raise DistillError(f"{directory / MODEL_CARD}: its field {named!r} is {json.dumps(card[named])[:40]}, not a "
+    edited = next((field for field in NAME_FIELDS if field in card and not isinstance(card[field], str)), None)
+    if edited is not None:  # the card holds no checksum of itself: a hand-edited name fails here, not as a TypeError
+        raise DistillError(f"{directory / MODEL_CARD}: its field {edited!r} is {json.dumps(card[edited])[:40]}, not a "
                            "name (a string); restore the card from a good copy or retrain")
     return card
 
