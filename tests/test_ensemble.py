@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from distill import DistillError, Distiller, Output, Runtime, TeacherStudentDistill, TrainSettings
+from distill import DistillError, Distiller, Runtime, TeacherStudentDistill, TrainSettings
 from distill.ensemble import EnsembleTeacherLogits, ensemble_logits, ensemble_mixtures, ensemble_weights
 from distill.inference import ExampleLogits, predict_logits
 from distill.labels import LabelHierarchy
