@@ -209,10 +209,13 @@ class Bench:
         with open(folder / (name.replace(os.sep, "%") + ".lock"), "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free = True
             except BlockingIOError:
-                if not wait:
-                    yield False
-                    return
+                free = False
+            if not free and not wait:
+                yield False
+                return
+            if not free:
                 log(f"wait (another process runs it): {shown(done)}")
                 fcntl.flock(lock, fcntl.LOCK_EX)
             self.held.add(done)
