@@ -230,12 +230,15 @@ class Bench:
         self.model_stages.append(stage)
         self.run_stage(stage)
 
-    def model_stages_shared(self, stages: list[Stage]) -> None:
+    def model_stages_shared(self, stages: list[Stage], meanwhile: Callable[[set[Path]], None] | None = None) -> None:
         """List `stages` and run those not done, each one another process runs left for last: processes over one
         task's students (two, say, each given them all) train different ones side by side, then each waits for
-        those the other held, and finds them done (or finishes one whose process stopped)."""
+        those the other held, and finds them done (or finishes one whose process stopped). `meanwhile`, given the
+        outputs held elsewhere, runs before the wait: the stages that need none of them run while the other trains."""
         self.model_stages.extend(stages)
         held_elsewhere = [stage for stage in stages if not self.run_stage(stage, wait=False)]
+        if meanwhile:
+            meanwhile({stage.output for stage in held_elsewhere})
         for stage in held_elsewhere:
             self.run_stage(stage)
 
@@ -309,7 +312,9 @@ class Bench:
         """The task's stages. The first student (the search's latency budget, the ensemble's student) and the
         static student (beside model2vec) train first, then the search, the ensemble (each model scored on test
         as soon as these are done) and the int8 teacher's bulk pass, then the other students: a run spread over
-        several sessions measures the comparisons of the latest features first. The order decides no number."""
+        several sessions measures the comparisons of the latest features first. The stages that need no student run
+        another process still trains (training cost, teacher inference, export) run before waiting for it. The
+        order decides no number."""
         spec, args = TASKS[key], self.args
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
@@ -330,27 +335,38 @@ class Bench:
         ensemble = self.ensemble_runs(spec, teacher, train, dev, students[0]) if args.ensemble and students else {}
         self.evaluate([*runs.values(), *ensemble.values()], test)  # the ensemble's runs are scored, not timed
         self.stage(base / "onnx_teacher.json", lambda: self.onnx_teacher(key, teacher, train, dev, test))
-        rest = self.student_runs(key, [s for s in students if s not in first], teacher, train, dev)
+        exported = [teacher, *(base / (student + "+kd-kl") for student in students)]
+
+        def export() -> None:
+            self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"),
+                       covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name
+                                                                           for m in stored["models"]})
+
+        def meanwhile(held_elsewhere: set[Path]) -> None:
+            """The stages that need no student run another process still trains, run while it trains."""
+            self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
+            self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
+            if not held_elsewhere & set(exported):
+                export()
+
+        rest = self.student_runs(key, [s for s in students if s not in first], teacher, train, dev, meanwhile)
         self.evaluate(rest.values(), test)
         runs.update(rest)
         if spec["task"] == "classification":
             self.stage(base / "tfidf.json", lambda: tfidf_baseline(train, test))
         self.stage(base / "speed.json", lambda: self.speed(runs, test, spec["task"]),
                    covers=lambda stored: set(runs) <= set(stored["models"]))
-        exported = [teacher, *(runs[student + "+kd-kl"] for student in students)]
-        self.stage(base / "export.json", lambda: self.export(exported, test, base / "export"),
-                   covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name for m in stored["models"]})
-        self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
-        self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
+        export()
 
     def evaluate(self, models: Iterable[Path], test: Path) -> None:
         """Each model's test scores (`nlp-train evaluate`), unless done: the report's rows as soon as a model is."""
         for output in models:
             self.model_stage(Stage("evaluate", {"output": output / "test_metrics.json"}, (output, test)))
 
-    def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path) -> dict[str, Path]:
+    def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path,
+                     meanwhile: Callable[[set[Path]], None] | None = None) -> dict[str, Path]:
         """Every variant of each of `students` (`variants`), trained unless done, those another process trains
-        left for last (`model_stages_shared`): each run's folder by name."""
+        left for last (`model_stages_shared`, which runs `meanwhile` before it waits): each run's folder by name."""
         args, runs, stages = self.args, {}, []
         for student in students:
             common = {"model": student, "train": train, "dev": dev, "seed": args.seed,
@@ -360,7 +376,7 @@ class Bench:
             for name, (command, head) in self.variants(key, student, teacher).items():
                 runs[name] = self.out / key / name
                 stages.append(Stage(command, {**head, **common, "output": runs[name]}))
-        self.model_stages_shared(stages)
+        self.model_stages_shared(stages, meanwhile)
         return runs
 
     def teacher_stage(self, spec: dict, train: Path, dev: Path, output: Path, seed: int) -> None:
