@@ -293,7 +293,7 @@ class PseudoLabelSettings:
     chunk_size: int = setting(1024, low=1, high=sys.maxsize, help="Examples read, labelled and written at a time "
                               "(memory stays flat); under torchrun, the unit dealt out to the processes.")
     min_confidence: float = setting(0.0, low=0, high=1, help="Drop examples whose teacher confidence (tagging: lowest "
-                                    "word) is below this.")
+                                    "word) is below this; one that drops every example is refused, nothing written.")
     with_logits: bool = setting(False, option="--logits", help="Include the teacher's raw logits.")
     cache_dir: str | None = setting(None, **CACHE_DIR_OPTION)
     use_cache: bool = setting(True, option="--no-cache", negated=True, help="Run the teacher over every example, "
@@ -524,6 +524,7 @@ def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, 
             write_json(signature_path(output), signature)
     stream = ((n, x) for n, x in rank_examples(input_path, teacher.task, chunk_size) if n > done)
     counts = {"read": 0, "written": 0, "skipped_low_confidence": 0, "cached": 0}
+    most_confident = 0.0  # of this run's records: what the refusal of an empty output names
     started = time.perf_counter()
     bar = progress_bar(total=total, initial=already, desc="pseudo-label", unit="ex",
                        disable=not (progress and distributed.is_main()))
@@ -535,6 +536,7 @@ def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, 
                 counts["cached"] += cached
                 lines = []
                 for number, record in zip(numbers, records):
+                    most_confident = max(most_confident, record["confidence"])
                     if record["confidence"] < min_confidence:  # the exact confidence, as kd filters on
                         counts["skipped_low_confidence"] += 1
                         continue
@@ -552,7 +554,17 @@ def label_into(output: Path, teacher_dir: str | Sequence[str], input_path: str, 
         raise
     bar.close()
     per_rank = distributed.all_gather_objects({**counts, "resumed_after_line": done, "part": part,
-                                               "resumed": already, "resumed_written": kept})
+                                               "resumed": already, "resumed_written": kept,
+                                               "most_confident": most_confident})
+    if min_confidence and not sum(r["written"] + r["resumed_written"] for r in per_rank):
+        part.unlink(missing_ok=True)  # an empty output would only fail later, in kd or whatever reads it
+        distributed.barrier()
+        if distributed.is_main():
+            signature_path(output).unlink(missing_ok=True)
+        top = max(r["most_confident"] for r in per_rank)
+        raise DistillError(f"{output}: not written: no example reached "
+                           f"{named(PseudoLabelSettings, 'min_confidence', 'min_confidence')} {min_confidence:g} "
+                           f"(the teacher's most confident was {top:.4f}); lower it")
     if distributed.world_size() == 1:
         with writing(output):
             os.replace(part, output)
