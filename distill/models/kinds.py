@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from distill.errors import DistillError, option
 
@@ -118,6 +118,17 @@ def _word_student(card: dict) -> bool:
     return not getattr(cls, "exports_to_transformers", False)
 
 
+def _one_of_its_teachers(card: dict) -> str:
+    return (f"give one of its teachers: an ensemble teaches through "
+            f"{option('kd and pseudo-label', 'Distiller and pseudo_label')} only")
+
+
+def _distil_them_first(card: dict) -> str:
+    return (f"they are the teacher's distributions of their texts, not a model: give the teacher model they came "
+            f"from, or distil them with {option('kd --soft-labels', 'Distiller(SoftLabels(...))')} first and give "
+            f"that student")
+
+
 def _distil_it_first(card: dict) -> str:
     return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
             f"{option('kd', 'Distiller')} first, then use that student")
@@ -129,6 +140,11 @@ _PROMPTED_NOT = ("search", *EXPORTS, "export check-data", "use-export")
 _MULTITASK_NOT = ("compare", "search", "export onnx", "export safetensors", "export check-data", "use-export")
 
 KINDS: tuple[TeacherKind, ...] = (
+    # not a model source but what a command's teacher may also be (`card_of`): several teachers, or soft labels
+    TeacherKind("ensemble", "an ensemble of teachers", lambda card: card.get("kind") == "ensemble",
+                frozenset({"kd", "pseudo-label"}), {command: _one_of_its_teachers for command in COMMANDS}),
+    TeacherKind("soft-labels", "soft labels", lambda card: card.get("kind") == "soft-labels", frozenset({"kd"}),
+                {command: _distil_them_first for command in COMMANDS}),
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
                 _EVERYWHERE - {*EXPORTS, "use-export"},
                 {**{command: _export_source for command in EXPORTS}, "use-export": _give_its_source}),
@@ -166,17 +182,36 @@ def kind_of(card: dict) -> TeacherKind:
     return found
 
 
-def refusal(source: str | Path, command: str, kind: TeacherKind, card: dict) -> DistillError:
+def card_of(source: Any) -> dict:
+    """What the table reads of a command's teacher: the model card of a model source (`model_card`), or for
+    several sources (an ensemble) or soft labels (`distill.soft_labels.SoftLabels`), which have none, a card
+    saying so, so that every command takes or refuses them by the table as it does a model."""
+    from distill.models import model_card
+    from distill.soft_labels import SoftLabels
+    if isinstance(source, (list, tuple)):
+        return {"kind": "ensemble", "teachers": [str(one) for one in source]}
+    if isinstance(source, SoftLabels):
+        return {"kind": "soft-labels", "path": source.path}
+    return model_card(source)
+
+
+def shown(source: Any, card: dict) -> str:
+    """`source` as a refusal names it: an ensemble by its teachers, soft labels by their file."""
+    return ", ".join(card["teachers"]) if card.get("kind") == "ensemble" else card.get("path") \
+        if card.get("kind") == "soft-labels" else str(source)
+
+
+def refusal(source: Any, command: str, kind: TeacherKind, card: dict) -> DistillError:
     """The one line every command gives for a kind it does not take."""
     instead = kind.instead.get(command)
-    return DistillError(f"{source}: {command_name(command)} does not take {kind.what}{kind.detail(card)}"
+    return DistillError(f"{shown(source, card)}: {command_name(command)} does not take {kind.what}{kind.detail(card)}"
                         f"{f'; {instead(card)}' if instead else ''}")
 
 
-def require_kind(source: str | Path, command: str) -> dict:
-    """The card of `source` (`model_card`) if `command` (one of `COMMANDS`) takes its kind; else `refusal`."""
-    from distill.models import model_card
-    card = model_card(source)
+def require_kind(source: Any, command: str) -> dict:
+    """The card of `source` (`card_of`: a model source, an ensemble's list of them, or soft labels) if `command`
+    (one of `COMMANDS`) takes its kind; else `refusal`."""
+    card = card_of(source)
     kind = kind_of(card)
     if command not in kind.takes:
         raise refusal(source, command, kind, card)
