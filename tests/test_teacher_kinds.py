@@ -133,3 +133,18 @@ def test_search_refuses_an_ensemble_and_soft_labels_by_the_table(tiny_classifier
         named = f"{tiny_classifier_teacher}, {other}" if isinstance(teacher, list) else str(soft)
         assert str(err.value).startswith(f"{named}: {command} does not take {kind}; "), err.value
     assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["zero-shot", "transformers", "transformers-onnx", "onnx"])
+def test_a_label_the_model_lacks_is_said_in_words_that_fit_every_kind(kind, sources, tmp_path, capsys):
+    """Was: "label 'neutral' was not seen in training" (and "is spelt 'positive' in the training data") of a zero-shot
+    teacher, a transformers classifier or an ONNX export, none trained on that data: the model's labels now."""
+    for rows, said in [("a fine film,positive\na dull film,neutral\n",
+                        "label 'neutral' is not one of the model's labels (known: negative, positive)"),
+                       ("a fine film,Positive\na dull film,negative\n",
+                        "label 'Positive' is spelt 'positive' in the model's labels; spell each label one way")]:
+        data = tmp_path / "data.csv"
+        data.write_text("text,label\n" + rows)
+        status, err = run_main(capsys, "evaluate", sources[kind], data, "--output", tmp_path / "out.json", "--quiet")
+        assert status == 2 and err.strip() == f"error: {data}: {said}", err
+        assert not (tmp_path / "out.json").exists()
