@@ -100,7 +100,7 @@ def test_a_command_takes_each_kind_the_table_says_it_takes(kind, command, source
                       "out.json" if command == "evaluate" else "out")
     argv = command_line(command, source, out, tiny_classifier_teacher, sources.get(f"{kind}-onnx", sources["onnx"]))
     argv += ["--epochs", "1"] if command in ("kd", "embeddings-from-teacher") else []
-    argv += ["--head", "sentiment"] if kind == "multitask" and command in ("kd", "evaluate") else []
+    argv += ["--head", "sentiment"] if kind == "multitask" and command in ("kd", "evaluate", "compare") else []
     argv += ["--labels", "negative,positive"] if kind == "causal-lm" and command != "embeddings-from-teacher" else []
     status, err = run_main(capsys, *argv)
     assert status == 0, err

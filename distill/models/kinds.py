@@ -75,7 +75,9 @@ def _give_its_source(card: dict) -> str:
 
 
 def _use_a_head(card: dict) -> str:
-    return (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} instead, "
+    scored = option("evaluate --head, compare --head and predict",
+                    "evaluate_model(head=...), compare_models(head=...) and predict_file")
+    return (f"use {scored} instead, "
             f"or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
 
 
@@ -137,7 +139,7 @@ def _distil_it_first(card: dict) -> str:
 _EVERYWHERE = frozenset(COMMANDS)
 # what a prompted teacher cannot be given to ("use-export": beside an ONNX export of it)
 _PROMPTED_NOT = ("search", *EXPORTS, "export check-data", "use-export")
-_MULTITASK_NOT = ("compare", "search", "export onnx", "export safetensors", "export check-data", "use-export")
+_MULTITASK_NOT = ("search", "export onnx", "export safetensors", "export check-data", "use-export")
 
 KINDS: tuple[TeacherKind, ...] = (
     # not a model source but what a command's teacher may also be (`card_of`): several teachers, or soft labels
