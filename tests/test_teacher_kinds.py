@@ -109,12 +109,13 @@ def test_a_command_takes_each_kind_the_table_says_it_takes(kind, command, source
 def test_search_refuses_an_ensemble_and_soft_labels_by_the_table(tiny_classifier_teacher, tmp_path, capsys):
     """Was: `search --teacher A --teacher B` refused as "--teacher is given twice" (kd takes an ensemble so), and
     `search([A, B])` or `search(SoftLabels(FILE))` in Python as "['A', 'B']: model directory not found"; and
-    `evaluate_model([A, B])` or `pseudo_label(SoftLabels(FILE))` a TypeError traceback. The table's line now, nothing
-    written."""
+    `evaluate_model([A, B])` or `pseudo_label(SoftLabels(FILE))` a TypeError traceback, and
+    `train_student(teacher_embeddings=[A, B])` an AttributeError one. The table's line now, nothing written."""
     from distill.evaluation import evaluate_model
     from distill.pseudo_label import pseudo_label
     from distill.soft_labels import SoftLabels
     from distill.student_search import search
+    from distill.trainers import Output, train_student
     other = copy_of(tiny_classifier_teacher, tmp_path, "other")
     out, ensemble = tmp_path / "out", [tiny_classifier_teacher, str(other)]
     status, err = run_main(capsys, "search", "--teacher", tiny_classifier_teacher, "--teacher", other, "--train", TRAIN,
@@ -127,7 +128,9 @@ def test_search_refuses_an_ensemble_and_soft_labels_by_the_table(tiny_classifier
             (lambda t: search(t, TRAIN, DEV, out, trials=1), ensemble, "search", "an ensemble of teachers"),
             (lambda t: search(t, TRAIN, DEV, out, trials=1), SoftLabels(soft), "search", "soft labels"),
             (lambda t: evaluate_model(t, DEV, output=str(out)), ensemble, "evaluate", "an ensemble of teachers"),
-            (lambda t: pseudo_label(t, UNLABELED, out), SoftLabels(soft), "pseudo-label", "soft labels")]:
+            (lambda t: pseudo_label(t, UNLABELED, out), SoftLabels(soft), "pseudo-label", "soft labels"),
+            (lambda t: train_student("lstm", TRAIN, DEV, teacher_embeddings=t, output=Output(out)), ensemble,
+             "train_student(teacher_embeddings=...)", "an ensemble of teachers")]:
         with pytest.raises(DistillError) as err:
             call(teacher)
         named = f"{tiny_classifier_teacher}, {other}" if isinstance(teacher, list) else str(soft)
