@@ -1224,3 +1224,21 @@ def test_bench_multitask_reuses_a_model_only_of_this_runs_data(tmp_path):
     with pytest.raises(DistillError, match=re.escape("model: a model of other train than this run's")):
         bench_multitask.trained(model, ran.append, {**same, "train": SAMPLES / "sentiment_test.csv"})
     assert ran == []
+
+
+def test_export_benchmark_takes_what_export_takes_and_checks_every_model_first(tiny_hf_classifier, tiny_causal_lm,
+                                                                               tmp_path):
+    """bench_export.py: a transformers classifier's folder, which `export` takes, was refused as "not a model directory
+    (no distill.json ... nor config.json)"; a model `export` refuses (an ONNX export, a multi-task teacher, a language
+    model) after the models before it were exported into OUT. Now the first is benchmarked (with no slim copy: it is
+    one), and the second refused by the teacher-kind table before anything is written."""
+    import bench_export
+    data = tmp_path / "data"
+    (data / "rotten_tomatoes").mkdir(parents=True)
+    shutil.copy(SAMPLES / "sentiment_test.csv", data / "rotten_tomatoes" / "test.csv")
+    common = ["--data", str(data), "--threads", "1", "--speed-examples", "8", "--latency-examples", "2"]
+    with pytest.raises(DistillError, match=r"does not take a causal language model"):
+        bench_export.main([tiny_hf_classifier, tiny_causal_lm, *common, "--out", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    classifier, = bench_export.main([tiny_hf_classifier, *common, "--out", str(tmp_path / "out")])["models"]
+    assert classifier["agreement"]["onnx-fp32"]["labels_changed"] == 0 and "slim" not in classifier["bytes"]
