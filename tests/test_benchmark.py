@@ -593,6 +593,26 @@ def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_
     assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
 
 
+def test_throughput_script_takes_the_kinds_compare_takes(tiny_causal_lm, tiny_encoder_dir, tmp_path, monkeypatch,
+                                                          capsys):
+    """Was: a causal LM, which compare takes (its labels those of the data), refused as "needs its label set: give
+    --labels ...", an option the script lacks; a multi-task teacher refused as "is a tagging model". Now the language
+    model is timed with --data's labels, and the multi-task teacher refused as one, in one line."""
+    import throughput
+    from tests.conftest import cli
+    from tests.test_multitask import NER, SENTIMENT
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    data = ["--data", str(SAMPLES / "sentiment_dev.csv"), "--rounds", "1", "--single", "2"]
+    throughput.main([tiny_causal_lm, *data])
+    assert "| " + tiny_causal_lm + " |" in capsys.readouterr().out
+    multitask = tmp_path / "multitask"
+    cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "64", "--task-spec", SENTIMENT,
+        "--task-spec", NER, "--output", multitask, "--quiet")
+    with pytest.raises(DistillError, match=r"is a multi-task teacher, compared by one head"):
+        throughput.main([str(multitask), *data])
+
+
 def search_stage(chosen: tuple, default: tuple) -> dict:
     """A search stage as scripts/benchmark.py stores it: `chosen` and `default` are (trial, student, dev scores
     over the seeds, test score)."""
