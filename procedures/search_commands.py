@@ -44,8 +44,8 @@ def print_space(context: click.Context, task: str | None) -> None:
                 "budget are still trained and recorded. Under torchrun each process runs its own trials on the "
                 "one storage (docs/search.md).")
 @click.option("--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
-              help="The teacher directory (or its ONNX export) every trial distils: one (an ensemble, --teacher "
-                   "repeated, is refused by the teacher-kind table, as kd --soft-labels would be).")
+              help="The teacher directory (or its ONNX export) every trial distils: one teacher (an ensemble, "
+                   "--teacher repeated, is refused in one line: the trials distil one teacher's cached logits).")
 @click.option("--train", "train_path", required=True, help="Training data file.")
 @click.option("--dev", "dev_path", required=True,
               help="Dev data file: picks each trial's best epoch, drives pruning, and is what latency is timed on.")
