@@ -199,8 +199,9 @@ def card_of(source: Any) -> dict:
 
 def shown(source: Any, card: dict) -> str:
     """`source` as a refusal names it: an ensemble by its teachers, soft labels by their file."""
-    return ", ".join(card["teachers"]) if card.get("kind") == "ensemble" else card.get("path") \
-        if card.get("kind") == "soft-labels" else str(source)
+    if card.get("kind") == "ensemble":
+        return ", ".join(card["teachers"])
+    return card["path"] if card.get("kind") == "soft-labels" else str(source)
 
 
 def refusal(source: Any, command: str, kind: TeacherKind, card: dict) -> DistillError:
