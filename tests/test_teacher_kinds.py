@@ -135,6 +135,9 @@ def test_search_refuses_an_ensemble_and_soft_labels_by_the_table(tiny_classifier
             call(teacher)
         named = f"{tiny_classifier_teacher}, {other}" if isinstance(teacher, list) else str(soft)
         assert str(err.value).startswith(f"{named}: {command} does not take {kind}; "), err.value
+    for other in (3, None):  # no model source at all: said so (was "3: model directory not found")
+        with pytest.raises(DistillError, match=r"^a model is named by its folder, hub:NAME or openai:MODEL"):
+            search(other, TRAIN, DEV, out, trials=1)
     assert not out.exists()
 
 

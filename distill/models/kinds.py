@@ -194,6 +194,9 @@ def card_of(source: Any) -> dict:
         return {"kind": "ensemble", "teachers": [str(one) for one in source]}
     if isinstance(source, SoftLabels):
         return {"kind": "soft-labels", "path": source.path}
+    if not isinstance(source, (str, Path)):  # a model in memory where a command reads a folder, or no source at all
+        raise DistillError(f"a model is named by its folder, hub:NAME or openai:MODEL (a path or a name), not "
+                           f"{type(source).__name__}")
     return model_card(source)
 
 
