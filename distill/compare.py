@@ -7,11 +7,12 @@ from pathlib import Path
 
 from distill.data import DataOptions, read_split
 from distill.data.checks import HUB_PREFIX, require_file
-from distill.errors import DistillError, require_whole
+from distill.errors import DistillError, option, require_whole
+from distill.evaluation import load_with_head, require_head
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
 from distill.metrics import headline, megabytes
-from distill.models import load_model
+from distill.models.card import MULTITASK_KIND
 from distill.models.kinds import refuse_unasked, require_kind
 from distill.models.prompt import is_served
 from distill.provenance import warn_if_learnt_from
@@ -21,7 +22,8 @@ ROUNDS = 3  # timing rounds: each model is timed once per round, the models one 
 
 
 def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = DataOptions(),
-                   batch_size: int = 32, limit: int | None = None, rounds: int = ROUNDS) -> list[dict]:
+                   batch_size: int = 32, limit: int | None = None, rounds: int = ROUNDS,
+                   head: str | None = None) -> list[dict]:
     """Score, parameters, bytes on disk and batch throughput of each model, same examples, same process;
     each row also says what it measured: the first `limit` examples (`examples`) of how many (`of`), at
     `batch_size`.
@@ -30,18 +32,24 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     timed, so a mismatch in the last one is reported at once, naming that model. The speeds are timed in
     `rounds` alternating rounds (`alternating_speeds`), so a burst of load on a shared machine slows one
     round of every model, not every round of one; a served model (``openai:MODEL``), whose every text is a
-    request, is timed by its scoring pass alone."""
+    request, is timed by its scoring pass alone. A multi-task teacher among them is compared by its head `head`
+    (as `evaluate_model` scores it), the others as they are."""
     require_whole("rounds", rounds)
     require_whole("batch_size", batch_size)
     require_whole("limit", limit, optional=True)  # 0 or -3 would keep every example, or all but the last three
     if not str(data_path).startswith(HUB_PREFIX):  # the data's own fault, said of the data, not of a model
         require_file(data_path)
-    for directory in model_dirs:
-        require_kind(directory, "compare")
+    cards = [require_kind(directory, "compare") for directory in model_dirs]
     refuse_unasked(model_dirs)
+    for directory, card in zip(model_dirs, cards):
+        require_head(directory, card, head)
+    headed = [card["kind"] == MULTITASK_KIND for card in cards]
+    if head is not None and not any(headed):
+        raise DistillError(f"{option('--head', 'head=')} picks a multi-task teacher's head, and no model compared "
+                           "is one: drop it")
     models, splits = [], {}
-    for directory in model_dirs:
-        model = load_model(directory)
+    for directory, multitask in zip(model_dirs, headed):
+        model = load_with_head(directory, head if multitask else None, "cpu")
         try:
             if model.task not in splits:
                 splits[model.task] = read_split(data_path, model.task, data)
@@ -52,9 +60,9 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
             # labels this model does not know, or data that other models read and this one's task cannot
             raise DistillError(f"model {directory}: {err}") from None
         warn_if_learnt_from(directory, data_path, splits[model.task][0])
-        models.append((str(directory), model))
+        models.append((str(directory), model, head if multitask else None))
     rows, timed = [], []
-    for directory, model in models:
+    for directory, model, its_head in models:
         examples, gold = splits[model.task]
         available = len(examples)
         if limit:
@@ -62,7 +70,8 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         served = is_served(directory)  # every text a request: its scoring pass is its one timing round
         started = time.perf_counter()
         metrics = evaluate(model, examples, gold, batch_size if served else 64)
-        rows.append({"model": directory, "kind": type(model).__name__, "task": model.task,
+        rows.append({"model": directory, **({"head": its_head} if its_head is not None else {}),
+                     "kind": type(model).__name__, "task": model.task,
                      "score": headline(model.task, metrics), "parameters": model.parameter_count(),
                      "bytes": weight_bytes(model), "examples": len(examples), "of": available,
                      "batch_size": batch_size})
@@ -113,7 +122,8 @@ def measured_on(rows: list[dict]) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    names = row_names([row["model"] for row in rows])
+    names = [name + (f" [{row['head']}]" if "head" in row else "")
+             for name, row in zip(row_names([row["model"] for row in rows]), rows)]
     width = max(NAME_WIDTH, *map(len, names))
     lines = [f"{'model':<{width}} {'score':>7} {'params':>12} {'MB':>8} {'ex/s':>9} {'speed-up':>8}"]
     for name, row in zip(names, rows):

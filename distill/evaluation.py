@@ -53,6 +53,15 @@ def load_with_head(model_dir: str | Path, head: str | None, device: str) -> Labe
     return with_head(model, head, str(model_dir))
 
 
+def require_head(model_dir: str | Path, card: dict, head: str | None) -> None:
+    """A multi-task teacher is scored one head at a time (labelled data has one task's labels): refused without
+    `head`, by every command that scores one (evaluate, compare)."""
+    if card["kind"] == MULTITASK_KIND and head is None:
+        raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
+                           f"task's labels): give {option('--head', 'head=')}, one of "
+                           f"{', '.join(card.get('heads', {}))}")
+
+
 def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptions(),
                    output: str | None = None, batch_size: int = 64, progress: bool = True,
                    device: str = "auto", overwrite: bool = False, head: str | None = None) -> dict:
@@ -61,10 +70,7 @@ def evaluate_model(model_dir: str, data_path: str, data: DataOptions = DataOptio
     distill wrote; none for a folder it did not write or hub:NAME, whose metrics are only returned)."""
     card = require_kind(model_dir, "evaluate")  # a wrong model path is reported as such before an output is set up
     refuse_unasked([model_dir])
-    if card["kind"] == MULTITASK_KIND and head is None:
-        raise DistillError(f"{model_dir}: a multi-task teacher is scored one head at a time (the data has one "
-                           f"task's labels): give {option('--head', 'head=')}, one of "
-                           f"{', '.join(card.get('heads', {}))}")
+    require_head(model_dir, card, head)
     if output is None and written_by_distill(model_dir):  # beside the model: a read-only folder needs --output
         output = Path(model_dir) / ("eval_metrics.json" if head is None else f"eval_metrics.{head}.json")
         if not os.access(model_dir, os.W_OK | os.X_OK):

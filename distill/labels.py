@@ -53,12 +53,15 @@ class LabelHierarchy:
         return max(len(label.split(self.separator)) for label in self.labels)
 
     def encode(self, label: str, where: str = "") -> int:
+        """The index of `label`; one that is not in the set is refused in words that fit any model's labels: a trained
+        model's come from its training data, a zero-shot teacher's from its label names, a transformers or ONNX
+        classifier's from its config."""
         try:
             return self.index[label]
         except KeyError:
             known = ", ".join(self.labels[:10]) + (" ..." if len(self.labels) > 10 else "")
             prefix = f"{where}: " if where else ""
-            raise DistillError(f"{prefix}label {label!r} was not seen in training (known: {known})") from None
+            raise DistillError(f"{prefix}label {label!r} is not one of the model's labels (known: {known})") from None
 
     def decode(self, index: int) -> str:
         return self.labels[index]
@@ -275,11 +278,12 @@ def build_hierarchy(task: str, labels: list, separator: str | None, path: str) -
 
 
 def check_labels_known(path: str, hierarchy: LabelHierarchy, task: str, labels: list) -> None:
-    """Fail before training if dev/test holds a label the model cannot output."""
+    """Fail before training or scoring if dev/test holds a label the model cannot output (`hierarchy`: the
+    model's labels, or those of the training data it will learn)."""
     flat = labels if task == "classification" else [t for tags in labels for t in tags]
     known = {spelling_key(label): label for label in hierarchy.labels}
     for label in dict.fromkeys(flat):
         if label not in hierarchy.index and spelling_key(label) in known:
-            raise DataError(path, f"label {label!r} is spelt {known[spelling_key(label)]!r} in the training data; "
+            raise DataError(path, f"label {label!r} is spelt {known[spelling_key(label)]!r} in the model's labels; "
                                   "spell each label one way")
         hierarchy.encode(label, path)

@@ -357,9 +357,9 @@ def pseudo_label(teacher_dir: str | Sequence[str], input_path: str, output_path:
         raise DistillError("pseudo-label reads a file, not stdin (it reads it twice, and resumes by its lines): "
                            "save the text to a file and give that")
     folders = teacher_dirs(teacher_dir)
-    check_distinct_teachers(folders, [str(folder) for folder in folders])
     for folder in folders:  # the teacher-kind table, before an output is set up
         require_kind(folder, "pseudo-label")
+    check_distinct_teachers(folders, [str(folder) for folder in folders])
     refuse_unasked(folders)
     weights = ensemble_weights(teacher_weights, len(folders))
     if weights and (use_export is not None or head is not None):

@@ -517,9 +517,11 @@ def train_student(student: LabelModel | StudentConfig | str, train: Any, dev: An
         task = _student_task(student)
         hierarchy, train_set, dev_set = _labelled(train, dev, task, data)
         settings = student_settings(settings, student, task, hierarchy)
+        if teacher_embeddings is not None and not isinstance(teacher_embeddings, LabelModel):  # the teacher-kind
+            # table, before an output is set up: a folder of a kind it takes (an ensemble's list, soft labels refused)
+            require_kind(str(teacher_embeddings) if isinstance(teacher_embeddings, Path) else teacher_embeddings,
+                         "embeddings-from-teacher")
         teacher_source = _teacher_source(teacher_embeddings)
-        if isinstance(teacher_embeddings, (str, Path)):  # the teacher-kind table, before an output is set up
-            require_kind(str(teacher_embeddings), "embeddings-from-teacher")
         inputs = {"train": train_set, "dev": dev_set, "embeddings_from_teacher": teacher_source}
         with _run(output, inputs, getattr(student, "encoder", None), (student, teacher_embeddings), callbacks,
                   command="student", config=_config_of(student), settings=settings, data=data,

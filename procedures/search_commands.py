@@ -43,8 +43,9 @@ def print_space(context: click.Context, task: str | None) -> None:
                 "runtime's model folder. Give either, both or none (then the best dev score wins). Trials over the "
                 "budget are still trained and recorded. Under torchrun each process runs its own trials on the "
                 "one storage (docs/search.md).")
-@click.option("--teacher", "teacher_dir", required=True, type=click.Path(),
-              help="The teacher directory (or its ONNX export) every trial distils.")
+@click.option("--teacher", "teacher_dirs", required=True, multiple=True, type=click.Path(),
+              help="The teacher directory (or its ONNX export) every trial distils: one teacher (an ensemble, "
+                   "--teacher repeated, is refused in one line: the trials distil one teacher's cached logits).")
 @click.option("--train", "train_path", required=True, help="Training data file.")
 @click.option("--dev", "dev_path", required=True,
               help="Dev data file: picks each trial's best epoch, drives pruning, and is what latency is timed on.")
@@ -66,12 +67,13 @@ def print_space(context: click.Context, task: str | None) -> None:
 @settings_options(Runtime, "env")
 @data_options
 @click.pass_context
-def search(context, teacher_dir, train_path, dev_path, unlabeled_path, output, space_path, test_path, settings, env,
+def search(context, teacher_dirs, train_path, dev_path, unlabeled_path, output, space_path, test_path, settings, env,
            data):
     """Search students and KD settings for the best dev score within a latency or size budget (Optuna)."""
     from distill.student_search import search as run_search
     threads = context.find_root().params.get("threads")
-    result = run_search(teacher_dir, train_path, dev_path, output, unlabeled=unlabeled_path, space=space_path,
+    teacher = list(teacher_dirs) if len(teacher_dirs) > 1 else teacher_dirs[0]  # the library refuses an ensemble
+    result = run_search(teacher, train_path, dev_path, output, unlabeled=unlabeled_path, space=space_path,
                         test=test_path, threads=threads, device=env.device, data=data, progress=env.progress,
                         **dataclasses.asdict(settings))
     summary = result.report

@@ -63,9 +63,11 @@ def predict(model_dir, input_file, batch_size, with_logits, head, device):
 @click.option("--rounds", default=3, show_default=True, type=POSITIVE_INT,
               help="Timing rounds, the models timed one after another in each; the best round is shown (a served "
                    "model is timed by its one scoring pass).")
+@click.option("--head", help="The head a multi-task teacher among the models is compared by (required for one; "
+                             "the other models are compared as they are).")
 @column_options
 @llm_teacher_options("model_dirs", labels_from="data_file")
-def compare(model_dirs, data_file, batch_size, limit, rounds, data):
+def compare(model_dirs, data_file, batch_size, limit, rounds, head, data):
     """Compare models (the first is the reference, e.g. the teacher): score, size, CPU throughput."""
     from distill.compare import compare_models, format_table
-    click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit, rounds)))
+    click.echo(format_table(compare_models(list(model_dirs), data_file, data, batch_size, limit, rounds, head)))

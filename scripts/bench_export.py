@@ -36,11 +36,12 @@ TARGETS = {"onnx_b1": 1.5, "int8_teacher": 2.0, "int8_points": 0.5, "slim_share"
 def export_all(model_dir: Path, out: Path, test: Path) -> dict[str, Path]:
     """The exports of one model (reused when an earlier run finished them of this model as it is now, checked on
     `test`: `finished_export`): variant -> directory."""
-    from distill.models import read_model_card
     from distill.export import export_model, finished_export
-    kind = read_model_card(model_dir)["kind"]
+    from distill.models import model_card
+    from distill.models.kinds import kind_of
+    card = model_card(model_dir)
     plan = {"onnx-fp32": ("onnx", None), "onnx-int8": ("onnx", "int8")}
-    if kind == "teacher":
+    if card["kind"] == "teacher" and "export safetensors" in kind_of(card).takes:  # not a transformers folder's
         plan["slim"] = ("safetensors", None)
     exports = {}
     for variant, (format, quantize) in plan.items():
@@ -65,9 +66,9 @@ def speed(directories: dict[str, Path], examples: list, threads: int, batch_exam
 def bench_model(model_dir: Path, test: Path, out: Path, threads: list[int], speed_examples: int,
                 latency_examples: int) -> dict:
     """Exports of one model under `out` (checked on `test`), their agreement, speed and sizes."""
-    from distill.models import read_model_card
     from distill.data import DataOptions, read_split
-    card = read_model_card(model_dir)
+    from distill.models import model_card
+    card = model_card(model_dir)
     exports = export_all(model_dir, Path(out) / shown(model_dir).replace("/", "_"), test)
     cards = {variant: read_json(directory / "distill.json") for variant, directory in exports.items()}
     examples, _ = read_split(str(test), card["task"], DataOptions())
@@ -86,9 +87,11 @@ def bench_model(model_dir: Path, test: Path, out: Path, threads: list[int], spee
 
 
 def test_set(model_dir: Path, data: str) -> Path:
-    """The test split of the model's task in the data folder."""
-    from distill.models import read_model_card
-    return Path(data) / TEST_SETS[read_model_card(model_dir)["task"]]
+    """The test split of the model's task in the data folder, for a model of a kind the export takes with its check
+    data (the teacher-kind table: every model is checked before the first export is made)."""
+    from distill.models.kinds import require_kind
+    require_kind(str(model_dir), "export onnx")
+    return Path(data) / TEST_SETS[require_kind(str(model_dir), "export check-data")["task"]]
 
 
 def ratio(row: dict, threads: str, numerator: str, denominator: str, key: str) -> float:
@@ -120,6 +123,8 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
                              f"{gain:.2f}x", gain >= TARGETS["int8_teacher"]))
             rows.append((f"{name}: int8 loses <= 0.5 points of {int8['metric']}", f"{int8['points_lost']:+.2f} points",
                          int8["points_lost"] <= TARGETS["int8_points"]))
+            if "slim" not in row["bytes"]:  # a transformers classifier's folder: it is its own slim copy
+                continue
             share = row["bytes"]["slim"] / row["bytes"]["pytorch"]
             slim = row["agreement"]["slim"]
             rows.append((f"{name}: slim copy <= 40% of the full directory and identical predictions",

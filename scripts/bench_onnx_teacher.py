@@ -216,7 +216,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_inputs(args: argparse.Namespace) -> None:
-    """Every input before OUT is made or anything exported: the teacher a kind pseudo-label takes, each file; and
+    """Every input before OUT is made or anything exported: the teacher a kind that exports to ONNX and that
+    pseudo-label takes (an ONNX export or a language model was refused at its export, OUT made), each file; and
     OUT, where the exports, the corpus, the labels and the students go: it is, holds and lies in no input, and is
     and lies in no model (its corpus-N.txt and pseudo-*.jsonl replaced an input of that name there, and OUT in the
     teacher was made there before the export was refused)."""
@@ -224,7 +225,8 @@ def check_inputs(args: argparse.Namespace) -> None:
     from distill.io import check_folder
     from distill.models.kinds import require_kind
     from distill.outputs import check_directory_output, check_written_folder
-    require_kind(str(args.teacher), "pseudo-label")
+    for command in ("export onnx", "pseudo-label"):  # it exports the teacher, then labels with each
+        require_kind(str(args.teacher), command)
     files = (args.input, args.check_data, *((args.train, args.dev, args.test) if args.kd else ()))
     for path in files:
         require_file(path)

@@ -131,10 +131,19 @@ def measure(args: argparse.Namespace) -> dict:
     from distill.errors import DistillError
     from distill.inference import evaluate
     from distill.models import load_model
+    from distill.models.card import MULTITASK_KIND
+    from distill.models.kinds import require_kind
+    from distill.models.prompt import prompt_settings
     torch.set_num_threads(args.threads)
     data = read_classification(args.data)  # checked as every command checks data; model2vec's side reads it after
     texts, labels = list(data["text"]), list(data["label"])
-    models = {directory: load_model(directory) for directory in args.models}
+    for directory in args.models:  # the kinds compare scores and times side by side (the teacher-kind table)
+        if require_kind(directory, "compare")["kind"] == MULTITASK_KIND:  # by a head: no option of this script
+            raise DistillError(f"{directory}: is a multi-task teacher, compared by one head (nlp-train compare "
+                               "--head); throughput.py times single-task classifiers: give a head's student or "
+                               "transformers export")
+    with prompt_settings(labels_from=args.data):  # a language model's label set: that of --data, as compare takes it
+        models = {directory: load_model(directory) for directory in args.models}
     for directory, model in models.items():
         if model.task != "classification":  # its reader would say the CSV's texts are no token lists
             raise DistillError(f"{directory}: is a {model.task} model; throughput.py times classifiers on the texts "

@@ -48,7 +48,7 @@ BAD_INPUT = [
     ("mixed-tag-schemes", lambda t, te, st: tagger_on(write(t / "x.conll", "EU B-ORG\nrejects PER\n"), t / "out"),
      "mixed tagging schemes"),
     ("unseen-label-at-evaluation", lambda t, te, st: ["evaluate", te, write(t / "u.csv", "text,label\nok,meh\n")],
-     "label 'meh' was not seen in training"),
+     "label 'meh' is not one of the model's labels"),
     ("unlabeled-only-empty-lines", lambda t, te, st: ["pseudo-label", "--teacher", te, "--input",
                                                        write(t / "blank.txt", "\n  \n\n"), "--output", t / "p.jsonl"],
      "no examples"),

@@ -593,6 +593,26 @@ def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_
     assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
 
 
+def test_throughput_script_takes_the_kinds_compare_takes(tiny_causal_lm, tiny_encoder_dir, tmp_path, monkeypatch,
+                                                          capsys):
+    """Was: a causal LM, which compare takes (its labels those of the data), refused as "needs its label set: give
+    --labels ...", an option the script lacks; a multi-task teacher refused as "is a tagging model". Now the language
+    model is timed with --data's labels, and the multi-task teacher refused as one, in one line."""
+    import throughput
+    from tests.conftest import cli
+    from tests.test_multitask import NER, SENTIMENT
+    for name in throughput.thread_env(1):  # the script sets them for its thread pools: restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    data = ["--data", str(SAMPLES / "sentiment_dev.csv"), "--rounds", "1", "--single", "2"]
+    throughput.main([tiny_causal_lm, *data])
+    assert "| " + tiny_causal_lm + " |" in capsys.readouterr().out
+    multitask = tmp_path / "multitask"
+    cli("teacher", "--encoder", tiny_encoder_dir, "--epochs", "1", "--max-length", "64", "--task-spec", SENTIMENT,
+        "--task-spec", NER, "--output", multitask, "--quiet")
+    with pytest.raises(DistillError, match=r"is a multi-task teacher, compared by one head"):
+        throughput.main([str(multitask), *data])
+
+
 def search_stage(chosen: tuple, default: tuple) -> dict:
     """A search stage as scripts/benchmark.py stores it: `chosen` and `default` are (trial, student, dev scores
     over the seeds, test score)."""
@@ -1224,3 +1244,21 @@ def test_bench_multitask_reuses_a_model_only_of_this_runs_data(tmp_path):
     with pytest.raises(DistillError, match=re.escape("model: a model of other train than this run's")):
         bench_multitask.trained(model, ran.append, {**same, "train": SAMPLES / "sentiment_test.csv"})
     assert ran == []
+
+
+def test_export_benchmark_takes_what_export_takes_and_checks_every_model_first(tiny_hf_classifier, tiny_causal_lm,
+                                                                               tmp_path):
+    """bench_export.py: a transformers classifier's folder, which `export` takes, was refused as "not a model directory
+    (no distill.json ... nor config.json)"; a model `export` refuses (an ONNX export, a multi-task teacher, a language
+    model) after the models before it were exported into OUT. Now the first is benchmarked (with no slim copy: it is
+    one), and the second refused by the teacher-kind table before anything is written."""
+    import bench_export
+    data = tmp_path / "data"
+    (data / "rotten_tomatoes").mkdir(parents=True)
+    shutil.copy(SAMPLES / "sentiment_test.csv", data / "rotten_tomatoes" / "test.csv")
+    common = ["--data", str(data), "--threads", "1", "--speed-examples", "8", "--latency-examples", "2"]
+    with pytest.raises(DistillError, match=r"does not take a causal language model"):
+        bench_export.main([tiny_hf_classifier, tiny_causal_lm, *common, "--out", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    classifier, = bench_export.main([tiny_hf_classifier, *common, "--out", str(tmp_path / "out")])["models"]
+    assert classifier["agreement"]["onnx-fp32"]["labels_changed"] == 0 and "slim" not in classifier["bytes"]

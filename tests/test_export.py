@@ -344,8 +344,8 @@ def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch
     def scored(*args, **kwargs):
         raise AssertionError("a model was scored before every model was checked")
     monkeypatch.setattr("distill.compare.evaluate", scored)
-    with pytest.raises(DistillError, match=re.escape(f"model {topics}: {SENTIMENT_TEST}: label 'positive' was not "
-                                                     "seen in training")):
+    with pytest.raises(DistillError, match=re.escape(f"model {topics}: {SENTIMENT_TEST}: label 'positive' is not one "
+                                                     "of the model's labels")):
         compare_models([sentiment, topics], str(SENTIMENT_TEST))
     with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
                                                      "data), but this command or model tags words")):

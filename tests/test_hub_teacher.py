@@ -427,7 +427,7 @@ def test_labels_the_teacher_does_not_have_are_refused(hf_generic, hf_classifier,
     assert "label sets differ: teacher ['LABEL_0', 'LABEL_1'] vs ['negative', 'positive']" in err
     assert "id2label gives generic names (LABEL_0, LABEL_1), kept as its labels" in caplog.text
     err = refused(capsys, "evaluate", hf_generic, SAMPLES / "sentiment_test.csv", "--output", tmp_path / "m.json")
-    assert "was not seen in training (known: LABEL_0, LABEL_1)" in err and "sentiment_test.csv: label '" in err
+    assert "is not one of the model's labels (known: LABEL_0, LABEL_1)" in err and "sentiment_test.csv: label '" in err
     err = refused(capsys, "kd", "--teacher", hf_classifier, "--model", "lstm-tagger", "--train",
                   SAMPLES / "ner_train.conll", "--dev", SAMPLES / "ner_dev.conll", "--output", tmp_path / "t")
     assert "does tagging but teacher" in err and "does classification" in err

@@ -169,7 +169,7 @@ def test_data_given_in_memory_is_named_by_its_role_not_its_digest():
     with pytest.raises(DistillError) as err:
         train_student("cnn", train, (["new"], ["unsure"]), TrainSettings(epochs=1),
                       env=Runtime(device="cpu", threads=1, progress=False))
-    assert str(err.value).startswith("dev: label 'unsure' was not seen in training") and "memory:" not in str(err.value)
+    assert str(err.value).startswith("dev: label 'unsure' is not one of the model's labels") and "memory:" not in str(err.value)
 
 
 @pytest.mark.parametrize("value, kind", [({"a": 1}, "a JSON object"), ([1], "a list"), (5, "a number"),
@@ -328,7 +328,7 @@ def test_data_given_in_memory_is_named_by_its_role_and_head():
     with pytest.raises(DistillError, match=r"^dev: 100% of its examples are also in the training data"):
         train_student("cnn", train, train, TrainSettings(epochs=1), env=env)
     topics = (["rain today", "the match", "more rain", "a goal"], ["weather", "sport", "weather", "sport"])
-    with pytest.raises(DistillError, match=r"^head polarity's dev: label 'unsure' was not seen in training"):
+    with pytest.raises(DistillError, match=r"^head polarity's dev: label 'unsure' is not one of the model's labels"):
         train_multitask_teacher([TaskData("topic", "classification", topics, (["rain again"], ["weather"])),
                                  TaskData("polarity", "classification", train, (["new"], ["unsure"]))], env=env)
 
@@ -457,7 +457,7 @@ def test_labels_given_in_a_list_are_named_without_a_column_and_evaluate_without_
     model = new_student("ngram", LabelHierarchy(["neg", "pos"]), texts, 0)
     with pytest.raises(DistillError) as err:
         evaluate(model, texts, ["neg", "pos/"])
-    assert str(err.value).startswith("the gold labels: label 'pos/' was not seen in training") \
+    assert str(err.value).startswith("the gold labels: label 'pos/' is not one of the model's labels") \
         and "DataOptions" not in str(err.value)
 
 

@@ -80,7 +80,9 @@ def test_label_scores_and_calibration_match_plain_forward_passes(tiny_causal_lm,
 def test_prompt_settings_are_checked_in_one_line(tiny_causal_lm, tmp_path, capsys):
     base = ["pseudo-label", "--teacher", tiny_causal_lm, "--input", UNLABELED, "--output",
             tmp_path / "out.jsonl"]
-    assert "needs its label set: give --labels" in refused(base, capsys)
+    # was "(--train or --shots-from)": pseudo-label and predict, where alone it is said, have no --train
+    assert refused(base, capsys).endswith("needs its label set: give --labels NAME,NAME (or NAME=WORDS,...), or "
+                                          "labelled data to take it from (--shots-from FILE)")
     (tmp_path / "no-text.txt").write_text("Label it: {labels}\n")
     assert "holds {text} exactly once" in refused([*base, "--labels", "a,b", "--prompt", tmp_path / "no-text.txt"],
                                                   capsys)

@@ -18,7 +18,7 @@ from distill.models import load_model
 from distill.models.multitask import MultiTaskTeacher, TaskSampling
 from distill.models.teacher import Teacher
 from distill.training import FitTask, epoch_batches, training_batches
-from tests.conftest import SAMPLES, cli, interrupt_evaluation
+from tests.conftest import SAMPLES, cli, interrupt_evaluation, run_main, run_main_printed
 
 SENTIMENT = f"sentiment:classification:{SAMPLES / 'sentiment_train.csv'}:{SAMPLES / 'sentiment_dev.csv'}"
 NER = f"ner:tagging:{SAMPLES / 'ner_train.conll'}:{SAMPLES / 'ner_dev.conll'}"
@@ -423,3 +423,25 @@ def test_evaluate_replaces_only_the_same_heads_result(multitask_teacher, tmp_pat
                             "--output", teacher / "eval_metrics.sentiment.json")
     assert status == 2 and "exists and is not" in error
     assert (teacher / "eval_metrics.sentiment.json").read_bytes() == sentiment
+
+
+def test_compare_takes_a_multitask_teacher_by_its_head(multitask_teacher, tiny_classifier_teacher, tmp_path, capsys):
+    """Was: compare refused a multi-task teacher ("use evaluate --head and predict instead"), and had no --head, which
+    evaluate, predict, kd and pseudo-label take: a head's student could not be compared with its teacher. Now its
+    head is compared (its score that of evaluate --head), the other models as they are; without --head, or with one
+    and no multi-task teacher, one line."""
+    from distill.evaluation import evaluate_model
+    dev = SAMPLES / "sentiment_dev.csv"
+    status, out, err = run_main_printed(capsys, "compare", multitask_teacher, tiny_classifier_teacher, "--data", dev,
+                                        "--head", "sentiment", "--rounds", "1")
+    assert status == 0, err
+    row = out.splitlines()[1].split()
+    assert row[1] == "[sentiment]"
+    scored = evaluate_model(multitask_teacher, str(dev), output=str(tmp_path / "m.json"), head="sentiment",
+                            progress=False)
+    assert float(row[2]) == round(scored["accuracy"], 4)
+    for argv, said in [((multitask_teacher,), "a multi-task teacher is scored one head at a time"),
+                       ((tiny_classifier_teacher, "--head", "sentiment"),
+                        "--head picks a multi-task teacher's head, and no model compared is one: drop it")]:
+        status, err = run_main(capsys, "compare", *argv, "--data", dev, "--rounds", "1")
+        assert status == 2 and said in err and len(err.strip().splitlines()) == 1, err

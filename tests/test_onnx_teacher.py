@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,6 +235,17 @@ def test_the_onnx_teacher_benchmark_runs_every_variant(tiny_classifier_teacher, 
 
 
 # -- --use-export: the PyTorch teacher or its export, whichever was measured faster on this machine ---------------
+
+def test_the_onnx_teacher_benchmark_refuses_a_teacher_it_cannot_export_before_it_writes(exports, tmp_path):
+    """Was: an ONNX export given as the teacher passed the script's check (pseudo-label takes one), then its export
+    was refused with OUT made and left empty. Now the table's line for the export, nothing made."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from bench_onnx_teacher import main
+    fp32, (_, dev, unlabeled, _) = exports["classification"]["fp32"], DATA["classification"]
+    with pytest.raises(DistillError, match=r"format=.onnx.\) does not take an ONNX export; export the PyTorch model"):
+        main([fp32, "--input", str(unlabeled), "--check-data", str(dev), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
 
 def with_speed(export: str, folder: Path, **speed) -> str:
     """A copy of `export` whose card records `speed` over what was measured (the card's checksums cover the

@@ -101,7 +101,7 @@ def test_overwrite_replaces_a_model_and_puts_it_back_if_the_run_fails(tiny_stude
     bad_dev = write(tmp_path / "dev.csv", "text,label\nfine,neutral\n")  # a label the training data lacks
     status, err = run_main(capsys, "student", *SMALL_LSTM, "--train", TRAIN, "--dev", bad_dev, "--output", student,
                            "--overwrite")
-    assert status == 2 and "label 'neutral' was not seen in training" in err
+    assert status == 2 and "label 'neutral' is not one of the model's labels" in err
     assert snapshot(student) == before, "a failed --overwrite run lost the model it was replacing"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"], "backup left behind"
     cli("student", "--model", "cnn", "--quiet", "--epochs", "1", "--train", TRAIN, "--dev", DEV, "--output", student,

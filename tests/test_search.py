@@ -810,7 +810,8 @@ def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classif
     multitask.mkdir()
     (multitask / "distill.json").write_text(json.dumps({"kind": "multitask-teacher", "heads": {"a": {}, "b": {}}}))
     with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher \(its heads: a, "
-                                           r"b\); use evaluate_model\(head=...\) and predict_file instead, or "
+                                           r"b\); use evaluate_model\(head=...\), compare_models\(head=...\) and "
+                                           r"predict_file instead, or "
                                            r"distil a head with DistillSettings\(head=...\)"):
         search(multitask, TRAIN, DEV, tmp_path / "t", trials=1, space=space)
     with pytest.raises(DistillError, match=r"multitask: search does not take a multi-task teacher"):  # nor times one

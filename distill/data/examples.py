@@ -90,7 +90,7 @@ class Examples:
     @property
     def where(self) -> str:
         """The split as messages name it: its file (or hub spec), or, for data given in memory, whose `source`
-        is a digest no user knows, its role: ``dev: label 'x' was not seen in training``."""
+        is a digest no user knows, its role: ``dev: label 'x' is not one of the model's labels``."""
         return self.role if self.source.startswith("memory:") else self.source
 
 

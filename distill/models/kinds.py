@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from distill.errors import DistillError, option
 
@@ -75,7 +75,9 @@ def _give_its_source(card: dict) -> str:
 
 
 def _use_a_head(card: dict) -> str:
-    return (f"use {option('evaluate --head and predict', 'evaluate_model(head=...) and predict_file')} instead, "
+    scored = option("evaluate --head, compare --head and predict",
+                    "evaluate_model(head=...), compare_models(head=...) and predict_file")
+    return (f"use {scored} instead, "
             f"or distil a head with {option('kd --head', 'DistillSettings(head=...)')}")
 
 
@@ -118,6 +120,17 @@ def _word_student(card: dict) -> bool:
     return not getattr(cls, "exports_to_transformers", False)
 
 
+def _one_of_its_teachers(card: dict) -> str:
+    return (f"give one of its teachers: an ensemble teaches through "
+            f"{option('kd and pseudo-label', 'Distiller and pseudo_label')} only")
+
+
+def _distil_them_first(card: dict) -> str:
+    return (f"they are the teacher's distributions of their texts, not a model: give the teacher model they came "
+            f"from, or distil them with {option('kd --soft-labels', 'Distiller(SoftLabels(...))')} first and give "
+            f"that student")
+
+
 def _distil_it_first(card: dict) -> str:
     return (f"it is asked a prompt for every text, not a model distill saves: distil it with "
             f"{option('kd', 'Distiller')} first, then use that student")
@@ -126,9 +139,14 @@ def _distil_it_first(card: dict) -> str:
 _EVERYWHERE = frozenset(COMMANDS)
 # what a prompted teacher cannot be given to ("use-export": beside an ONNX export of it)
 _PROMPTED_NOT = ("search", *EXPORTS, "export check-data", "use-export")
-_MULTITASK_NOT = ("compare", "search", "export onnx", "export safetensors", "export check-data", "use-export")
+_MULTITASK_NOT = ("search", "export onnx", "export safetensors", "export check-data", "use-export")
 
 KINDS: tuple[TeacherKind, ...] = (
+    # not a model source but what a command's teacher may also be (`card_of`): several teachers, or soft labels
+    TeacherKind("ensemble", "an ensemble of teachers", lambda card: card.get("kind") == "ensemble",
+                frozenset({"kd", "pseudo-label"}), {command: _one_of_its_teachers for command in COMMANDS}),
+    TeacherKind("soft-labels", "soft labels", lambda card: card.get("kind") == "soft-labels", frozenset({"kd"}),
+                {command: _distil_them_first for command in COMMANDS}),
     TeacherKind("onnx", "an ONNX export", lambda card: card.get("format") == "onnx",
                 _EVERYWHERE - {*EXPORTS, "use-export"},
                 {**{command: _export_source for command in EXPORTS}, "use-export": _give_its_source}),
@@ -166,17 +184,40 @@ def kind_of(card: dict) -> TeacherKind:
     return found
 
 
-def refusal(source: str | Path, command: str, kind: TeacherKind, card: dict) -> DistillError:
+def card_of(source: Any) -> dict:
+    """What the table reads of a command's teacher: the model card of a model source (`model_card`), or for
+    several sources (an ensemble) or soft labels (`distill.soft_labels.SoftLabels`), which have none, a card
+    saying so, so that every command takes or refuses them by the table as it does a model."""
+    from distill.models import model_card
+    from distill.soft_labels import SoftLabels
+    if isinstance(source, (list, tuple)):
+        return {"kind": "ensemble", "teachers": [str(one) for one in source]}
+    if isinstance(source, SoftLabels):
+        return {"kind": "soft-labels", "path": source.path}
+    if not isinstance(source, (str, Path)):  # a model in memory where a command reads a folder, or no source at all
+        raise DistillError(f"a model is named by its folder, hub:NAME or openai:MODEL (a path or a name), not "
+                           f"{type(source).__name__}")
+    return model_card(source)
+
+
+def shown(source: Any, card: dict) -> str:
+    """`source` as a refusal names it: an ensemble by its teachers, soft labels by their file."""
+    if card.get("kind") == "ensemble":
+        return ", ".join(card["teachers"])
+    return card["path"] if card.get("kind") == "soft-labels" else str(source)
+
+
+def refusal(source: Any, command: str, kind: TeacherKind, card: dict) -> DistillError:
     """The one line every command gives for a kind it does not take."""
     instead = kind.instead.get(command)
-    return DistillError(f"{source}: {command_name(command)} does not take {kind.what}{kind.detail(card)}"
+    return DistillError(f"{shown(source, card)}: {command_name(command)} does not take {kind.what}{kind.detail(card)}"
                         f"{f'; {instead(card)}' if instead else ''}")
 
 
-def require_kind(source: str | Path, command: str) -> dict:
-    """The card of `source` (`model_card`) if `command` (one of `COMMANDS`) takes its kind; else `refusal`."""
-    from distill.models import model_card
-    card = model_card(source)
+def require_kind(source: Any, command: str) -> dict:
+    """The card of `source` (`card_of`: a model source, an ensemble's list of them, or soft labels) if `command`
+    (one of `COMMANDS`) takes its kind; else `refusal`."""
+    card = card_of(source)
     kind = kind_of(card)
     if command not in kind.takes:
         raise refusal(source, command, kind, card)

@@ -190,9 +190,11 @@ def build_prompt(source: str | Path) -> Prompt:
         if unknown:
             raise DistillError(f"{settings.shots_from}: has labels that {labels_from} has not: {', '.join(unknown[:5])}")
     else:
+        # said where no labelled data is the label set (predict, pseudo-label): kd's --train, evaluate's and
+        # compare's data are, so no command that reaches here has them
         raise DistillError(f"{source}: a language-model teacher needs its label set: give {labels_option} "
                            "NAME,NAME (or NAME=WORDS,...), or labelled data to take it from "
-                           f"({option('--train or --shots-from', 'prompt_settings(labels_from=...)')})")
+                           f"({option('--shots-from FILE', 'prompt_settings(labels_from=...)')})")
     if settings.shots and not settings.shots_from:
         raise DistillError(f"{option('--shots', 'shots')} takes its examples from labelled data: give "
                            f"{option('--shots-from FILE (kd: --train)', 'prompt_settings(shots_from=...)')}")

@@ -472,7 +472,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_number("time_budget", time_budget, 0, math.inf, low_open=True, optional=True)
     require_whole("reseed_top", reseed_top, 0)
     require_whole("seeds", seeds, 0)
-    task = require_kind(str(teacher), "search").get("task")  # the teacher-kind table: a kind the search takes
+    task = require_kind(teacher, "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
         timed = require_kind(str(as_fast_as), "search").get("task")  # a model the search could time as its trials
