@@ -31,8 +31,8 @@ from safetensors import SafetensorError, safe_open
 from distill import distributed, precision
 from distill.inference import ExampleLogits, examples_to_score, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError, option
-from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
-                        save_checked_tensors, what_is)
+from distill.io import (CACHE_ENV, TEMPORARY_SUFFIX, cache_root, check_folder, check_target, load_checked_tensors,
+                        make_folder, remove_stale_temporaries, save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
 from distill.progress import progress_bar
 from distill.spill import SpilledLogits
@@ -44,6 +44,7 @@ CACHE_DIR_OPTION = {"path": "dir", "help": "Teacher-logit cache folder, keyed by
                     "$DISTILL_CACHE/teacher-logits, where DISTILL_CACHE defaults to ~/.cache/distill)."}
 
 KEY_BYTES = 16
+SHARD_SUFFIX = ".safetensors"
 SPILL_CHUNK = 4096  # examples scored, and held in memory, at a time by `spilled_teacher_logits`
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
 
@@ -132,6 +133,8 @@ class LogitStore:
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
         check_writable(self.folder.expanduser().resolve(), _named(cache_dir)[1])  # made by another user, perhaps
+        if self.folder.is_dir():  # a shard's temporary file that a killed run left: no later run would remove it
+            remove_stale_temporaries(self.folder, f".*{SHARD_SUFFIX}.*{TEMPORARY_SUFFIX}")
         self._where: dict[bytes, Path] | None = None
         self._also: dict[bytes, list[Path]] = {}
         self._damaged: set[Path] = set()  # shards `lookup` found damaged: their keys are looked up elsewhere
@@ -141,7 +144,7 @@ class LogitStore:
         or by two runs at once) has the others in `_also`, for `lookup` to pass on to when the first is damaged."""
         if self._where is None:
             self._where = {}
-            for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
+            for shard in sorted(self.folder.glob(f"*{SHARD_SUFFIX}")) if self.folder.is_dir() else []:
                 try:
                     with safe_open(str(shard), framework="pt") as handle:
                         keys = handle.get_tensor("keys")
@@ -191,7 +194,7 @@ class LogitStore:
         if not keys:
             return None
         tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8)}
-        path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
+        path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}{SHARD_SUFFIX}"
         make_folder(self.folder)
         save_checked_tensors(path, tensors)
         self._damaged.discard(path)  # written whole over a damaged shard of the same examples
