@@ -352,3 +352,32 @@ def test_a_teacher_and_its_export_are_refused_as_one_teacher_given_twice(exports
     status, err = run_main(capsys, "pseudo-label", "--teacher", exports["tagging"]["pytorch"], "--teacher", int8,
                            "--input", corpus, "--output", tmp_path / "out.jsonl")
     assert "one teacher given twice" not in err, err  # an export of another teacher is another teacher
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda card: card.update(export=[]), "its field 'export' is [], not a record (a JSON object)"),
+    (lambda card: card.update(agreement="checked"), "its field 'agreement' is \"checked\", not a record"),
+    (lambda card: card["agreement"].pop("score"), "its field 'agreement.score' is missing, not what distill writes"),
+    (lambda card: card["export"].update(parameters="40k"), "its field 'export.parameters' is \"40k\", not what"),
+    (lambda card: card["speed"].update(ratio=True), "its field 'speed.ratio' is true, not what distill writes"),
+    (lambda card: card.update(sha256=[]), "its field 'sha256' is [], not the checksums of the model's files"),
+], ids=["export", "agreement", "agreement-field", "export-field", "speed-field", "sha256"])
+@pytest.mark.parametrize("command", ["predict", "compare", "pseudo-label", "kd"])
+def test_an_exports_card_edited_to_another_type_is_refused_by_every_reader(edit, fragment, command, exports,
+                                                                           tmp_path, capsys):
+    """The card holds no checksum of itself: an export's `export` or `agreement` record edited into another JSON
+    type (or a field of it removed) was a TypeError or AttributeError traceback in compare, pseudo-label and kd
+    (predict said nothing), and a list of checksums "unknown model kind"."""
+    export = shutil.copytree(exports["classification"]["int8"], tmp_path / "int8")
+    card = json.loads((export / "distill.json").read_text())
+    edit(card)
+    (export / "distill.json").write_text(json.dumps(card))
+    train, dev, unlabeled, student = DATA["classification"]
+    args = {"predict": ["predict", export, unlabeled],
+            "compare": ["compare", export, "--data", dev],
+            "pseudo-label": ["pseudo-label", "--teacher", export, "--input", unlabeled, "--output", tmp_path / "p.jsonl"],
+            "kd": ["kd", "--teacher", export, "--model", student, "--train", train, "--dev", dev,
+                   "--output", tmp_path / "kd"]}[command]
+    status, err = run_main(capsys, *args)
+    assert status == 2 and "Traceback" not in err and fragment in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "p.jsonl").exists() and not (tmp_path / "kd").exists()
