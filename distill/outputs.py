@@ -178,17 +178,30 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     if out.parent != model:
         raise DistillError(f"{output}: lies in a folder of the model {model} (a file there changes the model); "
                            "write beside the model's own files or elsewhere")
-    if not (model / MODEL_CARD).is_file():  # a transformers model: the files its loader may read are its own
-        from distill.models.hub_files import reads_file
-        if reads_file(out.name):
-            raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
-                               "tokenizer); choose another output file")
+    from distill.models.hub_files import reads_file
+    if reads_file(out.name) and _read_by_name(model):  # transformers' loaders read such a file, listed or not
+        raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
+                           "tokenizer); choose another output file")
+    if not (model / MODEL_CARD).is_file():
         return
     if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
     if out.name in LOADED_FILES:  # not the model's file yet, but its card would not list it: refused from then on
         raise DistillError(f"{output}: is a name the model's loader reads in {model} (a file there changes the "
                            "model); choose another output file")
+
+
+def _read_by_name(model: Path) -> bool:
+    """Whether transformers' loaders read `model`'s files by name: a transformers model's folder (no card), or a
+    distill model saved as one (`export --format transformers`), whose loading refuses any such file its card
+    does not list (`distill.models.card.verify_model_files`)."""
+    if not (model / MODEL_CARD).is_file():
+        return True
+    try:
+        card = read_model_card(model)
+    except DistillError:
+        return False  # a damaged card: the model is refused as it is, whatever is written beside it
+    return "transformers" in (card.get("format"), card.get("model"))
 
 
 @contextlib.contextmanager
