@@ -717,6 +717,39 @@ def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(fin
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("swap", ["best", "best-onnx", "link"])
+def test_a_rerun_copies_the_chosen_trial_again_over_another_model_put_in_best(finished_search, tmp_path, swap):
+    """best/ was kept when it was whole, whatever model it held: another model copied there (or best-onnx/ an export
+    of another model) stayed the search's chosen model after a rerun that said it saved the trial there; best/ a
+    link to another model was kept as the choice. Now best/ must be the trial's copy (its card) and best-onnx/ its
+    export, else they are made again; a link is refused, the model it points to untouched."""
+    report = read_report(finished_search)
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=1)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    other = copy / next(t["folder"] for t in report["trials"] if t["number"] != report["best"]["trial"])
+    if swap == "best":
+        shutil.rmtree(copy / "best")
+        shutil.copytree(other, copy / "best", ignore=shutil.ignore_patterns("resume.pt"))
+    elif swap == "best-onnx":
+        shutil.rmtree(copy / "best-onnx")
+        cli("export", other, "--output", copy / "best-onnx")
+    else:
+        shutil.rmtree(copy / "best")
+        (copy / "best").symlink_to(other)
+        before = {p.name: p.read_bytes() for p in other.iterdir()}
+        with pytest.raises(DistillError, match=rf"^{copy / 'best'}: is a symbolic link"):
+            search(report["search"]["teacher"], TRAIN, DEV, copy, **again)
+        assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+        return
+    search(report["search"]["teacher"], TRAIN, DEV, copy, **again)
+    chosen = copy / next(t["folder"] for t in report["trials"] if t["number"] == report["best"]["trial"])
+    assert (copy / "best" / "distill.json").read_bytes() == (chosen / "distill.json").read_bytes()
+    exported = json.loads((copy / "best-onnx" / "distill.json").read_text())["export"]
+    assert exported["source"] == str(copy / "best")
+    load_model(copy / "best-onnx")
+
+
 def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
     """The chosen trial's card removed (best/ whole) was an OSError, 'No such file or directory', and its weights
     truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
