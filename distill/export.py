@@ -269,12 +269,11 @@ def about_export(model: LabelModel, source: Path) -> dict:
     """What the export's README card says beyond its card: the source model's base model, and what its run
     read and scored (its ``train_summary.json``)."""
     from distill.models.readme import about_run
-    from distill.outputs import SUMMARY_FILE
+    from distill.outputs import read_summary
     about = model.card_about()
-    if (source / SUMMARY_FILE).is_file():
-        with contextlib.suppress(OSError, ValueError):
-            import json
-            about.update(about_run(json.loads((source / SUMMARY_FILE).read_text(encoding="utf-8"))))
+    summary = read_summary(source)
+    if summary is not None:
+        about.update(about_run(summary))
     return about
 
 
