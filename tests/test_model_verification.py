@@ -90,6 +90,14 @@ MODEL_DAMAGE = [
        f"its field {field!r} is 5, not a name") for field in ("class", "model", "task")],
     ("teacher-card-model-a-list", "teacher", lambda d: _edit_card(d, lambda c: c.update(model=["Teacher"])),
      "its field 'model' is [\"Teacher\"], not a name"),
+    # the card's task and labels, unread by loading, were copied into an export's card and README as edited
+    ("student-card-labels-reordered", "student", lambda d: _edit_card(d, lambda c: c.update(labels=c["labels"][::-1])),
+     'distill.json: names the labels ["positive", "negative"], the model\'s are ["negative", "positive"] (the card '
+     'was edited after the model was saved)'),
+    ("teacher-card-labels-a-string", "teacher", lambda d: _edit_card(d, lambda c: c.update(labels="negative")),
+     'distill.json: names the labels "negative", the model\'s are'),
+    ("teacher-card-task-tagging", "teacher", lambda d: _edit_card(d, lambda c: c.update(task="tagging")),
+     "distill.json: names the task 'tagging', the model's is 'classification'"),
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
     ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
     ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
-from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
+from distill.models.card import MODEL_CARD, MULTITASK_KIND, read_model_card, verify_model_files
 
 __all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_card", "read_model_card"]
 
@@ -90,11 +91,29 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
     try:
         model = model_from_card(directory, card)
         model.loaded_from = str(Path(directory).resolve())
+        _check_card_describes(directory, card, model)
         return model
     except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model
         detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
         raise DistillError(f"{directory}: its files do not make a model ({detail}); they were edited after it was "
                            "saved: restore it from a good copy or retrain") from None
+
+
+def _check_card_describes(directory: str | Path, card: dict, model: LabelModel) -> None:
+    """The card's task and labels are the loaded model's: the card holds no checksum of itself, and what it says of
+    them goes unread by loading (the model's own checked files decide) but is copied into an export's card and its
+    README. One edited (the labels reordered, another task) is refused here, not passed on."""
+    if card.get("kind") == MULTITASK_KIND:
+        return  # its card describes each head ("heads"), as its own checked files do
+    hierarchy = getattr(model, "hierarchy", None)
+    if "task" in card and card["task"] != model.task:
+        found = f"task {card['task']!r}, the model's is {model.task!r}"
+    elif "labels" in card and hierarchy is not None and card["labels"] != list(hierarchy.labels):
+        found = f"labels {json.dumps(card['labels'])[:60]}, the model's are {json.dumps(list(hierarchy.labels))[:60]}"
+    else:
+        return
+    raise DistillError(f"{Path(directory) / MODEL_CARD}: names the {found} (the card was edited after the model was "
+                       "saved); restore the card from a good copy or retrain")
 
 
 def model_from_card(directory: str | Path, card: dict) -> LabelModel:
