@@ -10,8 +10,9 @@ Layout: ``CACHE_DIR/<teacher fingerprint>[-bf16]/<shard>.safetensors``. The fold
 `Teacher.fingerprint` (its weights and how it reads text; an ONNX export's: its files) and the
 precision, so another teacher or precision never shares it. A shard holds the logits of a set of
 examples (tagging: words packed with offsets and a `scored` mask, as `ExampleLogits` keeps them), a
-16-byte sha256 key per example (its exact JSON text) and a checksum of all of it: a damaged shard is
-ignored and its examples recomputed, never trusted. Under a launcher the ranks share the work of a miss and
+16-byte sha256 key per example (its exact JSON text), its folder's name (a shard copied from another teacher's
+folder is not this teacher's) and a checksum of all of it: a damaged or foreign shard is ignored and its examples
+recomputed, never trusted. Under a launcher the ranks share the work of a miss and
 rank 0 alone writes.
 """
 
@@ -180,7 +181,7 @@ class LogitStore:
             for shard in shards:
                 read.add(shard)
                 tensors = load_checked_tensors(shard)
-                if tensors is None:
+                if tensors is None or not self._owns(tensors):
                     self._damaged.add(shard)
                     continue
                 results = ExampleLogits.from_dict(tensors)
@@ -189,11 +190,22 @@ class LogitStore:
                         found[key] = results.example(row)
         return found
 
+    def _owner(self) -> torch.Tensor:
+        """What a shard records of the teacher (and precision) whose logits it holds: its folder's name, under the
+        shard's checksum, so a shard copied or moved from another teacher's folder is never taken for this one's."""
+        return torch.tensor(list(self.folder.name.encode()), dtype=torch.uint8)
+
+    def _owns(self, tensors: dict[str, torch.Tensor]) -> bool:
+        """Whether a whole shard holds this teacher's logits (`_owner`); one from another folder counts as damaged."""
+        owner = tensors.get("owner")
+        return owner is not None and torch.equal(owner, self._owner())
+
     def add(self, keys: list[bytes], results: ExampleLogits) -> Path | None:
         """Store the logits of examples `keys` (in `results`' order) as one new shard."""
         if not keys:
             return None
-        tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8)}
+        tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8),
+                   "owner": self._owner()}
         path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}{SHARD_SUFFIX}"
         make_folder(self.folder)
         save_checked_tensors(path, tensors)

@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -509,3 +510,26 @@ def test_a_shard_left_half_written_by_a_killed_run_is_removed_and_a_live_writers
         os.utime(tmp, (0, 0))
         assert remove_stale_temporaries(tmp_path, ".out.txt.*.tmp") == 0 and tmp.exists()
     assert (tmp_path / "out.txt").exists()
+
+
+def test_a_shard_copied_from_another_teachers_cache_folder_is_not_trusted(tiny_classifier_teacher, tiny_student,
+                                                                          tmp_path):
+    """A shard is keyed by its examples' text alone, and its checksum covered its content alone: one copied from
+    another teacher's folder (a cache put together by hand) was trusted whole, and pseudo-label wrote the other
+    teacher's labels and logits as this one's. A shard records whose it is; another's is recomputed and replaced."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    cache = tmp_path / "cache"
+    label = functools.partial(pseudo_label, input_path=str(texts), with_logits=True, progress=False,
+                              cache_dir=str(cache))
+    label(tiny_classifier_teacher, output_path=str(tmp_path / "teacher.jsonl"))
+    [teachers] = cache.iterdir()
+    label(tiny_student, output_path=str(tmp_path / "student.jsonl"))
+    [students] = set(cache.iterdir()) - {teachers}
+    for shard in students.glob("*.safetensors"):
+        shard.unlink()
+    for shard in teachers.glob("*.safetensors"):
+        shutil.copy(shard, students / shard.name)
+    assert label(tiny_student, output_path=str(tmp_path / "again.jsonl"))["cached"] == 0
+    assert (tmp_path / "again.jsonl").read_text() == (tmp_path / "student.jsonl").read_text()
+    assert label(tiny_student, output_path=str(tmp_path / "third.jsonl"))["cached"] == 20  # the shard written again
