@@ -381,3 +381,23 @@ def test_an_exports_card_edited_to_another_type_is_refused_by_every_reader(edit,
     status, err = run_main(capsys, *args)
     assert status == 2 and "Traceback" not in err and fragment in err, err
     assert err.count("\n") == 1 and not (tmp_path / "p.jsonl").exists() and not (tmp_path / "kd").exists()
+
+
+def test_a_static_student_of_input_word_vectors_starts_from_the_exports_graph_alone(exports, tmp_path, capsys):
+    """`--word-vectors input` (the mean of a word's sub-word input embeddings, which the graph holds) was refused as
+    "a transformer student copies the teacher's layers" once the export's source model was gone: the static
+    student was taken to read words through the encoder whatever its word vectors. It starts from the graph's
+    table, as with the source there; 'encoder' word vectors still need the source."""
+    train, dev, _, _ = DATA["classification"]
+    teacher = tmp_path / "teacher"
+    shutil.copytree(exports["classification"]["pytorch"], teacher)
+    cli("export", teacher, "--output", tmp_path / "onnx")
+    args = ["kd", "--teacher", tmp_path / "onnx", "--model", "static", "--embedding-dim", "8", "--train", train,
+            "--dev", dev, "--epochs", "1", "--cache-dir", tmp_path / "cache", "--quiet"]
+    cli(*args, "--word-vectors", "input", "--output", tmp_path / "with-source")
+    shutil.rmtree(teacher)
+    cli(*args, "--word-vectors", "input", "--output", tmp_path / "without")
+    assert (tmp_path / "without" / "model.safetensors").read_bytes() == \
+        (tmp_path / "with-source" / "model.safetensors").read_bytes()
+    status, err = run_main(capsys, *args, "--word-vectors", "encoder", "--output", tmp_path / "encoder")
+    assert status == 2 and "the model it was exported from" in err and not (tmp_path / "encoder").exists(), err
