@@ -101,6 +101,9 @@ def _not_a_config(path: Path) -> str | None:
         return f"is not valid JSON ({err})"
     if not isinstance(config, dict):
         return "is not a JSON object"
+    from distill.models.hub_files import misnamed_model
+    if misnamed_model(config) is not None:
+        return misnamed_model(config)
     return None if "architectures" in config or "model_type" in config else \
         "names neither architectures nor model_type"
 
