@@ -831,6 +831,25 @@ def test_an_interrupted_trial_pruned_untrained_when_resumed_leaves_no_folder(tin
     assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0002", "study.json"]
 
 
+def test_a_trial_killed_between_its_model_and_its_resume_state_starts_over_when_the_search_runs_again(
+        tiny_classifier_teacher, tmp_path, monkeypatch):
+    """A trial's run killed (SIGKILL) between its best model and its resume state leaves its folder with a model and
+    no resume.pt: the search run again trained the trial into it as a new output and was refused
+    ("already holds a student model; pass --overwrite", which a search does not take) on every rerun. The folder
+    is the study's own: the trial starts over there."""
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    monkeypatch.undo()
+    folder = tmp_path / "s" / "trials" / "0000"
+    (folder / "resume.pt").unlink()
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert [t["state"] for t in result.trials] == ["fail", "complete"] and result.best is not None
+    load_model(tmp_path / "s" / "best")
+
+
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
     """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
     if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
