@@ -423,3 +423,24 @@ def test_evaluate_replaces_only_the_same_heads_result(multitask_teacher, tmp_pat
                             "--output", teacher / "eval_metrics.sentiment.json")
     assert status == 2 and "exists and is not" in error
     assert (teacher / "eval_metrics.sentiment.json").read_bytes() == sentiment
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda heads: {"senti" if name == "sentiment" else name: head for name, head in heads.items()},
+     'names the heads ["senti", "ner"], the model\'s are ["sentiment", "ner"]'),
+    (lambda heads: {**heads, "sentiment": {**heads["sentiment"], "labels": heads["sentiment"]["labels"][::-1]}},
+     'names the head \'sentiment\' as {"task": "classification", "labels": ["positive", "negative"]}, the model\'s is'),
+    (lambda heads: list(heads), 'names the heads as ["sentiment", "ner"], not each head\'s task and labels'),
+], ids=["renamed", "labels-reordered", "a-list"])
+def test_a_multitask_card_whose_heads_were_edited_is_refused(edit, said, multitask_teacher, tmp_path):
+    """The card's heads (their names, tasks and labels) went unchecked, loading reading its checked files alone:
+    a head renamed or its labels reordered in the card was used in silence, and the card's words named heads the
+    model does not have. Loading refuses such a card in one line."""
+    import shutil
+    teacher = tmp_path / "teacher"
+    shutil.copytree(multitask_teacher, teacher)
+    card = json.loads((teacher / "distill.json").read_text())
+    card["heads"] = edit(card["heads"])
+    (teacher / "distill.json").write_text(json.dumps(card))
+    status, err = run_cli("predict", teacher, SAMPLES / "unlabeled_movies.txt", "--head", "sentiment")
+    assert status == 2 and f"{teacher / 'distill.json'}: {said}" in err and err.count("\n") == 1, err

@@ -100,20 +100,32 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
 
 
 def _check_card_describes(directory: str | Path, card: dict, model: LabelModel) -> None:
-    """The card's task and labels are the loaded model's: the card holds no checksum of itself, and what it says of
-    them goes unread by loading (the model's own checked files decide) but is copied into an export's card and its
-    README. One edited (the labels reordered, another task) is refused here, not passed on."""
-    if card.get("kind") == MULTITASK_KIND:
-        return  # its card describes each head ("heads"), as its own checked files do
+    """The card's task and labels (a multi-task teacher's: each head's) are the loaded model's: the card holds no
+    checksum of itself, and what it says of them goes unread by loading (the model's own checked files decide) but
+    is copied into an export's card, its README and the heads commands name. One edited (the labels reordered,
+    another task, a head renamed) is refused here, not passed on."""
     hierarchy = getattr(model, "hierarchy", None)
     if "task" in card and card["task"] != model.task:
         found = f"task {card['task']!r}, the model's is {model.task!r}"
+    elif card.get("kind") == MULTITASK_KIND and "heads" in card and card["heads"] != model.card_heads():
+        found = _heads_differ(card["heads"], model.card_heads())
     elif "labels" in card and hierarchy is not None and card["labels"] != list(hierarchy.labels):
         found = f"labels {json.dumps(card['labels'])[:60]}, the model's are {json.dumps(list(hierarchy.labels))[:60]}"
     else:
         return
     raise DistillError(f"{Path(directory) / MODEL_CARD}: names the {found} (the card was edited after the model was "
                        "saved); restore the card from a good copy or retrain")
+
+
+def _heads_differ(written: object, heads: dict[str, dict]) -> str:
+    """How a multi-task card's `written` heads differ from the model's `heads`, for a message: their names, or the
+    first head described otherwise."""
+    if not isinstance(written, dict):
+        return f"heads as {json.dumps(written)[:60]}, not each head's task and labels (the model's: {', '.join(heads)})"
+    if list(written) != list(heads):
+        return f"heads {json.dumps(list(written))[:60]}, the model's are {json.dumps(list(heads))[:60]}"
+    name = next(name for name in heads if written[name] != heads[name])
+    return f"head {name!r} as {json.dumps(written[name])[:80]}, the model's is {json.dumps(heads[name])[:80]}"
 
 
 def model_from_card(directory: str | Path, card: dict) -> LabelModel:
