@@ -361,13 +361,16 @@ def test_a_teacher_and_its_export_are_refused_as_one_teacher_given_twice(exports
     (lambda card: card["export"].update(parameters="40k"), "its field 'export.parameters' is \"40k\", not what"),
     (lambda card: card["speed"].update(ratio=True), "its field 'speed.ratio' is true, not what distill writes"),
     (lambda card: card.update(sha256=[]), "its field 'sha256' is [], not the checksums of the model's files"),
-], ids=["export", "agreement", "agreement-field", "export-field", "speed-field", "sha256"])
+    (lambda card: card["export"].update(quantize="int4"), "its field 'export.quantize' is \"int4\", which distill does "
+                                                          "not write (it writes int8)"),
+], ids=["export", "agreement", "agreement-field", "export-field", "speed-field", "sha256", "quantize-value"])
 @pytest.mark.parametrize("command", ["predict", "compare", "pseudo-label", "kd"])
 def test_an_exports_card_edited_to_another_type_is_refused_by_every_reader(edit, fragment, command, exports,
                                                                            tmp_path, capsys):
     """The card holds no checksum of itself: an export's `export` or `agreement` record edited into another JSON
     type (or a field of it removed) was a TypeError or AttributeError traceback in compare, pseudo-label and kd
-    (predict said nothing), and a list of checksums "unknown model kind"."""
+    (predict said nothing), and a list of checksums "unknown model kind"; a quantization distill never writes
+    ("int4") was said of the teacher and recorded in kd's summary as it was."""
     export = shutil.copytree(exports["classification"]["int8"], tmp_path / "int8")
     card = json.loads((export / "distill.json").read_text())
     edit(card)

@@ -166,6 +166,13 @@ def _check_records(path: Path, card: dict) -> None:
                 shown = "missing" if field not in value else f"{json.dumps(found)[:40]}"
                 raise DistillError(f"{path}: its field '{record}.{field}' is {shown}, not what distill writes there; "
                                    "restore the card from a good copy or retrain")
+    export = card.get("export") or {}
+    from distill.export import FORMATS, QUANTIZATIONS
+    for field, known in (("format", FORMATS), ("quantize", QUANTIZATIONS)):  # what an export is, as said of it
+        if export.get(field) is not None and export[field] not in known:
+            raise DistillError(f"{path}: its field 'export.{field}' is {json.dumps(export[field])[:40]}, which "
+                               f"distill does not write (it writes {', '.join(known)}); restore the card from a good "
+                               "copy or retrain")
 
 
 def model_files(directory: str | Path) -> list[Path]:
