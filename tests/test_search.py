@@ -750,6 +750,33 @@ def test_a_rerun_copies_the_chosen_trial_again_over_another_model_put_in_best(fi
     load_model(copy / "best-onnx")
 
 
+@pytest.mark.parametrize("name, what", [("trials.json", "link"), ("trials.md", "folder"), ("best-onnx", "file")])
+def test_what_a_search_writes_is_checked_before_it_runs_again(finished_search, tmp_path, name, what):
+    """trials.json a link (to the user's data, say), trials.md a folder, best-onnx/ a file: the rerun did its work
+    (best/ copied and exported again where it was no longer the same) and failed only at the end, on writing the
+    report. Each is refused first, nothing in the folder changed, a link's target untouched."""
+    report = read_report(finished_search)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    target = tmp_path / "data.csv"
+    target.write_text("text,label\n")
+    path = copy / name
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if what == "link":
+        path.symlink_to(target)
+    elif what == "folder":
+        path.mkdir()
+    else:
+        path.write_text("x")
+    (copy / "best" / "distill.json").unlink()  # best/ no longer whole: a rerun would make it again first
+    before = {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and not p.is_symlink()}
+    with pytest.raises(DistillError, match=rf"^{path}: is a"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=1)
+    assert {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and not p.is_symlink()} == before
+    assert target.read_text() == "text,label\n"
+
+
 def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
     """The chosen trial's card removed (best/ whole) was an OSError, 'No such file or directory', and its weights
     truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
