@@ -70,6 +70,11 @@ def _edit_card(model: Path, edit) -> None:
 MODEL_DAMAGE = [
     ("student-card-checksums-removed", "student", lambda d: _edit_card(d, lambda c: c.pop("sha256")),
      "records no checksum of config.json, so the model cannot be verified"),
+    # a card edited down to version 1 (which listed the weights alone) with its checksums removed loaded unchecked
+    ("student-card-version-1-checksums-removed", "student", lambda d: _edit_card(d, lambda c: (
+        c.update(format_version=1), c.pop("sha256"))), "records no checksum of model.safetensors"),
+    ("teacher-card-version-1-weights-unlisted", "teacher", lambda d: _edit_card(d, lambda c: (
+        c.update(format_version=1), c["sha256"].pop("checkpoint.pt"))), "records no checksum of checkpoint.pt"),
     ("student-weights-unlisted", "student", lambda d: _edit_card(d, lambda c: c["sha256"].pop("model.safetensors")),
      "records no checksum of model.safetensors"),
     ("teacher-encoder-unlisted", "teacher", lambda d: _edit_card(

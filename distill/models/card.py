@@ -34,6 +34,8 @@ SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teac
 ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
 LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
+# The weights files a loader reads: every card, of any version, records their checksums
+WEIGHT_FILES = (WEIGHTS, CHECKPOINT, SLIM_WEIGHTS, ONNX_FILE)
 # Card fields naming what loads the model (its class, registered name, task, export format): strings where given
 NAME_FIELDS = ("model", "class", "task", "format")
 _NUMBER, _TEXT, _NONE = (int, float), (str,), (type(None),)
@@ -191,12 +193,14 @@ def verify_model_files(directory: str | Path, card: dict) -> None:
     """Refuse a model whose files differ from the card's record (missing, edited, truncated, added)."""
     directory = Path(directory)
     recorded = card.get("sha256", {})
-    if card_version(card) >= 2:  # every file a loader reads is listed (older cards listed fewer)
-        unlisted = [name for name in LOADED_FILES if (directory / name).exists() and name not in recorded]
-        if unlisted or not recorded:
-            raise DistillError(f"{directory / MODEL_CARD}: records no checksum of "
-                               f"{unlisted[0] if unlisted else 'any file'}, so the model cannot be verified; "
-                               "restore the card from a good copy or retrain")
+    # version 2 lists every file a loader reads; older cards listed fewer, but always the weights (so a version
+    # edited down to 1 with its checksums removed does not load unchecked)
+    listed = LOADED_FILES if card_version(card) >= 2 else WEIGHT_FILES
+    unlisted = [name for name in listed if (directory / name).exists() and name not in recorded]
+    if unlisted or not recorded:
+        raise DistillError(f"{directory / MODEL_CARD}: records no checksum of "
+                           f"{unlisted[0] if unlisted else 'any file'}, so the model cannot be verified; "
+                           "restore the card from a good copy or retrain")
     for name, expected in recorded.items():
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise DistillError(f"{directory / MODEL_CARD}: lists {name}, outside the model directory; "
