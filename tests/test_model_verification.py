@@ -101,6 +101,8 @@ MODEL_DAMAGE = [
      'was edited after the model was saved)'),
     ("teacher-card-labels-a-string", "teacher", lambda d: _edit_card(d, lambda c: c.update(labels="negative")),
      'distill.json: names the labels "negative", the model\'s are'),
+    ("student-card-model-renamed", "student", lambda d: _edit_card(d, lambda c: c.update(model="cnn")),
+     "distill.json: names the model 'cnn', the model's config is of 'lstm' (the card was edited after"),
     ("teacher-card-task-tagging", "teacher", lambda d: _edit_card(d, lambda c: c.update(task="tagging")),
      "distill.json: names the task 'tagging', the model's is 'classification'"),
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),

@@ -109,12 +109,20 @@ def _check_card_describes(directory: str | Path, card: dict, model: LabelModel) 
         found = f"task {card['task']!r}, the model's is {model.task!r}"
     elif card.get("kind") == MULTITASK_KIND and "heads" in card and card["heads"] != model.card_heads():
         found = _heads_differ(card["heads"], model.card_heads())
+    elif card.get("kind") == "student" and "class" in card and card.get("model") != _registered_name(model, card):
+        found = f"model {card.get('model')!r}, the model's config is of {_registered_name(model, card)!r}"
     elif "labels" in card and hierarchy is not None and card["labels"] != list(hierarchy.labels):
         found = f"labels {json.dumps(card['labels'])[:60]}, the model's are {json.dumps(list(hierarchy.labels))[:60]}"
     else:
         return
     raise DistillError(f"{Path(directory) / MODEL_CARD}: names the {found} (the card was edited after the model was "
                        "saved); restore the card from a good copy or retrain")
+
+
+def _registered_name(model: LabelModel, card: dict) -> str | None:
+    """The registered student name the loaded model's own (checked) config gives, else the card's (an export,
+    which keeps no student config of its own): what a student's card names as its ``model``."""
+    return getattr(getattr(model, "config", None), "model", card.get("model"))
 
 
 def _heads_differ(written: object, heads: dict[str, dict]) -> str:
