@@ -36,15 +36,14 @@ from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, default_metric, tagging_metrics
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
-from distill.models.card import write_model_card
+from distill.models.card import EXPORT_FORMATS, EXPORT_QUANTIZATIONS, write_model_card
 from distill.models.hub_files import local_folder
 from distill.models.kinds import kind_of, require_kind
 from distill.models.onnx import CRF_WEIGHTS, EXPORT_EXTRA, ONNX_FILE
 from distill.outputs import model_output
 from distill.provenance import learnt_record, warn_if_learnt_from
 
-FORMATS = ("onnx", "safetensors", "transformers")
-QUANTIZATIONS = ("int8",)
+FORMATS, QUANTIZATIONS = EXPORT_FORMATS, EXPORT_QUANTIZATIONS  # the card's record of an export names one of each
 OPSET = 17
 # Tracing inputs: two examples of different lengths, so padding and per-example lengths are in the graph.
 TRACE_EXAMPLES = {"classification": ["a first example to trace , longer than the other", "a second"],

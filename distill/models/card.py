@@ -38,13 +38,16 @@ LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM
 WEIGHT_FILES = (WEIGHTS, CHECKPOINT, SLIM_WEIGHTS, ONNX_FILE)
 # Card fields naming what loads the model (its class, registered name, task, export format): strings where given
 NAME_FIELDS = ("model", "class", "task", "format")
+EXPORT_FORMATS = ("onnx", "safetensors", "transformers")  # what `nlp-train export` writes (distill.export)
+EXPORT_QUANTIZATIONS = ("int8",)
 _NUMBER, _TEXT, _NONE = (int, float), (str,), (type(None),)
 # An export's records that readers index and format (loading it as a teacher, compare, kd's teacher line, the README,
 # a bulk pass's choice of teacher): each a JSON object or null where present, its fields of these types; a field whose
 # types include null may be absent. The card holds no checksum of itself, so a hand edit is refused here, in one line.
 CARD_RECORDS = {
     "export": {"source": _TEXT, "parameters": (int,), "format": _TEXT + _NONE, "quantize": _TEXT + _NONE,
-               "source_card_sha256": _TEXT + _NONE, "source_fingerprint": _TEXT + _NONE, "learnt_from": (dict,) + _NONE},
+               "source_card_sha256": _TEXT + _NONE, "source_fingerprint": _TEXT + _NONE,
+               "learnt_from": (dict,) + _NONE},
     "agreement": {"data": _TEXT, "metric": _TEXT, "max_abs_logit_diff": _NUMBER, "labels_compared": (int,),
                   "labels_changed": (int,), "reference_score": _NUMBER, "score": _NUMBER},
     "speed": {"ratio": _NUMBER, "cpu": _TEXT, "threads": (int,), "precision": _TEXT, "batch_size": (int,),
@@ -169,8 +172,7 @@ def _check_records(path: Path, card: dict) -> None:
                 raise DistillError(f"{path}: its field '{record}.{field}' is {shown}, not what distill writes there; "
                                    "restore the card from a good copy or retrain")
     export = card.get("export") or {}
-    from distill.export import FORMATS, QUANTIZATIONS
-    for field, known in (("format", FORMATS), ("quantize", QUANTIZATIONS)):  # what an export is, as said of it
+    for field, known in (("format", EXPORT_FORMATS), ("quantize", EXPORT_QUANTIZATIONS)):  # what an export is
         if export.get(field) is not None and export[field] not in known:
             raise DistillError(f"{path}: its field 'export.{field}' is {json.dumps(export[field])[:40]}, which "
                                f"distill does not write (it writes {', '.join(known)}); restore the card from a good "

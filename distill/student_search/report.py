@@ -199,7 +199,8 @@ def _copies(trial_folder: Path, output: Path) -> bool:
     from distill.models.card import MODEL_CARD, read_model_card
     from distill.models.onnx import made_from
     best, export = output / BEST_FOLDER, output / BEST_EXPORT_FOLDER
-    if best.is_symlink() or not _whole(best) or file_sha256(best / MODEL_CARD) != file_sha256(trial_folder / MODEL_CARD):
+    if best.is_symlink() or not _whole(best) or \
+            file_sha256(best / MODEL_CARD) != file_sha256(trial_folder / MODEL_CARD):
         return False
     if not (export.exists() or export.is_symlink()):
         return True
