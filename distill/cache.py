@@ -10,8 +10,9 @@ Layout: ``CACHE_DIR/<teacher fingerprint>[-bf16]/<shard>.safetensors``. The fold
 `Teacher.fingerprint` (its weights and how it reads text; an ONNX export's: its files) and the
 precision, so another teacher or precision never shares it. A shard holds the logits of a set of
 examples (tagging: words packed with offsets and a `scored` mask, as `ExampleLogits` keeps them), a
-16-byte sha256 key per example (its exact JSON text) and a checksum of all of it: a damaged shard is
-ignored and its examples recomputed, never trusted. Under a launcher the ranks share the work of a miss and
+16-byte sha256 key per example (its exact JSON text), its folder's name (a shard copied from another teacher's
+folder is not this teacher's) and a checksum of all of it: a damaged or foreign shard is ignored and its examples
+recomputed, never trusted. Under a launcher the ranks share the work of a miss and
 rank 0 alone writes.
 """
 
@@ -31,8 +32,8 @@ from safetensors import SafetensorError, safe_open
 from distill import distributed, precision
 from distill.inference import ExampleLogits, examples_to_score, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError, option
-from distill.io import (CACHE_ENV, cache_root, check_folder, check_target, load_checked_tensors, make_folder,
-                        save_checked_tensors, what_is)
+from distill.io import (CACHE_ENV, TEMPORARY_SUFFIX, cache_root, check_folder, check_target, load_checked_tensors,
+                        make_folder, remove_stale_temporaries, save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
 from distill.progress import progress_bar
 from distill.spill import SpilledLogits
@@ -44,6 +45,7 @@ CACHE_DIR_OPTION = {"path": "dir", "help": "Teacher-logit cache folder, keyed by
                     "$DISTILL_CACHE/teacher-logits, where DISTILL_CACHE defaults to ~/.cache/distill)."}
 
 KEY_BYTES = 16
+SHARD_SUFFIX = ".safetensors"
 SPILL_CHUNK = 4096  # examples scored, and held in memory, at a time by `spilled_teacher_logits`
 PerExample = tuple[torch.Tensor, "torch.Tensor | None"]
 
@@ -132,6 +134,8 @@ class LogitStore:
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
         check_writable(self.folder.expanduser().resolve(), _named(cache_dir)[1])  # made by another user, perhaps
+        if self.folder.is_dir():  # a shard's temporary file that a killed run left: no later run would remove it
+            remove_stale_temporaries(self.folder, f".*{SHARD_SUFFIX}.*{TEMPORARY_SUFFIX}")
         self._where: dict[bytes, Path] | None = None
         self._also: dict[bytes, list[Path]] = {}
         self._damaged: set[Path] = set()  # shards `lookup` found damaged: their keys are looked up elsewhere
@@ -141,7 +145,7 @@ class LogitStore:
         or by two runs at once) has the others in `_also`, for `lookup` to pass on to when the first is damaged."""
         if self._where is None:
             self._where = {}
-            for shard in sorted(self.folder.glob("*.safetensors")) if self.folder.is_dir() else []:
+            for shard in sorted(self.folder.glob(f"*{SHARD_SUFFIX}")) if self.folder.is_dir() else []:
                 try:
                     with safe_open(str(shard), framework="pt") as handle:
                         keys = handle.get_tensor("keys")
@@ -177,7 +181,7 @@ class LogitStore:
             for shard in shards:
                 read.add(shard)
                 tensors = load_checked_tensors(shard)
-                if tensors is None:
+                if tensors is None or not self._owns(tensors):
                     self._damaged.add(shard)
                     continue
                 results = ExampleLogits.from_dict(tensors)
@@ -186,12 +190,23 @@ class LogitStore:
                         found[key] = results.example(row)
         return found
 
+    def _owner(self) -> torch.Tensor:
+        """What a shard records of the teacher (and precision) whose logits it holds: its folder's name, under the
+        shard's checksum, so a shard copied or moved from another teacher's folder is never taken for this one's."""
+        return torch.tensor(list(self.folder.name.encode()), dtype=torch.uint8)
+
+    def _owns(self, tensors: dict[str, torch.Tensor]) -> bool:
+        """Whether a whole shard holds this teacher's logits (`_owner`); one from another folder counts as damaged."""
+        owner = tensors.get("owner")
+        return owner is not None and torch.equal(owner, self._owner())
+
     def add(self, keys: list[bytes], results: ExampleLogits) -> Path | None:
         """Store the logits of examples `keys` (in `results`' order) as one new shard."""
         if not keys:
             return None
-        tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8)}
-        path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}.safetensors"
+        tensors = {**results.to_dict(), "keys": torch.tensor([list(k) for k in keys], dtype=torch.uint8),
+                   "owner": self._owner()}
+        path = self.folder / f"{hashlib.sha256(b''.join(keys)).hexdigest()[:40]}{SHARD_SUFFIX}"
         make_folder(self.folder)
         save_checked_tensors(path, tensors)
         self._damaged.discard(path)  # written whole over a damaged shard of the same examples

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModel, AutoTokenizer, DistilBertConfig, DistilBertModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -218,7 +219,7 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights do not fit its config.json (a "
                            "tensor's shape differs from the one the config gives); give a whole pretrained encoder") \
             from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, SafetensorError) as err:  # SafetensorError: a weights file cut short or damaged
         if os.path.isdir(name_or_path):  # a local folder that is not a whole encoder: say what failed
             raise DistillError(f"cannot load encoder {name_or_path!r}: the folder does not hold a whole pretrained "
                                f"encoder (its config, tokenizer and weights: {str(err).splitlines()[0][:160]})") from None
@@ -239,7 +240,8 @@ def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         raise DistillError(f"cannot load encoder {name_or_path!r}: its weights hold {len(unused)} of the encoder's "
                            f"tensors its config.json has no place for (e.g. {unused[0]}), which would be dropped; give "
                            "a whole pretrained encoder")
-    from distill.models.hub_files import integer_weight, non_finite_weight, tokens_past_embeddings
+    from distill.models.hub_files import integer_weight, non_finite_weight, require_words, tokens_past_embeddings
+    require_words(name_or_path, tokenizer)  # its vocabulary files lost: transformers builds one of special tokens
     stored = integer_weight(model, sorted(Path(name_or_path).glob("*.safetensors"))) \
         if os.path.isdir(name_or_path) else None
     if stored is not None:

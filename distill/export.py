@@ -36,15 +36,14 @@ from distill.labels import check_labels_known
 from distill.metrics import classification_metrics, default_metric, tagging_metrics
 from distill.models import MODEL_CARD, load_model, model_from_card, read_model_card
 from distill.models.base import LabelModel
-from distill.models.card import write_model_card
+from distill.models.card import EXPORT_FORMATS, EXPORT_QUANTIZATIONS, write_model_card
 from distill.models.hub_files import local_folder
 from distill.models.kinds import kind_of, require_kind
 from distill.models.onnx import CRF_WEIGHTS, EXPORT_EXTRA, ONNX_FILE
 from distill.outputs import model_output
 from distill.provenance import learnt_record, warn_if_learnt_from
 
-FORMATS = ("onnx", "safetensors", "transformers")
-QUANTIZATIONS = ("int8",)
+FORMATS, QUANTIZATIONS = EXPORT_FORMATS, EXPORT_QUANTIZATIONS  # the card's record of an export names one of each
 OPSET = 17
 # Tracing inputs: two examples of different lengths, so padding and per-example lengths are in the graph.
 TRACE_EXAMPLES = {"classification": ["a first example to trace , longer than the other", "a second"],
@@ -269,12 +268,11 @@ def about_export(model: LabelModel, source: Path) -> dict:
     """What the export's README card says beyond its card: the source model's base model, and what its run
     read and scored (its ``train_summary.json``)."""
     from distill.models.readme import about_run
-    from distill.outputs import SUMMARY_FILE
+    from distill.outputs import read_summary
     about = model.card_about()
-    if (source / SUMMARY_FILE).is_file():
-        with contextlib.suppress(OSError, ValueError):
-            import json
-            about.update(about_run(json.loads((source / SUMMARY_FILE).read_text(encoding="utf-8"))))
+    summary = read_summary(source)
+    if summary is not None:
+        about.update(about_run(summary))
     return about
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import io
 import json
@@ -15,6 +16,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -34,6 +36,8 @@ from distill.settings import named
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+TEMPORARY_SUFFIX = ".tmp"  # `atomic_path`'s temporary file beside its target: .NAME.RANDOM.tmp
+STALE_AFTER_S = 600.0  # a temporary file unlocked and unwritten this long was left by a killed writer
 STAGING_PREFIX = ".saving-"  # a hidden folder of a model's files being written, before they are moved in
 # A distill model's card (`distill.models.card`), here so that a module below the card's, such as the one that
 # tells a transformers model's folder by its files (`distill.models.hub_files`), knows a distill folder by it.
@@ -161,14 +165,16 @@ def uninterrupted() -> Iterator[None]:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success fsync it and rename it into place.
 
-    A failed write (a full disk, too large a file) is one error naming `path`, and leaves no file.
+    A failed write (a full disk, too large a file) is one error naming `path`, and leaves no file. The
+    temporary file is locked (`flock`) until it is renamed or removed: a process killed while writing leaves it
+    behind, and `remove_stale_temporaries` tells it from one a live writer (even a stopped one) holds.
     """
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         with writing(path):
             yield Path(tmp)
             with open(tmp, "rb") as handle:
@@ -178,6 +184,34 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        os.close(fd)
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, pattern: str, older_than: float = STALE_AFTER_S) -> int:
+    """Remove the temporary files matching `pattern` in `folder` that `atomic_path` left when its process was
+    killed, and return how many: a file no process holds locked, last written over `older_than` seconds ago (a
+    writer locks it within moments of making it), still the same file when it is removed. A live writer's file,
+    whether it writes now or is stopped, is never touched; nor is a link or a folder of that name."""
+    removed = 0
+    for path in Path(folder).glob(pattern):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # gone (its writer renamed it), a link, or unreadable: not ours to remove
+        try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or time.time() - found.st_mtime < older_than:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            now = os.stat(path, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (found.st_dev, found.st_ino):
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            continue  # locked by its writer, or renamed or removed meanwhile
+        finally:
+            os.close(fd)
+    return removed
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.config import CONFIG_SUFFIX, RUN_CONFIG
 from distill.errors import DistillError, option
-from distill.io import STAGING_PREFIX, check_target, file_sha256, writing
+from distill.io import STAGING_PREFIX, check_target, file_sha256, read_json, what_is, writing
 from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, model_files,
                                  read_model_card)
@@ -37,12 +37,43 @@ from distill.settings import named
 logger = logging.getLogger("distill")
 SUMMARY_FILE = "train_summary.json"  # written last: a run whose folder holds it has finished
 RUN_MARKERS = (MODEL_CARD, SUMMARY_FILE, "metrics.jsonl")
+# The summary's fields that other commands read (export's README card, `distill.provenance`), with their JSON types
+SUMMARY_FIELDS = {"sources": dict, "inputs": dict, "example_digests": dict, "best": dict, "settings": dict,
+                  "history": list, "teachers": list, "teacher": (str, type(None)), "parameters": int}
 # hidden in an output directory while a run writes it, removed once the run ends: a folder that holds it, no model card,
 # no resume state and no summary is what a killed run (SIGKILL, the kernel out of memory) left half-written
 UNFINISHED = ".unfinished"
 TRACKING_FOLDER = "runs"  # --report-to tensorboard's events (`distill.callbacks`): beside the model, not part of it
 # what a training run writes; its run_config.yaml (distill.config) is no file of the model's card, as the log is not
 RUN_FILES = (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG, *LOADED_FILES, *SEALED_FOLDERS, TRACKING_FOLDER)
+
+
+def read_summary(folder: str | os.PathLike) -> dict | None:
+    """The summary a finished run wrote in `folder` (``train_summary.json``), or None where there is none. The card
+    does not cover it, so one that is no JSON object, or whose fields another command reads are of another type
+    (`SUMMARY_FIELDS`; the best epoch's dev scores, an ensemble's teachers), is refused here, in one line."""
+    path = Path(folder) / SUMMARY_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_file():
+        shown = "a folder" if path.is_dir() else what_is(path)
+        raise DistillError(f"{path}: is {shown}, not the run's summary (a JSON file)")
+    summary = read_json(path)
+    wrong = None if isinstance(summary, dict) else "it is no JSON object"
+    for field, types in SUMMARY_FIELDS.items() if wrong is None else ():
+        if field in summary and (not isinstance(summary[field], types) or isinstance(summary[field], bool)):
+            wrong = f"its field {field!r} is {json.dumps(summary[field])[:40]}"
+            break
+    if wrong is None and not isinstance(summary.get("best", {}).get("dev", {}), dict):
+        wrong = f"its field 'best.dev' is {json.dumps(summary['best']['dev'])[:40]}"
+    if wrong is None and not all(isinstance(one, dict) and isinstance(one.get("weight"), (int, float))
+                                 and isinstance(one.get("teacher"), (str, type(None)))
+                                 for one in summary.get("teachers", [])):
+        wrong = "its field 'teachers' holds no teacher and weight per teacher"
+    if wrong is not None:
+        raise DistillError(f"{path}: is damaged ({wrong}, not what distill writes there); restore it from a good "
+                           "copy, or retrain the model")
+    return summary
 
 
 def check_writable(output: str | os.PathLike, folder: str | os.PathLike | None = None) -> None:
@@ -178,17 +209,30 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     if out.parent != model:
         raise DistillError(f"{output}: lies in a folder of the model {model} (a file there changes the model); "
                            "write beside the model's own files or elsewhere")
-    if not (model / MODEL_CARD).is_file():  # a transformers model: the files its loader may read are its own
-        from distill.models.hub_files import reads_file
-        if reads_file(out.name):
-            raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
-                               "tokenizer); choose another output file")
+    from distill.models.hub_files import reads_file
+    if reads_file(out.name) and _read_by_name(model):  # transformers' loaders read such a file, listed or not
+        raise DistillError(f"{output}: is a file of the transformers model {model} (its config, weights or "
+                           "tokenizer); choose another output file")
+    if not (model / MODEL_CARD).is_file():
         return
     if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
     if out.name in LOADED_FILES:  # not the model's file yet, but its card would not list it: refused from then on
         raise DistillError(f"{output}: is a name the model's loader reads in {model} (a file there changes the "
                            "model); choose another output file")
+
+
+def _read_by_name(model: Path) -> bool:
+    """Whether transformers' loaders read `model`'s files by name: a transformers model's folder (no card), or a
+    distill model saved as one (`export --format transformers`), whose loading refuses any such file its card
+    does not list (`distill.models.card.verify_model_files`)."""
+    if not (model / MODEL_CARD).is_file():
+        return True
+    try:
+        card = read_model_card(model)
+    except DistillError:
+        return False  # a damaged card: the model is refused as it is, whatever is written beside it
+    return "transformers" in (card.get("format"), card.get("model"))
 
 
 @contextlib.contextmanager

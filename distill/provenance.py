@@ -76,10 +76,9 @@ def learnt_record(model_dir: str | Path) -> dict:
     it was exported from."""
     from distill.io import file_sha256
     from distill.models.card import MODEL_CARD
-    from distill.outputs import SUMMARY_FILE
-    try:
-        record = json.loads((Path(model_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    from distill.outputs import SUMMARY_FILE, read_summary
+    record = read_summary(model_dir) if Path(model_dir).is_dir() else None
+    if record is None:
         try:
             export = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))["export"]
             record = export.get("learnt_from")

@@ -414,7 +414,8 @@ def _initialising(teacher: LabelModel | None, config: StudentConfig, cls: type) 
     if not is_onnx_export(teacher):
         return teacher
     from distill.models.transformer_student import FROM_TEACHER
-    layers = getattr(config, "encoder", None) == FROM_TEACHER or getattr(cls, "runs_teacher_encoder", False)
+    runs_encoder = getattr(cls, "runs_teacher_encoder", None)  # the static student's 'encoder' word vectors
+    layers = getattr(config, "encoder", None) == FROM_TEACHER or (runs_encoder is not None and runs_encoder(config))
     return teacher.initialising_teacher(layers=layers)
 
 

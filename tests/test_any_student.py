@@ -126,6 +126,31 @@ def test_an_encoder_folder_whose_config_or_weights_make_no_whole_model_is_refuse
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("damage, said", [
+    ("cut", "error: cannot load encoder '{folder}': the folder does not hold a whole pretrained encoder (its config, "
+            "tokenizer and weights: Error while deserializing header"),
+    ("vocabulary", "error: {folder}: cannot load its tokenizer (its vocabulary holds only its 5 special tokens, so "
+                   "every word would read as [UNK])")])
+def test_an_encoder_folder_cut_short_or_without_its_vocabulary_is_refused(damage, said, tiny_encoder_dir, tmp_path,
+                                                                          capsys):
+    """--encoder DIR with its weights cut short was a SafetensorError traceback; with its tokenizer.json and
+    vocab.txt gone, transformers built a tokenizer of the special tokens alone and a teacher trained on texts
+    read as [UNK] only, exit 0."""
+    import shutil
+    folder = tmp_path / "encoder"
+    shutil.copytree(tiny_encoder_dir, folder)
+    if damage == "cut":
+        (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:5000])
+    else:
+        for name in ("tokenizer.json", "vocab.txt"):
+            (folder / name).unlink()
+    for args in (["teacher", "--task", "classification", *SENTIMENT, *QUICK],
+                 ["student", "--model", "transformer", *SENTIMENT, *QUICK]):
+        err = refused(capsys, *args, "--encoder", folder, "--output", tmp_path / "out")
+        assert said.format(folder=folder) in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_layers_are_cut_from_any_family_with_a_layer_list_or_refused():
     """ModernBERT's per-layer `layer_types` follow the kept layers (its config is refused otherwise); ALBERT
     shares one layer's weights across its depth: it keeps all of them or is refused in one line."""

@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -480,3 +481,55 @@ def test_make_batch_as_a_trainers_collator_names_what_does_not_fit(tiny_classifi
     for wrong in ([2], [0, -1]):
         with pytest.raises(DistillError, match=f"position {wrong[-1]} is none of the 2 examples given to make_batch"):
             make_batch(student, texts, ["positive", "negative"], wrong)
+
+
+def test_a_shard_left_half_written_by_a_killed_run_is_removed_and_a_live_writers_is_not(tiny_classifier_teacher,
+                                                                                       tmp_path):
+    """A run killed while writing a cache shard left its hidden .tmp file, which no later run removed: the cache
+    grew by a dead shard each time. A later run removes such a file (unlocked, unwritten for long), never one a
+    writer holds (writing now, or stopped), nor one just made."""
+    import fcntl
+    import os
+    from distill.io import STALE_AFTER_S, atomic_path, remove_stale_temporaries
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(5)))
+    label = functools.partial(pseudo_label, tiny_classifier_teacher, str(texts), progress=False,
+                              cache_dir=str(tmp_path / "cache"))
+    label(str(tmp_path / "a.jsonl"))
+    [shard] = (tmp_path / "cache").rglob("*.safetensors")
+    stale, held, fresh = (shard.with_name(f".{shard.name}.{name}.tmp") for name in ("stale", "held", "fresh"))
+    for path in (stale, held, fresh):
+        path.write_bytes(shard.read_bytes()[:100])
+    for path in (stale, held):
+        os.utime(path, (0, os.stat(path).st_mtime - STALE_AFTER_S - 1))
+    with open(held, "rb") as writer:
+        fcntl.flock(writer, fcntl.LOCK_EX)  # a writer stopped (Ctrl-Z) before it renamed its file
+        assert label(str(tmp_path / "b.jsonl"))["cached"] == 5
+        assert not stale.exists() and held.exists() and fresh.exists()
+    with atomic_path(tmp_path / "out.txt") as tmp:  # atomic_path's own file is held while it writes
+        os.utime(tmp, (0, 0))
+        assert remove_stale_temporaries(tmp_path, ".out.txt.*.tmp") == 0 and tmp.exists()
+    assert (tmp_path / "out.txt").exists()
+
+
+def test_a_shard_copied_from_another_teachers_cache_folder_is_not_trusted(tiny_classifier_teacher, tiny_student,
+                                                                          tmp_path):
+    """A shard is keyed by its examples' text alone, and its checksum covered its content alone: one copied from
+    another teacher's folder (a cache put together by hand) was trusted whole, and pseudo-label wrote the other
+    teacher's labels and logits as this one's. A shard records whose it is; another's is recomputed and replaced."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"text number {n} is fine\n" for n in range(20)))
+    cache = tmp_path / "cache"
+    label = functools.partial(pseudo_label, input_path=str(texts), with_logits=True, progress=False,
+                              cache_dir=str(cache))
+    label(tiny_classifier_teacher, output_path=str(tmp_path / "teacher.jsonl"))
+    [teachers] = cache.iterdir()
+    label(tiny_student, output_path=str(tmp_path / "student.jsonl"))
+    [students] = set(cache.iterdir()) - {teachers}
+    for shard in students.glob("*.safetensors"):
+        shard.unlink()
+    for shard in teachers.glob("*.safetensors"):
+        shutil.copy(shard, students / shard.name)
+    assert label(tiny_student, output_path=str(tmp_path / "again.jsonl"))["cached"] == 0
+    assert (tmp_path / "again.jsonl").read_text() == (tmp_path / "student.jsonl").read_text()
+    assert label(tiny_student, output_path=str(tmp_path / "third.jsonl"))["cached"] == 20  # the shard written again

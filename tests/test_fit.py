@@ -232,3 +232,19 @@ def test_a_file_in_another_format_than_its_name_says_is_named(tmp_path, reader, 
     path = write(tmp_path / name, content())
     with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
         reader(str(path))
+
+
+@pytest.mark.parametrize("content, line, word", [
+    ("New York\tB-LOC\nis\tO\nbig\tO\n\nBerlin\tB-LOC\nrocks\tO\n", 1, "New York"),  # read as TSV
+    ("Berlin\tB-LOC\nis\tO\nbig\tO\n\nNew York\tB-LOC\nrocks\tO\n", 5, "New York"),
+    ("New\tB-LOC\nYork City\tI-LOC\n\nis\tO\n", 2, "York City"),
+])
+def test_a_tab_separated_conll_word_holding_a_space_is_named(tmp_path, content, line, word):
+    """A tab-separated .conll whose word holds a space was refused as "looks like TSV (a header, then a text
+    and a label per row: classification data)": the file is CoNLL, and the fault is that one word."""
+    path = write(tmp_path / "train.conll", content)
+    with pytest.raises(DataError) as refused:
+        read_tagging(str(path))
+    assert str(refused.value).startswith(f"{path}:{line}: the field {word!r} holds a space, but CoNLL fields are "
+                                         "split at any space or tab")
+    assert "TSV" not in str(refused.value)

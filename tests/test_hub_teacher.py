@@ -572,3 +572,27 @@ def test_the_weights_config_json_names_key_the_cache_and_are_safetensors(hf_clas
         assert refused(capsys, "predict", folder, SAMPLES / "unlabeled_movies.txt") == \
             f"error: {folder / 'config.json'}: its transformers_weights, {named!r}, names no safetensors file or " \
             "index inside the folder, which is all distill loads weights from"
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("architectures", [5], "names its architectures as [5], not a list of class names"),
+    ("architectures", "DistilBertForSequenceClassification", "names its architectures as \"DistilBertForSeq"),
+    ("architectures", {"a": 1}, "names its architectures as {\"a\": 1}, not a list of class names"),
+    ("model_type", ["distilbert"], "names its model_type as [\"distilbert\"], not a name"),
+])
+def test_a_config_naming_its_model_in_another_type_is_refused_by_every_command(field, value, shown, hf_classifier,
+                                                                             tmp_path, capsys, cache):
+    """config.json's architectures or model_type edited into another JSON type was an AttributeError, KeyError or
+    TypeError traceback in every command (a string was read a letter at a time: "is a D (not a sequence or token
+    classifier)"); it is refused in one line, nothing written."""
+    folder = copy_of(hf_classifier, tmp_path, "edited")
+    config = json.loads((folder / "config.json").read_text())
+    config[field] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in [("predict", folder, SAMPLES / "unlabeled_movies.txt"),
+                 ("pseudo-label", "--teacher", folder, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+                  tmp_path / "pseudo.jsonl"),
+                 ("export", folder, "--output", tmp_path / "onnx")]:
+        err = refused(capsys, *args)
+        assert f"{folder}: its config.json {shown}" in err, err
+    assert not (tmp_path / "pseudo.jsonl").exists() and not (tmp_path / "onnx").exists()

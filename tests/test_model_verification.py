@@ -70,6 +70,11 @@ def _edit_card(model: Path, edit) -> None:
 MODEL_DAMAGE = [
     ("student-card-checksums-removed", "student", lambda d: _edit_card(d, lambda c: c.pop("sha256")),
      "records no checksum of config.json, so the model cannot be verified"),
+    # a card edited down to version 1 (which listed the weights alone) with its checksums removed loaded unchecked
+    ("student-card-version-1-checksums-removed", "student", lambda d: _edit_card(d, lambda c: (
+        c.update(format_version=1), c.pop("sha256"))), "records no checksum of model.safetensors"),
+    ("teacher-card-version-1-weights-unlisted", "teacher", lambda d: _edit_card(d, lambda c: (
+        c.update(format_version=1), c["sha256"].pop("checkpoint.pt"))), "records no checksum of checkpoint.pt"),
     ("student-weights-unlisted", "student", lambda d: _edit_card(d, lambda c: c["sha256"].pop("model.safetensors")),
      "records no checksum of model.safetensors"),
     ("teacher-encoder-unlisted", "teacher", lambda d: _edit_card(
@@ -90,6 +95,16 @@ MODEL_DAMAGE = [
        f"its field {field!r} is 5, not a name") for field in ("class", "model", "task")],
     ("teacher-card-model-a-list", "teacher", lambda d: _edit_card(d, lambda c: c.update(model=["Teacher"])),
      "its field 'model' is [\"Teacher\"], not a name"),
+    # the card's task and labels, unread by loading, were copied into an export's card and README as edited
+    ("student-card-labels-reordered", "student", lambda d: _edit_card(d, lambda c: c.update(labels=c["labels"][::-1])),
+     'distill.json: names the labels ["positive", "negative"], the model\'s are ["negative", "positive"] (the card '
+     'was edited after the model was saved)'),
+    ("teacher-card-labels-a-string", "teacher", lambda d: _edit_card(d, lambda c: c.update(labels="negative")),
+     'distill.json: names the labels "negative", the model\'s are'),
+    ("student-card-model-renamed", "student", lambda d: _edit_card(d, lambda c: c.update(model="cnn")),
+     "distill.json: names the model 'cnn', the model's config is of 'lstm' (the card was edited after"),
+    ("teacher-card-task-tagging", "teacher", lambda d: _edit_card(d, lambda c: c.update(task="tagging")),
+     "distill.json: names the task 'tagging', the model's is 'classification'"),
     ("student-vocab-deleted", "student", lambda d: (d / "vocab.json").unlink(), "missing vocab.json"),
     ("student-config-edited", "student", lambda d: _edit_json(d / "config.json"), "corrupted or truncated"),
     ("student-vocab-edited", "student", lambda d: _edit_json(d / "vocab.json"), "corrupted or truncated"),

@@ -445,3 +445,24 @@ def test_compare_takes_a_multitask_teacher_by_its_head(multitask_teacher, tiny_c
                         "--head picks a multi-task teacher's head, and no model compared is one: drop it")]:
         status, err = run_main(capsys, "compare", *argv, "--data", dev, "--rounds", "1")
         assert status == 2 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda heads: {"senti" if name == "sentiment" else name: head for name, head in heads.items()},
+     'names the heads ["senti", "ner"], the model\'s are ["sentiment", "ner"]'),
+    (lambda heads: {**heads, "sentiment": {**heads["sentiment"], "labels": heads["sentiment"]["labels"][::-1]}},
+     'names the head \'sentiment\' as {"task": "classification", "labels": ["positive", "negative"]}, the model\'s is'),
+    (lambda heads: list(heads), 'names the heads as ["sentiment", "ner"], not each head\'s task and labels'),
+], ids=["renamed", "labels-reordered", "a-list"])
+def test_a_multitask_card_whose_heads_were_edited_is_refused(edit, said, multitask_teacher, tmp_path):
+    """The card's heads (their names, tasks and labels) went unchecked, loading reading its checked files alone:
+    a head renamed or its labels reordered in the card was used in silence, and the card's words named heads the
+    model does not have. Loading refuses such a card in one line."""
+    import shutil
+    teacher = tmp_path / "teacher"
+    shutil.copytree(multitask_teacher, teacher)
+    card = json.loads((teacher / "distill.json").read_text())
+    card["heads"] = edit(card["heads"])
+    (teacher / "distill.json").write_text(json.dumps(card))
+    status, err = run_cli("predict", teacher, SAMPLES / "unlabeled_movies.txt", "--head", "sentiment")
+    assert status == 2 and f"{teacher / 'distill.json'}: {said}" in err and err.count("\n") == 1, err

@@ -364,3 +364,55 @@ def test_a_teacher_and_its_export_are_refused_as_one_teacher_given_twice(exports
     status, err = run_main(capsys, "pseudo-label", "--teacher", exports["tagging"]["pytorch"], "--teacher", int8,
                            "--input", corpus, "--output", tmp_path / "out.jsonl")
     assert "one teacher given twice" not in err, err  # an export of another teacher is another teacher
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda card: card.update(export=[]), "its field 'export' is [], not a record (a JSON object)"),
+    (lambda card: card.update(agreement="checked"), "its field 'agreement' is \"checked\", not a record"),
+    (lambda card: card["agreement"].pop("score"), "its field 'agreement.score' is missing, not what distill writes"),
+    (lambda card: card["export"].update(parameters="40k"), "its field 'export.parameters' is \"40k\", not what"),
+    (lambda card: card["speed"].update(ratio=True), "its field 'speed.ratio' is true, not what distill writes"),
+    (lambda card: card.update(sha256=[]), "its field 'sha256' is [], not the checksums of the model's files"),
+    (lambda card: card["export"].update(quantize="int4"), "its field 'export.quantize' is \"int4\", which distill does "
+                                                          "not write (it writes int8)"),
+], ids=["export", "agreement", "agreement-field", "export-field", "speed-field", "sha256", "quantize-value"])
+@pytest.mark.parametrize("command", ["predict", "compare", "pseudo-label", "kd"])
+def test_an_exports_card_edited_to_another_type_is_refused_by_every_reader(edit, fragment, command, exports,
+                                                                           tmp_path, capsys):
+    """The card holds no checksum of itself: an export's `export` or `agreement` record edited into another JSON
+    type (or a field of it removed) was a TypeError or AttributeError traceback in compare, pseudo-label and kd
+    (predict said nothing), and a list of checksums "unknown model kind"; a quantization distill never writes
+    ("int4") was said of the teacher and recorded in kd's summary as it was."""
+    export = shutil.copytree(exports["classification"]["int8"], tmp_path / "int8")
+    card = json.loads((export / "distill.json").read_text())
+    edit(card)
+    (export / "distill.json").write_text(json.dumps(card))
+    train, dev, unlabeled, student = DATA["classification"]
+    args = {"predict": ["predict", export, unlabeled],
+            "compare": ["compare", export, "--data", dev],
+            "pseudo-label": ["pseudo-label", "--teacher", export, "--input", unlabeled, "--output", tmp_path / "p.jsonl"],
+            "kd": ["kd", "--teacher", export, "--model", student, "--train", train, "--dev", dev,
+                   "--output", tmp_path / "kd"]}[command]
+    status, err = run_main(capsys, *args)
+    assert status == 2 and "Traceback" not in err and fragment in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "p.jsonl").exists() and not (tmp_path / "kd").exists()
+
+
+def test_a_static_student_of_input_word_vectors_starts_from_the_exports_graph_alone(exports, tmp_path, capsys):
+    """`--word-vectors input` (the mean of a word's sub-word input embeddings, which the graph holds) was refused as
+    "a transformer student copies the teacher's layers" once the export's source model was gone: the static
+    student was taken to read words through the encoder whatever its word vectors. It starts from the graph's
+    table, as with the source there; 'encoder' word vectors still need the source."""
+    train, dev, _, _ = DATA["classification"]
+    teacher = tmp_path / "teacher"
+    shutil.copytree(exports["classification"]["pytorch"], teacher)
+    cli("export", teacher, "--output", tmp_path / "onnx")
+    args = ["kd", "--teacher", tmp_path / "onnx", "--model", "static", "--embedding-dim", "8", "--train", train,
+            "--dev", dev, "--epochs", "1", "--cache-dir", tmp_path / "cache", "--quiet"]
+    cli(*args, "--word-vectors", "input", "--output", tmp_path / "with-source")
+    shutil.rmtree(teacher)
+    cli(*args, "--word-vectors", "input", "--output", tmp_path / "without")
+    assert (tmp_path / "without" / "model.safetensors").read_bytes() == \
+        (tmp_path / "with-source" / "model.safetensors").read_bytes()
+    status, err = run_main(capsys, *args, "--word-vectors", "encoder", "--output", tmp_path / "encoder")
+    assert status == 2 and "the model it was exported from" in err and not (tmp_path / "encoder").exists(), err

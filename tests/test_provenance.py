@@ -7,6 +7,8 @@ import hashlib
 import json
 import shutil
 
+import pytest
+
 from tests.conftest import DEV, SAMPLES, SMALL_LSTM, TRAIN, cli, write
 
 
@@ -63,3 +65,27 @@ def test_an_export_keeps_what_its_source_learnt_from_when_the_source_folder_chan
     (old / "distill.json").write_text(json.dumps(card))
     assert learnt_record(old)["inputs"]["train"] == json.loads((source / "train_summary.json").read_text())[
         "inputs"]["train"]
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda summary: [summary], "is damaged (it is no JSON object"),
+    (lambda summary: {**summary, "inputs": [1]}, "is damaged (its field 'inputs' is [1]"),
+    (lambda summary: {**summary, "best": {"dev": [0.5]}}, "is damaged (its field 'best.dev' is [0.5]"),
+    (lambda summary: {**summary, "teachers": [{"x": 1}]}, "its field 'teachers' holds no teacher and weight"),
+    (lambda summary: {**summary, "parameters": "many"}, "is damaged (its field 'parameters' is \"many\""),
+], ids=["list", "inputs", "best-dev", "teachers", "parameters"])
+@pytest.mark.parametrize("command", ["export", "evaluate"])
+def test_a_damaged_run_summary_is_refused_in_one_line(edit, fragment, command, tiny_student, tmp_path, capsys):
+    """train_summary.json, which the card does not cover, edited into another shape: export's README card read it
+    as it was (an AttributeError, TypeError, KeyError or ValueError traceback), and evaluate's check of the data
+    the model learnt from said nothing of it. Both now refuse it, one line, nothing written."""
+    from tests.conftest import run_main
+    model = tmp_path / "model"
+    shutil.copytree(tiny_student, model)
+    summary = model / "train_summary.json"
+    summary.write_text(json.dumps(edit(json.loads(summary.read_text()))))
+    args = {"export": ["export", model, "--output", tmp_path / "out"],
+            "evaluate": ["evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", tmp_path / "out"]}[command]
+    status, err = run_main(capsys, *args)
+    assert status == 2 and err.startswith(f"error: {summary}: ") and fragment in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()

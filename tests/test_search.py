@@ -717,6 +717,66 @@ def test_a_rerun_makes_a_damaged_best_again_and_removes_one_no_longer_chosen(fin
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("swap", ["best", "best-onnx", "link"])
+def test_a_rerun_copies_the_chosen_trial_again_over_another_model_put_in_best(finished_search, tmp_path, swap):
+    """best/ was kept when it was whole, whatever model it held: another model copied there (or best-onnx/ an export
+    of another model) stayed the search's chosen model after a rerun that said it saved the trial there; best/ a
+    link to another model was kept as the choice. Now best/ must be the trial's copy (its card) and best-onnx/ its
+    export, else they are made again; a link is refused, the model it points to untouched."""
+    report = read_report(finished_search)
+    again = dict(trials=3, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=1)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    other = copy / next(t["folder"] for t in report["trials"] if t["number"] != report["best"]["trial"])
+    if swap == "best":
+        shutil.rmtree(copy / "best")
+        shutil.copytree(other, copy / "best", ignore=shutil.ignore_patterns("resume.pt"))
+    elif swap == "best-onnx":
+        shutil.rmtree(copy / "best-onnx")
+        cli("export", other, "--output", copy / "best-onnx")
+    else:
+        shutil.rmtree(copy / "best")
+        (copy / "best").symlink_to(other)
+        before = {p.name: p.read_bytes() for p in other.iterdir()}
+        with pytest.raises(DistillError, match=rf"^{copy / 'best'}: is a symbolic link"):
+            search(report["search"]["teacher"], TRAIN, DEV, copy, **again)
+        assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+        return
+    search(report["search"]["teacher"], TRAIN, DEV, copy, **again)
+    chosen = copy / next(t["folder"] for t in report["trials"] if t["number"] == report["best"]["trial"])
+    assert (copy / "best" / "distill.json").read_bytes() == (chosen / "distill.json").read_bytes()
+    exported = json.loads((copy / "best-onnx" / "distill.json").read_text())["export"]
+    assert exported["source"] == str(copy / "best")
+    load_model(copy / "best-onnx")
+
+
+@pytest.mark.parametrize("name, what", [("trials.json", "link"), ("trials.md", "folder"), ("best-onnx", "file")])
+def test_what_a_search_writes_is_checked_before_it_runs_again(finished_search, tmp_path, name, what):
+    """trials.json a link (to the user's data, say), trials.md a folder, best-onnx/ a file: the rerun did its work
+    (best/ copied and exported again where it was no longer the same) and failed only at the end, on writing the
+    report. Each is refused first, nothing in the folder changed, a link's target untouched."""
+    report = read_report(finished_search)
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    target = tmp_path / "data.csv"
+    target.write_text("text,label\n")
+    path = copy / name
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if what == "link":
+        path.symlink_to(target)
+    elif what == "folder":
+        path.mkdir()
+    else:
+        path.write_text("x")
+    (copy / "best" / "distill.json").unlink()  # best/ no longer whole: a rerun would make it again first
+    before = {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and not p.is_symlink()}
+    with pytest.raises(DistillError, match=rf"^{path}: is a"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=1)
+    assert {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and not p.is_symlink()} == before
+    assert target.read_text() == "text,label\n"
+
+
 def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
     """The chosen trial's card removed (best/ whole) was an OSError, 'No such file or directory', and its weights
     truncated were taken as the source of the same best/; the trial's folder is checked whole, as when best/ is
@@ -796,6 +856,25 @@ def test_an_interrupted_trial_pruned_untrained_when_resumed_leaves_no_folder(tin
     assert [(t["state"], t["default"], t["folder"]) for t in result.trials] == \
         [("fail", "lstm", "trials/0000"), ("pruned", "lstm", "trials/0000"), ("complete", "cnn", "trials/0002")]
     assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0002", "study.json"]
+
+
+def test_a_trial_killed_between_its_model_and_its_resume_state_starts_over_when_the_search_runs_again(
+        tiny_classifier_teacher, tmp_path, monkeypatch):
+    """A trial's run killed (SIGKILL) between its best model and its resume state leaves its folder with a model and
+    no resume.pt: the search run again trained the trial into it as a new output and was refused
+    ("already holds a student model; pass --overwrite", which a search does not take) on every rerun. The folder
+    is the study's own: the trial starts over there."""
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    monkeypatch.undo()
+    folder = tmp_path / "s" / "trials" / "0000"
+    (folder / "resume.pt").unlink()
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert [t["state"] for t in result.trials] == ["fail", "complete"] and result.best is not None
+    load_model(tmp_path / "s" / "best")
 
 
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):

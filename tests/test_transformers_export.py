@@ -341,3 +341,22 @@ def test_a_tokenizer_file_dropped_beside_a_transformers_models_is_refused(tiny_c
     status, err = run_main(capsys, "predict", model, texts)
     assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert f"{model / dropped}: not part of the model as saved (distill.json does not list it)" in err, err
+
+
+@pytest.mark.parametrize("name", ["special_tokens_map.json", "added_tokens.json", "generation_config.json"])
+@pytest.mark.parametrize("form", ["transformers", "onnx"])
+def test_evaluate_writes_no_file_a_transformers_export_would_read(tiny_classifier_teacher, tmp_path, capsys, name,
+                                                                  form):
+    """evaluate may write its metrics into a model folder distill wrote, but not under a name transformers' loaders
+    read: `evaluate HF data --output HF/special_tokens_map.json` wrote its metrics there with exit 0, and every
+    later command refused the model ("not part of the model as saved")."""
+    from tests.conftest import run_main
+    model = tmp_path / "hf"
+    cli("export", tiny_classifier_teacher, "--format", "transformers", "--output", model)
+    if form == "onnx":
+        model = tmp_path / "onnx"
+        cli("export", tmp_path / "hf", "--output", model)
+    status, err = run_main(capsys, "evaluate", model, SAMPLES / "sentiment_dev.csv", "--output", model / name)
+    assert status == 2 and f"{model / name}: is a file of the transformers model {model}" in err, err
+    assert not (model / name).exists()
+    load_model(model)

@@ -23,6 +23,8 @@ def _refuse_table_as_conll(path: str, text: str) -> None:
     """A file read as CoNLL (by its name) that is CSV, TSV or JSON: say so, rather than fail on its field
     counts or, for JSON lines of equal width, read garbage tags."""
     found = sniff_format(text)
+    if found == "TSV":
+        _refuse_spaced_word(path, _split_lines(text))
     if found == "JSON":
         raise DataError(path, "looks like JSON, but its name does not end in .jsonl or .json: name it so "
                               "(tagging data: JSONL with tokens and tags)")
@@ -30,6 +32,32 @@ def _refuse_table_as_conll(path: str, text: str) -> None:
         raise DataError(path, f"looks like {found} (a header, then a text and a label per row: classification "
                               "data), but this command or model tags words: give it CoNLL columns (a word and its "
                               "tag per line) or JSONL with tokens and tags")
+
+
+def _spaced_word(lines: list[str]) -> tuple[int, str] | None:
+    """The first field holding a space in tab-separated CoNLL (a word such as 'New York'), with its line number,
+    or None: most lines are fields separated by tabs, none of which holds a space (a table's rows are texts,
+    which hold spaces), and blank lines may part sentences."""
+    rows = [(number, line.strip("\r\n").split("\t")) for number, line in enumerate(lines, 1) if line.strip()]
+    if not any(len(fields) > 1 for _, fields in rows):
+        return None
+    plain = sum(len(fields) > 1 and not any(" " in field.strip() for field in fields) for _, fields in rows)
+    if 2 * plain <= len(rows):
+        return None
+    return next(((number, field) for number, fields in rows if len(fields) > 1
+                 for field in fields if " " in field.strip()), None)
+
+
+def _refuse_spaced_word(path: str, lines: list[str]) -> None:
+    """Tab-separated CoNLL whose word holds a space: CoNLL fields are split at any space, so that line has a
+    field more than the others (and a table sniffer takes the file for TSV): say so, naming the word."""
+    found = _spaced_word(lines)
+    if found is not None:
+        number, field = found
+        raise DataError(path, f"the field {field.strip()!r} holds a space, but CoNLL fields are split at any space "
+                              "or tab, so it reads as two: write the word without spaces (e.g. "
+                              f"{'_'.join(field.split())!r}), or give JSONL with tokens and tags, whose words may "
+                              "hold spaces", number)
 
 
 _CONLLU_SKIPPED_ID = re.compile(r"\d+[-.]\d+")  # a multiword token's range (1-2) or an empty node (8.1)
@@ -101,6 +129,7 @@ def _conll_sentences(path: str, tag_column: int) -> Iterator[tuple[int, list[str
                 if note:
                     raise DataError(path, f"expected {width} fields like the first line, found {len(fields)}{note}",
                                     culprit)
+            _refuse_spaced_word(path, lines)
             raise DataError(path, f"expected {width} fields like the first line (line {first[0]}), found "
                                   f"{len(fields)}{_invisible_line_note(line)}", number)
         if not tokens:

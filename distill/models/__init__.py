@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from distill.errors import DistillError
 from distill.models.base import LabelModel, pick_device
-from distill.models.card import MODEL_CARD, read_model_card, verify_model_files
+from distill.models.card import MODEL_CARD, MULTITASK_KIND, read_model_card, verify_model_files
 
 __all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_card", "read_model_card"]
 
@@ -90,11 +91,49 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
     try:
         model = model_from_card(directory, card)
         model.loaded_from = str(Path(directory).resolve())
+        _check_card_describes(directory, card, model)
         return model
     except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model
         detail = " ".join(f"{type(error).__name__}: {error}".split())[:300]
         raise DistillError(f"{directory}: its files do not make a model ({detail}); they were edited after it was "
                            "saved: restore it from a good copy or retrain") from None
+
+
+def _check_card_describes(directory: str | Path, card: dict, model: LabelModel) -> None:
+    """The card's task and labels (a multi-task teacher's: each head's) are the loaded model's: the card holds no
+    checksum of itself, and what it says of them goes unread by loading (the model's own checked files decide) but
+    is copied into an export's card, its README and the heads commands name. One edited (the labels reordered,
+    another task, a head renamed) is refused here, not passed on."""
+    hierarchy = getattr(model, "hierarchy", None)
+    if "task" in card and card["task"] != model.task:
+        found = f"task {card['task']!r}, the model's is {model.task!r}"
+    elif card.get("kind") == MULTITASK_KIND and "heads" in card and card["heads"] != model.card_heads():
+        found = _heads_differ(card["heads"], model.card_heads())
+    elif card.get("kind") == "student" and "class" in card and card.get("model") != _registered_name(model, card):
+        found = f"model {card.get('model')!r}, the model's config is of {_registered_name(model, card)!r}"
+    elif "labels" in card and hierarchy is not None and card["labels"] != list(hierarchy.labels):
+        found = f"labels {json.dumps(card['labels'])[:60]}, the model's are {json.dumps(list(hierarchy.labels))[:60]}"
+    else:
+        return
+    raise DistillError(f"{Path(directory) / MODEL_CARD}: names the {found} (the card was edited after the model was "
+                       "saved); restore the card from a good copy or retrain")
+
+
+def _registered_name(model: LabelModel, card: dict) -> str | None:
+    """The registered student name the loaded model's own (checked) config gives, else the card's (an export,
+    which keeps no student config of its own): what a student's card names as its ``model``."""
+    return getattr(getattr(model, "config", None), "model", card.get("model"))
+
+
+def _heads_differ(written: object, heads: dict[str, dict]) -> str:
+    """How a multi-task card's `written` heads differ from the model's `heads`, for a message: their names, or the
+    first head described otherwise."""
+    if not isinstance(written, dict):
+        return f"heads as {json.dumps(written)[:60]}, not each head's task and labels (the model's: {', '.join(heads)})"
+    if list(written) != list(heads):
+        return f"heads {json.dumps(list(written))[:60]}, the model's are {json.dumps(list(heads))[:60]}"
+    name = next(name for name in heads if written[name] != heads[name])
+    return f"head {name!r} as {json.dumps(written[name])[:80]}, the model's is {json.dumps(heads[name])[:80]}"
 
 
 def model_from_card(directory: str | Path, card: dict) -> LabelModel:

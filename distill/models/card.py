@@ -34,8 +34,25 @@ SLIM_META = "checkpoint.json"  # its config and labels; an ONNX export of a teac
 ONNX_FILE, CRF_WEIGHTS = "model.onnx", "crf.safetensors"  # an export (models.onnx)
 # Files a loader reads: a version-2 card lists each one the directory holds, so none is used unchecked.
 LOADED_FILES = (CONFIG, WEIGHTS, VOCAB, CRF_WEIGHTS, CHECKPOINT, SLIM_META, SLIM_WEIGHTS, ONNX_FILE)
+# The weights files a loader reads: every card, of any version, records their checksums
+WEIGHT_FILES = (WEIGHTS, CHECKPOINT, SLIM_WEIGHTS, ONNX_FILE)
 # Card fields naming what loads the model (its class, registered name, task, export format): strings where given
 NAME_FIELDS = ("model", "class", "task", "format")
+EXPORT_FORMATS = ("onnx", "safetensors", "transformers")  # what `nlp-train export` writes (distill.export)
+EXPORT_QUANTIZATIONS = ("int8",)
+_NUMBER, _TEXT, _NONE = (int, float), (str,), (type(None),)
+# An export's records that readers index and format (loading it as a teacher, compare, kd's teacher line, the README,
+# a bulk pass's choice of teacher): each a JSON object or null where present, its fields of these types; a field whose
+# types include null may be absent. The card holds no checksum of itself, so a hand edit is refused here, in one line.
+CARD_RECORDS = {
+    "export": {"source": _TEXT, "parameters": (int,), "format": _TEXT + _NONE, "quantize": _TEXT + _NONE,
+               "source_card_sha256": _TEXT + _NONE, "source_fingerprint": _TEXT + _NONE,
+               "learnt_from": (dict,) + _NONE},
+    "agreement": {"data": _TEXT, "metric": _TEXT, "max_abs_logit_diff": _NUMBER, "labels_compared": (int,),
+                  "labels_changed": (int,), "reference_score": _NUMBER, "score": _NUMBER},
+    "speed": {"ratio": _NUMBER, "cpu": _TEXT, "threads": (int,), "precision": _TEXT, "batch_size": (int,),
+              "pytorch_examples_per_second": _NUMBER, "export_examples_per_second": _NUMBER},
+}
 
 __all__ = ["CARD_VERSION", "MODEL_CARD", "RESUME_FILE", "card_version", "folder_files", "model_files", "read_model_card",
            "rewrite_readme", "verify_model_files", "weights_sha256", "write_model_card"]
@@ -89,6 +106,9 @@ def _not_a_config(path: Path) -> str | None:
         return f"is not valid JSON ({err})"
     if not isinstance(config, dict):
         return "is not a JSON object"
+    from distill.models.hub_files import misnamed_model
+    if misnamed_model(config) is not None:
+        return misnamed_model(config)
     return None if "architectures" in config or "model_type" in config else \
         "names neither architectures nor model_type"
 
@@ -113,9 +133,12 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
         raise DistillError(f"{directory}: not a model directory (no {MODEL_CARD}, the card of a model distill wrote, "
                            "nor config.json, a transformers model's)")
     card = read_json(directory / MODEL_CARD)
-    if not isinstance(card, dict) or card.get("kind") not in KINDS \
-            or not isinstance(card.get("sha256", {}), dict):
+    if not isinstance(card, dict) or card.get("kind") not in KINDS:
         raise DistillError(f"{directory / MODEL_CARD}: unknown model kind")
+    if not isinstance(card.get("sha256", {}), dict):
+        raise DistillError(f"{directory / MODEL_CARD}: its field 'sha256' is {json.dumps(card['sha256'])[:40]}, not "
+                           "the checksums of the model's files (a JSON object); restore the card from a good copy or "
+                           "retrain")
     version = card_version(card)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise DistillError(f"{directory / MODEL_CARD}: format version {version!r} is not a version (1, 2, ...); "
@@ -127,7 +150,33 @@ def read_model_card(directory: str | Path, unfinished: bool = False) -> dict:
     if edited is not None:  # the card holds no checksum of itself: a hand-edited name fails here, not as a TypeError
         raise DistillError(f"{directory / MODEL_CARD}: its field {edited!r} is {json.dumps(card[edited])[:40]}, not a "
                            "name (a string); restore the card from a good copy or retrain")
+    _check_records(directory / MODEL_CARD, card)
     return card
+
+
+def _check_records(path: Path, card: dict) -> None:
+    """Refuse a card whose export records (`CARD_RECORDS`) are not what distill wrote: another JSON type, a field
+    missing or of another type (a bool is no number), so no reader fails on them with a TypeError or KeyError."""
+    for record, fields in CARD_RECORDS.items():
+        value = card.get(record)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise DistillError(f"{path}: its field {record!r} is {json.dumps(value)[:40]}, not a record (a JSON "
+                               "object); restore the card from a good copy or retrain")
+        for field, types in fields.items():
+            found = value.get(field)
+            if (field not in value and type(None) not in types) or isinstance(found, bool) \
+                    or not isinstance(found, types):
+                shown = "missing" if field not in value else f"{json.dumps(found)[:40]}"
+                raise DistillError(f"{path}: its field '{record}.{field}' is {shown}, not what distill writes there; "
+                                   "restore the card from a good copy or retrain")
+    export = card.get("export") or {}
+    for field, known in (("format", EXPORT_FORMATS), ("quantize", EXPORT_QUANTIZATIONS)):  # what an export is
+        if export.get(field) is not None and export[field] not in known:
+            raise DistillError(f"{path}: its field 'export.{field}' is {json.dumps(export[field])[:40]}, which "
+                               f"distill does not write (it writes {', '.join(known)}); restore the card from a good "
+                               "copy or retrain")
 
 
 def model_files(directory: str | Path) -> list[Path]:
@@ -146,12 +195,14 @@ def verify_model_files(directory: str | Path, card: dict) -> None:
     """Refuse a model whose files differ from the card's record (missing, edited, truncated, added)."""
     directory = Path(directory)
     recorded = card.get("sha256", {})
-    if card_version(card) >= 2:  # every file a loader reads is listed (older cards listed fewer)
-        unlisted = [name for name in LOADED_FILES if (directory / name).exists() and name not in recorded]
-        if unlisted or not recorded:
-            raise DistillError(f"{directory / MODEL_CARD}: records no checksum of "
-                               f"{unlisted[0] if unlisted else 'any file'}, so the model cannot be verified; "
-                               "restore the card from a good copy or retrain")
+    # version 2 lists every file a loader reads; older cards listed fewer, but always the weights (so a version
+    # edited down to 1 with its checksums removed does not load unchecked)
+    listed = LOADED_FILES if card_version(card) >= 2 else WEIGHT_FILES
+    unlisted = [name for name in listed if (directory / name).exists() and name not in recorded]
+    if unlisted or not recorded:
+        raise DistillError(f"{directory / MODEL_CARD}: records no checksum of "
+                           f"{unlisted[0] if unlisted else 'any file'}, so the model cannot be verified; "
+                           "restore the card from a good copy or retrain")
     for name, expected in recorded.items():
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise DistillError(f"{directory / MODEL_CARD}: lists {name}, outside the model directory; "

@@ -202,12 +202,26 @@ def require_words(source: str | Path, tokenizer) -> None:
 
 
 def folder_config(folder: Path) -> dict | None:
-    """The folder's config.json as a dict, or None where there is none that reads as one."""
+    """The folder's config.json as a dict, or None where there is none that reads as one: not JSON, no object, or
+    naming its model otherwise than transformers writes (`misnamed_model`), which no reader indexes."""
     try:
         config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return config if isinstance(config, dict) else None
+    return config if isinstance(config, dict) and misnamed_model(config) is None else None
+
+
+def misnamed_model(config: dict) -> str | None:
+    """What is wrong with how a transformers config names its model, or None: its ``architectures`` is a list of
+    class names and its ``model_type`` a name, where given (an edited one, a string or a number, would be read a
+    character at a time, or fail as a TypeError)."""
+    architectures, model_type = config.get("architectures"), config.get("model_type")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(name, str) for name in architectures)):
+        return f"names its architectures as {json.dumps(architectures)[:40]}, not a list of class names"
+    if model_type is not None and not isinstance(model_type, str):
+        return f"names its model_type as {json.dumps(model_type)[:40]}, not a name"
+    return None
 
 
 def is_transformers_source(source: str | Path) -> bool:

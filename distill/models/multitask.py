@@ -212,9 +212,14 @@ class MultiTaskTeacher(ReadsSubWords, LabelModel):
     def write_files(self, directory: Path, optimizer_state: dict | None = None) -> None:
         save_encoder_folder(directory, self.encoder, self.tokenizer)
         save_checkpoint(directory / CHECKPOINT, self.checkpoint(optimizer_state))
-        heads = {name: {"task": view.task, "labels": view.hierarchy.labels} for name, view in self._views.items()}
-        write_model_card(directory, {"kind": KIND, "model": type(self).__name__, "task": self.task, "heads": heads},
+        write_model_card(directory, {"kind": KIND, "model": type(self).__name__, "task": self.task,
+                                     "heads": self.card_heads()},
                          [CHECKPOINT, *folder_files(directory, ENCODER_DIR)], self.card_about())
+
+    def card_heads(self) -> dict[str, dict]:
+        """What the model card records of each head, its task and labels: written with the model, and checked
+        against the loaded model (`distill.models.load_model`), as the card holds no checksum of itself."""
+        return {name: {"task": view.task, "labels": list(view.hierarchy.labels)} for name, view in self._views.items()}
 
     def card_about(self) -> dict:
         return {**super().card_about(), "base_model": next(iter(self._views.values())).config.encoder}

@@ -49,8 +49,14 @@ class StaticClassifier(StudentModel):
     """Mean of the word vectors of a text's known words -> dropout -> [Linear -> ReLU -> dropout] -> Linear."""
 
     config_class = StaticClassifierConfig
-    runs_teacher_encoder = True  # an ONNX export teaching: its source model's layers, which the graph does not give
     teacher_settings = ("word_vectors", "weighting")
+
+    @staticmethod
+    def runs_teacher_encoder(config: StaticClassifierConfig) -> bool:
+        """Whether a student of `config` reads words through the teacher's encoder layers, which an ONNX export's
+        graph does not give back (its source model does): for 'encoder' word vectors; 'input' ones are the mean of
+        sub-word input embeddings, which the graph holds."""
+        return config.word_vectors == "encoder"
 
     def __init__(self, config, hierarchy, words, chars=None):
         super().__init__(config, hierarchy, words, None)

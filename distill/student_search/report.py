@@ -192,6 +192,21 @@ def _whole(folder: Path) -> bool:
     return True
 
 
+def _copies(trial_folder: Path, output: Path) -> bool:
+    """Whether the search's best/ is still the copy of `trial_folder` (whole, and its card the trial's: not another
+    model put there, nor a link to one) and best-onnx/, where there is one, still its export: whole, a folder, and
+    made from best/ as it is."""
+    from distill.models.card import MODEL_CARD, read_model_card
+    from distill.models.onnx import made_from
+    best, export = output / BEST_FOLDER, output / BEST_EXPORT_FOLDER
+    if best.is_symlink() or not _whole(best) or \
+            file_sha256(best / MODEL_CARD) != file_sha256(trial_folder / MODEL_CARD):
+        return False
+    if not (export.exists() or export.is_symlink()):
+        return True
+    return not export.is_symlink() and _whole(export) and made_from(read_model_card(export).get("export") or {}, best)
+
+
 def _copy_best(trial_folder: Path, best: Path) -> None:
     """The chosen trial's model as a normal model folder, checked (every file against its card) before it is
     copied, where an error names the trial's file, and once copied."""
@@ -254,9 +269,8 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
         source = output / best["folder"]
         # the chosen trial's folder whole first (a damaged one is named with its file by the copy's check), then
         # whether best/ is still its copy: a damaged copy is made again
-        same = previous.get("trial") == best["number"] and _whole(source) and _whole(output / BEST_FOLDER) and \
-            previous.get("card_sha256") == file_sha256(source / "distill.json") and \
-            (previous.get("export") is None or _whole(output / BEST_EXPORT_FOLDER))
+        same = previous.get("trial") == best["number"] and _whole(source) and \
+            previous.get("card_sha256") == file_sha256(source / "distill.json") and _copies(source, output)
         if not same:
             _copy_best(source, output / BEST_FOLDER)
             try:

@@ -20,13 +20,14 @@ import torch
 from distill.cache import CACHE_DIR_OPTION, check_cache_dir
 from distill.data import DataOptions
 from distill.errors import DistillError, option
-from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, make_folder, shown_url,
+from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, check_target, make_folder, shown_url,
                        sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
-from distill.student_search.space import (BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS, LOCK_FILE, SEARCH_NAMES,
-                                          STUDY_DB, STUDY_RECORD, TRIALS_FOLDER, WAIT_SECONDS, SearchSpace,
-                                          load_space, optuna_module, require_search_packages)
+from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS,
+                                          LOCK_FILE, SEARCH_NAMES, STUDY_DB, STUDY_RECORD, TRIALS_FOLDER, TRIALS_JSON,
+                                          TRIALS_PLOT, TRIALS_TABLE, WAIT_SECONDS, SearchSpace, load_space,
+                                          optuna_module, require_search_packages)
 from distill.student_search.trial import Budget, FamilyPruner, Job, measure, run_trial
 
 
@@ -395,6 +396,9 @@ def check_search_output(output: Path, inputs: list) -> None:
     if output.is_dir() and is_model_folder(output):
         raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
                            "trials and best model): choose another output")
+    for name in (TRIALS_FOLDER, BEST_FOLDER, BEST_EXPORT_FOLDER, TRIALS_JSON, TRIALS_TABLE, TRIALS_PLOT):
+        # what it writes there, checked before any trial (a link, a folder for a file...), not after the last one
+        check_target(output / name, folder=name in (TRIALS_FOLDER, BEST_FOLDER, BEST_EXPORT_FOLDER))
     if output.is_dir() and not (output / TRIALS_FOLDER).is_dir():
         held = sorted(path.name for path in output.iterdir() if not path.name.startswith("."))
         if held:

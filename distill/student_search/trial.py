@@ -282,8 +282,8 @@ def _train(distiller, trial, job: Job, folder: Path) -> None:
 
     def fit(output: Output) -> None:
         distiller.fit(job.train, job.dev, job.unlabeled, job.data, output, callbacks=[_pruning_callback(trial)])
-    if not (folder / RESUME_FILE).is_file():
-        return fit(Output(folder))
+    if not (folder / RESUME_FILE).is_file():  # no state to continue: what a run killed before its first one (or
+        return fit(Output(folder, overwrite=folder.exists()))  # between its model and its state) left starts over
     try:
         fit(Output(folder, resume=True))
     except ResumeRefused as refused:
