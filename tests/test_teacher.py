@@ -273,6 +273,7 @@ def test_pseudo_label_replaces_only_partial_outputs_it_wrote(name, content, ours
 def test_pseudo_label_min_confidence_compares_the_exact_confidence(tiny_classifier_teacher, tmp_path):
     """The filter compared the confidence rounded to 6 decimals, so a threshold just above the exact one kept the
     example (kd drops it); it now compares the exact confidence, and rounds only what it writes."""
+    from distill.errors import DistillError
     from distill.pseudo_label import pseudo_label
     teacher = load_model(tiny_classifier_teacher)
     texts = [line for line in (SAMPLES / "unlabeled_movies.txt").read_text().splitlines() if line.strip()]
@@ -282,11 +283,12 @@ def test_pseudo_label_min_confidence_compares_the_exact_confidence(tiny_classifi
             break
     source, output = tmp_path / "one.txt", tmp_path / "out.jsonl"
     source.write_text(text + "\n")
-    stats = pseudo_label(tiny_classifier_teacher, str(source), str(output), min_confidence=round(confidence, 6),
-                         progress=False, use_cache=False)
-    assert stats["skipped_low_confidence"] == 1 and output.read_text() == ""
+    with pytest.raises(DistillError, match="no example reached"):  # dropped: the only one, so nothing is written
+        pseudo_label(tiny_classifier_teacher, str(source), str(output), min_confidence=round(confidence, 6),
+                     progress=False, use_cache=False)
+    assert not output.exists()
     pseudo_label(tiny_classifier_teacher, str(source), str(output), min_confidence=confidence, progress=False,
-                 use_cache=False, overwrite=True)
+                 use_cache=False)
     record, = [json.loads(line) for line in output.read_text().splitlines()]
     assert record["confidence"] == round(confidence, 6)
 
