@@ -48,16 +48,18 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         raise DistillError(f"{option('--head', 'head=')} picks a multi-task teacher's head, and no model compared "
                            "is one: drop it")
     models, splits = [], {}
-    for directory, multitask in zip(model_dirs, headed):
-        model = load_with_head(directory, head if multitask else None, "cpu")
+    loaded = [(directory, load_with_head(directory, head if multitask else None, "cpu"), multitask)
+              for directory, multitask in zip(model_dirs, headed)]
+    for directory, model, multitask in loaded:
         try:
             if model.task not in splits:
                 splits[model.task] = read_split(data_path, model.task, data)
             check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
         except DistillError as err:
-            if not splits:  # the data's fault (an empty file, a blank text): no model has read it
-                raise
-            # labels this model does not know, or data that other models read and this one's task cannot
+            if not splits and not _read_by_another(data_path, model.task, [other for _, other, _ in loaded], data,
+                                                   splits):
+                raise  # the data's fault (an empty file, a blank text): no model's task can read it
+            # labels this model does not know, or data that another model's task reads and this one's cannot
             raise DistillError(f"model {directory}: {err}") from None
         warn_if_learnt_from(directory, data_path, splits[model.task][0])
         models.append((str(directory), model, head if multitask else None))
@@ -82,6 +84,19 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     for row in rows:
         row["speedup"] = row["examples_per_second"] / base
     return rows
+
+
+def _read_by_another(data_path: str, task: str, models: list, data: DataOptions, splits: dict) -> bool:
+    """Whether a model of another task than `task` reads `data_path` (its split then kept in `splits`): the data
+    is then fine and the model whose task cannot read it is to blame, named (a tagger among classifiers given a
+    CSV file heard that the data was wrong, with no word of which model)."""
+    for other in dict.fromkeys(model.task for model in models if model.task != task):
+        try:
+            splits[other] = read_split(data_path, other, data)
+        except DistillError:
+            continue
+        return True
+    return False
 
 
 def alternating_speeds(timed: list[tuple], batch_size: int, rounds: int) -> list[list[float]]:

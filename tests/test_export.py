@@ -350,6 +350,9 @@ def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch
     with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
                                                      "data), but this command or model tags words")):
         compare_models([sentiment, tagger], str(SENTIMENT_TEST))
+    with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
+                                                     "data), but this command or model tags words")):
+        compare_models([tagger, sentiment], str(SENTIMENT_TEST))  # the tagger first: the data was blamed, unnamed
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     (tmp_path / "blank.csv").write_text("text,label\n,positive\n", encoding="utf-8")
     for data, message in ((tmp_path, ": is a directory, expected a file"), (tmp_path / "no.csv", ": file not found"),
