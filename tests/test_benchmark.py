@@ -1262,3 +1262,16 @@ def test_export_benchmark_takes_what_export_takes_and_checks_every_model_first(t
     assert not (tmp_path / "refused").exists()
     classifier, = bench_export.main([tiny_hf_classifier, *common, "--out", str(tmp_path / "out")])["models"]
     assert classifier["agreement"]["onnx-fp32"]["labels_changed"] == 0 and "slim" not in classifier["bytes"]
+
+
+def test_augment_memory_says_a_failed_kd_run_once(tmp_path, capfd):
+    """kd's error line was printed, then "kd --augment N failed with exit status 2" after it: two lines for one
+    error. Now it is one line, kd's, naming the run."""
+    import argparse
+    import augment_memory
+    from distill.errors import DistillError
+    args = argparse.Namespace(teacher=str(tmp_path / "missing"), model="lstm", epochs=1)
+    with pytest.raises(DistillError) as raised:
+        augment_memory.measure(args, SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", 3, tmp_path)
+    assert str(raised.value) == f"kd --augment 3: {tmp_path / 'missing'}: model directory not found"
+    assert capfd.readouterr().err == ""
