@@ -591,6 +591,11 @@ def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_
     static, lstm = record["models"]
     assert static["b1"] == {"best": 5.0, "median": 3.0, "rounds": [1.0, 5.0]} and lstm["b32"]["rounds"] == [4.0, 8.0]
     assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
+    timed.clear()  # a model given twice is timed twice, as compare does: its rows were one, keyed by its path
+    throughput.main([str(tmp_path / "static"), str(tmp_path / "static"), "--data", str(SAMPLES / "sentiment_test.csv"),
+                     "--rounds", "1", "--single", "5"])
+    assert timed == [(1, 5), (1, 5), (32, tests), (32, tests)]
+    assert capsys.readouterr().out.count("| " + str(tmp_path / "static") + " |") == 2
 
 
 def test_throughput_script_takes_the_kinds_compare_takes(tiny_causal_lm, tiny_encoder_dir, tmp_path, monkeypatch,
