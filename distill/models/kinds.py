@@ -232,8 +232,11 @@ def refuse_embeddings_start(teacher: Any) -> None:
     source = getattr(teacher, "loaded_from", None) or getattr(teacher, "source", None)
     if not isinstance(source, str):  # an ONNX export's source is its PyTorch model: its folder is `loaded_from`
         return
-    card = card_of(source)
-    kind = kind_of(card)
+    try:
+        card = card_of(source)
+        kind = kind_of(card)
+    except DistillError:  # its folder moved or changed since it was loaded: the model in memory is what counts
+        return
     if "embeddings-from-teacher" in kind.takes:
         return
     instead = kind.instead.get("embeddings-from-teacher")
