@@ -7,7 +7,7 @@ from pathlib import Path
 
 from distill.data import DataOptions, read_split
 from distill.data.checks import HUB_PREFIX, require_file
-from distill.errors import DistillError, option, require_whole
+from distill.errors import DistillError, OtherTaskData, option, require_whole
 from distill.evaluation import load_with_head, require_head
 from distill.inference import evaluate, throughput, weight_bytes
 from distill.labels import check_labels_known
@@ -48,16 +48,19 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
         raise DistillError(f"{option('--head', 'head=')} picks a multi-task teacher's head, and no model compared "
                            "is one: drop it")
     models, splits = [], {}
-    for directory, multitask in zip(model_dirs, headed):
-        model = load_with_head(directory, head if multitask else None, "cpu")
+    loaded = [(directory, load_with_head(directory, head if multitask else None, "cpu"), multitask)
+              for directory, multitask in zip(model_dirs, headed)]
+    for directory, model, multitask in loaded:
         try:
             if model.task not in splits:
                 splits[model.task] = read_split(data_path, model.task, data)
             check_labels_known(data_path, model.hierarchy, model.task, splits[model.task][1])
         except DistillError as err:
-            if not splits:  # the data's fault (an empty file, a blank text): no model has read it
-                raise
-            # labels this model does not know, or data that other models read and this one's task cannot
+            if not splits and not isinstance(err, OtherTaskData):
+                raise  # the data's fault (an empty file, a blank text): no model has read it
+            if not splits:  # data of the other task's shape: the data's fault too, unless another model's task reads it
+                _read_by_another(data_path, err, model.task, [other for _, other, _ in loaded], data, splits)
+            # labels this model does not know, or data that another model's task reads and this one's cannot
             raise DistillError(f"model {directory}: {err}") from None
         warn_if_learnt_from(directory, data_path, splits[model.task][0])
         models.append((str(directory), model, head if multitask else None))
@@ -82,6 +85,23 @@ def compare_models(model_dirs: list[str], data_path: str, data: DataOptions = Da
     for row in rows:
         row["speedup"] = row["examples_per_second"] / base
     return rows
+
+
+def _read_by_another(data_path: str, error: DistillError, task: str, models: list, data: DataOptions,
+                     splits: dict) -> None:
+    """`data_path` read for a model of another task than `task`, whose reading failed with `error` (its split then
+    kept in `splits`): where it reads, the data is fine, and a model whose task cannot read it is to blame, named by
+    the caller (a tagger among classifiers given a CSV file heard that the data was wrong, with no word of which
+    model). Where no task reads it, the data's own fault is raised: the first that is not data of the other task's
+    shape (an empty CSV file is 'file is empty', not 'CSV, but this model tags words')."""
+    for other in dict.fromkeys(model.task for model in models if model.task != task):
+        try:
+            splits[other] = read_split(data_path, other, data)
+            return
+        except DistillError as failed:
+            if isinstance(error, OtherTaskData):
+                error = failed
+    raise error
 
 
 def alternating_speeds(timed: list[tuple], batch_size: int, rounds: int) -> list[list[float]]:

@@ -59,6 +59,11 @@ class DataError(DistillError):
         super().__init__(f"{where}: {message}")
 
 
+class OtherTaskData(DataError):
+    """Data of the other task's shape (tagging data where texts are classified, or the reverse): not wrong in
+    itself, so a command of models of both tasks (compare) blames the model that cannot read it."""
+
+
 def os_error_message(err: OSError) -> str:
     """A failed read or write as one line: the file and what the system said of it (a full disk, where the
     system names no file, is said to be the output's)."""

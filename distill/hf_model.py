@@ -16,7 +16,7 @@ from torch import nn
 from transformers import DistilBertConfig, DistilBertModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from distill.errors import DistillError, option
-from distill.models.modeling_distill import MODULE_FILE, DistillTeacherForSequenceClassification
+from distill.models.modeling_distill import MODULE_FILE, DistillTeacherConfig, DistillTeacherForSequenceClassification
 from distill.models.teacher import Teacher
 
 AUTO_CLASS = "AutoModelForSequenceClassification"
@@ -95,9 +95,12 @@ def _mean_pooling_classifier(network: Teacher, config: DistilBertConfig) -> PreT
     """`DistillTeacherForSequenceClassification` holding the teacher's encoder and head; its config names the
     class in ``auto_map``, so that a saved folder (with the class's file beside it) loads through the auto
     classes and `pipeline` with ``trust_remote_code=True``."""
+    config = DistillTeacherConfig.from_dict({**config.to_dict(), "model_type": DistillTeacherConfig.model_type})
     config.classifier_pooling = network.config.pooling
     config.pre_classifier_layer = network.pre_classifier is not None
-    config.auto_map = {AUTO_CLASS: f"{MODULE_FILE.removesuffix('.py')}.{DistillTeacherForSequenceClassification.__name__}"}
+    module = MODULE_FILE.removesuffix(".py")
+    config.auto_map = {"AutoConfig": f"{module}.{DistillTeacherConfig.__name__}",
+                       AUTO_CLASS: f"{module}.{DistillTeacherForSequenceClassification.__name__}"}
     model = DistillTeacherForSequenceClassification(config)
     model.distilbert.load_state_dict(network.encoder.state_dict())
     model.classifier.load_state_dict(network.classifier.state_dict())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import io
 import json
@@ -187,11 +188,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.close(fd)
 
 
-def remove_stale_temporaries(folder: str | os.PathLike, pattern: str, older_than: float = STALE_AFTER_S) -> int:
+def remove_stale_temporaries(folder: str | os.PathLike, pattern: str, older_than: float = STALE_AFTER_S,
+                             folders: bool = False) -> int:
     """Remove the temporary files matching `pattern` in `folder` that `atomic_path` left when its process was
-    killed, and return how many: a file no process holds locked, last written over `older_than` seconds ago (a
-    writer locks it within moments of making it), still the same file when it is removed. A live writer's file,
-    whether it writes now or is stopped, is never touched; nor is a link or a folder of that name."""
+    killed (with `folders`, the temporary folders `atomic_directory` left), and return how many: one no process
+    holds locked, last changed over `older_than` seconds ago (a writer locks it within moments of making it), still
+    the same one when it is removed. A live writer's, whether it writes now or is stopped, is never touched; nor is
+    a link, or a folder (a file, with `folders`) of that name."""
     removed = 0
     for path in Path(folder).glob(pattern):
         try:
@@ -200,12 +203,13 @@ def remove_stale_temporaries(folder: str | os.PathLike, pattern: str, older_than
             continue  # gone (its writer renamed it), a link, or unreadable: not ours to remove
         try:
             found = os.fstat(fd)
-            if not stat.S_ISREG(found.st_mode) or time.time() - found.st_mtime < older_than:
+            ours = stat.S_ISDIR(found.st_mode) if folders else stat.S_ISREG(found.st_mode)
+            if not ours or time.time() - found.st_mtime < older_than:
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             now = os.stat(path, follow_symlinks=False)
             if (now.st_dev, now.st_ino) == (found.st_dev, found.st_ino):
-                os.unlink(path)
+                shutil.rmtree(path) if folders else os.unlink(path)
                 removed += 1
         except OSError:
             continue  # locked by its writer, or renamed or removed meanwhile
@@ -214,30 +218,46 @@ def remove_stale_temporaries(folder: str | os.PathLike, pattern: str, older_than
     return removed
 
 
+def _locked_folder(path: Path, suffix: str, stack: contextlib.ExitStack) -> Path:
+    """A new hidden folder beside `path` (.NAME.RANDOM`suffix`), locked (`flock`) until `stack` closes: what a
+    killed process leaves of it, `remove_stale_temporaries` tells from a live writer's."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    stack.callback(os.close, fd)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return folder
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder beside `path`; on success swap it into place (an old one is removed)."""
+    """Yield a temporary folder beside `path`; on success swap it into place (an old one is removed).
+
+    The temporary folders are locked while in use: those a killed process left beside `path` (a whole copy of a
+    model, each) are removed by the next write of `path`, and a live writer's, even a stopped one's, never."""
     path = Path(path)
-    with writing(path, folder=True):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
+    with contextlib.ExitStack() as stack:
         with writing(path, folder=True):
-            yield tmp
-            for file in tmp.rglob("*"):
-                if file.is_file():
-                    with open(file, "rb") as handle:
-                        os.fsync(handle.fileno())
-            os.chmod(tmp, 0o777 & ~_UMASK)
-            if path.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-                os.replace(path, old / path.name)
-                os.replace(tmp, path)
-                shutil.rmtree(old)
-            else:
-                os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for suffix in (".tmp", ".old"):
+                remove_stale_temporaries(path.parent, f".{glob.escape(path.name)}.*{suffix}", folders=True)
+            tmp = _locked_folder(path, ".tmp", stack)
+        try:
+            with writing(path, folder=True):
+                yield tmp
+                for file in tmp.rglob("*"):
+                    if file.is_file():
+                        with open(file, "rb") as handle:
+                            os.fsync(handle.fileno())
+                os.chmod(tmp, 0o777 & ~_UMASK)
+                if path.exists():
+                    old = _locked_folder(path, ".old", stack)
+                    os.replace(path, old / path.name)
+                    os.replace(tmp, path)
+                    shutil.rmtree(old)
+                else:
+                    os.replace(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -42,10 +42,18 @@ def measure(args: argparse.Namespace, train: Path, dev: Path, n: int, folder: Pa
                "--device", "cpu"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"kd --augment {n} failed with exit status {os.waitstatus_to_exitcode(status)}")
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as stderr:  # a file: no pipe to fill
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:  # kd's own line, once, naming the run: it was printed, then "kd --augment N failed" after it
+            stderr.seek(0)
+            said = next((line.strip() for line in reversed(stderr.read().splitlines()) if line.strip()), "")
+            from distill.errors import DistillError
+            raise DistillError(f"kd --augment {n}: {said.removeprefix('error: ')}" if said.startswith("error: ")
+                               else f"kd --augment {n} failed with exit status {code}{f': {said}' if said else ''}")
+        stderr.seek(0)
+        sys.stderr.write(stderr.read())  # a finished run's warnings, as before
     summary = json.loads((output / "train_summary.json").read_text(encoding="utf-8"))
     # ru_maxrss is in KiB on Linux
     return {"augment": n, "seconds": round(time.perf_counter() - started, 1),

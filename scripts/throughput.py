@@ -143,39 +143,37 @@ def measure(args: argparse.Namespace) -> dict:
                                "--head); throughput.py times single-task classifiers: give a head's student or "
                                "transformers export")
     with prompt_settings(labels_from=args.data):  # a language model's label set: that of --data, as compare takes it
-        models = {directory: load_model(directory) for directory in args.models}
-    for directory, model in models.items():
+        # a list, as compare's rows: a model given twice is timed twice (a dict of them kept one row, said nothing)
+        models = [(directory, load_model(directory)) for directory in args.models]
+    for directory, model in models:
         if model.task != "classification":  # its reader would say the CSV's texts are no token lists
             raise DistillError(f"{directory}: is a {model.task} model; throughput.py times classifiers on the texts "
                                "of --data")
-    accuracy = {name: evaluate(model, texts, labels)["accuracy"] for name, model in models.items()}
-    predictors: dict[str, Callable[[int], float]] = {
-        name: (lambda batch_size, model=model: examples_per_second(
+    rows = [{"model": name, "kind": type(model).__name__, "accuracy": evaluate(model, texts, labels)["accuracy"]}
+            for name, model in models]
+    predictors: list[Callable[[int], float]] = [
+        lambda batch_size, model=model: examples_per_second(
             lambda batch: model.predict(batch, batch_size=len(batch)), timed_texts(texts, batch_size, args.single),
-            batch_size))
-        for name, model in models.items()}
+            batch_size)
+        for _, model in models]
     peer = None
     if args.model2vec_python:
         train_model2vec(args)
         peer = Model2VecProcess(args.model2vec_python, args)
-        accuracy[M2V] = peer.accuracy
-        predictors[M2V] = peer.speed
-    rounds: dict[str, dict[int, list[float]]] = {name: {b: [] for b in BATCHES} for name in predictors}
+        rows.append({"model": M2V, "kind": "StaticModelPipeline", "accuracy": peer.accuracy})
+        predictors.append(peer.speed)
+    rounds: list[dict[int, list[float]]] = [{b: [] for b in BATCHES} for _ in predictors]
     try:
         for _ in range(args.rounds):
             for batch_size in BATCHES:
-                for name, speed in predictors.items():
-                    rounds[name][batch_size].append(speed(batch_size))
+                for measured, speed in zip(rounds, predictors):
+                    measured[batch_size].append(speed(batch_size))
     finally:
         if peer is not None:
             peer.close()
-    rows = []
-    for name, by_batch in rounds.items():
-        row = {"model": name, "kind": type(models[name]).__name__ if name in models else "StaticModelPipeline",
-               "accuracy": accuracy[name]}
+    for row, by_batch in zip(rows, rounds):
         for batch_size, speeds in by_batch.items():
             row[f"b{batch_size}"] = {"best": max(speeds), "median": statistics.median(speeds), "rounds": speeds}
-        rows.append(row)
     return {"data": args.data, "examples": len(texts), "single": min(args.single, len(texts)),
             "threads": args.threads, "rounds": args.rounds, "models": rows}
 

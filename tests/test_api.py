@@ -401,6 +401,18 @@ def test_save_pretrained_refuses_a_path_that_names_no_folder(tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_from_pretrained_refuses_a_path_that_names_no_folder(tiny_student, monkeypatch):
+    """from_pretrained('') and load_model('') loaded whatever model the working folder held, where save_pretrained('')
+    and nlp-train refuse the blank path."""
+    from distill.models import load_model, model_card
+    monkeypatch.chdir(tiny_student)
+    for blank in ("", "  "):
+        for read in (LSTMClassifier.from_pretrained, LabelModel.from_pretrained, load_model, model_card):
+            with pytest.raises(DistillError, match=f"^model directory {blank!r}: an empty or blank path names no "
+                                                   "folder"):
+                read(blank)
+
+
 def test_predict_and_evaluate_refuse_what_they_cannot_read():
     """A string alone was read as one example per character; numbers failed in the tokenizer; an empty
     list failed in torch.stack; gold labels the model lacks were scored as plain misses."""

@@ -591,6 +591,11 @@ def test_throughput_script_times_every_model_at_both_batch_sizes_in_alternating_
     static, lstm = record["models"]
     assert static["b1"] == {"best": 5.0, "median": 3.0, "rounds": [1.0, 5.0]} and lstm["b32"]["rounds"] == [4.0, 8.0]
     assert "| " + str(tmp_path / "static") + " |" in capsys.readouterr().out
+    timed.clear()  # a model given twice is timed twice, as compare does: its rows were one, keyed by its path
+    throughput.main([str(tmp_path / "static"), str(tmp_path / "static"), "--data", str(SAMPLES / "sentiment_test.csv"),
+                     "--rounds", "1", "--single", "5"])
+    assert timed == [(1, 5), (1, 5), (32, tests), (32, tests)]
+    assert capsys.readouterr().out.count("| " + str(tmp_path / "static") + " |") == 2
 
 
 def test_throughput_script_takes_the_kinds_compare_takes(tiny_causal_lm, tiny_encoder_dir, tmp_path, monkeypatch,
@@ -1262,3 +1267,16 @@ def test_export_benchmark_takes_what_export_takes_and_checks_every_model_first(t
     assert not (tmp_path / "refused").exists()
     classifier, = bench_export.main([tiny_hf_classifier, *common, "--out", str(tmp_path / "out")])["models"]
     assert classifier["agreement"]["onnx-fp32"]["labels_changed"] == 0 and "slim" not in classifier["bytes"]
+
+
+def test_augment_memory_says_a_failed_kd_run_once(tmp_path, capfd):
+    """kd's error line was printed, then "kd --augment N failed with exit status 2" after it: two lines for one
+    error. Now it is one line, kd's, naming the run."""
+    import argparse
+    import augment_memory
+    from distill.errors import DistillError
+    args = argparse.Namespace(teacher=str(tmp_path / "missing"), model="lstm", epochs=1)
+    with pytest.raises(DistillError) as raised:
+        augment_memory.measure(args, SAMPLES / "sentiment_train.csv", SAMPLES / "sentiment_dev.csv", 3, tmp_path)
+    assert str(raised.value) == f"kd --augment 3: {tmp_path / 'missing'}: model directory not found"
+    assert capfd.readouterr().err == ""

@@ -350,13 +350,17 @@ def test_compare_checks_every_model_against_the_data_first(tmp_path, monkeypatch
     with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
                                                      "data), but this command or model tags words")):
         compare_models([sentiment, tagger], str(SENTIMENT_TEST))
+    with pytest.raises(DistillError, match=re.escape(f"model {tagger}: {SENTIMENT_TEST}: is CSV (classification "
+                                                     "data), but this command or model tags words")):
+        compare_models([tagger, sentiment], str(SENTIMENT_TEST))  # the tagger first: the data was blamed, unnamed
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     (tmp_path / "blank.csv").write_text("text,label\n,positive\n", encoding="utf-8")
     for data, message in ((tmp_path, ": is a directory, expected a file"), (tmp_path / "no.csv", ": file not found"),
                           (tmp_path / "empty.csv", ": file is empty"),  # these two were said of the first model
                           (tmp_path / "blank.csv", ":2: empty or non-text value in column 'text'")):
-        with pytest.raises(DistillError, match=f"^{re.escape(str(data) + message)}"):  # the data's fault alone
-            compare_models([sentiment, topics], str(data))
+        for models in ([sentiment, topics], [tagger, sentiment]):  # a tagger first: not "CSV, but it tags words"
+            with pytest.raises(DistillError, match=f"^{re.escape(str(data) + message)}"):  # the data's fault alone
+                compare_models(models, str(data))
 
 
 @pytest.fixture

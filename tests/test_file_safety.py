@@ -117,6 +117,38 @@ def test_every_folder_writer_refuses_a_link_or_a_non_folder(writer, target, tmp_
     assert tree(tmp_path) == before
 
 
+def test_atomic_directory_removes_the_folders_a_killed_writer_left_never_a_live_ones(tmp_path):
+    """A process killed while it wrote a folder (a search's best/, an unpacked encoder) left its hidden .NAME.*.tmp
+    copy beside it, which no later write removed: a whole model's worth each time. The next write of that folder
+    removes such a copy (unlocked, unchanged for long), never one a writer holds (writing now, or stopped), nor one
+    just made, nor another folder's."""
+    import fcntl
+    made = tmp_path / "best"
+    stale, old, held, fresh, other = (tmp_path / name for name in (".best.stale.tmp", ".best.gone.old",
+                                                                    ".best.held.tmp", ".best.fresh.tmp",
+                                                                    ".other.stale.tmp"))
+    for folder in (stale, old, held, fresh, other):
+        folder.mkdir()
+        (folder / "model.bin").write_bytes(b"weights")
+    for folder in (stale, old, held, other):
+        os.utime(folder, (0, os.stat(folder).st_mtime - io.STALE_AFTER_S - 1))
+    writer = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(writer, fcntl.LOCK_EX)  # a writer stopped (Ctrl-Z) before it moved its folder in
+        atomic_folder(made)
+        assert not stale.exists() and not old.exists() and held.exists() and fresh.exists() and other.exists()
+    finally:
+        os.close(writer)
+    assert (made / "file").read_text() == "new"
+    with io.atomic_directory(made) as tmp:  # its writer gone, held's is removed; atomic_directory holds its own
+        assert not held.exists()
+        (tmp / "file").write_text("newer")
+        os.utime(tmp, (0, 0))
+        assert io.remove_stale_temporaries(tmp_path, ".best.*.tmp", folders=True) == 0 and tmp.exists()
+    assert (made / "file").read_text() == "newer"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".best.fresh.tmp", ".other.stale.tmp", "best"]
+
+
 # --- each command's own files: parts, signatures, locks, logs, resume state, the cache ----------------------------
 
 def interrupted_pseudo_label(teacher: str, tmp: Path, lines: int = 130, **settings) -> tuple[Path, list[str]]:

@@ -656,6 +656,19 @@ def test_student_refuses_a_served_teacher_for_its_embeddings_in_the_kinds_words(
     assert not (tmp_path / "s").exists()
 
 
+def test_kd_refuses_a_served_teacher_for_its_embeddings_in_the_kinds_words(tmp_path, capsys):
+    """kd starts a word student's embeddings from its teacher's unless told not to: it named the class
+    ("the teacher (ServedTeacher) has no sub-word embeddings"), where the table names the kind."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
+    line = refused(["kd", "--teacher", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--labels",
+                    "negative,positive", "--model", "lstm", "--train", SAMPLES / "sentiment_train.csv", "--dev",
+                    SAMPLES / "sentiment_dev.csv", "--cache-dir", tmp_path / "c", "--output", tmp_path / "kd"], capsys)
+    assert line == "error: openai:m: kd without --random-embeddings does not take a served language model; it is a " \
+        "model behind an endpoint, with no weights here to start a student's embeddings from: give a teacher folder " \
+        "(a fine-tuned teacher, a transformers classifier or a causal LM), or use --random-embeddings"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_dead_endpoint_and_a_missing_base_url_are_one_line(tmp_path, capsys, monkeypatch):
     pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     from distill.models import served as served_module

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,7 +125,7 @@ def test_a_mean_pooling_teacher_exports_with_its_head_class_beside_it(tiny_class
                                                                      output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     assert type(model).__name__ == "DistillTeacherForSequenceClassification" and model.config.classifier_pooling == "mean"
-    tokenizer = AutoTokenizer.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
     with torch.no_grad():
         theirs = model.eval()(**tokenizer(TEXTS, padding=True, truncation=True, return_tensors="pt")).logits
     assert (theirs - predict_logits(teacher, TEXTS).logits).abs().max() <= 1e-5
@@ -130,6 +133,14 @@ def test_a_mean_pooling_teacher_exports_with_its_head_class_beside_it(tiny_class
     run = pipeline("text-classification", model=str(out), trust_remote_code=True, device="cpu")
     assert [result["label"] for result in run(TEXTS)] == expected
     assert load_model(out).predict(TEXTS) == expected
+    # without trust_remote_code transformers built a stock DistilBertForSequenceClassification of it (first token, a
+    # random dense layer: other labels), saying so only in a load report; its model type now has no stock class (in
+    # a fresh process: one that loaded the class with trust_remote_code keeps it registered)
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from transformers import "
+                             "AutoModelForSequenceClassification as A; A.from_pretrained(sys.argv[1])", str(out)],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert loaded.returncode != 0 and "trust_remote_code" in loaded.stderr.splitlines()[-1], loaded.stderr[-300:]
     # as a plain transformers folder (no distill card), a teacher too, built from distill's copy of the class
     (out / "distill.json").unlink()
     (out / "modeling_distill.py").write_text("raise RuntimeError('the folder code ran')")

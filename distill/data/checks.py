@@ -10,7 +10,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from distill.errors import DataError
+from distill.errors import DataError, OtherTaskData
 from distill.labels import check_levels, shows_nothing as _invisible
 
 
@@ -178,12 +178,12 @@ TAGGING_FIELDS = ("tokens", "tags")
 def _wrong_task(path: str, columns: list, task: str, line: int | None) -> None:
     """A JSONL record of the other task's shape: say so, rather than 'missing column'."""
     if task == "classification" and "text" not in columns and set(TAGGING_FIELDS) <= set(columns):
-        raise DataError(path, "holds tagging data (tokens and tags), but this command or model classifies "
-                              "texts: give it texts (a text field, and a label where the command needs one)", line)
+        raise OtherTaskData(path, "holds tagging data (tokens and tags), but this command or model classifies "
+                                  "texts: give it texts (a text field, and a label where the command needs one)", line)
     if task == "tagging" and "tokens" not in columns and "text" in columns and "label" in columns:
-        raise DataError(path, "holds classification data (text and label), but this command or model tags "
-                              "words: give it token lists (CoNLL or JSONL with tokens, and tags where the command "
-                              "needs them)", line)
+        raise OtherTaskData(path, "holds classification data (text and label), but this command or model tags "
+                                  "words: give it token lists (CoNLL or JSONL with tokens, and tags where the command "
+                                  "needs them)", line)
 
 
 def _json_records(path: str | Path) -> Iterator[tuple[int, dict]]:

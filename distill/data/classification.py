@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from distill.data.checks import (HUB_PREFIX, _check_visible, _format, _json_records, _label_text, _read_text, _record_text,
                                  _require_columns, _split_lines, _wrong_task)
 from distill.data.hub import _hub_examples
-from distill.errors import DataError
+from distill.errors import DataError, OtherTaskData
 
 if TYPE_CHECKING:
     import datasets
@@ -99,8 +99,8 @@ def _classification_file(path: str, text_column: str, label_column: str, labelle
             _wrong_task(path, list(record), "classification", number)
             _require_columns(path, list(record), wanted, number)
     elif fmt == "conll":
-        raise DataError(path, "is CoNLL (tagging data), but this command or model classifies texts: "
-                              "use .csv, .tsv or .jsonl with text and label")
+        raise OtherTaskData(path, "is CoNLL (tagging data), but this command or model classifies texts: "
+                                  "use .csv, .tsv or .jsonl with text and label")
     else:
         _refuse_unnamed_format(path)
         raise DataError(path, "unknown format: use .csv, .tsv or .jsonl for classification")

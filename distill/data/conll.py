@@ -12,7 +12,7 @@ from distill.data.checks import (HUB_PREFIX, _characters, _check_length, _check_
                                  _json_words, _read_text, _require_columns, _split_lines, _surrogate_free, _wrong_task)
 from distill.data.classification import sniff_format
 from distill.data.hub import _hub_examples
-from distill.errors import DataError, option
+from distill.errors import DataError, OtherTaskData, option
 from distill.labels import shows_nothing as _invisible, split_tag
 
 if TYPE_CHECKING:
@@ -29,9 +29,9 @@ def _refuse_table_as_conll(path: str, text: str) -> None:
         raise DataError(path, "looks like JSON, but its name does not end in .jsonl or .json: name it so "
                               "(tagging data: JSONL with tokens and tags)")
     if found in ("CSV", "TSV"):
-        raise DataError(path, f"looks like {found} (a header, then a text and a label per row: classification "
-                              "data), but this command or model tags words: give it CoNLL columns (a word and its "
-                              "tag per line) or JSONL with tokens and tags")
+        raise OtherTaskData(path, f"looks like {found} (a header, then a text and a label per row: classification "
+                                  "data), but this command or model tags words: give it CoNLL columns (a word and its "
+                                  "tag per line) or JSONL with tokens and tags")
 
 
 def _spaced_word(lines: list[str]) -> tuple[int, str] | None:
@@ -193,8 +193,8 @@ def read_tagging(path: str, tag_column: int = -1, tokens_field: str = "tokens",
         tokens, tags = _hub_examples(path, "tagging", tokens_field, tags_field)
         lines = [None] * len(tokens)
     elif _format(path) in ("csv", "tsv"):
-        raise DataError(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
-                              "words: use CoNLL columns or JSONL with tokens and tags")
+        raise OtherTaskData(path, f"is {_format(path).upper()} (classification data), but this command or model tags "
+                                  "words: use CoNLL columns or JSONL with tokens and tags")
     elif _format(path) == "jsonl":
         tokens, tags, lines = [], [], []
         for number, record in _json_records(path):

@@ -12,6 +12,14 @@ from distill.models.card import MODEL_CARD, MULTITASK_KIND, read_model_card, ver
 __all__ = ["MODEL_CARD", "is_onnx_export", "load_model", "load_teacher", "model_card", "read_model_card"]
 
 
+def refuse_blank(directory: str | Path) -> None:
+    """'' (or blanks) names no model, though as a path it is the current folder: a model read from wherever the
+    caller happens to be, which `nlp-train` refuses as an argument and `save_pretrained` as its output."""
+    if isinstance(directory, str) and not directory.strip():
+        raise DistillError(f"model directory {directory!r}: an empty or blank path names no folder (as a path, '' is "
+                           "the current folder): give the model's directory")
+
+
 def model_card(directory: str | Path) -> dict:
     """The model card of `directory` (`read_model_card`), or for a transformers classifier, which has none
     (`distill.models.hub_teacher`), what one would say of it: a teacher of the task its config's architecture
@@ -22,6 +30,7 @@ def model_card(directory: str | Path) -> dict:
     from distill.models.hub_files import is_transformers_source
     from distill.models.hub_teacher import source_task
     from distill.models.prompt import is_served
+    refuse_blank(directory)
     if is_served(directory):  # a language model behind an endpoint (distill.models.served)
         return {"kind": "teacher", "model": "served", "task": "classification"}
     if is_causal_lm_source(directory):  # a zero- or few-shot teacher (distill.models.causal_lm)
@@ -66,6 +75,7 @@ def is_onnx_export(model) -> bool:
 def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> LabelModel:
     from distill.models.hub_files import is_transformers_source
     from distill.models.prompt import is_served
+    refuse_blank(directory)
     if is_served(directory) or is_transformers_source(directory):
         if expect not in (None, "teacher"):
             raise DistillError(f"{directory}: is a transformers model or a served one (a teacher), expected a {expect}")

@@ -64,14 +64,17 @@ def classifier_kind(source: str | Path, config: dict) -> tuple[str, type]:
     never from the folder's copy of its file); anything else is refused."""
     import transformers
     from transformers.models.auto import modeling_auto
-    from distill.models.modeling_distill import DistillTeacherForSequenceClassification
+    from distill.models.modeling_distill import MODEL_TYPE, DistillTeacherConfig, DistillTeacherForSequenceClassification
     architectures = config.get("architectures") or []
     model_type = config.get("model_type")
     if not architectures:
         raise DistillError(f"{source}: its {CONFIG_FILE} names no architecture, so the head it was saved with is "
                            f"unknown; distill takes {EXPECTED}")
     architecture = architectures[0]
-    if architecture == DistillTeacherForSequenceClassification.__name__ and model_type == "distilbert":
+    if architecture == DistillTeacherForSequenceClassification.__name__ and model_type in (MODEL_TYPE, "distilbert"):
+        # (an export before its model type of its own was DistilBERT's); its config class known here, from distill's
+        # package, so that reading the folder's config (its tokenizer's choice) runs none of the folder's code
+        transformers.AutoConfig.register(MODEL_TYPE, DistillTeacherConfig, exist_ok=True)
         return "classification", DistillTeacherForSequenceClassification
     if architecture.endswith(CAUSAL_LM_SUFFIXES):  # else a causal LM teacher (`distill.models.causal_lm`) took it
         raise DistillError(f"{source}: is a {architecture}, a causal language model of a class transformers does not "

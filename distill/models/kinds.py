@@ -224,6 +224,29 @@ def require_kind(source: Any, command: str) -> dict:
     return card
 
 
+def refuse_embeddings_start(teacher: Any) -> None:
+    """A student about to start its word embeddings from `teacher`, a loaded model whose kind the table refuses for
+    that (a served model: no weights here), is refused in the table's words: kd, which starts from its teacher's
+    unless told not to, named the model's class ("ServedTeacher") where `student --embeddings-from-teacher` names
+    its kind. A model loaded from no source the table knows (built in memory) is left to the caller."""
+    source = getattr(teacher, "loaded_from", None) or getattr(teacher, "source", None)
+    if not isinstance(source, str):  # an ONNX export's source is its PyTorch model: its folder is `loaded_from`
+        return
+    try:
+        card = card_of(source)
+        kind = kind_of(card)
+    except DistillError:  # its folder moved or changed since it was loaded: the model in memory is what counts
+        return
+    if "embeddings-from-teacher" in kind.takes:
+        return
+    instead = kind.instead.get("embeddings-from-teacher")
+    started = option("kd without --random-embeddings", "teacher_embeddings")
+    unless = option("--random-embeddings", "teacher_embeddings=False (Distiller), or no teacher_embeddings "
+                                           "(train_student)")
+    raise DistillError(f"{shown(source, card)}: {started} does not take {kind.what}{kind.detail(card)}"
+                       f"{f'; {instead(card)}' if instead else ''}, or use {unless}")
+
+
 def is_prompted(source: str | Path) -> bool:
     """Whether `source` is a teacher asked a prompt (a causal language model, a served one)."""
     from distill.models import model_card

@@ -8,6 +8,10 @@ way of shipping a head of one's own: ``AutoModelForSequenceClassification.from_p
 trust_remote_code=True)`` and ``pipeline(..., trust_remote_code=True)`` load it. distill itself, given such
 a folder as a teacher, builds this class from its own package and never runs the folder's copy.
 
+Its config has a model type of its own (`MODEL_TYPE`): under DistilBERT's, transformers loaded the folder without
+``trust_remote_code`` as a stock ``DistilBertForSequenceClassification`` (first token, a new random dense
+layer), whose labels were wrong, with a load report as the only sign; now it asks for ``trust_remote_code``.
+
 Only torch and transformers are imported here: the file must work alone in a model folder.
 """
 
@@ -20,11 +24,20 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 MODULE_FILE = "modeling_distill.py"  # the name this file takes in an exported folder
 POOLINGS = ("first", "mean")
+MODEL_TYPE = "distill_distilbert"  # no stock class has it: transformers builds the class of `auto_map` or none
+
+
+class DistillTeacherConfig(DistilBertConfig):
+    """DistilBERT's config under a model type of its own (`MODEL_TYPE`), so that only this file's class loads it."""
+
+    model_type = MODEL_TYPE
 
 
 class DistillTeacherForSequenceClassification(DistilBertPreTrainedModel):
     """DistilBERT, then the first token's state or the mean over real tokens (``config.classifier_pooling``),
     an optional dense+ReLU layer (``config.pre_classifier_layer``), dropout and a Linear layer."""
+
+    config_class = DistillTeacherConfig
 
     def __init__(self, config: DistilBertConfig):
         super().__init__(config)

@@ -112,6 +112,8 @@ class StudentModel(StudentFiles, LabelModel):
     def build_from_teacher(cls, config: WordStudentConfig, hierarchy: LabelHierarchy, examples: Sequence,
                            teacher: LabelModel) -> "StudentModel":
         """`build`, its word embeddings started from the sub-word embeddings of `teacher` (a transformer)."""
+        from distill.models.kinds import refuse_embeddings_start
+        refuse_embeddings_start(teacher)
         if teacher.sub_word_tokenizer() is None:
             raise DistillError(f"the teacher ({getattr(teacher.config, 'model', type(teacher).__name__)}) has no "
                                f"sub-word embeddings to start word embeddings from: use {errors.random_embeddings()}")
