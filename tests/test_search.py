@@ -233,7 +233,10 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
     ({"progress": "no"}, r"progress must be True or False, got 'no'"),
     ({"study_name": 5}, r"study_name must be a string"),
     ({"pruner": "median"}, r"pruner must be an Optuna pruner"),
-], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner"])
+    # a list of models was "['A', 'B']: model directory not found"
+    ({"as_fast_as": ["a", "b"]}, r"as_fast_as must be one model directory's path \(the model whose latency is the "
+                                 r"budget, or None\), got list \['a', 'b'\]"),
+], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner", "as_fast_as"])
 def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(bad, message, tiny_classifier_teacher,
                                                                               tmp_path):
     """The Python API's arguments the command line can only give as text: a list for the space, a number for the
