@@ -29,8 +29,6 @@ from safetensors.torch import load_file
 from safetensors.torch import save as tensors_to_bytes
 
 from distill.errors import DistillError
-from distill.runtime import Output
-from distill.settings import named
 
 
 _UMASK = os.umask(0)
@@ -438,8 +436,7 @@ def load_sealed(path: str | os.PathLike) -> dict[str, Any]:
         raise DistillError(f"{path}: not a state file written by this version of distill")
     data = outer["state"].numpy().tobytes()
     if hashlib.sha256(data).hexdigest() != outer["sha256"]:
-        raise DistillError(f"{path}: corrupted (its checksum does not match); start over with "
-                           f"{named(Output, 'overwrite', 'overwrite=True')}")
+        raise DistillError(f"{path}: corrupted (its checksum does not match)")
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as err:

@@ -880,6 +880,30 @@ def test_a_trial_killed_between_its_model_and_its_resume_state_starts_over_when_
     load_model(tmp_path / "s" / "best")
 
 
+@pytest.mark.parametrize("damage", ["card removed", "resume state truncated"])
+def test_an_interrupted_trial_whose_folder_was_damaged_starts_over_when_the_search_runs_again(
+        damage, tiny_classifier_teacher, tmp_path, monkeypatch):
+    """An interrupted trial's card removed (its resume.pt kept) failed every rerun with "--overwrite replaces the
+    whole folder", an option a search does not take; its resume.pt truncated, with "corrupt or truncated checkpoint"
+    and no way on. The folder is the study's own: the trial starts over there."""
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    monkeypatch.undo()
+    folder = tmp_path / "s" / "trials" / "0000"
+    if damage == "card removed":
+        (folder / "distill.json").unlink()
+    else:
+        (folder / "resume.pt").write_bytes((folder / "resume.pt").read_bytes()[:1000])
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert [(t["state"], t["folder"]) for t in result.trials] == [("fail", "trials/0000"), ("complete", "trials/0000")]
+    assert not (folder / "resume.pt").exists()
+    load_model(folder)
+    load_model(tmp_path / "s" / "best")
+
+
 def test_a_transformers_classifier_is_a_teacher_the_search_takes(tiny_hf_classifier, tmp_path):
     """The teacher-kind table takes a transformers classifier's folder in the search as kd does (it was refused as
     if it were a multi-task teacher); what the search cannot take is refused with the table's line."""
