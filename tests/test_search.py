@@ -804,6 +804,23 @@ def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_ag
         load_model(copy / "best")
 
 
+def test_a_removed_folder_of_a_completed_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
+    """A completed trial's folder removed (not the chosen one's): the search run again exited 0 and its trials.json
+    named the folder that was gone as that trial's model. It is named, and nothing is written."""
+    report = read_report(finished_search)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_search, copy)
+    gone = next(t for t in report["trials"] if t["state"] == "complete" and t["number"] != report["best"]["trial"]
+                and t["reseed_of"] is None)
+    shutil.rmtree(copy / gone["folder"])
+    before = {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != "study.db"}
+    with pytest.raises(DistillError, match=rf"^{copy / gone['folder']}: the folder of trial {gone['number']} "
+                                           r"\(complete\) is gone: .*put it back, or give another output"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=1)
+    assert {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != "study.db"} == before
+
+
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
     """A pruner that stops every trial: the two default students still finish (the search only adds to them),
     the third trial is pruned at epoch 1 and its folder removed."""

@@ -198,14 +198,20 @@ def _claim_trials(study, study_name: str, output: Path) -> None:
         study.set_user_attr("search_id", search_id)
     trials, record = output / TRIALS_FOLDER, output / TRIALS_FOLDER / STUDY_RECORD
     where = f"give another {option('--output', 'output')}, or remove {output} to start over there"
+    held = [] if study is None else study.get_trials(deepcopy=False)
     if record.is_file():
         recorded = read_json(record)
         if not isinstance(recorded, dict) or recorded.get("search_id") != search_id:
             name = recorded.get("study_name") if isinstance(recorded, dict) else None
             raise DistillError(f"{output}: holds the trials of another study ({name!r}, in a storage this search "
                                f"was not given, or one since removed), which this one would take for its own: {where}")
+        gone = next((t for t in held if t.state.name == "COMPLETE"
+                     and (folder := t.user_attrs.get("folder")) and not (output / folder).is_dir()), None)
+        if gone is not None:  # its record names a model no longer there: trials.json, best/ and test scores of it
+            raise DistillError(f"{output / gone.user_attrs['folder']}: the folder of trial {gone.number} (complete) "
+                               f"is gone: the study holds its scores, not its model, which the search's report "
+                               f"names and its choice may copy; put it back, or {where}")
         return
-    held = [] if study is None else study.get_trials(deepcopy=False)
     named = {t.user_attrs.get("folder") for t in held}
     foreign = sorted(path for path in trials.iterdir() if not path.name.startswith(".")
                      and f"{TRIALS_FOLDER}/{path.name}" not in named) if trials.is_dir() else []
