@@ -249,7 +249,7 @@ def load_run_state(run: RunState) -> dict | None:
     try:
         state = load_sealed(run.path)
     except DistillError as err:  # damaged or no state file: no run continues from it (a search trial starts over)
-        raise ResumeRefused(f"{err}; start over with {named(Output, 'overwrite', 'overwrite=True')}") from None
+        raise ResumeRefused(str(err)) from None
     saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
     if saved != current:
         changed = changed_settings(saved, current)

@@ -821,6 +821,25 @@ def test_a_removed_folder_of_a_completed_trial_is_named_when_the_search_is_run_a
     assert {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != "study.db"} == before
 
 
+def test_what_another_command_put_at_a_new_trials_folder_is_never_removed(finished_search, tmp_path):
+    """A search run with its output at another search's next trial folder (OUTPUT/trials/NNNN) was made there, and
+    that search, run again, emptied the folder to train its trial N there: the other search was gone. The output is
+    refused, and a new trial whose folder holds what no trial wrote stops the search, the folder kept."""
+    report = read_report(finished_search)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_search, copy)
+    after = copy / "trials" / f"{max(t['number'] for t in report['trials']) + 1:04d}"
+    with pytest.raises(DistillError, match=rf"^{after}: lies in {copy / 'trials'}, which the search in {copy} writes"):
+        search(report["search"]["teacher"], TRAIN, DEV, after, trials=1, space=SPACE)
+    assert not after.exists()
+    after.mkdir()
+    (after / "notes.txt").write_text("mine")
+    with pytest.raises(DistillError, match=rf"^{after}: holds what no trial of this search wrote"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=0)
+    assert (after / "notes.txt").read_text() == "mine"
+
+
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
     """A pruner that stops every trial: the two default students still finish (the search only adds to them),
     the third trial is pruned at epoch 1 and its folder removed."""

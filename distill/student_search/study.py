@@ -399,6 +399,11 @@ def check_search_output(output: Path, inputs: list) -> None:
     from distill.outputs import check_directory_output, is_model_folder
     check_folder(output)
     check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
+    out = output.resolve()
+    for folder in out.parents:  # in another search's folder, at a name it writes: its next trial's folder, say
+        if (folder / TRIALS_FOLDER / STUDY_RECORD).is_file() and out.relative_to(folder).parts[0] in SEARCH_NAMES:
+            raise DistillError(f"{output}: lies in {folder / out.relative_to(folder).parts[0]}, which the search in "
+                               f"{folder} writes (its trials, reports and best model): choose an output outside it")
     if output.is_dir() and is_model_folder(output):
         raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
                            "trials and best model): choose another output")

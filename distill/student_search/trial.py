@@ -309,6 +309,11 @@ def run_trial(trial, job: Job) -> float:
     started = time.perf_counter()
     settings = job.space.sample(trial)
     folder = _folder(trial, job)
+    if "folder" not in trial.user_attrs and (folder.exists() or folder.is_symlink()):
+        # a new trial's folder (a retried one inherits its own): what is there no trial of the study wrote, and
+        # starting the trial over there would remove it
+        raise DistillError(f"{folder}: holds what no trial of this search wrote (another command's output?), where "
+                           f"its trial {trial.number} trains: move it out of {folder.parent}")
     trial.set_user_attr("settings", settings.record())
     trial.set_user_attr("folder", str(folder.relative_to(job.output)))
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
