@@ -1075,6 +1075,38 @@ def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial
     assert not (output / "trials" / "0000" / "resume.pt").exists()
 
 
+def test_a_trial_whose_process_was_killed_outright_runs_again_when_the_search_runs_again_at_once(
+        tiny_classifier_teacher, tmp_path):
+    """SIGKILL in trial 0's second epoch leaves it running in the study until its heartbeat goes stale (minutes):
+    the search run again at once counted it as running elsewhere, ran trial 1 alone, and chose (exit 0) without
+    the default student of trial 0. Its process, of this machine, is gone: the trial is failed and queued again
+    at once, and its run continues from its first epoch."""
+    output = tmp_path / "out"
+    killed = subprocess.run([sys.executable, "-c", f"""
+import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import distill.training
+from distill import search
+real, calls = distill.training.evaluate, []
+def evaluate(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+distill.training.evaluate = evaluate
+search({tiny_classifier_teacher!r}, {str(TRAIN)!r}, {str(DEV)!r}, {str(output)!r}, trials=2, space={SPACE!r},
+       threads=1, cache_dir={str(tmp_path / "cache")!r}, reseed_top=0)
+"""], env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    result = search(tiny_classifier_teacher, TRAIN, DEV, output, trials=2, space=SPACE, threads=1,
+                    cache_dir=tmp_path / "cache", reseed_top=0)
+    assert [(t["state"], t["retry_of"], t["folder"], t["default"]) for t in result.trials] == \
+        [("fail", None, "trials/0000", "lstm"), ("complete", 0, "trials/0000", "lstm"),
+         ("complete", None, "trials/0002", "cnn")]
+    log = output / "trials" / "0000" / "metrics.jsonl"
+    assert [json.loads(line)["epoch"] for line in log.read_text().splitlines()] == [1, 2]
+
+
 def test_a_reseeded_run_stopped_by_ctrl_c_leaves_no_other_run_behind_when_the_search_resumes(tiny_classifier_teacher,
                                                                                               tmp_path, monkeypatch):
     """Ctrl-C in the first reseeded run queues it again; the resumed search queued the next reseeded run beside

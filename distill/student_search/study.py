@@ -117,6 +117,35 @@ def _retry(study, trial) -> None:
         RetryHeartbeatStaleTrialCallback()(study, frozen)
 
 
+def _fail_dead_trials(study) -> None:
+    """Fail, and queue again, the running trials whose process on this machine is gone (killed outright: SIGKILL,
+    the kernel out of memory), as a stale heartbeat has them failed after `GRACE_SECONDS`: the search run again
+    at once counted such a trial as running elsewhere, stopped without it, and chose (exit 0) without its
+    student. A process of another machine, or one still alive, is left to its heartbeat."""
+    import socket
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+    host = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        name, _, pid = str(trial.user_attrs.get("process", "")).rpartition(":")
+        if name != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(UpdateFinishedTrialError):  # another process failed it first
+            if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                _retry(study, trial)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` of this machine exists (one of another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def _heartbeat(study, trial) -> Iterator[None]:
     """The trial's heartbeat in the storage while it runs, as `Study.optimize` keeps one."""
@@ -310,6 +339,7 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
         while timeout is None or time.monotonic() - started < timeout:
             with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
                 optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
+                _fail_dead_trials(study)  # at once where that process was of this machine
                 held = study.get_trials(deepcopy=False)
                 step, why = _next_trial(study, job, trials, held)
                 if step == "stop":
