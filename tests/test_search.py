@@ -246,6 +246,21 @@ def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(ba
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("space, name", [
+    ({"students": {"lstm": {}}, "distiller": {"unlabeled_ratio": [None, 2]}}, "distiller.unlabeled_ratio"),
+    ({"students": {"lstm": {}}, "loss": {"min_confidence": 0.5, "student_weight": 0.5}}, "loss.min_confidence"),
+])
+def test_a_space_of_unlabeled_settings_without_unlabeled_text_is_refused_before_any_trial(space, name,
+                                                                                         tiny_classifier_teacher,
+                                                                                         tmp_path):
+    """Trial 0 failed, the study and its folder made, with "--unlabeled-ratio applies to unlabeled text ...: drop
+    --unlabeled-ratio", an option the search does not take."""
+    with pytest.raises(DistillError, match=rf"the search space: {name} applies to unlabeled text, and none was "
+                                           rf"given: give unlabeled=, or drop {name} from the space"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_select_metric_the_task_does_not_score_is_refused_before_any_trial(tiny_classifier_teacher, tmp_path):
     """Every trial failed on it, after the study had recorded the space: the corrected space was then refused as
     another space in that folder."""

@@ -524,6 +524,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_whole("seeds", seeds, 0)
     task = require_kind(teacher, "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
+    job_space.check_unlabeled(unlabeled)
     if as_fast_as is not None and not isinstance(as_fast_as, (str, os.PathLike)):  # one model, not a list of them
         raise DistillError(f"as_fast_as must be one model directory's path (the model whose latency is the budget, "
                            f"or None), got {type(as_fast_as).__name__} {as_fast_as!r:.60}")
