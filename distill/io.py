@@ -452,15 +452,20 @@ def save_sealed(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
 
 
 def load_sealed(path: str | os.PathLike) -> dict[str, Any]:
-    """Load what `save_sealed` wrote, refusing it if its content no longer matches its checksum."""
-    outer = load_checkpoint(path)
+    """Load what `save_sealed` wrote, refusing it if its content no longer matches its checksum; every refusal
+    says how to go on (an interrupted run's state: start over)."""
+    over = f"start over with {named(Output, 'overwrite', 'overwrite=True')}"
+    try:
+        outer = load_checkpoint(path)
+    except DistillError as err:  # truncated, or no checkpoint at all
+        raise DistillError(f"{err}; {over}") from None
     if not isinstance(outer, dict) or not isinstance(outer.get("state"), torch.Tensor) or "sha256" not in outer:
-        raise DistillError(f"{path}: not a state file written by this version of distill")
+        raise DistillError(f"{path}: not a state file written by this version of distill; {over}")
     data = outer["state"].numpy().tobytes()
     if hashlib.sha256(data).hexdigest() != outer["sha256"]:
-        raise DistillError(f"{path}: corrupted (its checksum does not match); start over with "
-                           f"{named(Output, 'overwrite', 'overwrite=True')}")
+        raise DistillError(f"{path}: corrupted (its checksum does not match); {over}")
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-        raise DistillError(f"{path}: refused to load: not a plain tensor checkpoint ({type(err).__name__})") from None
+        raise DistillError(f"{path}: refused to load: not a plain tensor checkpoint ({type(err).__name__}); "
+                           f"{over}") from None

@@ -246,7 +246,10 @@ def load_run_state(run: RunState) -> dict | None:
     """The saved state of an interrupted run, checked against this run's signature (None: start afresh)."""
     if not run.resume or not run.path.exists():
         return None
-    state = load_sealed(run.path)
+    try:
+        state = load_sealed(run.path)
+    except DistillError as err:  # damaged or no state file: no run continues from it (a search trial starts over)
+        raise ResumeRefused(str(err)) from None
     saved, current = json.loads(state["signature"]), json.loads(json.dumps(run.signature, sort_keys=True))
     if saved != current:
         changed = changed_settings(saved, current)

@@ -183,6 +183,7 @@ def test_a_resume_state_that_is_no_checkpoint_is_one_line(content, tmp_path, cap
     status, err = run_main(capsys, *args, "--resume")
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "resume.pt: corrupt or truncated checkpoint" in err, err
+    assert err.strip().endswith("start over with --overwrite"), err  # what to do, as a changed run is told
 
 
 def test_a_resume_clears_what_a_killed_save_left_half_written(tmp_path, capsys, monkeypatch):

@@ -233,13 +233,31 @@ def test_a_search_writes_nothing_among_a_models_files_nor_for_a_refused_input(ti
     ({"progress": "no"}, r"progress must be True or False, got 'no'"),
     ({"study_name": 5}, r"study_name must be a string"),
     ({"pruner": "median"}, r"pruner must be an Optuna pruner"),
-], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner"])
+    # a list of models was "['A', 'B']: model directory not found"
+    ({"as_fast_as": ["a", "b"]}, r"as_fast_as must be one model directory's path \(the model whose latency is the "
+                                 r"budget, or None\), got list \['a', 'b'\]"),
+], ids=["space", "storage", "cache_dir", "data", "progress", "study_name", "pruner", "as_fast_as"])
 def test_an_argument_of_the_wrong_type_is_one_line_before_anything_is_written(bad, message, tiny_classifier_teacher,
                                                                               tmp_path):
     """The Python API's arguments the command line can only give as text: a list for the space, a number for the
     storage or the cache were TypeErrors, data=None an AttributeError; progress="no" ran with progress bars."""
     with pytest.raises(DistillError, match=message):
         search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **{"trials": 1, "space": SPACE, **bad})
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("space, name", [
+    ({"students": {"lstm": {}}, "distiller": {"unlabeled_ratio": [None, 2]}}, "distiller.unlabeled_ratio"),
+    ({"students": {"lstm": {}}, "loss": {"min_confidence": 0.5, "student_weight": 0.5}}, "loss.min_confidence"),
+])
+def test_a_space_of_unlabeled_settings_without_unlabeled_text_is_refused_before_any_trial(space, name,
+                                                                                         tiny_classifier_teacher,
+                                                                                         tmp_path):
+    """Trial 0 failed, the study and its folder made, with "--unlabeled-ratio applies to unlabeled text ...: drop
+    --unlabeled-ratio", an option the search does not take."""
+    with pytest.raises(DistillError, match=rf"the search space: {name} applies to unlabeled text, and none was "
+                                           rf"given: give unlabeled=, or drop {name} from the space"):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", trials=1, space=space)
     assert not (tmp_path / "s").exists()
 
 
@@ -583,6 +601,11 @@ def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_pat
                                            r"label separator\); resume it with the same one"):
         search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1,
                data=DataOptions(separator="::"))
+    # another seed: the reseeded runs' seeds follow it, and one (seed 42 after a search of --seed 41) was a trial's
+    # own run again, counted twice in its mean
+    with pytest.raises(DistillError, match=r"study 'distill-search' searched with another seed; resume it with "
+                                           r"the same one"):
+        search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1, seed=41)
 
 
 def test_trial_folders_of_another_study_are_refused_not_taken(finished_search, tmp_path):
@@ -801,6 +824,42 @@ def test_a_damaged_folder_of_the_chosen_trial_is_named_when_the_search_is_run_ag
         load_model(copy / "best")
 
 
+def test_a_removed_folder_of_a_completed_trial_is_named_when_the_search_is_run_again(finished_search, tmp_path):
+    """A completed trial's folder removed (not the chosen one's): the search run again exited 0 and its trials.json
+    named the folder that was gone as that trial's model. It is named, and nothing is written."""
+    report = read_report(finished_search)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_search, copy)
+    gone = next(t for t in report["trials"] if t["state"] == "complete" and t["number"] != report["best"]["trial"]
+                and t["reseed_of"] is None)
+    shutil.rmtree(copy / gone["folder"])
+    before = {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != "study.db"}
+    with pytest.raises(DistillError, match=rf"^{copy / gone['folder']}: the folder of trial {gone['number']} "
+                                           r"\(complete\) is gone: .*put it back, or give another output"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=1)
+    assert {str(p): p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != "study.db"} == before
+
+
+def test_what_another_command_put_at_a_new_trials_folder_is_never_removed(finished_search, tmp_path):
+    """A search run with its output at another search's next trial folder (OUTPUT/trials/NNNN) was made there, and
+    that search, run again, emptied the folder to train its trial N there: the other search was gone. The output is
+    refused, and a new trial whose folder holds what no trial wrote stops the search, the folder kept."""
+    report = read_report(finished_search)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_search, copy)
+    after = copy / "trials" / f"{max(t['number'] for t in report['trials']) + 1:04d}"
+    with pytest.raises(DistillError, match=rf"^{after}: lies in {copy / 'trials'}, which the search in {copy} writes"):
+        search(report["search"]["teacher"], TRAIN, DEV, after, trials=1, space=SPACE)
+    assert not after.exists()
+    after.mkdir()
+    (after / "notes.txt").write_text("mine")
+    with pytest.raises(DistillError, match=rf"^{after}: holds what no trial of this search wrote"):
+        search(report["search"]["teacher"], TRAIN, DEV, copy, trials=4, space=SPACE, threads=1,
+               cache_dir=tmp_path / "cache", reseed_top=0)
+    assert (after / "notes.txt").read_text() == "mine"
+
+
 def test_pruned_trials_leave_no_folder_and_defaults_are_never_pruned(tiny_classifier_teacher, tmp_path):
     """A pruner that stops every trial: the two default students still finish (the search only adds to them),
     the third trial is pruned at epoch 1 and its folder removed."""
@@ -874,6 +933,30 @@ def test_a_trial_killed_between_its_model_and_its_resume_state_starts_over_when_
     (folder / "resume.pt").unlink()
     result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
     assert [t["state"] for t in result.trials] == ["fail", "complete"] and result.best is not None
+    load_model(tmp_path / "s" / "best")
+
+
+@pytest.mark.parametrize("damage", ["card removed", "resume state truncated"])
+def test_an_interrupted_trial_whose_folder_was_damaged_starts_over_when_the_search_runs_again(
+        damage, tiny_classifier_teacher, tmp_path, monkeypatch):
+    """An interrupted trial's card removed (its resume.pt kept) failed every rerun with "--overwrite replaces the
+    whole folder", an option a search does not take; its resume.pt truncated, with "corrupt or truncated checkpoint"
+    and no way on. The folder is the study's own: the trial starts over there."""
+    from tests.conftest import interrupt_evaluation
+    arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
+    interrupt_evaluation(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    monkeypatch.undo()
+    folder = tmp_path / "s" / "trials" / "0000"
+    if damage == "card removed":
+        (folder / "distill.json").unlink()
+    else:
+        (folder / "resume.pt").write_bytes((folder / "resume.pt").read_bytes()[:1000])
+    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
+    assert [(t["state"], t["folder"]) for t in result.trials] == [("fail", "trials/0000"), ("complete", "trials/0000")]
+    assert not (folder / "resume.pt").exists()
+    load_model(folder)
     load_model(tmp_path / "s" / "best")
 
 
@@ -1005,6 +1088,38 @@ def test_sigterm_during_a_trial_then_the_same_command_loses_and_repeats_no_trial
     epochs = [json.loads(line)["epoch"] for line in log.read_text().splitlines()]
     assert epochs == list(range(1, 13))
     assert not (output / "trials" / "0000" / "resume.pt").exists()
+
+
+def test_a_trial_whose_process_was_killed_outright_runs_again_when_the_search_runs_again_at_once(
+        tiny_classifier_teacher, tmp_path):
+    """SIGKILL in trial 0's second epoch leaves it running in the study until its heartbeat goes stale (minutes):
+    the search run again at once counted it as running elsewhere, ran trial 1 alone, and chose (exit 0) without
+    the default student of trial 0. Its process, of this machine, is gone: the trial is failed and queued again
+    at once, and its run continues from its first epoch."""
+    output = tmp_path / "out"
+    killed = subprocess.run([sys.executable, "-c", f"""
+import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import distill.training
+from distill import search
+real, calls = distill.training.evaluate, []
+def evaluate(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+distill.training.evaluate = evaluate
+search({tiny_classifier_teacher!r}, {str(TRAIN)!r}, {str(DEV)!r}, {str(output)!r}, trials=2, space={SPACE!r},
+       threads=1, cache_dir={str(tmp_path / "cache")!r}, reseed_top=0)
+"""], env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    result = search(tiny_classifier_teacher, TRAIN, DEV, output, trials=2, space=SPACE, threads=1,
+                    cache_dir=tmp_path / "cache", reseed_top=0)
+    assert [(t["state"], t["retry_of"], t["folder"], t["default"]) for t in result.trials] == \
+        [("fail", None, "trials/0000", "lstm"), ("complete", 0, "trials/0000", "lstm"),
+         ("complete", None, "trials/0002", "cnn")]
+    log = output / "trials" / "0000" / "metrics.jsonl"
+    assert [json.loads(line)["epoch"] for line in log.read_text().splitlines()] == [1, 2]
 
 
 def test_a_reseeded_run_stopped_by_ctrl_c_leaves_no_other_run_behind_when_the_search_resumes(tiny_classifier_teacher,

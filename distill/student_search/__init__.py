@@ -23,7 +23,8 @@ The study lives in a database (``sqlite:///OUTPUT/study.db`` unless `storage` na
 resumes an interrupted search (`trials` is the total wanted), and several processes, or machines, pointing at one
 storage share the work, one trial per process at a time. A trial interrupted by Ctrl-C or SIGTERM is failed and
 queued again with its settings, and its run continues from its last finished epoch; a process killed outright
-leaves its trial running until its heartbeat goes stale (`GRACE_SECONDS`), then it is queued again the same way.
+leaves its trial running until its heartbeat goes stale (`GRACE_SECONDS`), then it is queued again the same way
+(at once where that process was of this machine and is gone).
 
 One module a part (a package named for the search, since `distill.search` is the function): `distill.student_search.space` (what is searched), `distill.student_search.trial` (one kd run, pruned, timed),
 `distill.student_search.study` (the study's storage, scheduling and `search` itself) and `distill.student_search.report` (the

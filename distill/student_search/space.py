@@ -266,6 +266,24 @@ class SearchSpace:
                 except DistillError as err:
                     raise DistillError(f"{self.source}: students.{name}: {err}") from None
 
+    def check_unlabeled(self, unlabeled: Any) -> None:
+        """Without unlabeled text (`unlabeled` None), a space whose trials may draw `unlabeled_ratio`, or a
+        `min_confidence` above 0 without augmented text, is refused before the study is made: each such trial
+        failed (naming kd's option, which the search does not take) once the study held the space."""
+        if unlabeled is not None:
+            return
+        ratio = self.distiller.get("unlabeled_ratio")
+        confidence, augment = self.loss.get("min_confidence"), self.distiller.get("augment")
+        if ratio is not None and any(value is not None for value in ratio.candidates()):
+            name = "distiller.unlabeled_ratio"
+        elif confidence is not None and any(value and value > 0 for value in confidence.candidates()) and \
+                (augment is None or any(not value for value in augment.candidates())):
+            name = "loss.min_confidence"
+        else:
+            return
+        raise DistillError(f"{self.source}: {name} applies to unlabeled text, and none was given: give "
+                           f"{option('--unlabeled', 'unlabeled=')}, or drop {name} from the space")
+
     def starts_from_teacher(self) -> bool:
         """Whether a trial may start its student's word embeddings from the teacher's (the Distiller's
         `teacher_embeddings`, on unless the space fixes it off)."""

@@ -117,6 +117,35 @@ def _retry(study, trial) -> None:
         RetryHeartbeatStaleTrialCallback()(study, frozen)
 
 
+def _fail_dead_trials(study) -> None:
+    """Fail, and queue again, the running trials whose process on this machine is gone (killed outright: SIGKILL,
+    the kernel out of memory), as a stale heartbeat has them failed after `GRACE_SECONDS`: the search run again
+    at once counted such a trial as running elsewhere, stopped without it, and chose (exit 0) without its
+    student. A process of another machine, or one still alive, is left to its heartbeat."""
+    import socket
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+    host = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        name, _, pid = str(trial.user_attrs.get("process", "")).rpartition(":")
+        if name != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(UpdateFinishedTrialError):  # another process failed it first
+            if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                _retry(study, trial)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` of this machine exists (one of another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def _heartbeat(study, trial) -> Iterator[None]:
     """The trial's heartbeat in the storage while it runs, as `Study.optimize` keeps one."""
@@ -125,17 +154,22 @@ def _heartbeat(study, trial) -> Iterator[None]:
         yield
 
 
+_DEFAULT_SEED = 42  # a study recorded before its seed was, with this one, resumes
+
+
 def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
-              threads: int, data: DataOptions) -> dict:
+              threads: int, data: DataOptions, seed: int) -> dict:
     """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
     space or latency settings would mix trials that cannot be compared; so would other data options (another
-    text column reads other text from the same files), recorded where not the defaults (a study recorded
-    before them resumes)."""
+    text column reads other text from the same files) and another seed (the reseeded runs' seeds follow it: one
+    may be a trial's own, its run repeated and counted twice in its mean), recorded where not the defaults (a
+    study recorded before them resumes)."""
     from distill.provenance import input_fingerprints
     inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
                                                     ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
     return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
-            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {})}
+            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {}),
+            **({"seed": seed} if seed != _DEFAULT_SEED else {})}
 
 
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
@@ -172,7 +206,7 @@ def _searched_as(study, identity: dict, url: str, study_name: str) -> bool:
     differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
     said = {"inputs": "other data or another teacher", "space": "another space",
             "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
-            "data": "other data options (columns, label separator)"}
+            "data": "other data options (columns, label separator)", "seed": "another seed"}
     raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                        f"resume it with the same one, or give another {option('--output', 'output')} "
                        f"(or {named(SearchSettings, 'storage', 'storage')})")
@@ -198,14 +232,20 @@ def _claim_trials(study, study_name: str, output: Path) -> None:
         study.set_user_attr("search_id", search_id)
     trials, record = output / TRIALS_FOLDER, output / TRIALS_FOLDER / STUDY_RECORD
     where = f"give another {option('--output', 'output')}, or remove {output} to start over there"
+    held = [] if study is None else study.get_trials(deepcopy=False)
     if record.is_file():
         recorded = read_json(record)
         if not isinstance(recorded, dict) or recorded.get("search_id") != search_id:
             name = recorded.get("study_name") if isinstance(recorded, dict) else None
             raise DistillError(f"{output}: holds the trials of another study ({name!r}, in a storage this search "
                                f"was not given, or one since removed), which this one would take for its own: {where}")
+        gone = next((t for t in held if t.state.name == "COMPLETE"
+                     and (folder := t.user_attrs.get("folder")) and not (output / folder).is_dir()), None)
+        if gone is not None:  # its record names a model no longer there: trials.json, best/ and test scores of it
+            raise DistillError(f"{output / gone.user_attrs['folder']}: the folder of trial {gone.number} (complete) "
+                               f"is gone: the study holds its scores, not its model, which the search's report "
+                               f"names and its choice may copy; put it back, or {where}")
         return
-    held = [] if study is None else study.get_trials(deepcopy=False)
     named = {t.user_attrs.get("folder") for t in held}
     foreign = sorted(path for path in trials.iterdir() if not path.name.startswith(".")
                      and f"{TRIALS_FOLDER}/{path.name}" not in named) if trials.is_dir() else []
@@ -299,6 +339,7 @@ def _run_trials(study, job: Job, trials: int, timeout: float | None, started: fl
         while timeout is None or time.monotonic() - started < timeout:
             with _locked(job.output):  # processes sharing the folder count and ask one at a time: none overshoots
                 optuna.storages.fail_stale_trials(study)  # a killed process's trial: failed, and queued again
+                _fail_dead_trials(study)  # at once where that process was of this machine
                 held = study.get_trials(deepcopy=False)
                 step, why = _next_trial(study, job, trials, held)
                 if step == "stop":
@@ -364,7 +405,7 @@ class SearchSettings:
     prune: bool = setting(True, off="--no-prune", help="Stop a trial whose dev score falls below the median of its own "
                           "student's other trials at the same epoch (after two of them and its second epoch); the "
                           "default students are never stopped.")
-    seed: int = setting(42, low=0, high=2**32 - 1, help="Seeds the sampler and every trial's training.")
+    seed: int = setting(_DEFAULT_SEED, low=0, high=2**32 - 1, help="Seeds the sampler and every trial's training.")
     cache_dir: str | Path | None = setting(None, **CACHE_DIR_OPTION)
 
 
@@ -393,6 +434,11 @@ def check_search_output(output: Path, inputs: list) -> None:
     from distill.outputs import check_directory_output, is_model_folder
     check_folder(output)
     check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
+    out = output.resolve()
+    for folder in out.parents:  # in another search's folder, at a name it writes: its next trial's folder, say
+        if (folder / TRIALS_FOLDER / STUDY_RECORD).is_file() and out.relative_to(folder).parts[0] in SEARCH_NAMES:
+            raise DistillError(f"{output}: lies in {folder / out.relative_to(folder).parts[0]}, which the search in "
+                               f"{folder} writes (its trials, reports and best model): choose an output outside it")
     if output.is_dir() and is_model_folder(output):
         raise DistillError(f"{output}: is a model directory; a search writes a folder of its own (its study, "
                            "trials and best model): choose another output")
@@ -425,7 +471,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
            unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
            study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
-           pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
+           pruner: Any = None, seed: int = _DEFAULT_SEED, cache_dir: str | Path | None = None, device: str = "cpu",
            data: DataOptions = DataOptions(), progress: bool = False,
            as_fast_as: str | Path | None = None, reseed_top: int = 3, seeds: int = 2,
            time_budget: float | None = None) -> SearchResult:
@@ -478,6 +524,10 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
     require_whole("seeds", seeds, 0)
     task = require_kind(teacher, "search").get("task")  # the teacher-kind table: a kind the search takes
     job_space = load_space(space, task)
+    job_space.check_unlabeled(unlabeled)
+    if as_fast_as is not None and not isinstance(as_fast_as, (str, os.PathLike)):  # one model, not a list of them
+        raise DistillError(f"as_fast_as must be one model directory's path (the model whose latency is the budget, "
+                           f"or None), got {type(as_fast_as).__name__} {as_fast_as!r:.60}")
     if as_fast_as is not None:  # a model directory of the search's task, before anything is written
         timed = require_kind(str(as_fast_as), "search").get("task")  # a model the search could time as its trials
         if timed != task:
@@ -528,7 +578,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                                                  threads, scratch=output)}
             job.budget.max_latency_ms = job.reference["latency_ms"]
         started = time.monotonic()
-        identity = _identity(str(teacher), train, dev, unlabeled, job_space, batch_size, threads, data)
+        identity = _identity(str(teacher), train, dev, unlabeled, job_space, batch_size, threads, data, seed)
         with _locked(output):
             study, url = _open_study(job, storage, study_name, identity, pruner)
             _warm_cache(job, task, teacher_model)

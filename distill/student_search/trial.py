@@ -275,21 +275,25 @@ def _folder(trial, job: Job) -> Path:
 
 
 def _train(distiller, trial, job: Job, folder: Path) -> None:
-    """The trial's kd run, continued where an interrupted one stopped; started over where this process cannot
-    continue it exactly (retried by a process of other torch threads, say): the folder is the study's own."""
+    """The trial's kd run, continued where an interrupted one stopped; started over, in an emptied folder, where
+    this process cannot continue it exactly (retried by a process of other torch threads, its resume state or its
+    best epoch's model damaged or removed) or there is no state to continue (a run killed before its first one,
+    or between its model and its state): the folder is the study's own, so neither what is left there nor an
+    option a search does not take (kd's overwrite) stops the trial on every rerun."""
     from distill.models.card import RESUME_FILE
     from distill.trainers import Output
 
     def fit(output: Output) -> None:
         distiller.fit(job.train, job.dev, job.unlabeled, job.data, output, callbacks=[_pruning_callback(trial)])
-    if not (folder / RESUME_FILE).is_file():  # no state to continue: what a run killed before its first one (or
-        return fit(Output(folder, overwrite=folder.exists()))  # between its model and its state) left starts over
-    try:
-        fit(Output(folder, resume=True))
-    except ResumeRefused as refused:
-        logger.warning(f"warning: trial {trial.number}: its interrupted run cannot be continued exactly here "
-                       f"({refused}); it starts over")
-        fit(Output(folder, overwrite=True))
+    if (folder / RESUME_FILE).is_file():
+        try:
+            return fit(Output(folder, resume=True))
+        except ResumeRefused as refused:
+            logger.warning(f"warning: trial {trial.number}: its interrupted run cannot be continued exactly here "
+                           f"({refused}); it starts over")
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)
+    fit(Output(folder))
 
 
 def run_trial(trial, job: Job) -> float:
@@ -305,6 +309,11 @@ def run_trial(trial, job: Job) -> float:
     started = time.perf_counter()
     settings = job.space.sample(trial)
     folder = _folder(trial, job)
+    if "folder" not in trial.user_attrs and (folder.exists() or folder.is_symlink()):
+        # a new trial's folder (a retried one inherits its own): what is there no trial of the study wrote, and
+        # starting the trial over there would remove it
+        raise DistillError(f"{folder}: holds what no trial of this search wrote (another command's output?), where "
+                           f"its trial {trial.number} trains: move it out of {folder.parent}")
     trial.set_user_attr("settings", settings.record())
     trial.set_user_attr("folder", str(folder.relative_to(job.output)))
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
