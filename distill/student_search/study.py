@@ -154,22 +154,17 @@ def _heartbeat(study, trial) -> Iterator[None]:
         yield
 
 
-_DEFAULT_SEED = 42  # a study recorded before its seed was, with this one, resumes
-
-
 def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchSpace, batch_size: int,
-              threads: int, data: DataOptions, seed: int) -> dict:
+              threads: int, data: DataOptions) -> dict:
     """What a study's trials depend on, recorded with it: a search resumed or joined with other data, teacher,
     space or latency settings would mix trials that cannot be compared; so would other data options (another
-    text column reads other text from the same files) and another seed (the reseeded runs' seeds follow it: one
-    may be a trial's own, its run repeated and counted twice in its mean), recorded where not the defaults (a
-    study recorded before them resumes)."""
+    text column reads other text from the same files), recorded where not the defaults (a study recorded
+    before them resumes)."""
     from distill.provenance import input_fingerprints
     inputs = {role: str(value) for role, value in (("teacher", teacher), ("train", train), ("dev", dev),
                                                     ("unlabeled", unlabeled)) if isinstance(value, (str, Path))}
     return {"inputs": input_fingerprints(inputs), "space": space.given, "latency_batch_size": batch_size,
-            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {}),
-            **({"seed": seed} if seed != _DEFAULT_SEED else {})}
+            "latency_threads": threads, **({"data": dataclasses.asdict(data)} if data != DataOptions() else {})}
 
 
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
@@ -206,7 +201,7 @@ def _searched_as(study, identity: dict, url: str, study_name: str) -> bool:
     differs = next(key for key in {**recorded, **identity} if recorded.get(key) != identity.get(key))
     said = {"inputs": "other data or another teacher", "space": "another space",
             "latency_batch_size": "another latency batch size", "latency_threads": "other latency threads",
-            "data": "other data options (columns, label separator)", "seed": "another seed"}
+            "data": "other data options (columns, label separator)"}
     raise DistillError(f"{shown_url(url)}: study {study_name!r} searched with {said.get(differs, differs)}; "
                        f"resume it with the same one, or give another {option('--output', 'output')} "
                        f"(or {named(SearchSettings, 'storage', 'storage')})")
@@ -405,7 +400,7 @@ class SearchSettings:
     prune: bool = setting(True, off="--no-prune", help="Stop a trial whose dev score falls below the median of its own "
                           "student's other trials at the same epoch (after two of them and its second epoch); the "
                           "default students are never stopped.")
-    seed: int = setting(_DEFAULT_SEED, low=0, high=2**32 - 1, help="Seeds the sampler and every trial's training.")
+    seed: int = setting(42, low=0, high=2**32 - 1, help="Seeds the sampler and every trial's training.")
     cache_dir: str | Path | None = setting(None, **CACHE_DIR_OPTION)
 
 
@@ -471,7 +466,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
            unlabeled: Any = None, space: str | Path | dict | None = None, max_latency_ms: float | None = None,
            batch_size: int = 32, threads: int | None = None, max_mb: float | None = None, storage: str | None = None,
            study_name: str = "distill-search", timeout: float | None = None, test: Any = None, prune: bool = True,
-           pruner: Any = None, seed: int = _DEFAULT_SEED, cache_dir: str | Path | None = None, device: str = "cpu",
+           pruner: Any = None, seed: int = 42, cache_dir: str | Path | None = None, device: str = "cpu",
            data: DataOptions = DataOptions(), progress: bool = False,
            as_fast_as: str | Path | None = None, reseed_top: int = 3, seeds: int = 2,
            time_budget: float | None = None) -> SearchResult:
@@ -578,7 +573,7 @@ def search(teacher: str | Path, train: Any, dev: Any, output: str | Path, trials
                                                                  threads, scratch=output)}
             job.budget.max_latency_ms = job.reference["latency_ms"]
         started = time.monotonic()
-        identity = _identity(str(teacher), train, dev, unlabeled, job_space, batch_size, threads, data, seed)
+        identity = _identity(str(teacher), train, dev, unlabeled, job_space, batch_size, threads, data)
         with _locked(output):
             study, url = _open_study(job, storage, study_name, identity, pruner)
             _warm_cache(job, task, teacher_model)
