@@ -588,6 +588,21 @@ def test_a_budget_as_fast_as_a_model_is_that_models_latency_timed_here(finished_
                as_fast_as=reference, max_latency_ms=5.0, threads=1)
 
 
+def test_a_study_resumed_with_another_seed_reseeds_after_each_trials_own_seed(finished_search, tmp_path):
+    """The reseeded runs' seeds followed the process's --seed: a study of seed 42 resumed with --seed 41 and a third
+    seed 'reseeded' its trials with 42, their own run again, counted twice in the mean that chooses. A trial's own
+    seed is recorded, and its reseeded runs take the seeds after it, whichever process asks."""
+    copy = tmp_path / "out"
+    shutil.copytree(finished_search, copy)
+    result = search(read_report(copy)["search"]["teacher"], TRAIN, DEV, copy, trials=3, space=SPACE, threads=1,
+                    seed=41, reseed_top=1, seeds=3, prune=False, cache_dir=tmp_path / "cache")
+    trials = result.report["trials"]
+    added = [t for t in trials if t["reseed_of"] is not None and t["seed"] not in (43, 44)]
+    assert added and {t["seed"] for t in added} == {45}  # 42 + 3; with --seed 41 it was 42, the trial's own
+    assert all(t["seed"] == 42 for t in trials if t["reseed_of"] is None)
+    assert result.report["reseeding"]["seeds"] == [43, 44, 45]
+
+
 def test_a_search_resumed_with_another_space_is_refused(finished_search, tmp_path):
     copy = tmp_path / "out"
     shutil.copytree(finished_search, copy)

@@ -302,7 +302,8 @@ def write_reports(study, job: Job, test: Any, wall_seconds: float, stopped: str 
               "wall_seconds": round(wall_seconds, 1), "trial_seconds": round(sum(finished), 1),
               "time_budget": {"seconds": job.time_budget, "spent": round(spent_seconds(held), 1)},
               "stopped": stopped,
-              "reseeding": {"top": job.reseed_top, "seeds": [(job.seed + i) % 2**32 for i in range(1, job.seeds + 1)],
+              "reseeding": {"top": job.reseed_top,  # the seeds its runs trained with (each after its trial's own)
+                            "seeds": sorted({r["seed"] for r in records if r["reseed_of"] is not None}),
                             "candidates": [r["number"] for r in reseed_candidates(records, job.reseed_top)]
                             if job.reseed_top and job.seeds else []},
               "best": chosen, "default": default,

@@ -305,8 +305,8 @@ def _next_trial(study, job: Job, trials: int, held: list) -> tuple[str, Any]:
     queued = {(t.user_attrs["reseed_of"], t.user_attrs["seed"]) for t in held if _reseeding(t)}
     for record in reseed_candidates(records, job.reseed_top):
         trial = next(t for t in searched if t.number == record["number"])
-        for offset in range(1, job.seeds + 1):
-            seed = (job.seed + offset) % 2**32
+        for offset in range(1, job.seeds + 1):  # after the trial's own seed, whichever process (--seed) ran it
+            seed = (trial.user_attrs.get("seed", job.seed) + offset) % 2**32
             if (record["number"], seed) not in queued:
                 attrs = {"reseed_of": record["number"], "seed": seed, "measured": trial.user_attrs["measured"],
                          **({"default": trial.user_attrs["default"]} if "default" in trial.user_attrs else {})}
@@ -395,8 +395,8 @@ class SearchSettings:
     reseed_top: int = setting(3, low=0, help="Train the best N trials within the budget (and the best default student) "
                               "again with --seeds other seeds, and choose the best mean dev score (0: the best single "
                               "run).")
-    seeds: int = setting(2, low=0, help="Other seeds each of the --reseed-top trials is trained with (--seed + 1, + 2, "
-                         "...).")
+    seeds: int = setting(2, low=0, help="Other seeds each of the --reseed-top trials is trained with (its own seed + 1, "
+                         "+ 2, ...; its own is the --seed of the process that ran it).")
     prune: bool = setting(True, off="--no-prune", help="Stop a trial whose dev score falls below the median of its own "
                           "student's other trials at the same epoch (after two of them and its second epoch); the "
                           "default students are never stopped.")

@@ -318,9 +318,9 @@ def run_trial(trial, job: Job) -> float:
     trial.set_user_attr("folder", str(folder.relative_to(job.output)))
     trial.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")  # the machine its latency is of
     if not (folder / SUMMARY_FILE).is_file():  # an interrupted trial's run may have finished before its measuring
-        training = {"seed": job.seed, **settings.training}
-        if "reseed_of" in trial.user_attrs:
-            training["seed"] = trial.user_attrs["seed"]
+        # its own seed, recorded: a reseeded run's was drawn for it; a retried trial keeps its first process's
+        training = {**settings.training, "seed": trial.user_attrs.get("seed", job.seed)}
+        trial.set_user_attr("seed", training["seed"])
         try:
             if "reseed_of" not in trial.user_attrs:  # (a reseeded run's trial was within reach)
                 _prune_if_far_over_budget(trial, settings, job, started)
