@@ -927,31 +927,13 @@ def test_an_interrupted_trial_pruned_untrained_when_resumed_leaves_no_folder(tin
     assert sorted(p.name for p in (tmp_path / "s" / "trials").iterdir()) == ["0002", "study.json"]
 
 
-def test_a_trial_killed_between_its_model_and_its_resume_state_starts_over_when_the_search_runs_again(
-        tiny_classifier_teacher, tmp_path, monkeypatch):
-    """A trial's run killed (SIGKILL) between its best model and its resume state leaves its folder with a model and
-    no resume.pt: the search run again trained the trial into it as a new output and was refused
-    ("already holds a student model; pass --overwrite", which a search does not take) on every rerun. The folder
-    is the study's own: the trial starts over there."""
-    from tests.conftest import interrupt_evaluation
-    arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
-    interrupt_evaluation(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
-    monkeypatch.undo()
-    folder = tmp_path / "s" / "trials" / "0000"
-    (folder / "resume.pt").unlink()
-    result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
-    assert [t["state"] for t in result.trials] == ["fail", "complete"] and result.best is not None
-    load_model(tmp_path / "s" / "best")
-
-
-@pytest.mark.parametrize("damage", ["card removed", "resume state truncated"])
+@pytest.mark.parametrize("damage", ["card removed", "resume state truncated", "resume state removed"])
 def test_an_interrupted_trial_whose_folder_was_damaged_starts_over_when_the_search_runs_again(
         damage, tiny_classifier_teacher, tmp_path, monkeypatch):
     """An interrupted trial's card removed (its resume.pt kept) failed every rerun with "--overwrite replaces the
     whole folder", an option a search does not take; its resume.pt truncated, with "corrupt or truncated checkpoint"
-    and no way on. The folder is the study's own: the trial starts over there."""
+    and no way on; its resume.pt removed (a SIGKILL between its best model and its resume state), with "already
+    holds a student model; pass --overwrite". The folder is the study's own: the trial starts over there."""
     from tests.conftest import interrupt_evaluation
     arguments = dict(trials=1, space=SPACE, threads=1, cache_dir=tmp_path / "cache", reseed_top=0)
     interrupt_evaluation(monkeypatch)
@@ -961,6 +943,8 @@ def test_an_interrupted_trial_whose_folder_was_damaged_starts_over_when_the_sear
     folder = tmp_path / "s" / "trials" / "0000"
     if damage == "card removed":
         (folder / "distill.json").unlink()
+    elif damage == "resume state removed":
+        (folder / "resume.pt").unlink()
     else:
         (folder / "resume.pt").write_bytes((folder / "resume.pt").read_bytes()[:1000])
     result = search(tiny_classifier_teacher, TRAIN, DEV, tmp_path / "s", **arguments)
