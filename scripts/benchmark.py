@@ -225,20 +225,24 @@ class Bench:
                 self.held.discard(done)
 
     def model_stage(self, stage: Stage) -> None:
-        """List `stage` and run it unless done; a stage killed part-way resumes from its last epoch where
+        """List `stage` (once) and run it unless done; a stage killed part-way resumes from its last epoch where
         it left a resume state, else starts over."""
-        self.model_stages.append(stage)
+        if stage not in self.model_stages:
+            self.model_stages.append(stage)
         self.run_stage(stage)
 
-    def model_stages_shared(self, stages: list[Stage], meanwhile: Callable[[set[Path]], None] | None = None) -> None:
+    def model_stages_shared(self, stages: list[Stage],
+                            meanwhile: Callable[[list[Path], set[Path]], None] | None = None) -> None:
         """List `stages` and run those not done, each one another process runs left for last: processes over one
         task's students (two, say, each given them all) train different ones side by side, then each waits for
         those the other held, and finds them done (or finishes one whose process stopped). `meanwhile`, given the
-        outputs held elsewhere, runs before the wait: the stages that need none of them run while the other trains."""
+        outputs finished and those held elsewhere, runs before the wait: the stages that need none of the held ones
+        run while the other trains."""
         self.model_stages.extend(stages)
         held_elsewhere = [stage for stage in stages if not self.run_stage(stage, wait=False)]
         if meanwhile:
-            meanwhile({stage.output for stage in held_elsewhere})
+            held = {stage.output for stage in held_elsewhere}
+            meanwhile([stage.output for stage in stages if stage.output not in held], held)
         for stage in held_elsewhere:
             self.run_stage(stage)
 
@@ -313,8 +317,8 @@ class Bench:
         static student (beside model2vec) train first, then the search, the ensemble (each model scored on test
         as soon as these are done) and the int8 teacher's bulk pass, then the other students: a run spread over
         several sessions measures the comparisons of the latest features first. The stages that need no student run
-        another process still trains (training cost, teacher inference, export) run before waiting for it. The
-        order decides no number."""
+        another process still trains (training cost, teacher inference, export, the finished runs' test scores) run
+        before waiting for it. The order decides no number."""
         spec, args = TASKS[key], self.args
         base = self.out / key
         train, dev, test = self.data(key, "train"), self.data(key, "dev"), self.data(key, "test")
@@ -342,12 +346,13 @@ class Bench:
                        covers=lambda stored: {p.name for p in exported} <= {Path(m["model"]).name
                                                                            for m in stored["models"]})
 
-        def meanwhile(held_elsewhere: set[Path]) -> None:
+        def meanwhile(finished: list[Path], held_elsewhere: set[Path]) -> None:
             """The stages that need no student run another process still trains, run while it trains."""
             self.stage(base / "training_cost.json", lambda: self.training_cost(key, teacher, train, dev))
             self.stage(base / "teacher_inference.json", lambda: self.teacher_inference(key, teacher))
             if not held_elsewhere & set(exported):
                 export()
+            self.evaluate(finished, test)
 
         rest = self.student_runs(key, [s for s in students if s not in first], teacher, train, dev, meanwhile)
         self.evaluate(rest.values(), test)
@@ -364,7 +369,7 @@ class Bench:
             self.model_stage(Stage("evaluate", {"output": output / "test_metrics.json"}, (output, test)))
 
     def student_runs(self, key: str, students: list[str], teacher: Path, train: Path, dev: Path,
-                     meanwhile: Callable[[set[Path]], None] | None = None) -> dict[str, Path]:
+                     meanwhile: Callable[[list[Path], set[Path]], None] | None = None) -> dict[str, Path]:
         """Every variant of each of `students` (`variants`), trained unless done, those another process trains
         left for last (`model_stages_shared`, which runs `meanwhile` before it waits): each run's folder by name."""
         args, runs, stages = self.args, {}, []

@@ -421,11 +421,11 @@ def test_processes_over_one_tasks_students_train_other_ones_then_wait_for_those_
     meanwhile = []  # what the second process is told is held elsewhere, and what it has trained by then
     with first.claimed(stages[0].done):
         thread = threading.Thread(target=second.model_stages_shared, args=(
-            stages, lambda held: meanwhile.append((held, list(trained)))))
+            stages, lambda finished, held: meanwhile.append((finished, held, list(trained)))))
         thread.start()
         assert waiting.wait(timeout=60), "the second process did not come back to wait for the stage held"
         assert trained == ["b"]  # trained while the first process held a
-        assert meanwhile == [({stages[0].output}, ["b"])]  # its other stages ran before it waited
+        assert meanwhile == [([stages[1].output], {stages[0].output}, ["b"])]  # its other stages ran before it waited
         train(stages[0], first.env)  # the first process finishes a
     thread.join()
     assert trained == ["b", "a"] and second.model_stages == stages  # a trained once, by the first; listed once
@@ -435,8 +435,9 @@ def test_processes_over_one_tasks_students_train_other_ones_then_wait_for_those_
 def test_a_task_measures_what_needs_no_held_run_while_another_process_trains_it(held, export_meanwhile, bench_data,
                                                                                   tmp_path, monkeypatch):
     """While another process trains one of its student runs, a task's process runs the stages that need none of the
-    held runs (training cost, teacher inference; export unless it exports the held run) before it waits, then the
-    ones that need every run (speed). Stage bodies are stubbed: the order is what is checked."""
+    held runs (training cost, teacher inference; export unless it exports the held run; the test scores of the runs
+    it finished) before it waits, then the ones that need every run (speed). Stage bodies are stubbed: the order is
+    what is checked."""
     import threading
     argv = ["--data", str(bench_data), "--out", str(tmp_path), "--train-threads", "1", "--tasks", "rt"]
     first, second = (benchmark.Bench(benchmark.parse_args(argv)) for _ in range(2))
@@ -459,8 +460,11 @@ def test_a_task_measures_what_needs_no_held_run_while_another_process_trains_it(
         thread.start()
         assert waiting.wait(timeout=60), "the second process did not wait for the run held"
         before_wait = list(done)
+        scored = {path.parent.name for path in (tmp_path / "rt").glob("*/test_metrics.json")}
         finish(held_run, first.env)
     thread.join()
+    students = {path.name for path in (tmp_path / "rt").glob("cnn*")}
+    assert held in students and held not in scored and students - {held} <= scored
     meanwhile = ["training_cost", "teacher_inference"] + (["export"] if export_meanwhile else [])
     assert before_wait[-len(meanwhile):] == meanwhile and "speed" not in before_wait
     assert done[len(before_wait):] == ["tfidf", "speed", "export"]  # (the stub runs a done export again)
