@@ -379,9 +379,10 @@ class DistillObjective(Objective):
         saved = state.get("teacher_logits_sha256")
         if saved is not None and saved != getattr(self.teacher, "digest", None):
             raise DistillError("cannot resume: the teacher's logits differ from those the interrupted run trained on "
-                               "(its logit cache was cleared or moved, and they were computed again in other "
-                               f"batches): resume with that {option('--cache-dir', 'cache_dir')}, or start over "
-                               f"with {option('--overwrite', 'overwrite=True')}")
+                               "(computed again, in other batches: its logit cache was cleared or moved, or its "
+                               "shards were written by an older distill and are not trusted now): resume with that "
+                               f"{option('--cache-dir', 'cache_dir')}, or start over with "
+                               f"{option('--overwrite', 'overwrite=True')}")
 
 
 def encoder_reader(model: torch.nn.Module):
