@@ -247,6 +247,8 @@ class TensorBoardCallback(Callback):
 
 MLFLOW_BATCH = 1000  # the most metrics MLflow takes in one log_batch
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # MLflow's database stores besides SQLite
+# what MLflow keeps a database store (SQLite, its default, or a server's) with: the tracking extra's, not mlflow-skinny's
+DATABASE_PACKAGES = ("sqlalchemy", "alembic")
 FLUSH_SECONDS = 10.0  # how stale a tracked run's step metrics may be while an epoch runs
 
 
@@ -313,11 +315,20 @@ class MLflowCallback(Callback):
                                "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
         return parts
 
+    def _require_database_packages(self, parts: urllib.parse.SplitResult) -> None:
+        """A database store without SQLAlchemy or Alembic (mlflow-skinny installed alone) is refused in one line
+        naming the extra: reading an SQLite store's path (through SQLAlchemy) was a traceback, and MLflow's own
+        failure named neither."""
+        if parts.scheme.split("+")[0] in ("sqlite", *DATABASE_PORTS):
+            for module in DATABASE_PACKAGES:
+                require_package(module, "mlflow", "MLflowCallback")
+
     def _reach(self, uri: str) -> None:
         """A store that cannot be reached is refused at once: MLflow's own client retries a refused connection,
         and an SQLite file it cannot open, for minutes before it gives up. An in-memory SQLite store, which
         keeps nothing once the run ends, is refused too."""
         parts = self._parts(uri)
+        self._require_database_packages(parts)
         if parts.scheme.split("+")[0] == "sqlite":
             self._open_sqlite(uri)
         if parts.scheme.split("+")[0] in DATABASE_PORTS:
@@ -354,6 +365,7 @@ class MLflowCallback(Callback):
         file:PATH); none for a server. An SQLite URL naming no file is refused when the run opens it (`_reach`)."""
         uri = self._uri()
         parts = self._parts(uri)
+        self._require_database_packages(parts)
         if parts.scheme.split("+")[0] == "sqlite":
             try:
                 path = sqlite_database(uri)

@@ -193,6 +193,25 @@ def test_a_missing_package_names_the_extra(reporter, module, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("module", ["sqlalchemy", "alembic"])
+@pytest.mark.parametrize("store", ["sqlite:///{tmp}/mlflow.db", "postgresql://localhost:{port}/mlflow"])
+def test_a_database_store_without_its_package_names_the_extra(module, store, tmp_path, capsys, monkeypatch):
+    """mlflow-skinny alone (not the extra) keeps no database store: SQLAlchemy and Alembic are the tracking
+    extra's. The SQLite store's path, read through SQLAlchemy, was a traceback; MLflow's own failure named
+    neither the package nor the extra."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.format(tmp=tmp_path, port=free_port()))
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "mlflow"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == (f"error: --report-to mlflow needs the {module} package: "
+                                                 "pip install 'distill[tracking]'\n")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
 @pytest.mark.parametrize("reporter", ["tensorboard", "mlflow"])
 def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter, tmp_path, capsys, monkeypatch):
     """Installed, but failing at its import (a dependency missing or of another version): it was found installed,
