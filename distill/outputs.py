@@ -407,6 +407,18 @@ def moved_aside(path: Path) -> Path:
     return absolute.parent / f".{absolute.name}.replaced"
 
 
+def _refuse_working_folder(place: Path, output: str | os.PathLike) -> None:
+    """An output to replace that holds the working folder is refused: the run moves the old folder aside while it
+    writes the new one, and the working folder goes with it (`--output .` failed as 'Device or resource busy'; a
+    relative path still naming the moved folder would have the new model written into the copy removed at the
+    end)."""
+    with contextlib.suppress(OSError):  # a working folder removed meanwhile lies in no output
+        working = Path.cwd().resolve()
+        if working == place or place in working.parents:
+            raise DistillError(f"{output}: holds the working folder, which {_overwrite()} would move aside with the "
+                               "old model while the run writes the new one; run the command from another folder")
+
+
 def _put_back(path: Path) -> None:
     """Put back a model that a run with --overwrite had moved aside when that run was killed with no
     time to clean up (SIGKILL, the kernel out of memory): unless it left resume state or finished,
@@ -494,7 +506,8 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
                 _put_back(place)
                 _clear_killed(place)
-                _refuse_unless(path, overwrite, resume)
+                if _refuse_unless(path, overwrite, resume):
+                    _refuse_working_folder(place, output)
 
     _agreed(check)
     if not distributed.is_main():

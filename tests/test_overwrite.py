@@ -124,3 +124,19 @@ def test_an_interrupted_overwrite_run_puts_the_model_back_by_any_path_to_it(give
     assert status == 130, err
     assert snapshot(student) == before, "an interrupted --overwrite run lost the model it was replacing"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["student"], "backup left behind"
+
+
+@pytest.mark.parametrize("given", [".", "absolute"])
+def test_overwrite_of_the_folder_that_holds_the_working_folder_is_refused(given, tiny_student, tmp_path, capsys,
+                                                                          monkeypatch):
+    """--overwrite moves the old model aside while the run writes the new one, and the working folder went with it:
+    `--output .` failed as 'cannot write (Device or resource busy)', and a relative path that still named the
+    folder once moved would have the new model written into the copy removed when the run ends."""
+    student = copy_of(tiny_student, tmp_path, "student")
+    before = snapshot(student)
+    monkeypatch.chdir(student)
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV,
+                           "--output", "." if given == "." else student, "--overwrite")
+    assert status == 2 and "holds the working folder, which --overwrite would move aside" in err, err
+    assert len(err.strip().splitlines()) == 1 and snapshot(student) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["student"]
