@@ -315,6 +315,13 @@ def sqlite_database(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def real_path(path: str | os.PathLike) -> Path:
+    """`path` absolute, `~` expanded and its links followed, as outputs are compared with inputs and models; one
+    through a link loop stays as it is, for the file system to refuse in one line where it is used (Path.resolve
+    raised RuntimeError, a traceback)."""
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
 def make_folder(path: str | os.PathLike) -> Path:
     """Make the folder `path` (and those above it) under `writing`'s rule for a folder."""
     path = Path(path)

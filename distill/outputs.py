@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.config import CONFIG_SUFFIX, RUN_CONFIG
 from distill.errors import DistillError, option
-from distill.io import STAGING_PREFIX, check_target, file_sha256, read_json, what_is, writing
+from distill.io import STAGING_PREFIX, check_target, file_sha256, read_json, real_path, what_is, writing
 from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, model_files,
                                  read_model_card)
@@ -94,7 +94,7 @@ def refuse_link(output: str | os.PathLike) -> None:
 
 
 def _resolved(path: str | os.PathLike) -> Path:
-    return Path(path).expanduser().resolve()
+    return real_path(path)
 
 
 _read_too: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("read_too", default=())
@@ -489,7 +489,7 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
                            "path, '' is the current folder): give the model's directory")
     path = Path(output)
     # the folder itself, for what is moved and made: a path through it (X/../X) names nothing once it is moved aside
-    place = path.resolve()
+    place = real_path(path)
     inputs = list(inputs)
     backup = moved_aside(place)
 
