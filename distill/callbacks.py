@@ -195,10 +195,10 @@ def epoch_scalars(epoch: EpochEnd) -> dict[str, float]:
             f"select/{epoch.select_metric}": epoch.score}
 
 
-def require_package(module: str, reporter: str, api: str) -> None:
-    """Refuse a reporter whose package is not installed or does not import, in one line naming the extra that
-    installs it."""
-    import_extra(module, option(f"--report-to {reporter}", api), TRACKING_EXTRA)
+def require_package(module: str, reporter: str, api: str, imports: str | None = None) -> None:
+    """Refuse a reporter whose package (or the module of it that it `imports`) is not installed or does not import,
+    in one line naming the extra that installs it."""
+    import_extra(module, option(f"--report-to {reporter}", api), TRACKING_EXTRA, imports)
 
 
 class TensorBoardCallback(Callback):
@@ -208,7 +208,7 @@ class TensorBoardCallback(Callback):
     its events beside them, and hides the interrupted epoch's steps, which it logs again."""
 
     def __init__(self, log_dir: str | Path):
-        require_package("tensorboard", "tensorboard", "TensorBoardCallback")
+        require_package("tensorboard", "tensorboard", "TensorBoardCallback", imports="torch.utils.tensorboard")
         self.log_dir, self.writer = Path(log_dir), None
 
     def folders(self) -> list[Path]:

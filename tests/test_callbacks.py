@@ -230,6 +230,22 @@ def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_tensorboard_whose_writer_does_not_import_names_the_extra_before_the_run(tmp_path, capsys, monkeypatch):
+    """tensorboard imported, but torch's writer of its events did not (its protobuf missing or of another version):
+    the run stopped with the import's traceback once the training had begun."""
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # its import fails
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "tensorboard"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == ("error: --report-to tensorboard needs the tensorboard package: pip "
+                                                 "install 'distill[tracking]' (tensorboard is installed, but its "
+                                                 "import fails: ModuleNotFoundError: import of "
+                                                 "torch.utils.tensorboard halted; None in sys.modules)\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_to_takes_registered_reporters_and_refuses_unknown_ones(tmp_path, capsys, monkeypatch):
     from procedures.cli import main
     recorders = []
