@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from distill import distributed
 from distill.errors import DistillError, import_extra, option
-from distill.io import IN_MEMORY_SQLITE, shown_url, sqlite_database
+from distill.io import IN_MEMORY_SQLITE, require_database_driver, shown_url, sqlite_database
 from distill.outputs import TRACKING_FOLDER
 from distill.registry import Registry
 
@@ -333,6 +333,7 @@ class MLflowCallback(Callback):
             self._open_sqlite(uri)
         if parts.scheme.split("+")[0] in DATABASE_PORTS:
             self._reach_database(uri, parts)
+            require_database_driver(uri, option("--report-to mlflow", "MLflowCallback"))  # MLflow's line named no extra
         if parts.scheme not in ("http", "https"):
             return
         netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ is MLflow's to send, not part of the address

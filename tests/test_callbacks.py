@@ -230,6 +230,22 @@ def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_database_server_store_without_its_driver_names_the_extra(tmp_path, capsys, monkeypatch):
+    """MLFLOW_TRACKING_URI=postgresql://... of a server that answers, without psycopg: MLflow's own line ("No module
+    named 'psycopg'") named no extra."""
+    import socket
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as an uninstalled package: its import fails
+    from procedures.cli import main
+    with socket.create_server(("127.0.0.1", 0)) as server, pytest.raises(SystemExit) as exit_info:  # it answers
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"postgresql://me@127.0.0.1:{server.getsockname()[1]}/mlflow")
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "mlflow"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == ("error: --report-to mlflow needs the psycopg package: pip install "
+                                                 "'distill[postgres]'\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_tensorboard_whose_writer_does_not_import_names_the_extra_before_the_run(tmp_path, capsys, monkeypatch):
     """tensorboard imported, but torch's writer of its events did not (its protobuf missing or of another version):
     the run stopped with the import's traceback once the training had begun."""

@@ -19,9 +19,9 @@ import torch
 
 from distill.cache import CACHE_DIR_OPTION, check_cache_dir
 from distill.data import DataOptions
-from distill.errors import DistillError, import_extra, option
+from distill.errors import DistillError, option
 from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, check_target, make_folder, real_path,
-                       shown_url, sqlite_database)
+                       require_database_driver, shown_url, sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS,
@@ -92,36 +92,12 @@ def check_storage(url: str, inputs: list, output: Path) -> str | None:
     return url
 
 
-POSTGRES_EXTRA = "pip install 'distill[postgres]'"
-
-
-def _require_driver(url: str) -> None:
-    """A database server's storage whose driver does not import is refused in one line naming the package (and,
-    for PostgreSQL's default driver, the postgres extra): Optuna's own line named neither ("Failed to import DB
-    access module for the specified storage URL")."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import SQLAlchemyError
-    try:
-        dialect = make_url(url).get_dialect()
-    except SQLAlchemyError:  # a database SQLAlchemy does not know: RDBStorage's own line says so
-        return
-    user = f"the study's storage {shown_url(url)}"
-    try:
-        dialect.import_dbapi()
-    except ImportError as err:
-        module = (err.name or dialect.driver).split(".")[0]
-        if module == "psycopg":
-            import_extra(module, user, POSTGRES_EXTRA)  # one line, saying too whether it is installed but broken
-        raise DistillError(f"{user} needs the {module} package (SQLAlchemy's {dialect.name}+{dialect.driver} "
-                           f"driver): install it, or give postgresql://HOST/DB with {POSTGRES_EXTRA}") from None
-
-
 def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
     from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
     if storage_file(url) is None:
-        _require_driver(url)
+        require_database_driver(url, f"the study's storage {shown_url(url)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the retry callback is "experimental"
         try:
