@@ -33,7 +33,7 @@ from distill import distributed, precision
 from distill.inference import ExampleLogits, examples_to_score, predict_logits, predict_logits_across_ranks
 from distill.errors import DistillError, option
 from distill.io import (CACHE_ENV, TEMPORARY_SUFFIX, cache_root, check_folder, check_target, load_checked_tensors,
-                        make_folder, remove_stale_temporaries, save_checked_tensors, what_is)
+                        make_folder, real_path, remove_stale_temporaries, save_checked_tensors, what_is)
 from distill.outputs import enclosing_model, is_model_folder
 from distill.progress import progress_bar
 from distill.spill import SpilledLogits
@@ -57,8 +57,8 @@ def default_cache_dir() -> Path:
 def _named(cache_dir: str | Path | None) -> tuple[Path, str]:
     """The cache folder, and how an error names it: as given, or as the default that $DISTILL_CACHE moves."""
     if cache_dir is not None:
-        return Path(cache_dir).expanduser().resolve(), str(cache_dir)
-    return default_cache_dir().expanduser().resolve(), f"{default_cache_dir()} (the default logit cache, " \
+        return real_path(cache_dir), str(cache_dir)
+    return real_path(default_cache_dir()), f"{default_cache_dir()} (the default logit cache, " \
         f"${CACHE_ENV}/teacher-logits)"
 
 
@@ -74,7 +74,7 @@ def check_cache_dir(cache_dir: str | Path | None, output: str | Path | None = No
     given = Path(cache_dir if cache_dir is not None else default_cache_dir())
     folder, cache_dir = _named(cache_dir)
     if output is not None:
-        out = Path(output).expanduser().resolve()
+        out = real_path(output)
         if folder == out or out in folder.parents:
             raise DistillError(f"{cache_dir}: lies inside {output}, the model this run writes (a file there "
                                "changes the model); choose a cache folder outside it")
@@ -104,7 +104,7 @@ def check_cache_beside(cache_dir: str | Path | None, output: str | Path, written
     """A command writes temporaries beside its output (`written`: glob patterns of their names in the output's
     folder). A cache folder named as one of them, or lying in a folder so named, would turn a file into a
     folder (or share a folder the run moves or deletes) and fail the run only at its end, with files left."""
-    (folder, cache_dir), out = _named(cache_dir), Path(output).expanduser().resolve()
+    (folder, cache_dir), out = _named(cache_dir), real_path(output)
     for path in (folder, *folder.parents):
         if path.parent == out.parent and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in written):
             raise DistillError(f"{cache_dir}: uses the name {path.name}, which this run writes as or beside "
@@ -133,7 +133,7 @@ class LogitStore:
         fingerprint = fingerprint or teacher.fingerprint()  # a multi-task head's: `MultiTaskTeacher.head_fingerprint`
         self.folder = Path(cache_dir or default_cache_dir()) / f"{fingerprint}{suffix}"
         check_target(self.folder, folder=True)  # before the run writes anything, as `add` would find it
-        check_writable(self.folder.expanduser().resolve(), _named(cache_dir)[1])  # made by another user, perhaps
+        check_writable(real_path(self.folder), _named(cache_dir)[1])  # made by another user, perhaps
         if self.folder.is_dir():  # a shard's temporary file that a killed run left: no later run would remove it
             remove_stale_temporaries(self.folder, f".*{SHARD_SUFFIX}.*{TEMPORARY_SUFFIX}")
         self._where: dict[bytes, Path] | None = None

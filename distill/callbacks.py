@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from distill import distributed
 from distill.errors import DistillError, import_extra, option
-from distill.io import IN_MEMORY_SQLITE, shown_url, sqlite_database
+from distill.io import IN_MEMORY_SQLITE, require_database_driver, shown_url, sqlite_database
 from distill.outputs import TRACKING_FOLDER
 from distill.registry import Registry
 
@@ -195,10 +195,10 @@ def epoch_scalars(epoch: EpochEnd) -> dict[str, float]:
             f"select/{epoch.select_metric}": epoch.score}
 
 
-def require_package(module: str, reporter: str, api: str) -> None:
-    """Refuse a reporter whose package is not installed or does not import, in one line naming the extra that
-    installs it."""
-    import_extra(module, option(f"--report-to {reporter}", api), TRACKING_EXTRA)
+def require_package(module: str, reporter: str, api: str, imports: str | None = None) -> None:
+    """Refuse a reporter whose package (or the module of it that it `imports`) is not installed or does not import,
+    in one line naming the extra that installs it."""
+    import_extra(module, option(f"--report-to {reporter}", api), TRACKING_EXTRA, imports)
 
 
 class TensorBoardCallback(Callback):
@@ -208,7 +208,7 @@ class TensorBoardCallback(Callback):
     its events beside them, and hides the interrupted epoch's steps, which it logs again."""
 
     def __init__(self, log_dir: str | Path):
-        require_package("tensorboard", "tensorboard", "TensorBoardCallback")
+        require_package("tensorboard", "tensorboard", "TensorBoardCallback", imports="torch.utils.tensorboard")
         self.log_dir, self.writer = Path(log_dir), None
 
     def folders(self) -> list[Path]:
@@ -247,6 +247,8 @@ class TensorBoardCallback(Callback):
 
 MLFLOW_BATCH = 1000  # the most metrics MLflow takes in one log_batch
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # MLflow's database stores besides SQLite
+# what MLflow keeps a database store (SQLite, its default, or a server's) with: the tracking extra's, not mlflow-skinny's
+DATABASE_PACKAGES = ("sqlalchemy", "alembic")
 FLUSH_SECONDS = 10.0  # how stale a tracked run's step metrics may be while an epoch runs
 
 
@@ -313,15 +315,25 @@ class MLflowCallback(Callback):
                                "(http://HOST:PORT) or a database (sqlite:///mlflow.db)") from None
         return parts
 
+    def _require_database_packages(self, parts: urllib.parse.SplitResult) -> None:
+        """A database store without SQLAlchemy or Alembic (mlflow-skinny installed alone) is refused in one line
+        naming the extra: reading an SQLite store's path (through SQLAlchemy) was a traceback, and MLflow's own
+        failure named neither."""
+        if parts.scheme.split("+")[0] in ("sqlite", *DATABASE_PORTS):
+            for module in DATABASE_PACKAGES:
+                require_package(module, "mlflow", "MLflowCallback")
+
     def _reach(self, uri: str) -> None:
         """A store that cannot be reached is refused at once: MLflow's own client retries a refused connection,
         and an SQLite file it cannot open, for minutes before it gives up. An in-memory SQLite store, which
         keeps nothing once the run ends, is refused too."""
         parts = self._parts(uri)
+        self._require_database_packages(parts)
         if parts.scheme.split("+")[0] == "sqlite":
             self._open_sqlite(uri)
         if parts.scheme.split("+")[0] in DATABASE_PORTS:
             self._reach_database(uri, parts)
+            require_database_driver(uri, option("--report-to mlflow", "MLflowCallback"))  # MLflow's line named no extra
         if parts.scheme not in ("http", "https"):
             return
         netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ is MLflow's to send, not part of the address
@@ -354,6 +366,7 @@ class MLflowCallback(Callback):
         file:PATH); none for a server. An SQLite URL naming no file is refused when the run opens it (`_reach`)."""
         uri = self._uri()
         parts = self._parts(uri)
+        self._require_database_packages(parts)
         if parts.scheme.split("+")[0] == "sqlite":
             try:
                 path = sqlite_database(uri)

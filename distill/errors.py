@@ -107,11 +107,12 @@ def run_script(main: Callable[[], object]) -> NoReturn:
     sys.exit(status if isinstance(status, int) and not isinstance(status, bool) else 0)
 
 
-def import_extra(module: str, user: str, extra: str) -> ModuleType:
+def import_extra(module: str, user: str, extra: str, imports: str | None = None) -> ModuleType:
     """`module` (a package of an optional extra) imported, or one line: `user` (what needs it) needs the package,
     and `extra` says how to install it. A package that is there but does not import (a dependency missing or of
     another version, a broken install) is named so, with its import's error: finding it installed, then
-    importing it, was a traceback."""
+    importing it, was a traceback. `imports`: the module `user` imports of it, where that is another than the
+    package (torch's writer of TensorBoard events), imported here too and returned."""
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # an entry of sys.modules that is None or has no spec: not importable
@@ -119,7 +120,8 @@ def import_extra(module: str, user: str, extra: str) -> ModuleType:
     if not found:
         raise DistillError(f"{user} needs the {module} package: {extra}")
     try:
-        return importlib.import_module(module)
+        imported = importlib.import_module(module)
+        return importlib.import_module(imports) if imports else imported
     except ImportError as err:
         reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
         raise DistillError(f"{user} needs the {module} package: {extra} ({module} is installed, but its import "

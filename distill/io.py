@@ -29,7 +29,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as tensors_to_bytes
 
-from distill.errors import DistillError
+from distill.errors import DistillError, import_extra
 from distill.runtime import Output
 from distill.settings import named
 
@@ -313,6 +313,37 @@ def sqlite_database(url: str) -> Path | None:
     if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
         raise ValueError(IN_MEMORY_SQLITE)
     return Path(parsed.database)
+
+
+def real_path(path: str | os.PathLike) -> Path:
+    """`path` absolute, `~` expanded and its links followed, as outputs are compared with inputs and models; one
+    through a link loop stays as it is, for the file system to refuse in one line where it is used (Path.resolve
+    raised RuntimeError, a traceback)."""
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+POSTGRES_EXTRA = "pip install 'distill[postgres]'"
+
+
+def require_database_driver(url: str, user: str) -> None:
+    """The driver of a database server's SQLAlchemy `url` (an Optuna study's storage, an MLflow tracking store),
+    imported before the database is opened: one that does not import is one line naming its package (and, for
+    PostgreSQL's default driver, the postgres extra), where Optuna's line named neither ("Failed to import DB
+    access module for the specified storage URL") and MLflow's named no extra. `user`: what needs it."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+    try:
+        dialect = make_url(url).get_dialect()
+    except SQLAlchemyError:  # a database SQLAlchemy does not know: its user's own line says so
+        return
+    try:
+        dialect.import_dbapi()
+    except ImportError as err:
+        module = (err.name or dialect.driver).split(".")[0]
+        if module == "psycopg":
+            import_extra(module, user, POSTGRES_EXTRA)  # one line, saying too whether it is installed but broken
+        raise DistillError(f"{user} needs the {module} package (SQLAlchemy's {dialect.name}+{dialect.driver} "
+                           f"driver): install it, or give postgresql://HOST/DB with {POSTGRES_EXTRA}") from None
 
 
 def make_folder(path: str | os.PathLike) -> Path:

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 from distill import distributed
 from distill.config import CONFIG_SUFFIX, RUN_CONFIG
 from distill.errors import DistillError, option
-from distill.io import STAGING_PREFIX, check_target, file_sha256, read_json, what_is, writing
+from distill.io import STAGING_PREFIX, check_target, file_sha256, read_json, real_path, what_is, writing
 from distill.io import refuse_link as refuse_any_link
 from distill.models.card import (LOADED_FILES, MODEL_CARD, RESUME_FILE, SEALED_FOLDERS, model_files,
                                  read_model_card)
@@ -94,7 +94,7 @@ def refuse_link(output: str | os.PathLike) -> None:
 
 
 def _resolved(path: str | os.PathLike) -> Path:
-    return Path(path).expanduser().resolve()
+    return real_path(path)
 
 
 _read_too: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("read_too", default=())
@@ -407,6 +407,18 @@ def moved_aside(path: Path) -> Path:
     return absolute.parent / f".{absolute.name}.replaced"
 
 
+def _refuse_working_folder(place: Path, output: str | os.PathLike) -> None:
+    """An output to replace that holds the working folder is refused: the run moves the old folder aside while it
+    writes the new one, and the working folder goes with it (`--output .` failed as 'Device or resource busy'; a
+    relative path still naming the moved folder would have the new model written into the copy removed at the
+    end)."""
+    with contextlib.suppress(OSError):  # a working folder removed meanwhile lies in no output
+        working = Path.cwd().resolve()
+        if working == place or place in working.parents:
+            raise DistillError(f"{output}: holds the working folder, which {_overwrite()} would move aside with the "
+                               "old model while the run writes the new one; run the command from another folder")
+
+
 def _put_back(path: Path) -> None:
     """Put back a model that a run with --overwrite had moved aside when that run was killed with no
     time to clean up (SIGKILL, the kernel out of memory): unless it left resume state or finished,
@@ -476,70 +488,73 @@ def model_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         raise DistillError(f"output directory {os.fspath(output)!r}: an empty or blank path names no folder (as a "
                            "path, '' is the current folder): give the model's directory")
     path = Path(output)
+    # the folder itself, for what is moved and made: a path through it (X/../X) names nothing once it is moved aside
+    place = real_path(path)
     inputs = list(inputs)
-    backup = moved_aside(path)
+    backup = moved_aside(place)
 
     def check() -> None:
         refuse_link(path)
         check_writable(path)
         check_directory_output(path, inputs)
-        if not path.is_dir() and backup.is_dir():
-            _put_back(path)  # killed between moving the model aside and making its own folder
+        if not place.is_dir() and backup.is_dir():
+            _put_back(place)  # killed between moving the model aside and making its own folder
         if resume and not path.is_dir():
             raise DistillError(f"{output}: nothing to resume (no such folder); check the path (an interrupted run "
                                f"keeps its folder, with resume.pt), or run without {_resume()} to start a new run")
         if path.is_dir():
             with _lock(path):  # a run still writing here is reported as such, not as what it has written
-                _put_back(path)
-                _clear_killed(path)
-                _refuse_unless(path, overwrite, resume)
+                _put_back(place)
+                _clear_killed(place)
+                if _refuse_unless(path, overwrite, resume):
+                    _refuse_working_folder(place, output)
 
     _agreed(check)
     if not distributed.is_main():
         yield path
         return
     with contextlib.ExitStack() as stack:
-        existed = path.is_dir()
+        existed = place.is_dir()
         if existed:
-            stack.enter_context(_lock(path))
+            stack.enter_context(_lock(place))
         replace = existed and _refuse_unless(path, overwrite, resume)
         if resume:
             _clear_partial_writes(path)
-        made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+        made = [p for p in (place, *place.parents) if not p.exists()]  # deepest first
         with writing(path, folder=True):
             if replace:
                 shutil.rmtree(backup, ignore_errors=True)
-                os.replace(path, backup)
-            path.mkdir(parents=True, exist_ok=True)
+                os.replace(place, backup)
+            place.mkdir(parents=True, exist_ok=True)
             if replace:
-                _carry_hidden(backup, path)
+                _carry_hidden(backup, place)
         if not existed or replace:
-            stack.enter_context(_lock(path))
+            stack.enter_context(_lock(place))
         if not resume:  # until it ends: what a killed run leaves is known as such (`_clear_killed`)
             with writing(path / UNFINISHED):
-                (path / UNFINISHED).touch()
-        before = set(_visible(path))
+                (place / UNFINISHED).touch()
+        before = set(_visible(place))
         try:
             yield path
         except BaseException:
             if replace:
-                _carry_hidden(path, backup)
-                shutil.rmtree(path, ignore_errors=True)
-                os.replace(backup, path)
-            elif not (path / RESUME_FILE).exists():  # nothing to resume: take back what this run made
+                _carry_hidden(place, backup)
+                shutil.rmtree(place, ignore_errors=True)
+                os.replace(backup, place)
+            elif not (place / RESUME_FILE).exists():  # nothing to resume: take back what this run made
                 if not existed:
-                    shutil.rmtree(path, ignore_errors=True)
+                    shutil.rmtree(place, ignore_errors=True)
                     remove_empty(made[1:])
                 else:
-                    for name in set(_visible(path)) - before:
-                        target = path / name
+                    for name in set(_visible(place)) - before:
+                        target = place / name
                         if target.is_dir():
                             shutil.rmtree(target)
                         else:
                             target.unlink()
-                    (path / UNFINISHED).unlink(missing_ok=True)
+                    (place / UNFINISHED).unlink(missing_ok=True)
             raise
-        (path / UNFINISHED).unlink(missing_ok=True)
+        (place / UNFINISHED).unlink(missing_ok=True)
         shutil.rmtree(backup, ignore_errors=True)
 
 

@@ -10,6 +10,12 @@ import pytest
 from tests.conftest import DEV, SAMPLES, SMALL_LSTM, TRAIN, kd_with, run_main, student_on, tagger_on, write
 
 
+def link_loop(tmp: Path) -> Path:
+    """A symbolic link to itself."""
+    (tmp / "loop").symlink_to("loop")
+    return tmp / "loop"
+
+
 def teacher_without_checkpoint(teacher: str, tmp: Path) -> str:
     copy = Path(shutil.copytree(teacher, tmp / "broken-teacher"))
     (copy / "checkpoint.pt").unlink()
@@ -108,6 +114,13 @@ BAD_INPUT = [
      "not a model directory (no distill.json, the card of a model distill wrote, nor config.json"),
     ("malformed-hub-spec", lambda t, te, st: student_on("hub:rotten_tomatoes", t / "out"),
      "hub datasets are written hub:NAME[:CONFIG]:SPLIT"),
+    # a path through a link to itself: Path.resolve's RuntimeError ('Symlink loop from ...') was a traceback
+    ("output-through-a-link-loop", lambda t, te, st: student_on(TRAIN, link_loop(t) / "out"), "loop/out: "),
+    ("cache-dir-through-a-link-loop", lambda t, te, st: kd_with(te, t / "out", "--cache-dir", link_loop(t) / "c"),
+     "loop/c: "),
+    ("pseudo-label-output-through-a-link-loop", lambda t, te, st: [
+        "pseudo-label", "--teacher", te, "--input", SAMPLES / "unlabeled_movies.txt", "--output",
+        link_loop(t) / "pl.jsonl"], "loop/pl.jsonl: "),
 ]
 
 

@@ -193,6 +193,25 @@ def test_a_missing_package_names_the_extra(reporter, module, tmp_path, capsys, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("module", ["sqlalchemy", "alembic"])
+@pytest.mark.parametrize("store", ["sqlite:///{tmp}/mlflow.db", "postgresql://localhost:{port}/mlflow"])
+def test_a_database_store_without_its_package_names_the_extra(module, store, tmp_path, capsys, monkeypatch):
+    """mlflow-skinny alone (not the extra) keeps no database store: SQLAlchemy and Alembic are the tracking
+    extra's. The SQLite store's path, read through SQLAlchemy, was a traceback; MLflow's own failure named
+    neither the package nor the extra."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.format(tmp=tmp_path, port=free_port()))
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "mlflow"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == (f"error: --report-to mlflow needs the {module} package: "
+                                                 "pip install 'distill[tracking]'\n")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
 @pytest.mark.parametrize("reporter", ["tensorboard", "mlflow"])
 def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter, tmp_path, capsys, monkeypatch):
     """Installed, but failing at its import (a dependency missing or of another version): it was found installed,
@@ -208,6 +227,38 @@ def test_a_package_that_does_not_import_names_the_extra_before_the_run(reporter,
                                                  f"pip install 'distill[tracking]' ({reporter} is installed, but its "
                                                  "import fails: ImportError: libdep.so.1: cannot open shared object "
                                                  "file)\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_database_server_store_without_its_driver_names_the_extra(tmp_path, capsys, monkeypatch):
+    """MLFLOW_TRACKING_URI=postgresql://... of a server that answers, without psycopg: MLflow's own line ("No module
+    named 'psycopg'") named no extra."""
+    import socket
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as an uninstalled package: its import fails
+    from procedures.cli import main
+    with socket.create_server(("127.0.0.1", 0)) as server, pytest.raises(SystemExit) as exit_info:  # it answers
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"postgresql://me@127.0.0.1:{server.getsockname()[1]}/mlflow")
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "mlflow"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == ("error: --report-to mlflow needs the psycopg package: pip install "
+                                                 "'distill[postgres]'\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tensorboard_whose_writer_does_not_import_names_the_extra_before_the_run(tmp_path, capsys, monkeypatch):
+    """tensorboard imported, but torch's writer of its events did not (its protobuf missing or of another version):
+    the run stopped with the import's traceback once the training had begun."""
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # its import fails
+    from procedures.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["student", "--model", "lstm", "--train", str(TRAIN), "--dev", str(DEV), "--output",
+              str(tmp_path / "out"), "--report-to", "tensorboard"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err == ("error: --report-to tensorboard needs the tensorboard package: pip "
+                                                 "install 'distill[tracking]' (tensorboard is installed, but its "
+                                                 "import fails: ModuleNotFoundError: import of "
+                                                 "torch.utils.tensorboard halted; None in sys.modules)\n")
     assert not (tmp_path / "out").exists()
 
 

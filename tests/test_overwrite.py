@@ -108,3 +108,35 @@ def test_overwrite_replaces_a_model_and_puts_it_back_if_the_run_fails(tiny_stude
         "--overwrite")
     assert json.loads((student / "distill.json").read_text())["model"] == "cnn"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.csv", "student"]
+
+
+@pytest.mark.parametrize("given", ["student", "student/../student"])
+def test_an_interrupted_overwrite_run_puts_the_model_back_by_any_path_to_it(given, tiny_student, tmp_path, capsys,
+                                                                            monkeypatch):
+    """An output path through itself (student/../student) named nothing once the model was moved aside: putting it
+    back failed ('.student.replaced: No such file or directory', the run's own error lost) and the model was left
+    hidden in .student.replaced, which the next run given that path did not put back either."""
+    student = copy_of(tiny_student, tmp_path, "student")
+    before = snapshot(student)
+    interrupt_evaluation(monkeypatch, call=1)
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV,
+                           "--output", tmp_path / given, "--overwrite")
+    assert status == 130, err
+    assert snapshot(student) == before, "an interrupted --overwrite run lost the model it was replacing"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["student"], "backup left behind"
+
+
+@pytest.mark.parametrize("given", [".", "absolute"])
+def test_overwrite_of_the_folder_that_holds_the_working_folder_is_refused(given, tiny_student, tmp_path, capsys,
+                                                                          monkeypatch):
+    """--overwrite moves the old model aside while the run writes the new one, and the working folder went with it:
+    `--output .` failed as 'cannot write (Device or resource busy)', and a relative path that still named the
+    folder once moved would have the new model written into the copy removed when the run ends."""
+    student = copy_of(tiny_student, tmp_path, "student")
+    before = snapshot(student)
+    monkeypatch.chdir(student)
+    status, err = run_main(capsys, "student", *SMALL_LSTM, "--epochs", "1", "--train", TRAIN, "--dev", DEV,
+                           "--output", "." if given == "." else student, "--overwrite")
+    assert status == 2 and "holds the working folder, which --overwrite would move aside" in err, err
+    assert len(err.strip().splitlines()) == 1 and snapshot(student) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["student"]

@@ -153,6 +153,26 @@ def test_a_missing_package_of_the_extra_is_named_before_anything_runs(package, m
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("storage, message", [
+    ("postgresql://me:s3cret@127.0.0.1:1/search", "the study's storage postgresql://me:***@127.0.0.1:1/search needs "
+                                                  "the psycopg package: pip install 'distill[postgres]'"),
+    ("postgresql+psycopg2://me@127.0.0.1:1/search", "the study's storage postgresql+psycopg2://me@127.0.0.1:1/search "
+                                                    "needs the psycopg2 package (SQLAlchemy's postgresql+psycopg2 "
+                                                    "driver): install it, or give postgresql://HOST/DB with pip "
+                                                    "install 'distill[postgres]'"),
+], ids=["postgres-extra", "another-driver"])
+def test_a_database_driver_missing_is_named_before_anything_runs(storage, message, monkeypatch, capsys,
+                                                                 tiny_classifier_teacher, tmp_path):
+    """--storage postgresql://... without the postgres extra's driver was Optuna's line, "Failed to import DB access
+    module for the specified storage URL. Please install appropriate one.", naming neither the package nor the
+    extra."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as an uninstalled package: its import fails
+    status, err = run_main(capsys, "search", "--teacher", tiny_classifier_teacher, "--train", TRAIN, "--dev", DEV,
+                           "--output", tmp_path / "s", "--trials", "1", "--storage", storage)
+    assert status == 2 and err == f"error: {message}\n"
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize("package", ["optuna", "sqlalchemy", "matplotlib", "onnx", "onnxruntime"])
 def test_a_package_of_the_extra_that_does_not_import_is_one_line_before_anything_runs(package, monkeypatch, capsys,
                                                                                       tiny_classifier_teacher,

@@ -20,8 +20,8 @@ import torch
 from distill.cache import CACHE_DIR_OPTION, check_cache_dir
 from distill.data import DataOptions
 from distill.errors import DistillError, option
-from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, check_target, make_folder, shown_url,
-                       sqlite_database)
+from distill.io import (IN_MEMORY_SQLITE, NOT_A_DATABASE_URL, check_folder, check_target, make_folder, real_path,
+                       require_database_driver, shown_url, sqlite_database)
 from distill.settings import named, setting
 from distill.student_search.report import reseed_candidates, spent_seconds, trial_record, write_reports
 from distill.student_search.space import (BEST_EXPORT_FOLDER, BEST_FOLDER, GRACE_SECONDS, HEARTBEAT_SECONDS,
@@ -96,7 +96,8 @@ def _storage(url: str):
     optuna = optuna_module()
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
     from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer: a database it cannot reach or open
-    storage_file(url)
+    if storage_file(url) is None:
+        require_database_driver(url, f"the study's storage {shown_url(url)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the retry callback is "experimental"
         try:
@@ -429,7 +430,7 @@ def check_search_output(output: Path, inputs: list) -> None:
     from distill.outputs import check_directory_output, is_model_folder
     check_folder(output)
     check_directory_output(output, [item for item in inputs if isinstance(item, (str, os.PathLike))])
-    out = output.resolve()
+    out = real_path(output)
     for folder in out.parents:  # in another search's folder, at a name it writes: its next trial's folder, say
         if (folder / TRIALS_FOLDER / STUDY_RECORD).is_file() and out.relative_to(folder).parts[0] in SEARCH_NAMES:
             raise DistillError(f"{output}: lies in {folder / out.relative_to(folder).parts[0]}, which the search in "
@@ -455,7 +456,7 @@ def check_search_cache(cache_dir: str | Path | None, output: Path) -> None:
     then); in trials/ it was one more folder there for a study to take for a trial's."""
     if cache_dir is None:
         return
-    folder, out = Path(cache_dir).expanduser().resolve(), output.resolve()
+    folder, out = real_path(cache_dir), real_path(output)
     if out in folder.parents and (name := folder.relative_to(out).parts[0]) in SEARCH_NAMES:
         raise DistillError(f"{cache_dir}: lies in the search's {name}, which it writes ({output / name}: its trials, "
                            "reports, study and best model): choose a cache folder outside those (such as "
