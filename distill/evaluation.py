@@ -13,7 +13,7 @@ from distill import distributed
 from distill.data import DataOptions, check_columns_read, iter_unlabeled, read_split, unlabeled_text
 from distill.errors import DataError, DistillError, option
 from distill.inference import evaluate, prediction_records
-from distill.io import write_json
+from distill.io import real_path, write_json
 from distill.labels import check_labels_known
 from distill.models import load_model
 from distill.models.kinds import refuse_unasked, require_kind
@@ -26,7 +26,7 @@ from distill.truncation import warn_if_truncated
 
 def _same_source(recorded: object, given: str | Path) -> bool:
     """Whether a recorded model or data path names what `given` does (a local path from any folder; hub:NAME)."""
-    return isinstance(recorded, str) and (recorded == str(given) or Path(recorded).resolve() == Path(given).resolve())
+    return isinstance(recorded, str) and (recorded == str(given) or real_path(recorded) == real_path(given))
 
 
 def is_metrics_file(path: Path, model_dir: str | Path, head: str | None = None, data: str | Path | None = None) -> bool:

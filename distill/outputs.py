@@ -413,7 +413,7 @@ def _refuse_working_folder(place: Path, output: str | os.PathLike) -> None:
     relative path still naming the moved folder would have the new model written into the copy removed at the
     end)."""
     with contextlib.suppress(OSError):  # a working folder removed meanwhile lies in no output
-        working = Path.cwd().resolve()
+        working = real_path(Path.cwd())
         if working == place or place in working.parents:
             raise DistillError(f"{output}: holds the working folder, which {_overwrite()} would move aside with the "
                                "old model while the run writes the new one; run the command from another folder")

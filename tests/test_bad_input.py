@@ -137,6 +137,21 @@ def test_bad_input_is_one_line_exit_2_nothing_written(build, fragment, tmp_path,
     assert set(tmp_path.rglob("*")) - before == inputs, "bad input left output behind"
 
 
+def test_paths_are_resolved_through_real_path():
+    """Paths are made absolute and their links followed through `distill.io.real_path`: Path.resolve raises
+    RuntimeError on a link loop ('Symlink loop from ...', a traceback) where os.path.realpath leaves the path for the
+    file system to refuse in one line where it is used. A call on a module's own `__file__` is the one exception."""
+    import ast
+    root = Path(__file__).resolve().parents[1]
+    calls = []
+    for source in sorted([*(root / "distill").rglob("*.py"), *(root / "procedures").rglob("*.py")]):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "resolve" and \
+                    "__file__" not in ast.unparse(node.func.value):
+                calls.append(f"{source.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    assert calls == [], "use distill.io.real_path:\n" + "\n".join(calls)
+
+
 EMPTY = "is an empty or blank path, which names no file or folder (as a path, '' is the current folder): give one"
 
 

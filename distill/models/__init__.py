@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from distill.errors import DistillError
+from distill.io import real_path
 from distill.models.base import LabelModel, pick_device
 from distill.models.card import MODEL_CARD, MULTITASK_KIND, read_model_card, verify_model_files
 
@@ -100,7 +101,7 @@ def _load(directory: str | Path, expect: str | None, pytorch: bool = False) -> L
         StrictDataclassError = TypeError
     try:
         model = model_from_card(directory, card)
-        model.loaded_from = str(Path(directory).resolve())
+        model.loaded_from = str(real_path(directory))
         _check_card_describes(directory, card, model)
         return model
     except (KeyError, TypeError, ValueError, AttributeError, StrictDataclassError) as error:  # verified, not a model

@@ -25,6 +25,7 @@ import torch
 
 from distill import distributed
 from distill.errors import DistillError, option
+from distill.io import real_path
 from distill.labels import LabelHierarchy
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, HUB, files_fingerprint, folder_config, load_tokenizer,
@@ -74,7 +75,7 @@ def load_causal_lm_teacher(source: str | Path) -> "CausalLMTeacher":
     model = load_whole_model(transformers.AutoModelForCausalLM, source, folder)
     require_tokens_fit(source, tokenizer, model)
     teacher = CausalLMTeacher(model.eval(), tokenizer, prompt, str(source), files_fingerprint(folder, names))
-    teacher.loaded_from = str(folder.resolve())
+    teacher.loaded_from = str(real_path(folder))
     return teacher
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from distill.errors import DistillError
-from distill.io import MODEL_CARD, file_sha256
+from distill.io import MODEL_CARD, file_sha256, real_path
 
 HUB = "hub:"  # a model on the Hugging Face hub, as data on the hub is named (distill.data.HUB_PREFIX)
 CONFIG_FILE = "config.json"
@@ -260,7 +260,7 @@ def named_weights(folder: Path) -> str | None:
     named = (folder_config(folder) or {}).get(EXPLICIT_WEIGHTS)
     if named is None:
         return None
-    inside = isinstance(named, str) and (folder / named).resolve().parent == folder.resolve()
+    inside = isinstance(named, str) and real_path(folder / named).parent == real_path(folder)
     if not inside or not named.endswith((".safetensors", ".safetensors.index.json")):
         raise DistillError(f"{folder / CONFIG_FILE}: its {EXPLICIT_WEIGHTS}, {named!r}, names no safetensors file or "
                            "index inside the folder, which is all distill loads weights from")

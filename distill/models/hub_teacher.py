@@ -25,6 +25,7 @@ import torch
 
 from distill import distributed
 from distill.errors import DistillError
+from distill.io import real_path
 from distill.labels import LabelHierarchy, scheme_of_labels
 from distill.models.base import LabelModel, ReadsSubWords
 from distill.models.hub_files import (CONFIG_FILE, EXPLICIT_WEIGHTS, PICKLED_WEIGHTS, SAFE_INDEX, SAFE_WEIGHTS,
@@ -167,7 +168,7 @@ def load_transformers_teacher(source: str | Path) -> "TransformersTeacher":
     model = load_whole_model(model_class, source, folder)
     require_tokens_fit(source, tokenizer, model)
     teacher = TransformersTeacher(model.eval(), tokenizer, task, str(source), fingerprint)
-    teacher.loaded_from = str(folder.resolve())
+    teacher.loaded_from = str(real_path(folder))
     labels = teacher.hierarchy.labels
     if all(GENERIC_LABEL.fullmatch(label) for label in labels) and distributed.is_main():
         logger.warning(f"warning: {source}: its config's id2label gives generic names ({', '.join(labels[:3])}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from distill.data.checks import HUB_PREFIX
 from distill.data.hub import hub_dataset
-from distill.io import STAGING_PREFIX, write_text
+from distill.io import STAGING_PREFIX, real_path, write_text
 from distill.metrics import size_text
 
 README = "README.md"
@@ -86,7 +86,7 @@ def _size(directory: Path, files: list[str]) -> int:
 
 def _model_name(directory: Path) -> str:
     """The model's folder name: a model is written in a hidden staging folder inside its own, then moved in."""
-    folder = directory.resolve()
+    folder = real_path(directory)
     return folder.parent.name if folder.name.startswith(STAGING_PREFIX) else folder.name
 
 

@@ -77,9 +77,9 @@ def check_storage(url: str, inputs: list, output: Path) -> str | None:
     database = storage_file(url)
     if database is not None:
         own = output / STUDY_DB
-        if database.resolve() == own.resolve():
+        if real_path(database) == real_path(own):
             return None
-        if output.resolve() in (database.resolve(), *database.resolve().parents):
+        if real_path(output) in (real_path(database), *real_path(database).parents):
             default = option("no --storage", "storage=None")
             raise DistillError(f"{database}: lies in the search's folder {output}, whose study is {own} ({default}): "
                                "give that, or a file outside the folder")
@@ -170,7 +170,7 @@ def _identity(teacher: str, train: Any, dev: Any, unlabeled: Any, space: SearchS
 
 def _open_study(job: Job, storage: str | None, study_name: str, identity: dict, pruner):
     optuna = optuna_module()
-    url = storage or f"sqlite:///{(job.output / STUDY_DB).resolve()}"
+    url = storage or f"sqlite:///{real_path(job.output / STUDY_DB)}"
     database = storage_file(url)
     fresh = database is not None and not database.exists()  # (under the folder's lock: no other process made it)
     opened = _storage(url)
