@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:  # run as a file from anywhere
     sys.path.insert(0, str(ROOT))
 
 from distill.errors import DistillError  # noqa: E402
-from distill.io import check_folder, write_json  # noqa: E402
+from distill.io import check_folder, real_path, write_json  # noqa: E402
 
 DATASETS = {
     "rt": {"folder": "rotten_tomatoes", "unlabeled": "unlabeled/movies.txt",
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     sources = read_sources(args.dataset, ROOT / args.data)
-    out = (ROOT / args.out / args.dataset).resolve()
+    out = real_path(ROOT / args.out / args.dataset)
     check_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     same_run(out, args, ROOT / args.data)

@@ -49,7 +49,7 @@ from bench_report import (ENSEMBLE_SUFFIX, ENSEMBLE_TEACHER, SECOND_TEACHER_SUFF
                           read, read_segments, variant_suffixes, write_report)
 from bench_static import python_path  # noqa: E402
 from distill.errors import DistillError  # noqa: E402
-from distill.io import write_json, write_text  # noqa: E402
+from distill.io import real_path, write_json, write_text  # noqa: E402
 from distill.models.onnx import onnxruntime_module  # noqa: E402
 from distill.outputs import check_written_folder  # noqa: E402
 
@@ -170,9 +170,9 @@ class Bench:
         self.args = args
         self.env = Runtime(device="cpu", threads=args.train_threads, progress=False)  # of every model stage
         self.execute = execute
-        self.out = Path(args.out).resolve()
+        self.out = real_path(args.out)
         self.cache = self.out / "cache" / "teacher-logits"  # where DISTILL_CACHE=OUT/cache puts it
-        self.teachers = Path(args.teachers or self.out / "teachers").resolve()  # the store teachers are reused from
+        self.teachers = real_path(args.teachers or self.out / "teachers")  # the store teachers are reused from
         if execute:  # a re-render makes no folder (a mistyped --out is refused by parse_args)
             self.out.mkdir(parents=True, exist_ok=True)
             self.teachers.mkdir(parents=True, exist_ok=True)

@@ -144,7 +144,8 @@ def test_paths_are_resolved_through_real_path():
     import ast
     root = Path(__file__).resolve().parents[1]
     calls = []
-    for source in sorted([*(root / "distill").rglob("*.py"), *(root / "procedures").rglob("*.py")]):
+    sources = [path for package in ("distill", "procedures", "scripts") for path in (root / package).rglob("*.py")]
+    for source in sorted(sources):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "resolve" and \
                     "__file__" not in ast.unparse(node.func.value):
