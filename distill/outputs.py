@@ -93,10 +93,6 @@ def refuse_link(output: str | os.PathLike) -> None:
     refuse_any_link(output, "give the real path")
 
 
-def _resolved(path: str | os.PathLike) -> Path:
-    return real_path(path)
-
-
 _read_too: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("read_too", default=())
 
 
@@ -117,7 +113,7 @@ def _local(inputs: Iterable[str | os.PathLike | None], own_record: Path | None =
     command that asks one reads as well, and those `reading` names but `own_record`: the output's record of its
     options (a run replayed into its own folder reads it, and writes it again)."""
     from distill.models.prompt import prompt_files
-    read_too = [path for path in _read_too.get() if own_record is None or _resolved(path) != own_record]
+    read_too = [path for path in _read_too.get() if own_record is None or real_path(path) != own_record]
     return [str(item) for item in (*inputs, *prompt_files(), *read_too)
             if item and not str(item).startswith(("hub:", "memory:"))]
 
@@ -146,9 +142,9 @@ def written_by_distill(folder: str | os.PathLike) -> bool:
 def check_directory_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
     """A model directory must neither be, hold, nor lie inside any input of its command, nor lie
     inside another model's directory."""
-    out = _resolved(output)
+    out = real_path(output)
     for item in _local(inputs, own_record=out / RUN_CONFIG):
-        source = _resolved(item)
+        source = real_path(item)
         if out == source:
             raise DistillError(f"{output}: is an input of this command; choose another output directory")
         if out in source.parents:
@@ -171,19 +167,19 @@ def check_written_folder(folder: str | os.PathLike, inputs: Iterable[str | os.Pa
     logs in OUTPUT/runs, which --overwrite knows as the run's; any other name there would be taken for the
     user's). It may hold inputs: nothing there is removed or replaced. `shown_as`: how the error names it, where
     the user gave it otherwise than as a path (MLflow's tracking store, from MLFLOW_TRACKING_URI)."""
-    path, shown = _resolved(folder), shown_as or str(folder)
-    if output is not None and _resolved(output) in path.parents:
-        own = _resolved(output) / within if within is not None else None
+    path, shown = real_path(folder), shown_as or str(folder)
+    if output is not None and real_path(output) in path.parents:
+        own = real_path(output) / within if within is not None else None
         if own is not None and path != own and own not in path.parents:
             raise DistillError(f"{shown}: lies in the output {output}, where a run's logs go in "
                                f"{Path(output) / within} ({_overwrite()} takes any other folder there for yours): "
                                "choose that, or a folder outside the output")
         return
-    if output is not None and path == _resolved(output):  # its files would sit among the model's
+    if output is not None and path == real_path(output):  # its files would sit among the model's
         raise DistillError(f"{shown}: is the output {output} itself; choose a folder inside it (such as "
                            f"{Path(output) / (within or TRACKING_FOLDER)}) or outside it")
     for item in _local(inputs):
-        source = _resolved(item)
+        source = real_path(item)
         if path == source or source in path.parents:
             raise DistillError(f"{shown}: lies in {item}, an input of this command; choose a folder outside it")
     model = path if is_model_folder(path) else enclosing_model(path)
@@ -196,9 +192,9 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     """An output file must not be an input file (also through a link), nor a file of any model or one
     a model's loader would read, nor lie in a model's subfolder (the teacher's encoder folder is read
     whole)."""
-    out = _resolved(output)
+    out = real_path(output)
     for item in _local(inputs, own_record=out.with_name(out.name + CONFIG_SUFFIX)):
-        source = _resolved(item)
+        source = real_path(item)
         if out == source or (out.exists() and source.exists() and os.path.samefile(out, source)):
             raise DistillError(f"{output}: is an input of this command; choose another output file")
         if source.is_dir() and out in source.parents:
@@ -215,7 +211,7 @@ def check_file_output(output: str | os.PathLike, inputs: Iterable[str | os.PathL
                            "tokenizer); choose another output file")
     if not (model / MODEL_CARD).is_file():
         return
-    if out in {_resolved(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG):
+    if out in {real_path(f) for f in model_files(model)} or out.name in (*RUN_MARKERS, RESUME_FILE, RUN_CONFIG):
         raise DistillError(f"{output}: is a file of the model {model}; choose another output file")
     if out.name in LOADED_FILES:  # not the model's file yet, but its card would not list it: refused from then on
         raise DistillError(f"{output}: is a name the model's loader reads in {model} (a file there changes the "
@@ -293,7 +289,7 @@ def _written_by_distill(path: Path, listed: set[str]) -> bool:
     if not (isinstance(record, dict) and {"model", "data", "examples"} <= set(record)):
         return False
     default_name = path.name == "eval_metrics.json" or path.name.startswith("eval_metrics.")
-    return default_name or _resolved(str(record["model"])) == _resolved(path.parent)
+    return default_name or real_path(str(record["model"])) == real_path(path.parent)
 
 
 def _foreign(directory: Path, names: list[str]) -> list[str]:
@@ -573,14 +569,14 @@ def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     if path.exists() and not path.is_file():
         raise DistillError(f"{output}: is not a regular file (a device or a pipe); give a file name for the output")
     check_file_output(path, inputs)
-    model = None if beside_model is True else enclosing_model(_resolved(path))
+    model = None if beside_model is True else enclosing_model(real_path(path))
     if model is None:
         return
     if beside_model is False:
         raise DistillError(f"{output}: lies in the model directory {model}, which holds the model and its "
                            f"evaluate results ({_overwrite()} of it would refuse to remove {what}): write it "
                            "elsewhere")
-    if model != _resolved(beside_model):
+    if model != real_path(beside_model):
         raise DistillError(f"{output}: lies in the model directory {model}, which holds that model and its own "
                            f"evaluate results ({what} there would be taken for one of them): write it beside "
                            f"{beside_model} or elsewhere")

@@ -77,9 +77,10 @@ def check_storage(url: str, inputs: list, output: Path) -> str | None:
     database = storage_file(url)
     if database is not None:
         own = output / STUDY_DB
-        if real_path(database) == real_path(own):
+        place = real_path(database)
+        if place == real_path(own):
             return None
-        if real_path(output) in (real_path(database), *real_path(database).parents):
+        if real_path(output) in (place, *place.parents):
             default = option("no --storage", "storage=None")
             raise DistillError(f"{database}: lies in the search's folder {output}, whose study is {own} ({default}): "
                                "give that, or a file outside the folder")
